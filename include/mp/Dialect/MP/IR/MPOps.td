@@ -1,0 +1,378 @@
+//===- MPOps.td - mp dialect ops ---------------------------*- tablegen -*-===//
+#ifndef MP_DIALECT_MP_IR_MPOPS_TD
+#define MP_DIALECT_MP_IR_MPOPS_TD
+
+include "mp/Dialect/MP/IR/MPBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def MP_Tensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
+def MP_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def MP_IndexTensor : RankedTensorOf<[I32, I64]>;
+
+//===----------------------------------------------------------------------===//
+// Parameters and constants
+//===----------------------------------------------------------------------===//
+
+def MP_ParamOp : MP_Op<"param", [Symbol]> {
+  let summary = "a model parameter (weight) held at module level";
+  let description = [{
+    Declares a parameter. Its data is not held in the IR: `file` names where it
+    lives. Without `offset` the data is the ONNX initializer of the same name
+    inside the ONNX model `file`; with `offset` and `length` it is raw
+    little-endian bytes at that offset in `file` (ONNX external data). A
+    parameter without `file` has a shape only (imported with
+    `--mp-shape-only`). `preview` optionally holds its first few values.
+
+    ```mlir
+    mp.param @h.0.attn.c_attn.weight : tensor<32x96xf32> {file = "gpt2.onnx"}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<MP_Tensor>:$type,
+                       OptionalAttr<StrAttr>:$file,
+                       OptionalAttr<I64Attr>:$offset,
+                       OptionalAttr<I64Attr>:$length,
+                       OptionalAttr<ElementsAttr>:$preview);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// True when the IR knows where the parameter's data lives.
+    bool hasData() { return getFile().has_value(); }
+  }];
+}
+
+def MP_GetParamOp : MP_Op<"get_param",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads a parameter by symbol";
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def MP_ConstantOp : MP_Op<"constant", [ConstantLike, Pure,
+    AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant tensor";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class MP_UnaryOp<string mnemonic, string desc, list<Trait> traits = []>
+    : MP_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let summary = desc;
+  let arguments = (ins MP_Tensor:$input);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def MP_NegOp : MP_UnaryOp<"neg", "elementwise negation">;
+def MP_ExpOp : MP_UnaryOp<"exp", "elementwise exponential">;
+def MP_LogOp : MP_UnaryOp<"log", "elementwise natural logarithm">;
+def MP_SqrtOp : MP_UnaryOp<"sqrt", "elementwise square root">;
+def MP_RsqrtOp : MP_UnaryOp<"rsqrt", "elementwise reciprocal square root">;
+def MP_ReciprocalOp : MP_UnaryOp<"reciprocal", "elementwise 1/x">;
+def MP_TanhOp : MP_UnaryOp<"tanh", "elementwise hyperbolic tangent">;
+def MP_ErfOp : MP_UnaryOp<"erf", "elementwise error function">;
+def MP_SigmoidOp : MP_UnaryOp<"sigmoid", "elementwise logistic sigmoid">;
+def MP_ReluOp : MP_UnaryOp<"relu", "elementwise max(x, 0)">;
+def MP_SiluOp : MP_UnaryOp<"silu", "elementwise x * sigmoid(x)">;
+def MP_CosOp : MP_UnaryOp<"cos", "elementwise cosine">;
+def MP_SinOp : MP_UnaryOp<"sin", "elementwise sine">;
+
+def MP_GeluOp : MP_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gaussian error linear unit (exact erf form or tanh form)";
+  let arguments = (ins MP_FloatTensor:$input,
+      DefaultValuedAttr<MP_GeluApproximation,
+                        "::mp::GeluApproximation::none">:$approximate);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+class MP_BinaryOp<string mnemonic, string desc>
+    : MP_Op<mnemonic, [Pure, ResultsBroadcastableShape,
+                       AllElementTypesMatch<["lhs", "rhs", "result"]>]> {
+  let summary = desc # " with ONNX (numpy) broadcasting";
+  let arguments = (ins MP_Tensor:$lhs, MP_Tensor:$rhs);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_AddOp : MP_BinaryOp<"add", "elementwise addition">;
+def MP_SubOp : MP_BinaryOp<"sub", "elementwise subtraction">;
+def MP_MulOp : MP_BinaryOp<"mul", "elementwise multiplication">;
+def MP_DivOp : MP_BinaryOp<"div", "elementwise division">;
+def MP_PowOp : MP_BinaryOp<"pow", "elementwise power">;
+
+def MP_CompareOp : MP_Op<"compare", [Pure, ResultsBroadcastableShape,
+                                     AllElementTypesMatch<["lhs", "rhs"]>]> {
+  let summary = "elementwise comparison with broadcasting, giving i1";
+  let arguments = (ins MP_ComparePredicate:$predicate, MP_Tensor:$lhs,
+                       MP_Tensor:$rhs);
+  let results = (outs RankedTensorOf<[I1]>:$result);
+  let assemblyFormat = [{
+    $predicate `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_WhereOp : MP_Op<"where", [Pure, ResultsBroadcastableShape,
+    AllElementTypesMatch<["on_true", "on_false", "result"]>]> {
+  let summary = "elementwise select: condition ? on_true : on_false";
+  let arguments = (ins RankedTensorOf<[I1]>:$condition, MP_Tensor:$on_true,
+                       MP_Tensor:$on_false);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $on_true `,` $on_false attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_CastOp : MP_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "elementwise element-type conversion";
+  let arguments = (ins MP_Tensor:$input);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer ops
+//===----------------------------------------------------------------------===//
+
+def MP_MatmulOp : MP_Op<"matmul", [Pure,
+    AllElementTypesMatch<["lhs", "rhs", "result"]>]> {
+  let summary = "batched matrix product with ONNX MatMul semantics";
+  let description = [{
+    `lhs` is `[..., M, K]`, `rhs` is `[..., K, N]`; batch dimensions broadcast;
+    rank-1 operands are promoted as in numpy.matmul.
+  }];
+  let arguments = (ins MP_Tensor:$lhs, MP_Tensor:$rhs);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_LinearOp : MP_Op<"linear", [Pure, AttrSizedOperandSegments]> {
+  let summary = "x · W + b over the last dimension of x";
+  let description = [{
+    `input` is `[..., K]`; `weight` is `[K, N]`, or `[N, K]` with
+    `transpose_weight`; the optional `bias` is `[N]`. The result is `[..., N]`.
+  }];
+  let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$weight,
+                       Optional<MP_FloatTensor>:$bias,
+                       UnitAttr:$transpose_weight);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_LayerNormOp : MP_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "layer normalization over the trailing dims from `axis`";
+  let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$scale,
+                       Optional<MP_FloatTensor>:$bias,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_RMSNormOp : MP_Op<"rms_norm", [Pure]> {
+  let summary = "root-mean-square normalization over the last dimension";
+  let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$scale,
+                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_SoftmaxOp : MP_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "softmax along one axis";
+  let arguments = (ins MP_FloatTensor:$input,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def MP_ReduceOp : MP_Op<"reduce", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "reduction (sum, mean, max, min) over the given axes";
+  let arguments = (ins MP_ReduceKind:$kind, MP_Tensor:$input,
+                       DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = [{
+    $kind `,` $input attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_AttentionOp : MP_Op<"attention", [Pure, AttrSizedOperandSegments]> {
+  let summary = "scaled dot-product attention: softmax(q·kᵀ·scale + mask)·v";
+  let description = [{
+    `query` is `[B, H, Sq, D]`, `key` and `value` are `[B, Hkv, Sk, D]` with
+    `H` a multiple of `Hkv` (grouped-query attention). `causal` masks keys
+    after the query position (aligned at the end when `Sq != Sk`); the optional
+    additive `mask` broadcasts to `[B, H, Sq, Sk]`.
+  }];
+  let arguments = (ins MP_FloatTensor:$query, MP_FloatTensor:$key,
+                       MP_FloatTensor:$value, Optional<MP_FloatTensor>:$mask,
+                       F32Attr:$scale, UnitAttr:$causal);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`,` $mask^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_EmbeddingOp : MP_Op<"embedding", [Pure]> {
+  let summary = "rows of a [V, H] table picked by integer ids";
+  let arguments = (ins MP_FloatTensor:$table, MP_IndexTensor:$indices);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_GatherOp : MP_Op<"gather", [Pure]> {
+  let summary = "ONNX Gather: slices of `input` along `axis` picked by indices";
+  let arguments = (ins MP_Tensor:$input, MP_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_DropoutOp : MP_Op<"dropout", [SameOperandsAndResultType]> {
+  let summary = "dropout with the given ratio (identity in inference)";
+  let arguments = (ins MP_FloatTensor:$input, F32Attr:$ratio);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def MP_CrossEntropyOp : MP_Op<"cross_entropy", [Pure]> {
+  let summary = "mean softmax cross-entropy of logits [..., V] vs targets [...]";
+  let arguments = (ins MP_FloatTensor:$logits, MP_IndexTensor:$targets);
+  let results = (outs 0DTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_EinsumOp : MP_Op<"einsum", [Pure]> {
+  let summary = "Einstein summation with an explicit equation";
+  let arguments = (ins Variadic<MP_Tensor>:$inputs, StrAttr:$equation);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = [{
+    $equation $inputs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_TriluOp : MP_Op<"trilu", [Pure, SameOperandsAndResultType]> {
+  let summary = "keeps the upper or lower triangle of the last two dims";
+  let arguments = (ins MP_Tensor:$input, UnitAttr:$upper,
+                       DefaultValuedAttr<I64Attr, "0">:$diagonal);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape ops
+//===----------------------------------------------------------------------===//
+
+def MP_ReshapeOp : MP_Op<"reshape", [Pure,
+    AllElementTypesMatch<["input", "result"]>]> {
+  let summary = "reinterprets a tensor with a new static shape";
+  let arguments = (ins MP_Tensor:$input);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def MP_TransposeOp : MP_Op<"transpose", [Pure,
+    AllElementTypesMatch<["input", "result"]>]> {
+  let summary = "permutes dimensions: result dim i = input dim perm[i]";
+  let arguments = (ins MP_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = [{
+    $input $permutation attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def MP_SliceOp : MP_Op<"slice", [Pure,
+    AllElementTypesMatch<["input", "result"]>]> {
+  let summary = "static strided slice (one start, limit and stride per dim)";
+  let description = [{
+    Result dim `i` has `ceil((limits[i] - starts[i]) / strides[i])` elements;
+    negative strides walk backwards (`limits[i]` may then be -1).
+  }];
+  let arguments = (ins MP_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def MP_ConcatOp : MP_Op<"concat", [Pure]> {
+  let summary = "concatenation along an axis";
+  let arguments = (ins Variadic<MP_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = [{
+    $inputs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_SplitOp : MP_Op<"split", [Pure]> {
+  let summary = "splits a tensor along an axis; sizes come from result types";
+  let arguments = (ins MP_Tensor:$input, I64Attr:$axis);
+  let results = (outs Variadic<MP_Tensor>:$results);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($results)";
+  let hasVerifier = 1;
+}
+
+def MP_ExpandOp : MP_Op<"expand", [Pure,
+    AllElementTypesMatch<["input", "result"]>]> {
+  let summary = "broadcasts a tensor to the result shape (numpy rules)";
+  let arguments = (ins MP_Tensor:$input);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // MP_DIALECT_MP_IR_MPOPS_TD

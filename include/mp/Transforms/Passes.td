@@ -1,0 +1,38 @@
+//===- Passes.td - mp passes -------------------------------*- tablegen -*-===//
+#ifndef MP_TRANSFORMS_PASSES_TD
+#define MP_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MPRaise : Pass<"mp-raise", "mlir::ModuleOp"> {
+  let summary = "raise decomposed ONNX patterns to named transformer ops";
+  let description = [{
+    Rewrites the op-by-op form an ONNX export produces into the named ops the
+    partitioning passes and kernels work on, then tags every op of a repeated
+    transformer block with its layer index (`mp.layer`).
+
+    - `linear`: `matmul(x, W) [+ b]` with a parameter `W` (also `transpose(W)`
+      from Gemm's transB) and a parameter bias.
+    - `layer_norm`: mean/sub/pow/mean/add/sqrt/div[/mul/add] chains.
+    - `rms_norm`: `x * rsqrt(mean(x^2) + eps) * w` (also `/ sqrt`).
+    - `gelu`: erf form `x * 0.5 * (1 + erf(x / sqrt 2))`, tanh form.
+    - `silu`: `x * sigmoid(x)`.
+    - `attention`: `softmax(q·kᵀ·scale [+ mask | where(causal, ·, -inf)])·v`,
+      with the head repeat of grouped-query attention folded in.
+
+    Before:
+    ```mlir
+    %w = mp.get_param @h.0.mlp.c_fc.weight : tensor<32x128xf32>
+    %b = mp.get_param @h.0.mlp.c_fc.bias : tensor<128xf32>
+    %0 = mp.matmul %x, %w : (tensor<2x8x32xf32>, tensor<32x128xf32>) -> tensor<2x8x128xf32>
+    %1 = mp.add %0, %b : (tensor<2x8x128xf32>, tensor<128xf32>) -> tensor<2x8x128xf32>
+    ```
+    After:
+    ```mlir
+    %1 = mp.linear %x, %w, %b {mp.layer = 0 : i64} : (...) -> tensor<2x8x128xf32>
+    ```
+  }];
+  let dependentDialects = ["mp::MPDialect"];
+}
+
+#endif // MP_TRANSFORMS_PASSES_TD

@@ -1,0 +1,68 @@
+//===- HostTensor.h - constant tensors held by the importer -----*- C++ -*-===//
+//
+// A tensor whose value is known at import: an integer initializer, a Constant
+// node, or the result of folding a subgraph whose inputs are all known.
+// Integers and booleans are held exactly as int64; floats as double.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_LIB_IMPORT_ONNX_HOSTTENSOR_H
+#define MP_LIB_IMPORT_ONNX_HOSTTENSOR_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace onnx {
+class NodeProto;
+class TensorProto;
+} // namespace onnx
+
+namespace mp::onnx_import {
+
+/// ONNX TensorProto element types the importer understands.
+enum class DType : int32_t {
+  Float = 1, Int8 = 3, Int32 = 6, Int64 = 7, Bool = 9, Float16 = 10,
+  Double = 11, BFloat16 = 16
+};
+
+bool isSupportedDType(int32_t onnxType);
+bool isFloatDType(DType type);
+std::string dtypeName(int32_t onnxType);
+
+struct HostTensor {
+  DType dtype = DType::Float;
+  std::vector<int64_t> shape;
+  std::vector<double> floats; // when isFloatDType(dtype)
+  std::vector<int64_t> ints;  // otherwise (bool as 0/1)
+
+  bool isFloat() const { return isFloatDType(dtype); }
+  int64_t numElements() const;
+  /// Element i as double / int64 whatever the dtype.
+  double getDouble(int64_t i) const { return isFloat() ? floats[i] : ints[i]; }
+  int64_t getInt(int64_t i) const;
+  /// Allocates zeroed storage for the current shape.
+  void allocate();
+  void set(int64_t i, double v);
+};
+
+/// Decodes a TensorProto whose data is inline or in `externalData` (the
+/// bytes of its external file slice). Returns false with `error` set.
+bool decodeTensor(const onnx::TensorProto &proto, const std::string *external,
+                  HostTensor &out, std::string &error);
+
+/// Tries to evaluate `node` on known inputs (absent optional inputs are
+/// nullptr). Returns false with empty `error` when the op is not foldable;
+/// false with `error` set when the inputs are invalid for the op.
+bool foldNode(const onnx::NodeProto &node,
+              const std::vector<const HostTensor *> &inputs,
+              std::vector<HostTensor> &outputs, std::string &error);
+
+/// Numpy broadcast of two shapes; false when incompatible.
+bool broadcastShapes(const std::vector<int64_t> &a,
+                     const std::vector<int64_t> &b, std::vector<int64_t> &out);
+
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
+
+} // namespace mp::onnx_import
+
+#endif // MP_LIB_IMPORT_ONNX_HOSTTENSOR_H
