@@ -2,6 +2,7 @@
 #ifndef MP_TRANSFORMS_PASSES_H
 #define MP_TRANSFORMS_PASSES_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
 

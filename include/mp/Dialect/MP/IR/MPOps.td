@@ -168,7 +168,7 @@ def MP_MatmulOp : MP_Op<"matmul", [Pure,
   let hasVerifier = 1;
 }
 
-def MP_LinearOp : MP_Op<"linear", [Pure, AttrSizedOperandSegments]> {
+def MP_LinearOp : MP_Op<"linear", [Pure]> {
   let summary = "x · W + b over the last dimension of x";
   let description = [{
     `input` is `[..., K]`; `weight` is `[K, N]`, or `[N, K]` with
@@ -185,7 +185,7 @@ def MP_LinearOp : MP_Op<"linear", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def MP_LayerNormOp : MP_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+def MP_LayerNormOp : MP_Op<"layer_norm", [Pure]> {
   let summary = "layer normalization over the trailing dims from `axis`";
   let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$scale,
                        Optional<MP_FloatTensor>:$bias,
@@ -231,7 +231,7 @@ def MP_ReduceOp : MP_Op<"reduce", [Pure, SameOperandsAndResultElementType]> {
   let hasVerifier = 1;
 }
 
-def MP_AttentionOp : MP_Op<"attention", [Pure, AttrSizedOperandSegments]> {
+def MP_AttentionOp : MP_Op<"attention", [Pure]> {
   let summary = "scaled dot-product attention: softmax(q·kᵀ·scale + mask)·v";
   let description = [{
     `query` is `[B, H, Sq, D]`, `key` and `value` are `[B, Hkv, Sk, D]` with

@@ -1,0 +1,323 @@
+//===- ModelLoader.cpp - reading and validating ONNX files ----------------===//
+#include "ModelLoader.h"
+
+#include <onnx/checker.h>
+#include <onnx/version_converter/convert.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace fs = std::filesystem;
+
+namespace mp::onnx_import {
+
+static constexpr int64_t kMinOpset = 13;
+static constexpr int64_t kMaxOpset = 17;
+
+static int64_t defaultDomainOpset(const onnx::ModelProto &model) {
+  for (const auto &imp : model.opset_import())
+    if (imp.domain().empty() || imp.domain() == "ai.onnx")
+      return imp.version();
+  return 0;
+}
+
+static bool readModelFile(const std::string &path, onnx::ModelProto &model,
+                          std::string &error) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    error = "cannot open '" + path + "': no such file";
+    return false;
+  }
+  if (fs::is_directory(path, ec)) {
+    error = "'" + path + "' is a directory, not an ONNX model file";
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open '" + path + "' for reading";
+    return false;
+  }
+  if (!model.ParseFromIstream(&in)) {
+    error = "'" + path + "' is not a valid ONNX model: the protobuf could "
+            "not be parsed (truncated or corrupt file?)";
+    return false;
+  }
+  if (!model.has_graph()) {
+    error = "'" + path + "' is not a valid ONNX model: it has no graph";
+    return false;
+  }
+  return true;
+}
+
+static bool convertOpset(LoadedModel &out, std::string &error) {
+  int64_t opset = defaultDomainOpset(out.model);
+  out.originalOpset = opset;
+  if (opset == 0) {
+    error = "model imports no version of the default ONNX domain (ai.onnx)";
+    return false;
+  }
+  if (opset > kMaxOpset) {
+    error = "model uses ONNX opset " + std::to_string(opset) +
+            "; supported opsets are " + std::to_string(kMinOpset) + " to " +
+            std::to_string(kMaxOpset);
+    return false;
+  }
+  if (opset < kMinOpset) {
+    try {
+      out.model = onnx::version_conversion::ConvertVersion(
+          out.model, static_cast<int>(kMinOpset));
+    } catch (const std::exception &e) {
+      error = "cannot convert the model from opset " + std::to_string(opset) +
+              " to " + std::to_string(kMinOpset) + ": " + e.what();
+      return false;
+    }
+    opset = kMinOpset;
+  }
+  out.opset = opset;
+  return true;
+}
+
+static std::string formatDims(const std::vector<int64_t> &dims) {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(dims[i]);
+  return s.empty() ? "scalar" : s;
+}
+
+/// Replaces symbolic or missing dims of graph inputs by pinned sizes.
+static bool pinInputShapes(
+    onnx::GraphProto &graph,
+    const std::map<std::string, std::vector<int64_t>> &shapes,
+    std::string &error) {
+  std::set<std::string> initializers;
+  for (const auto &init : graph.initializer())
+    initializers.insert(init.name());
+  std::set<std::string> seen;
+  for (auto &input : *graph.mutable_input()) {
+    if (initializers.count(input.name()))
+      continue;
+    seen.insert(input.name());
+    if (!input.type().has_tensor_type()) {
+      error = "graph input '" + input.name() + "' is not a tensor";
+      return false;
+    }
+    auto *tensorType = input.mutable_type()->mutable_tensor_type();
+    auto pinned = shapes.find(input.name());
+    if (!tensorType->has_shape() && pinned == shapes.end()) {
+      error = "graph input '" + input.name() + "' has no shape; pin it with "
+              "--mp-shape=" + input.name() + "=<d0>x<d1>...";
+      return false;
+    }
+    auto *shape = tensorType->mutable_shape();
+    if (pinned != shapes.end()) {
+      const std::vector<int64_t> &dims = pinned->second;
+      if (tensorType->has_shape() && shape->dim_size() != (int)dims.size()) {
+        error = "--mp-shape gives input '" + input.name() + "' rank " +
+                std::to_string(dims.size()) + " (" + formatDims(dims) +
+                ") but the model declares rank " +
+                std::to_string(shape->dim_size());
+        return false;
+      }
+      if (!tensorType->has_shape())
+        for (size_t i = 0; i < dims.size(); ++i)
+          shape->add_dim();
+      for (size_t i = 0; i < dims.size(); ++i) {
+        auto *dim = shape->mutable_dim(static_cast<int>(i));
+        if (dim->has_dim_value() && dim->dim_value() != dims[i]) {
+          error = "--mp-shape gives input '" + input.name() + "' dimension " +
+                  std::to_string(i) + " = " + std::to_string(dims[i]) +
+                  " but the model fixes it to " +
+                  std::to_string(dim->dim_value());
+          return false;
+        }
+        dim->set_dim_value(dims[i]);
+      }
+      continue;
+    }
+    for (int i = 0; i < shape->dim_size(); ++i) {
+      const auto &dim = shape->dim(i);
+      if (dim.has_dim_value() && dim.dim_value() >= 0)
+        continue;
+      std::string symbol =
+          dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "";
+      error = "graph input '" + input.name() + "' has dynamic dimension " +
+              std::to_string(i) + symbol + "; pin it with --mp-shape=" +
+              input.name() + "=<d0>x<d1>...";
+      return false;
+    }
+  }
+  for (const auto &[name, dims] : shapes)
+    if (!seen.count(name)) {
+      std::string known;
+      for (const std::string &s : seen)
+        known += (known.empty() ? "" : ", ") + s;
+      error = "--mp-shape names '" + name + "', which is not a graph input "
+              "(inputs: " + known + ")";
+      return false;
+    }
+  return true;
+}
+
+/// Every node input must be defined before use; the message names the node.
+static bool checkDefinitions(const onnx::GraphProto &graph,
+                             std::string &error) {
+  std::set<std::string> defined;
+  for (const auto &v : graph.input())
+    defined.insert(v.name());
+  for (const auto &init : graph.initializer())
+    defined.insert(init.name());
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto &node = graph.node(i);
+    for (const auto &name : node.input())
+      if (!name.empty() && !defined.count(name)) {
+        std::string nodeName =
+            node.name().empty() ? "#" + std::to_string(i) : node.name();
+        error = "node '" + nodeName + "' (" + node.op_type() + ") reads '" +
+                name + "', which is not a graph input, an initializer or "
+                "the output of an earlier node";
+        return false;
+      }
+    for (const auto &name : node.output())
+      defined.insert(name);
+  }
+  for (const auto &out : graph.output())
+    if (!defined.count(out.name())) {
+      error = "graph output '" + out.name() + "' is not produced by any node";
+      return false;
+    }
+  return true;
+}
+
+bool isExternal(const onnx::TensorProto &tensor) {
+  return tensor.data_location() == onnx::TensorProto::EXTERNAL;
+}
+
+bool getExternalLocation(const onnx::TensorProto &tensor,
+                         const std::string &directory, ExternalLocation &loc,
+                         std::string &error) {
+  std::string location;
+  loc.offset = 0;
+  loc.length = -1;
+  for (const auto &entry : tensor.external_data()) {
+    try {
+      if (entry.key() == "location")
+        location = entry.value();
+      else if (entry.key() == "offset")
+        loc.offset = std::stoll(entry.value());
+      else if (entry.key() == "length")
+        loc.length = std::stoll(entry.value());
+    } catch (const std::exception &) {
+      error = "initializer '" + tensor.name() + "' has a malformed external "
+              "data entry '" + entry.key() + "'";
+      return false;
+    }
+  }
+  if (location.empty()) {
+    error = "initializer '" + tensor.name() +
+            "' is external data without a location";
+    return false;
+  }
+  loc.file = (fs::path(directory) / location).lexically_normal().string();
+  return true;
+}
+
+bool readFileSlice(const ExternalLocation &loc, std::string &bytes,
+                   std::string &error) {
+  std::ifstream in(loc.file, std::ios::binary);
+  if (!in) {
+    error = "cannot open external data file '" + loc.file + "'";
+    return false;
+  }
+  in.seekg(0, std::ios::end);
+  int64_t size = in.tellg();
+  int64_t length = loc.length < 0 ? size - loc.offset : loc.length;
+  if (loc.offset < 0 || loc.offset + length > size) {
+    error = "external data file '" + loc.file + "' has " +
+            std::to_string(size) + " bytes; cannot read " +
+            std::to_string(length) + " bytes at offset " +
+            std::to_string(loc.offset);
+    return false;
+  }
+  bytes.resize(length);
+  in.seekg(loc.offset);
+  in.read(bytes.data(), length);
+  return static_cast<bool>(in);
+}
+
+static bool checkExternalFiles(const LoadedModel &m, std::string &error) {
+  for (const auto &init : m.model.graph().initializer()) {
+    if (!isExternal(init))
+      continue;
+    ExternalLocation loc;
+    if (!getExternalLocation(init, m.directory, loc, error))
+      return false;
+    std::error_code ec;
+    if (!fs::exists(loc.file, ec)) {
+      error = "external data file '" + loc.file + "' of initializer '" +
+              init.name() + "' does not exist (use --mp-shape-only to "
+              "import shapes without data)";
+      return false;
+    }
+    int64_t size = static_cast<int64_t>(fs::file_size(loc.file, ec));
+    if (loc.length >= 0 && loc.offset + loc.length > size) {
+      error = "external data file '" + loc.file + "' is " +
+              std::to_string(size) + " bytes, too short for initializer '" +
+              init.name() + "' (offset " + std::to_string(loc.offset) +
+              ", length " + std::to_string(loc.length) + ")";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool loadModel(const std::string &path,
+               const std::map<std::string, std::vector<int64_t>> &inputShapes,
+               bool validateExternalData, LoadedModel &out,
+               std::string &error) {
+  std::error_code ec;
+  fs::path absolute = fs::absolute(path, ec).lexically_normal();
+  out.path = absolute.string();
+  out.directory = absolute.parent_path().string();
+  if (!readModelFile(path, out.model, error) || !convertOpset(out, error))
+    return false;
+  onnx::GraphProto &graph = *out.model.mutable_graph();
+  if (!checkDefinitions(graph, error) ||
+      !pinInputShapes(graph, inputShapes, error))
+    return false;
+  if (validateExternalData && !checkExternalFiles(out, error))
+    return false;
+  try {
+    // The checker reads external data relative to a model directory only
+    // when given a path; a ModelProto check covers structure and schemas.
+    // Data may be absent (shape-only planning): check external initializers
+    // as typed graph inputs, which keeps every structural check.
+    onnx::ModelProto copy = out.model;
+    auto *graphCopy = copy.mutable_graph();
+    auto *inits = graphCopy->mutable_initializer();
+    for (int i = inits->size() - 1; i >= 0; --i) {
+      const onnx::TensorProto &init = inits->Get(i);
+      if (!isExternal(init))
+        continue;
+      bool declared = false;
+      for (const auto &in : graphCopy->input())
+        declared |= in.name() == init.name();
+      if (!declared) {
+        auto *input = graphCopy->add_input();
+        input->set_name(init.name());
+        auto *tt = input->mutable_type()->mutable_tensor_type();
+        tt->set_elem_type(init.data_type());
+        for (int64_t d : init.dims())
+          tt->mutable_shape()->add_dim()->set_dim_value(d);
+      }
+      inits->DeleteSubrange(i, 1);
+    }
+    onnx::checker::check_model(copy);
+  } catch (const std::exception &e) {
+    error = "ONNX checker rejected '" + path + "': " + e.what();
+    return false;
+  }
+  return true;
+}
+
+} // namespace mp::onnx_import

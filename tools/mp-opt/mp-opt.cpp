@@ -1,0 +1,113 @@
+//===- mp-opt.cpp - mp optimizer driver -----------------------------------===//
+//
+// opt-style driver: reads an ONNX model (imported to the mp dialect) or an
+// .mlir file, runs the requested passes and prints the result.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Dialect/MP/IR/MPDialect.h"
+#include "mp/Import/ONNXImporter.h"
+#include "mp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+static llvm::cl::OptionCategory importCategory("ONNX import options");
+
+static llvm::cl::opt<std::string> inputShapes(
+    "mp-shape",
+    llvm::cl::desc("Pin dynamic input dimensions: NAME=D0xD1...[,NAME=...] "
+                   "(e.g. input_ids=2x16)"),
+    llvm::cl::value_desc("shapes"), llvm::cl::cat(importCategory));
+
+static llvm::cl::opt<bool> shapeOnly(
+    "mp-shape-only",
+    llvm::cl::desc("Import shapes only: parameter data is neither read nor "
+                   "required (external data files may be absent)"),
+    llvm::cl::init(false), llvm::cl::cat(importCategory));
+
+static llvm::cl::opt<int64_t> paramPreview(
+    "mp-param-preview",
+    llvm::cl::desc("Record the first N values of every parameter in the IR"),
+    llvm::cl::value_desc("N"), llvm::cl::init(0),
+    llvm::cl::cat(importCategory));
+
+/// Imports `path` and returns its IR as a buffer (with locations, so that
+/// diagnostics of later passes still name the ONNX nodes).
+static std::unique_ptr<llvm::MemoryBuffer>
+importToBuffer(llvm::StringRef path, DialectRegistry &registry) {
+  MLIRContext context(registry);
+  context.allowUnregisteredDialects(false);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+
+  mp::ImportOptions options;
+  std::string error;
+  if (!mp::parseInputShapes(inputShapes, options.inputShapes, error)) {
+    llvm::errs() << "error: --mp-shape: " << error << "\n";
+    return nullptr;
+  }
+  options.shapeOnly = shapeOnly;
+  options.paramPreview = paramPreview;
+  OwningOpRef<ModuleOp> module = mp::importONNXFile(path, &context, options);
+  if (!module)
+    return nullptr;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os, OpPrintingFlags().enableDebugInfo());
+  return llvm::MemoryBuffer::getMemBufferCopy(text, path);
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM y(argc, argv);
+  DialectRegistry registry;
+  registry.insert<mp::MPDialect, func::FuncDialect, shard::ShardDialect>();
+  mp::registerMPPasses();
+  registerCanonicalizerPass();
+  registerCSEPass();
+  registerSymbolDCEPass();
+
+  auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
+      argc, argv,
+      "mp-opt: the mp compiler driver\n\n"
+      "  mp-opt MODEL.onnx|FILE.mlir [--mp-shape=...] [passes] [-o OUT]\n\n"
+      "Reads an ONNX model (imported into the mp dialect) or mp IR, runs the\n"
+      "given passes in order and prints the result.\n",
+      registry);
+
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  std::unique_ptr<llvm::MemoryBuffer> input;
+  if (llvm::StringRef(inputFilename).ends_with(".onnx")) {
+    input = importToBuffer(inputFilename, registry);
+    if (!input)
+      return 1;
+  } else {
+    std::string error;
+    input = openInputFile(inputFilename, &error);
+    if (!input) {
+      llvm::errs() << "error: " << error << "\n";
+      return 1;
+    }
+  }
+  std::string error;
+  auto output = openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << "error: " << error << "\n";
+    return 1;
+  }
+  if (failed(MlirOptMain(output->os(), std::move(input), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
+}
