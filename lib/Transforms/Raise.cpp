@@ -1,6 +1,27 @@
-//===- Raise.cpp - raise decomposed ONNX to named ops ---------------------===//
+//===- Raise.cpp - raise decomposed ONNX to named transformer ops ---------===//
+//
+// ONNX exporters decompose linears, norms, activations and attention into
+// elementwise ops. The partitioning passes and the kernels want intent, so
+// this pass pattern-matches those decompositions back into mp.linear,
+// mp.layer_norm, mp.rms_norm, mp.gelu, mp.silu and mp.attention, then tags
+// each op of a repeated transformer block with its layer index.
+//
+//===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/Debug.h"
+#include "llvm/Support/Regex.h"
+
+#include <cmath>
+#include <optional>
+
+#define DEBUG_TYPE "mp-raise"
 
 namespace mp {
 #define GEN_PASS_DEF_MPRAISE
@@ -10,8 +31,658 @@ namespace mp {
 using namespace mlir;
 using namespace mp;
 
+//===----------------------------------------------------------------------===//
+// Matching helpers
+//===----------------------------------------------------------------------===//
+
+static RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// The value of a constant whose elements are all equal.
+static std::optional<double> splatValue(Value v) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat())
+    return std::nullopt;
+  if (isa<FloatType>(attr.getElementType()))
+    return attr.getSplatValue<APFloat>().convertToDouble();
+  return static_cast<double>(attr.getSplatValue<APInt>().getSExtValue());
+}
+
+static bool isSplat(Value v, double expected, double relTol = 1e-4) {
+  std::optional<double> value = splatValue(v);
+  return value && std::abs(*value - expected) <= relTol * std::abs(expected);
+}
+
+static bool isParam(Value v) { return v.getDefiningOp<GetParamOp>() != nullptr; }
+
+/// For a commutative binary op, returns the operand that is not `known`.
+template <typename OpT>
+static Value otherOperand(OpT op, Value known) {
+  if (op.getLhs() == known)
+    return op.getRhs();
+  if (op.getRhs() == known)
+    return op.getLhs();
+  return Value();
+}
+
+/// True when `op` reduces (mean) the last dim of its input with keepdims.
+static bool isMeanOverLastDim(ReduceOp op) {
+  int64_t rank = tensorType(op.getInput()).getRank();
+  return op && op.getKind() == ReduceKind::mean && op.getKeepdims() &&
+         op.getAxes().size() == 1 &&
+         (op.getAxes()[0] == rank - 1 || op.getAxes()[0] == -1);
+}
+
+/// Matches x^2 (pow(x, 2) or x*x); returns x.
+static Value matchSquare(Value v) {
+  if (auto pow = v.getDefiningOp<PowOp>())
+    return isSplat(pow.getRhs(), 2.0) ? pow.getLhs() : Value();
+  if (auto mul = v.getDefiningOp<MulOp>())
+    return mul.getLhs() == mul.getRhs() ? mul.getLhs() : Value();
+  return Value();
+}
+
+/// Matches mean(x^2) + eps; returns x and eps.
+static Value matchMeanSquarePlusEps(Value v, float &eps) {
+  auto add = v.getDefiningOp<AddOp>();
+  if (!add)
+    return Value();
+  for (auto [mean, epsValue] : {std::pair(add.getLhs(), add.getRhs()),
+                                std::pair(add.getRhs(), add.getLhs())}) {
+    auto reduce = mean.getDefiningOp<ReduceOp>();
+    std::optional<double> e = splatValue(epsValue);
+    if (!reduce || !e || *e <= 0 || !isMeanOverLastDim(reduce))
+      continue;
+    if (Value x = matchSquare(reduce.getInput())) {
+      eps = static_cast<float>(*e);
+      return x;
+    }
+  }
+  return Value();
+}
+
+/// Matches sqrt(mean(x^2) + eps); returns x and eps.
+static Value matchRootMeanSquarePlusEps(Value v, float &eps) {
+  auto sqrt = v.getDefiningOp<SqrtOp>();
+  return sqrt ? matchMeanSquarePlusEps(sqrt.getInput(), eps) : Value();
+}
+
+/// Matches 1/sqrt(mean(x^2) + eps) as reciprocal, div or rsqrt; returns x.
+static Value matchInverseRMS(Value v, float &eps) {
+  if (auto rsqrt = v.getDefiningOp<RsqrtOp>())
+    return matchMeanSquarePlusEps(rsqrt.getInput(), eps);
+  if (auto r = v.getDefiningOp<ReciprocalOp>())
+    return matchRootMeanSquarePlusEps(r.getInput(), eps);
+  if (auto div = v.getDefiningOp<DivOp>())
+    if (isSplat(div.getLhs(), 1.0))
+      return matchRootMeanSquarePlusEps(div.getRhs(), eps);
+  return Value();
+}
+
+static Value splatConstant(PatternRewriter &rewriter, Location loc,
+                           RankedTensorType type, double value) {
+  auto attr = DenseElementsAttr::get(
+      type, rewriter.getFloatAttr(type.getElementType(), value));
+  return ConstantOp::create(rewriter, loc, attr);
+}
+
+/// Flattens a tree of single-use multiplications rooted at `root` into its
+/// factors.
+static void collectFactors(Value v, bool isRoot, SmallVectorImpl<Value> &out) {
+  auto mul = v.getDefiningOp<MulOp>();
+  if (mul && (isRoot || mul->hasOneUse())) {
+    collectFactors(mul.getLhs(), false, out);
+    collectFactors(mul.getRhs(), false, out);
+    return;
+  }
+  out.push_back(v);
+}
+
+//===----------------------------------------------------------------------===//
+// linear
+//===----------------------------------------------------------------------===//
+
 namespace {
-struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
-  void runOnOperation() override {}
+
+/// matmul(x, W) or matmul(x, transpose(W)) with W a rank-2 parameter.
+struct LinearFromMatmul : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    Value weight = op.getRhs();
+    bool transposed = false;
+    if (auto t = weight.getDefiningOp<TransposeOp>()) {
+      if (t.getPermutation() != ArrayRef<int64_t>{1, 0})
+        return failure();
+      weight = t.getInput();
+      transposed = true;
+    }
+    if (!isParam(weight) || tensorType(weight).getRank() != 2 ||
+        tensorType(op.getLhs()).getRank() < 2 ||
+        !isa<FloatType>(tensorType(weight).getElementType()))
+      return failure();
+    rewriter.replaceOpWithNewOp<LinearOp>(
+        op, op.getType(), op.getLhs(), weight, Value(),
+        transposed ? rewriter.getUnitAttr() : nullptr);
+    return success();
+  }
 };
+
+/// linear(x, W) + b with b a parameter of shape [N] -> linear(x, W, b).
+struct LinearBias : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp op,
+                                PatternRewriter &rewriter) const override {
+    for (auto [a, b] : {std::pair(op.getLhs(), op.getRhs()),
+                        std::pair(op.getRhs(), op.getLhs())}) {
+      auto linear = a.getDefiningOp<LinearOp>();
+      if (!linear || linear.getBias() || !linear->hasOneUse() || !isParam(b) ||
+          linear.getType() != op.getType())
+        continue;
+      ArrayRef<int64_t> out = linear.getType().getShape();
+      if (tensorType(b).getShape() != out.take_back())
+        continue;
+      rewriter.replaceOpWithNewOp<LinearOp>(op, op.getType(), linear.getInput(),
+                                            linear.getWeight(), b,
+                                            linear.getTransposeWeightAttr());
+      return success();
+    }
+    return failure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// layer_norm and rms_norm
+//===----------------------------------------------------------------------===//
+
+/// (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) -> layer_norm(x, 1, 0).
+struct LayerNormFromDecomposed : OpRewritePattern<DivOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(DivOp op,
+                                PatternRewriter &rewriter) const override {
+    auto centered = op.getLhs().getDefiningOp<SubOp>();
+    if (!centered)
+      return failure();
+    Value x = centered.getLhs();
+    auto mean = centered.getRhs().getDefiningOp<ReduceOp>();
+    if (!mean || mean.getInput() != x || !isMeanOverLastDim(mean))
+      return failure();
+    float eps;
+    Value squared = matchRootMeanSquarePlusEps(op.getRhs(), eps);
+    if (squared != centered.getResult() || op.getType() != x.getType())
+      return failure();
+    auto paramType = RankedTensorType::get(tensorType(x).getShape().take_back(),
+                                           tensorType(x).getElementType());
+    Value one = splatConstant(rewriter, op.getLoc(), paramType, 1.0);
+    Value zero = splatConstant(rewriter, op.getLoc(), paramType, 0.0);
+    rewriter.replaceOpWithNewOp<LayerNormOp>(op, op.getType(), x, one, zero,
+                                             rewriter.getI64IntegerAttr(-1),
+                                             rewriter.getF32FloatAttr(eps));
+    return success();
+  }
+};
+
+/// x * (1 / sqrt(mean(x^2) + eps)), x * rsqrt(...), x / sqrt(...)
+/// -> rms_norm(x, 1).
+struct RMSNormFromDecomposed : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    for (auto [x, scale] : {std::pair(op.getLhs(), op.getRhs()),
+                            std::pair(op.getRhs(), op.getLhs())}) {
+      float eps;
+      if (matchInverseRMS(scale, eps) != x || op.getType() != x.getType())
+        continue;
+      replaceWithRMSNorm(op, x, eps, rewriter);
+      return success();
+    }
+    return failure();
+  }
+  static void replaceWithRMSNorm(Operation *op, Value x, float eps,
+                                 PatternRewriter &rewriter) {
+    auto paramType = RankedTensorType::get(tensorType(x).getShape().take_back(),
+                                           tensorType(x).getElementType());
+    Value one = splatConstant(rewriter, op->getLoc(), paramType, 1.0);
+    rewriter.replaceOpWithNewOp<RMSNormOp>(op, x.getType(), x, one,
+                                           rewriter.getF32FloatAttr(eps));
+  }
+};
+
+struct RMSNormFromDiv : OpRewritePattern<DivOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(DivOp op,
+                                PatternRewriter &rewriter) const override {
+    float eps;
+    Value x = op.getLhs();
+    if (matchRootMeanSquarePlusEps(op.getRhs(), eps) != x ||
+        op.getType() != x.getType())
+      return failure();
+    RMSNormFromDecomposed::replaceWithRMSNorm(op, x, eps, rewriter);
+    return success();
+  }
+};
+
+/// Is `v` a constant splat of `expected`, or a parameter (a norm weight)?
+static bool isUnitScale(Value v) { return isSplat(v, 1.0); }
+static bool isZeroBias(Value v) {
+  std::optional<double> value = splatValue(v);
+  return value && *value == 0.0;
+}
+
+/// norm(x, 1[, 0]) * w -> norm(x, w[, 0]) for a [H] parameter w.
+struct NormScale : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    for (auto [a, w] : {std::pair(op.getLhs(), op.getRhs()),
+                        std::pair(op.getRhs(), op.getLhs())}) {
+      if (!isParam(w) || a.getType() != op.getType() || !a.hasOneUse())
+        continue;
+      ArrayRef<int64_t> hidden = tensorType(a).getShape().take_back();
+      if (tensorType(w).getShape() != hidden)
+        continue;
+      if (auto ln = a.getDefiningOp<LayerNormOp>()) {
+        if (!isUnitScale(ln.getScale()) || static_cast<int64_t>(ln.getAxis()) != -1 ||
+            (ln.getBias() && !isZeroBias(ln.getBias())))
+          continue;
+        rewriter.replaceOpWithNewOp<LayerNormOp>(
+            op, op.getType(), ln.getInput(), w, ln.getBias(),
+            ln.getAxisAttr(), ln.getEpsilonAttr());
+        return success();
+      }
+      if (auto rms = a.getDefiningOp<RMSNormOp>()) {
+        if (!isUnitScale(rms.getScale()))
+          continue;
+        rewriter.replaceOpWithNewOp<RMSNormOp>(op, op.getType(), rms.getInput(),
+                                               w, rms.getEpsilonAttr());
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
+/// layer_norm(x, w, 0) + b -> layer_norm(x, w, b) for a [H] parameter b.
+struct LayerNormBias : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp op,
+                                PatternRewriter &rewriter) const override {
+    for (auto [a, b] : {std::pair(op.getLhs(), op.getRhs()),
+                        std::pair(op.getRhs(), op.getLhs())}) {
+      auto ln = a.getDefiningOp<LayerNormOp>();
+      if (!ln || !ln->hasOneUse() || !isParam(b) ||
+          ln.getType() != op.getType() || static_cast<int64_t>(ln.getAxis()) != -1 ||
+          (ln.getBias() && !isZeroBias(ln.getBias())))
+        continue;
+      if (tensorType(b).getShape() != ln.getType().getShape().take_back())
+        continue;
+      rewriter.replaceOpWithNewOp<LayerNormOp>(
+          op, op.getType(), ln.getInput(), ln.getScale(), b, ln.getAxisAttr(),
+          ln.getEpsilonAttr());
+      return success();
+    }
+    return failure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Activations
+//===----------------------------------------------------------------------===//
+
+/// Removes the first factor satisfying `pred` from `factors`.
+static Value takeFactor(SmallVectorImpl<Value> &factors,
+                        llvm::function_ref<bool(Value)> pred) {
+  for (auto *it = factors.begin(); it != factors.end(); ++it)
+    if (pred(*it)) {
+      Value v = *it;
+      factors.erase(it);
+      return v;
+    }
+  return Value();
+}
+
+/// Matches 1 + f where f satisfies `inner`.
+static bool matchOnePlus(Value v, llvm::function_ref<bool(Value)> inner) {
+  auto add = v.getDefiningOp<AddOp>();
+  if (!add)
+    return false;
+  return (isSplat(add.getLhs(), 1.0) && inner(add.getRhs())) ||
+         (isSplat(add.getRhs(), 1.0) && inner(add.getLhs()));
+}
+
+/// Matches x * c or x / (1/c) for constant c; returns x.
+static Value matchScaled(Value v, double c) {
+  if (auto mul = v.getDefiningOp<MulOp>()) {
+    if (isSplat(mul.getRhs(), c))
+      return mul.getLhs();
+    if (isSplat(mul.getLhs(), c))
+      return mul.getRhs();
+  }
+  if (auto div = v.getDefiningOp<DivOp>())
+    if (isSplat(div.getRhs(), 1.0 / c))
+      return div.getLhs();
+  return Value();
+}
+
+/// erf(x / sqrt 2): returns x.
+static Value matchErfArg(Value v) {
+  auto erf = v.getDefiningOp<ErfOp>();
+  return erf ? matchScaled(erf.getInput(), M_SQRT1_2) : Value();
+}
+
+/// tanh(sqrt(2/pi) * (x + 0.044715 * x^3)): returns x.
+static Value matchTanhArg(Value v) {
+  auto tanh = v.getDefiningOp<TanhOp>();
+  if (!tanh)
+    return Value();
+  Value inner = matchScaled(tanh.getInput(), std::sqrt(2.0 / M_PI));
+  auto add = inner ? inner.getDefiningOp<AddOp>() : AddOp();
+  if (!add)
+    return Value();
+  for (auto [x, cubic] : {std::pair(add.getLhs(), add.getRhs()),
+                          std::pair(add.getRhs(), add.getLhs())}) {
+    Value cubed = matchScaled(cubic, 0.044715);
+    auto pow = cubed ? cubed.getDefiningOp<PowOp>() : PowOp();
+    if (pow && pow.getLhs() == x && isSplat(pow.getRhs(), 3.0))
+      return x;
+  }
+  return Value();
+}
+
+/// 0.5 * x * (1 + erf(x / sqrt 2)) and the tanh form, in any association.
+struct GeluFromDecomposed : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    SmallVector<Value> factors;
+    collectFactors(op.getResult(), /*isRoot=*/true, factors);
+    if (factors.size() != 3)
+      return failure();
+    if (!takeFactor(factors, [](Value v) { return isSplat(v, 0.5); }))
+      return failure();
+    for (GeluApproximation form :
+         {GeluApproximation::none, GeluApproximation::tanh}) {
+      Value x;
+      auto isGate = [&](Value v) {
+        return matchOnePlus(v, [&](Value f) {
+          x = form == GeluApproximation::none ? matchErfArg(f) : matchTanhArg(f);
+          return static_cast<bool>(x);
+        });
+      };
+      SmallVector<Value> rest(factors);
+      if (!takeFactor(rest, isGate) || rest.size() != 1 || rest[0] != x ||
+          x.getType() != op.getType())
+        continue;
+      rewriter.replaceOpWithNewOp<GeluOp>(op, op.getType(), x, form);
+      return success();
+    }
+    return failure();
+  }
+};
+
+/// x * sigmoid(x) -> silu(x).
+struct SiluFromDecomposed : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    for (auto [x, s] : {std::pair(op.getLhs(), op.getRhs()),
+                        std::pair(op.getRhs(), op.getLhs())}) {
+      auto sigmoid = s.getDefiningOp<SigmoidOp>();
+      if (sigmoid && sigmoid.getInput() == x && x.getType() == op.getType()) {
+        rewriter.replaceOpWithNewOp<SiluOp>(op, op.getType(), x);
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// attention
+//===----------------------------------------------------------------------===//
+
+/// Undoes the head repeat of grouped-query attention:
+/// reshape(expand(reshape(x: [B,Hkv,S,D] -> [B,Hkv,1,S,D])) -> [B,H,S,D]).
+static Value stripHeadRepeat(Value v) {
+  auto outer = v.getDefiningOp<ReshapeOp>();
+  auto expand = outer ? outer.getInput().getDefiningOp<ExpandOp>() : ExpandOp();
+  auto inner = expand ? expand.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!inner)
+    return v;
+  ArrayRef<int64_t> x = tensorType(inner.getInput()).getShape();
+  ArrayRef<int64_t> unsq = tensorType(inner.getResult()).getShape();
+  ArrayRef<int64_t> exp = tensorType(expand.getResult()).getShape();
+  ArrayRef<int64_t> out = tensorType(outer.getResult()).getShape();
+  if (x.size() != 4 || unsq.size() != 5 || out.size() != 4)
+    return v;
+  bool repeat = unsq == ArrayRef<int64_t>{x[0], x[1], 1, x[2], x[3]} &&
+                exp[0] == x[0] && exp[1] == x[1] && exp[3] == x[2] &&
+                exp[4] == x[3] &&
+                out == ArrayRef<int64_t>{x[0], x[1] * exp[2], x[2], x[3]};
+  return repeat ? inner.getInput() : v;
+}
+
+/// True when `attr` (broadcastable to [..., Sq, Sk]) masks exactly the keys
+/// after each query: `allowed(i, j)` says how to read an element.
+static bool isCausalPattern(DenseElementsAttr attr, int64_t sq, int64_t sk,
+                            llvm::function_ref<std::optional<bool>(int64_t)>
+                                allowedAt) {
+  ArrayRef<int64_t> shape = cast<ShapedType>(attr.getType()).getShape();
+  if (shape.size() < 2 || shape[shape.size() - 2] != sq ||
+      shape.back() != sk)
+    return false;
+  int64_t n = attr.getNumElements();
+  for (int64_t idx = 0; idx < n; ++idx) {
+    int64_t j = idx % sk, i = (idx / sk) % sq;
+    std::optional<bool> allowed = allowedAt(idx);
+    if (!allowed || *allowed != (j <= i + (sk - sq)))
+      return false;
+  }
+  return true;
+}
+
+static bool isCausalBoolMask(Value mask, int64_t sq, int64_t sk) {
+  DenseElementsAttr attr;
+  if (!matchPattern(mask, m_Constant(&attr)) ||
+      !attr.getElementType().isInteger(1))
+    return false;
+  SmallVector<bool> values(attr.getValues<bool>());
+  return isCausalPattern(attr, sq, sk, [&](int64_t i) -> std::optional<bool> {
+    return values[i];
+  });
+}
+
+static bool isVeryNegative(double v) { return v <= -1e4; }
+
+static bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk) {
+  DenseElementsAttr attr;
+  if (!matchPattern(mask, m_Constant(&attr)) ||
+      !isa<FloatType>(attr.getElementType()))
+    return false;
+  SmallVector<double> values;
+  for (APFloat f : attr.getValues<APFloat>())
+    values.push_back(f.convertToDouble());
+  return isCausalPattern(attr, sq, sk, [&](int64_t i) -> std::optional<bool> {
+    if (values[i] == 0.0)
+      return true;
+    if (isVeryNegative(values[i]))
+      return false;
+    return std::nullopt;
+  });
+}
+
+/// softmax(q·kᵀ·scale [masked]) · v -> attention(q, k, v).
+struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto softmax = op.getLhs().getDefiningOp<SoftmaxOp>();
+    if (!softmax || tensorType(op.getLhs()).getRank() != 4 ||
+        tensorType(op.getRhs()).getRank() != 4 ||
+        (static_cast<int64_t>(softmax.getAxis()) != 3 &&
+         static_cast<int64_t>(softmax.getAxis()) != -1))
+      return failure();
+    Value scores = softmax.getInput();
+    int64_t sq = tensorType(scores).getDimSize(2);
+    int64_t sk = tensorType(scores).getDimSize(3);
+
+    // Masking.
+    bool causal = false;
+    Value mask;
+    if (auto where = scores.getDefiningOp<WhereOp>()) {
+      std::optional<double> fill = splatValue(where.getOnFalse());
+      if (!fill || !isVeryNegative(*fill) ||
+          !isCausalBoolMask(where.getCondition(), sq, sk))
+        return failure();
+      causal = true;
+      scores = where.getOnTrue();
+    } else if (auto add = scores.getDefiningOp<AddOp>()) {
+      for (auto [s, m] : {std::pair(add.getLhs(), add.getRhs()),
+                          std::pair(add.getRhs(), add.getLhs())}) {
+        if (!s.getDefiningOp<MatmulOp>() && !s.getDefiningOp<DivOp>() &&
+            !s.getDefiningOp<MulOp>())
+          continue;
+        scores = s;
+        if (isCausalAdditiveMask(m, sq, sk))
+          causal = true;
+        else
+          mask = m;
+        break;
+      }
+      if (scores == add.getResult())
+        return failure();
+    }
+
+    // Scaling.
+    double scale = 1.0;
+    if (auto div = scores.getDefiningOp<DivOp>()) {
+      std::optional<double> c = splatValue(div.getRhs());
+      if (!c || *c <= 0)
+        return failure();
+      scale = 1.0 / *c;
+      scores = div.getLhs();
+    } else if (auto mul = scores.getDefiningOp<MulOp>()) {
+      for (auto [s, c] : {std::pair(mul.getLhs(), mul.getRhs()),
+                          std::pair(mul.getRhs(), mul.getLhs())})
+        if (std::optional<double> v = splatValue(c); v && *v > 0) {
+          scale = *v;
+          scores = s;
+          break;
+        }
+      if (scores == mul.getResult())
+        return failure();
+    }
+
+    auto qk = scores.getDefiningOp<MatmulOp>();
+    if (!qk || tensorType(qk.getLhs()).getRank() != 4 ||
+        tensorType(qk.getRhs()).getRank() != 4)
+      return failure();
+    Value query = qk.getLhs();
+    Value key = keyFromTransposed(qk.getRhs(), rewriter, op.getLoc());
+    Value value = stripHeadRepeat(op.getRhs());
+    key = stripHeadRepeat(key);
+    if (tensorType(key).getDimSize(1) != tensorType(value).getDimSize(1))
+      return failure();
+    rewriter.replaceOpWithNewOp<AttentionOp>(
+        op, op.getType(), query, key, value, mask,
+        rewriter.getF32FloatAttr(static_cast<float>(scale)),
+        causal ? rewriter.getUnitAttr() : nullptr);
+    return success();
+  }
+
+  /// Returns K given Kᵀ (the transpose of the last two dims).
+  static Value keyFromTransposed(Value kt, PatternRewriter &rewriter,
+                                 Location loc) {
+    SmallVector<int64_t> perm = {0, 1, 3, 2};
+    Value source = kt;
+    if (auto t = kt.getDefiningOp<TransposeOp>()) {
+      perm.assign(t.getPermutation().begin(), t.getPermutation().end());
+      std::swap(perm[2], perm[3]);
+      source = t.getInput();
+    }
+    if (perm == SmallVector<int64_t>{0, 1, 2, 3})
+      return source;
+    ArrayRef<int64_t> in = tensorType(source).getShape();
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm)
+      shape.push_back(in[p]);
+    auto type = RankedTensorType::get(shape, tensorType(source).getElementType());
+    return TransposeOp::create(rewriter, loc, type, source,
+                               rewriter.getDenseI64ArrayAttr(perm));
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Layer indices
+//===----------------------------------------------------------------------===//
+
+/// Extracts a block index from names like "/h.3/attn/MatMul",
+/// "model.layers.3.mlp.up_proj.weight" or "/encoder/layer.3/...".
+static std::optional<int64_t> layerFromName(StringRef name) {
+  static llvm::Regex pattern(
+      "(^|[/._])(h|layer|layers|block|blocks)[._]([0-9]+)([/._]|$)");
+  SmallVector<StringRef> groups;
+  if (!pattern.match(name, &groups))
+    return std::nullopt;
+  int64_t layer;
+  if (groups[3].getAsInteger(10, layer))
+    return std::nullopt;
+  return layer;
+}
+
+static std::optional<int64_t> layerFromLoc(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return layerFromName(name.getName());
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (auto layer = layerFromLoc(inner))
+        return layer;
+  return std::nullopt;
+}
+
+/// The layer of an op: its ONNX node name, else the parameters it reads.
+static std::optional<int64_t> layerOf(Operation *op) {
+  if (auto layer = layerFromLoc(op->getLoc()))
+    return layer;
+  if (auto get = dyn_cast<GetParamOp>(op))
+    return layerFromName(get.getName());
+  for (Value operand : op->getOperands())
+    if (auto get = operand.getDefiningOp<GetParamOp>())
+      if (auto layer = layerFromName(get.getName()))
+        return layer;
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// Pass
+//===----------------------------------------------------------------------===//
+
+struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    RewritePatternSet patterns(ctx);
+    patterns.add<LinearFromMatmul, LinearBias, LayerNormFromDecomposed,
+                 RMSNormFromDecomposed, RMSNormFromDiv, NormScale,
+                 LayerNormBias, GeluFromDecomposed, SiluFromDecomposed,
+                 AttentionFromDecomposed>(ctx);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation().emitError("mp-raise did not converge");
+      return signalPassFailure();
+    }
+    tagLayers();
+  }
+
+  void tagLayers() {
+    Builder b(&getContext());
+    getOperation().walk([&](Operation *op) {
+      if (op->getDialect() != op->getContext()->getLoadedDialect<MPDialect>() ||
+          isa<ParamOp>(op))
+        return;
+      if (std::optional<int64_t> layer = layerOf(op))
+        op->setAttr(MPDialect::getLayerAttrName(), b.getI64IntegerAttr(*layer));
+    });
+  }
+};
+
 } // namespace
