@@ -192,6 +192,21 @@ struct LinearBias : OpRewritePattern<AddOp> {
   }
 };
 
+/// gather(W, ids, axis 0) with W a [V, H] parameter -> embedding(W, ids).
+struct EmbeddingFromGather : OpRewritePattern<GatherOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GatherOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getAxis() != 0 || !isParam(op.getInput()) ||
+        tensorType(op.getInput()).getRank() != 2 ||
+        !isa<FloatType>(tensorType(op.getInput()).getElementType()))
+      return failure();
+    rewriter.replaceOpWithNewOp<EmbeddingOp>(op, op.getType(), op.getInput(),
+                                             op.getIndices());
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // layer_norm and rms_norm
 //===----------------------------------------------------------------------===//
@@ -662,7 +677,7 @@ struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     RewritePatternSet patterns(ctx);
-    patterns.add<LinearFromMatmul, LinearBias, LayerNormFromDecomposed,
+    patterns.add<LinearFromMatmul, LinearBias, EmbeddingFromGather, LayerNormFromDecomposed,
                  RMSNormFromDecomposed, RMSNormFromDiv, NormScale,
                  LayerNormBias, GeluFromDecomposed, SiluFromDecomposed,
                  AttentionFromDecomposed>(ctx);

@@ -17,6 +17,7 @@ def MPRaise : Pass<"mp-raise", "mlir::ModuleOp"> {
     - `rms_norm`: `x * rsqrt(mean(x^2) + eps) * w` (also `/ sqrt`).
     - `gelu`: erf form `x * 0.5 * (1 + erf(x / sqrt 2))`, tanh form.
     - `silu`: `x * sigmoid(x)`.
+    - `embedding`: `gather(W, ids)` on axis 0 of a `[V, H]` parameter.
     - `attention`: `softmax(q·kᵀ·scale [+ mask | where(causal, ·, -inf)])·v`,
       with the head repeat of grouped-query attention folded in.
 
@@ -33,6 +34,24 @@ def MPRaise : Pass<"mp-raise", "mlir::ModuleOp"> {
     ```
   }];
   let dependentDialects = ["mp::MPDialect"];
+}
+
+def MPSummary : Pass<"mp-summary", "mlir::ModuleOp"> {
+  let summary = "print a one-screen summary of an mp module";
+  let description = [{
+    Prints, to standard output, the model's inputs and outputs, its parameter
+    count and bytes, and per transformer layer (`mp.layer`) the count of each
+    named transformer op. The IR is not changed. Example:
+
+    ```
+    mp summary of gpt2/model.onnx (ONNX opset 17)
+      inputs      input_ids: 2x8xi64
+      outputs     logits: 2x8x64xf32
+      parameters  28 tensors, 27456 values, 107.2 KiB
+      layer 0     1 attention, 1 gelu, 2 layer_norm, 4 linear (+13 shape/elementwise ops)
+      ...
+    ```
+  }];
 }
 
 #endif // MP_TRANSFORMS_PASSES_TD

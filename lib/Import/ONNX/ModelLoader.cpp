@@ -2,6 +2,7 @@
 #include "ModelLoader.h"
 
 #include <onnx/checker.h>
+#include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
 #include <filesystem>
@@ -65,6 +66,8 @@ static bool convertOpset(LoadedModel &out, std::string &error) {
   }
   if (opset < kMinOpset) {
     try {
+      // Some adapters (Softmax 12->13) need inferred shapes.
+      onnx::shape_inference::InferShapes(out.model);
       out.model = onnx::version_conversion::ConvertVersion(
           out.model, static_cast<int>(kMinOpset));
     } catch (const std::exception &e) {
@@ -94,10 +97,21 @@ static bool pinInputShapes(
   for (const auto &init : graph.initializer())
     initializers.insert(init.name());
   std::set<std::string> seen;
+  for (const auto &input : graph.input())
+    if (!initializers.count(input.name()))
+      seen.insert(input.name());
+  for (const auto &[name, dims] : shapes)
+    if (!seen.count(name)) {
+      std::string known;
+      for (const std::string &s : seen)
+        known += (known.empty() ? "" : ", ") + s;
+      error = "--mp-shape names '" + name + "', which is not a graph input "
+              "(inputs: " + known + ")";
+      return false;
+    }
   for (auto &input : *graph.mutable_input()) {
     if (initializers.count(input.name()))
       continue;
-    seen.insert(input.name());
     if (!input.type().has_tensor_type()) {
       error = "graph input '" + input.name() + "' is not a tensor";
       return false;
@@ -147,15 +161,6 @@ static bool pinInputShapes(
       return false;
     }
   }
-  for (const auto &[name, dims] : shapes)
-    if (!seen.count(name)) {
-      std::string known;
-      for (const std::string &s : seen)
-        known += (known.empty() ? "" : ", ") + s;
-      error = "--mp-shape names '" + name + "', which is not a graph input "
-              "(inputs: " + known + ")";
-      return false;
-    }
   return true;
 }
 
@@ -279,11 +284,11 @@ bool loadModel(const std::string &path,
   fs::path absolute = fs::absolute(path, ec).lexically_normal();
   out.path = absolute.string();
   out.directory = absolute.parent_path().string();
-  if (!readModelFile(path, out.model, error) || !convertOpset(out, error))
+  if (!readModelFile(path, out.model, error))
     return false;
   onnx::GraphProto &graph = *out.model.mutable_graph();
   if (!checkDefinitions(graph, error) ||
-      !pinInputShapes(graph, inputShapes, error))
+      !pinInputShapes(graph, inputShapes, error) || !convertOpset(out, error))
     return false;
   if (validateExternalData && !checkExternalFiles(out, error))
     return false;

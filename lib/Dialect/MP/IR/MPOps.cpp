@@ -83,8 +83,9 @@ LogicalResult ParamOp::verify() {
     return emitOpError() << "'offset' and 'length' must be given together";
   if (getOffset() && !getFile())
     return emitOpError() << "'offset' needs a 'file'";
-  if (getOffset() && *getOffset() < 0)
-    return emitOpError() << "offset " << *getOffset() << " is negative";
+  if (getOffset() && static_cast<int64_t>(*getOffset()) < 0)
+    return emitOpError() << "offset " << static_cast<int64_t>(*getOffset())
+                         << " is negative";
   if (getLength()) {
     int64_t bits = type.getElementTypeBitWidth();
     int64_t expected = type.getNumElements() * ((bits + 7) / 8);

@@ -96,11 +96,13 @@ def MP_GeluOp : MP_Op<"gelu", [Pure, SameOperandsAndResultType]> {
       DefaultValuedAttr<MP_GeluApproximation,
                         "::mp::GeluApproximation::none">:$approximate);
   let results = (outs MP_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $input (`approximate` `=` $approximate^)? attr-dict `:` type($result)
+  }];
 }
 
 class MP_BinaryOp<string mnemonic, string desc>
-    : MP_Op<mnemonic, [Pure, ResultsBroadcastableShape,
+    : MP_Op<mnemonic, [Pure,
                        AllElementTypesMatch<["lhs", "rhs", "result"]>]> {
   let summary = desc # " with ONNX (numpy) broadcasting";
   let arguments = (ins MP_Tensor:$lhs, MP_Tensor:$rhs);
@@ -117,7 +119,7 @@ def MP_MulOp : MP_BinaryOp<"mul", "elementwise multiplication">;
 def MP_DivOp : MP_BinaryOp<"div", "elementwise division">;
 def MP_PowOp : MP_BinaryOp<"pow", "elementwise power">;
 
-def MP_CompareOp : MP_Op<"compare", [Pure, ResultsBroadcastableShape,
+def MP_CompareOp : MP_Op<"compare", [Pure,
                                      AllElementTypesMatch<["lhs", "rhs"]>]> {
   let summary = "elementwise comparison with broadcasting, giving i1";
   let arguments = (ins MP_ComparePredicate:$predicate, MP_Tensor:$lhs,
@@ -129,7 +131,7 @@ def MP_CompareOp : MP_Op<"compare", [Pure, ResultsBroadcastableShape,
   let hasVerifier = 1;
 }
 
-def MP_WhereOp : MP_Op<"where", [Pure, ResultsBroadcastableShape,
+def MP_WhereOp : MP_Op<"where", [Pure,
     AllElementTypesMatch<["on_true", "on_false", "result"]>]> {
   let summary = "elementwise select: condition ? on_true : on_false";
   let arguments = (ins RankedTensorOf<[I1]>:$condition, MP_Tensor:$on_true,

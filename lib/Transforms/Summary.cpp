@@ -1,0 +1,152 @@
+//===- Summary.cpp - one-screen summary of an mp module -------------------===//
+#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+#include <optional>
+
+namespace mp {
+#define GEN_PASS_DEF_MPSUMMARY
+#include "mp/Transforms/Passes.h.inc"
+} // namespace mp
+
+using namespace mlir;
+using namespace mp;
+
+namespace {
+
+/// The named transformer ops, reported by name; everything else is counted
+/// as shape/elementwise glue.
+static bool isNamedOp(Operation *op) {
+  return isa<LinearOp, LayerNormOp, RMSNormOp, AttentionOp, GeluOp, SiluOp,
+             EmbeddingOp, CrossEntropyOp, DropoutOp, SoftmaxOp, MatmulOp>(op);
+}
+
+static std::string typeString(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  for (int64_t d : t.getShape())
+    os << d << "x";
+  os << t.getElementType();
+  return s;
+}
+
+static std::string byteString(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%.1f ", bytes) << units[unit];
+  return s;
+}
+
+struct OpCounts {
+  std::map<std::string, int64_t> named;
+  int64_t other = 0;
+
+  void add(Operation *op) {
+    if (isNamedOp(op))
+      ++named[op->getName().stripDialect().str()];
+    else if (!isa<GetParamOp, ConstantOp>(op))
+      ++other;
+  }
+  void print(llvm::raw_ostream &os) const {
+    bool first = true;
+    for (auto &[name, count] : named) {
+      os << (first ? "" : ", ") << count << " " << name;
+      first = false;
+    }
+    if (other)
+      os << (first ? "" : " ") << "(+" << other << " shape/elementwise ops)";
+  }
+};
+
+struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    llvm::raw_ostream &os = llvm::outs();
+    auto source = module->getAttrOfType<StringAttr>("mp.source");
+    auto opset = module->getAttrOfType<IntegerAttr>("mp.opset");
+    os << "mp summary";
+    if (source)
+      os << " of " << source.getValue();
+    if (opset)
+      os << " (ONNX opset " << opset.getInt() << ")";
+    os << "\n";
+    for (auto func : module.getOps<func::FuncOp>())
+      summarizeFunction(func, os);
+    summarizeParams(module, os);
+
+    std::map<int64_t, OpCounts> layers;
+    OpCounts outside;
+    module.walk([&](Operation *op) {
+      if (op->getDialect() != getContext().getLoadedDialect<MPDialect>() ||
+          isa<ParamOp>(op))
+        return;
+      if (auto layer =
+              op->getAttrOfType<IntegerAttr>(MPDialect::getLayerAttrName()))
+        layers[layer.getInt()].add(op);
+      else
+        outside.add(op);
+    });
+    os << "  layers      " << layers.size() << " transformer layer"
+       << (layers.size() == 1 ? "" : "s") << "\n";
+    for (auto &[layer, counts] : layers) {
+      os << llvm::format("  layer %-5d ", static_cast<int>(layer));
+      counts.print(os);
+      os << "\n";
+    }
+    os << "  outside     ";
+    outside.print(os);
+    os << "\n";
+    os.flush();
+  }
+
+  void summarizeFunction(func::FuncOp func, llvm::raw_ostream &os) {
+    auto describe = [&](StringRef label, TypeRange types,
+                        llvm::function_ref<StringAttr(unsigned)> name) {
+      os << "  " << label;
+      for (auto [i, type] : llvm::enumerate(types)) {
+        StringAttr n = name(i);
+        os << (i ? ", " : "") << (n ? n.getValue() : "#" + std::to_string(i))
+           << ": " << typeString(type);
+      }
+      os << "\n";
+    };
+    describe("inputs      ", func.getArgumentTypes(), [&](unsigned i) {
+      return func.getArgAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
+    });
+    describe("outputs     ", func.getResultTypes(), [&](unsigned i) {
+      return func.getResultAttrOfType<StringAttr>(i,
+                                                  MPDialect::getNameAttrName());
+    });
+  }
+
+  void summarizeParams(ModuleOp module, llvm::raw_ostream &os) {
+    int64_t count = 0, values = 0;
+    double bytes = 0;
+    bool shapeOnly = false;
+    for (auto param : module.getOps<ParamOp>()) {
+      RankedTensorType type = param.getTensorType();
+      ++count;
+      values += type.getNumElements();
+      bytes += static_cast<double>(type.getNumElements()) *
+               ((type.getElementTypeBitWidth() + 7) / 8);
+      shapeOnly |= !param.hasData();
+    }
+    os << "  parameters  " << count << " tensors, " << values << " values, "
+       << byteString(bytes) << (shapeOnly ? " (shapes only)" : "") << "\n";
+  }
+};
+
+} // namespace

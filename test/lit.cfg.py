@@ -1,0 +1,19 @@
+# -*- Python -*-
+# lit configuration for mp: FileCheck tests of the dialect, importer and passes.
+import os
+
+import lit.formats
+
+config.name = "mp"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mp_obj_root, "test")
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.mp_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")]
+)
+config.substitutions.append(("%mp_models", os.path.join(config.mp_src_root, "models")))
+config.substitutions.append(("%mp_src", config.mp_src_root))
+config.substitutions.append(("%python", config.python_executable))
