@@ -63,7 +63,7 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf16
 // CHECK-LABEL: func.func @transformer
 // CHECK: mp.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x32xf32>, tensor<32x96xf32>, tensor<96xf32>) -> tensor<2x8x96xf32>
 // CHECK: mp.linear %{{.*}}, %{{.*}} {transpose_weight}
-// CHECK: mp.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32}
+// CHECK: mp.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 5.000000e-01 : f32}
 // CHECK: mp.rms_norm
 // CHECK: mp.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 0.353553385 : f32}
 // CHECK: mp.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f32}
@@ -84,7 +84,7 @@ func.func @transformer(%x: tensor<2x8x32xf32>, %w: tensor<32x96xf32>, %b: tensor
                        %table: tensor<64x32xf32>, %v1: tensor<4xf32>, %v2: tensor<5xf32>) {
   %0 = mp.linear %x, %w, %b : (tensor<2x8x32xf32>, tensor<32x96xf32>, tensor<96xf32>) -> tensor<2x8x96xf32>
   %1 = mp.linear %x, %wt {transpose_weight} : (tensor<2x8x32xf32>, tensor<96x32xf32>) -> tensor<2x8x96xf32>
-  %2 = mp.layer_norm %x, %s, %s {epsilon = 1.0e-5 : f32} : (tensor<2x8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  %2 = mp.layer_norm %x, %s, %s {epsilon = 0.5 : f32} : (tensor<2x8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
   %3 = mp.rms_norm %x, %s : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
   %4 = mp.attention %q, %kv, %kv {causal, scale = 0.353553385 : f32} : (tensor<2x4x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) -> tensor<2x4x8x8xf32>
   %5 = mp.attention %q, %q, %q, %mask {scale = 0.125 : f32} : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8x8xf32>
