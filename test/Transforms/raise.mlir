@@ -1,0 +1,306 @@
+// RUN: mp-opt %s --mp-raise --split-input-file | FileCheck %s
+
+// Tests that matmul + bias with parameter weights becomes one linear.
+// CHECK-LABEL: func.func @linear
+// CHECK-DAG: %[[W:.*]] = mp.get_param @w
+// CHECK-DAG: %[[B:.*]] = mp.get_param @b
+// CHECK: %[[Y:.*]] = mp.linear %arg0, %[[W]], %[[B]] : (tensor<2x8x32xf32>, tensor<32x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+// CHECK-NEXT: return %[[Y]]
+mp.param @w : tensor<32x64xf32>
+mp.param @b : tensor<64xf32>
+func.func @linear(%x: tensor<2x8x32xf32>) -> tensor<2x8x64xf32> {
+  %w = mp.get_param @w : tensor<32x64xf32>
+  %b = mp.get_param @b : tensor<64xf32>
+  %0 = mp.matmul %x, %w : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
+  %1 = mp.add %b, %0 : (tensor<64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+  return %1 : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that Gemm's transB form (matmul with a transposed parameter) becomes
+// a linear with transpose_weight, and that a matmul of two activations stays.
+// CHECK-LABEL: func.func @linear_transposed
+// CHECK: mp.linear %arg0, %{{.*}} {transpose_weight} : (tensor<4x32xf32>, tensor<16x32xf32>) -> tensor<4x16xf32>
+// CHECK-NOT: mp.transpose
+// CHECK: mp.matmul %arg0, %arg1
+mp.param @w : tensor<16x32xf32>
+func.func @linear_transposed(%x: tensor<4x32xf32>, %y: tensor<32x4xf32>) -> (tensor<4x16xf32>, tensor<4x4xf32>) {
+  %w = mp.get_param @w : tensor<16x32xf32>
+  %t = mp.transpose %w [1, 0] : tensor<16x32xf32> -> tensor<32x16xf32>
+  %0 = mp.matmul %x, %t : (tensor<4x32xf32>, tensor<32x16xf32>) -> tensor<4x16xf32>
+  %1 = mp.matmul %x, %y : (tensor<4x32xf32>, tensor<32x4xf32>) -> tensor<4x4xf32>
+  return %0, %1 : tensor<4x16xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that gather on a [V, H] parameter becomes an embedding.
+// CHECK-LABEL: func.func @embedding
+// CHECK: mp.embedding %{{.*}}, %arg0 : (tensor<64x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
+mp.param @wte : tensor<64x32xf32>
+func.func @embedding(%ids: tensor<2x8xi64>) -> tensor<2x8x32xf32> {
+  %w = mp.get_param @wte : tensor<64x32xf32>
+  %0 = mp.gather %w, %ids : (tensor<64x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
+  return %0 : tensor<2x8x32xf32>
+}
+
+// -----
+
+// Tests the decomposed layer norm (mean/sub/pow/mean/add/sqrt/div) with its
+// scale and bias parameters.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK-DAG: %[[G:.*]] = mp.get_param @g
+// CHECK-DAG: %[[B:.*]] = mp.get_param @b
+// CHECK: %[[Y:.*]] = mp.layer_norm %arg0, %[[G]], %[[B]] : (tensor<2x8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+// CHECK-NEXT: return %[[Y]]
+mp.param @g : tensor<32xf32>
+mp.param @b : tensor<32xf32>
+func.func @layer_norm(%x: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  %g = mp.get_param @g : tensor<32xf32>
+  %b = mp.get_param @b : tensor<32xf32>
+  %m = mp.reduce mean, %x {axes = array<i64: 2>} : tensor<2x8x32xf32> -> tensor<2x8x1xf32>
+  %d = mp.sub %x, %m : (tensor<2x8x32xf32>, tensor<2x8x1xf32>) -> tensor<2x8x32xf32>
+  %two = mp.constant dense<2.0> : tensor<f32>
+  %sq = mp.pow %d, %two : (tensor<2x8x32xf32>, tensor<f32>) -> tensor<2x8x32xf32>
+  %v = mp.reduce mean, %sq {axes = array<i64: 2>} : tensor<2x8x32xf32> -> tensor<2x8x1xf32>
+  %eps = mp.constant dense<1.0e-5> : tensor<f32>
+  %ve = mp.add %v, %eps : (tensor<2x8x1xf32>, tensor<f32>) -> tensor<2x8x1xf32>
+  %s = mp.sqrt %ve : tensor<2x8x1xf32>
+  %n = mp.div %d, %s : (tensor<2x8x32xf32>, tensor<2x8x1xf32>) -> tensor<2x8x32xf32>
+  %y = mp.mul %n, %g : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  %z = mp.add %y, %b : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  return %z : tensor<2x8x32xf32>
+}
+
+// -----
+
+// Tests that a mean over a non-last axis is not taken for a layer norm.
+// CHECK-LABEL: func.func @not_layer_norm
+// CHECK-NOT: mp.layer_norm
+func.func @not_layer_norm(%x: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  %m = mp.reduce mean, %x {axes = array<i64: 1>} : tensor<2x8x32xf32> -> tensor<2x1x32xf32>
+  %d = mp.sub %x, %m : (tensor<2x8x32xf32>, tensor<2x1x32xf32>) -> tensor<2x8x32xf32>
+  %two = mp.constant dense<2.0> : tensor<f32>
+  %sq = mp.pow %d, %two : (tensor<2x8x32xf32>, tensor<f32>) -> tensor<2x8x32xf32>
+  %v = mp.reduce mean, %sq {axes = array<i64: 1>} : tensor<2x8x32xf32> -> tensor<2x1x32xf32>
+  %eps = mp.constant dense<1.0e-5> : tensor<f32>
+  %ve = mp.add %v, %eps : (tensor<2x1x32xf32>, tensor<f32>) -> tensor<2x1x32xf32>
+  %s = mp.sqrt %ve : tensor<2x1x32xf32>
+  %n = mp.div %d, %s : (tensor<2x8x32xf32>, tensor<2x1x32xf32>) -> tensor<2x8x32xf32>
+  return %n : tensor<2x8x32xf32>
+}
+
+// -----
+
+// Tests the Llama RMS norm: x * (1 / sqrt(mean(x^2) + eps)) * w.
+// CHECK-LABEL: func.func @rms_norm
+// CHECK: %[[W:.*]] = mp.get_param @w
+// CHECK: %[[Y:.*]] = mp.rms_norm %arg0, %[[W]] {epsilon = 9.99999974E-6 : f32}
+// CHECK-NEXT: return %[[Y]]
+mp.param @w : tensor<32xf32>
+func.func @rms_norm(%x: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  %w = mp.get_param @w : tensor<32xf32>
+  %two = mp.constant dense<2.0> : tensor<f32>
+  %sq = mp.pow %x, %two : (tensor<2x8x32xf32>, tensor<f32>) -> tensor<2x8x32xf32>
+  %v = mp.reduce mean, %sq {axes = array<i64: 2>} : tensor<2x8x32xf32> -> tensor<2x8x1xf32>
+  %eps = mp.constant dense<1.0e-5> : tensor<f32>
+  %ve = mp.add %v, %eps : (tensor<2x8x1xf32>, tensor<f32>) -> tensor<2x8x1xf32>
+  %s = mp.sqrt %ve : tensor<2x8x1xf32>
+  %one = mp.constant dense<1.0> : tensor<f32>
+  %r = mp.div %one, %s : (tensor<f32>, tensor<2x8x1xf32>) -> tensor<2x8x1xf32>
+  %n = mp.mul %x, %r : (tensor<2x8x32xf32>, tensor<2x8x1xf32>) -> tensor<2x8x32xf32>
+  %y = mp.mul %w, %n : (tensor<32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+  return %y : tensor<2x8x32xf32>
+}
+
+// -----
+
+// Tests the rsqrt, reciprocal and division spellings of the RMS norm.
+// CHECK-LABEL: func.func @rms_norm_forms
+// CHECK-COUNT-3: mp.rms_norm %arg0, %{{.*}} {epsilon = 9.99999974E-6 : f32}
+// CHECK-NOT: mp.sqrt
+func.func @rms_norm_forms(%x: tensor<4x32xf32>) -> (tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>) {
+  %sq = mp.mul %x, %x : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+  %v = mp.reduce mean, %sq {axes = array<i64: 1>} : tensor<4x32xf32> -> tensor<4x1xf32>
+  %eps = mp.constant dense<1.0e-5> : tensor<f32>
+  %ve = mp.add %eps, %v : (tensor<f32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  %rs = mp.rsqrt %ve : tensor<4x1xf32>
+  %a = mp.mul %rs, %x : (tensor<4x1xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+  %s = mp.sqrt %ve : tensor<4x1xf32>
+  %r = mp.reciprocal %s : tensor<4x1xf32>
+  %b = mp.mul %x, %r : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+  %c = mp.div %x, %s : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+  return %a, %b, %c : tensor<4x32xf32>, tensor<4x32xf32>, tensor<4x32xf32>
+}
+
+// -----
+
+// Tests both associations of the exact (erf) GELU that exporters emit.
+// CHECK-LABEL: func.func @gelu_erf
+// CHECK: %[[A:.*]] = mp.gelu %arg0 : tensor<2x128xf32>
+// CHECK: %[[B:.*]] = mp.gelu %arg0 : tensor<2x128xf32>
+// CHECK: return %[[A]], %[[B]]
+func.func @gelu_erf(%x: tensor<2x128xf32>) -> (tensor<2x128xf32>, tensor<2x128xf32>) {
+  %half = mp.constant dense<0.5> : tensor<f32>
+  %sqrt2 = mp.constant dense<1.41421354> : tensor<f32>
+  %one = mp.constant dense<1.0> : tensor<f32>
+  %0 = mp.mul %x, %half : (tensor<2x128xf32>, tensor<f32>) -> tensor<2x128xf32>
+  %1 = mp.div %x, %sqrt2 : (tensor<2x128xf32>, tensor<f32>) -> tensor<2x128xf32>
+  %2 = mp.erf %1 : tensor<2x128xf32>
+  %3 = mp.add %2, %one : (tensor<2x128xf32>, tensor<f32>) -> tensor<2x128xf32>
+  %4 = mp.mul %0, %3 : (tensor<2x128xf32>, tensor<2x128xf32>) -> tensor<2x128xf32>
+  %inv = mp.constant dense<0.707106769> : tensor<f32>
+  %5 = mp.mul %x, %inv : (tensor<2x128xf32>, tensor<f32>) -> tensor<2x128xf32>
+  %6 = mp.erf %5 : tensor<2x128xf32>
+  %7 = mp.add %one, %6 : (tensor<f32>, tensor<2x128xf32>) -> tensor<2x128xf32>
+  %8 = mp.mul %7, %half : (tensor<2x128xf32>, tensor<f32>) -> tensor<2x128xf32>
+  %9 = mp.mul %x, %8 : (tensor<2x128xf32>, tensor<2x128xf32>) -> tensor<2x128xf32>
+  return %4, %9 : tensor<2x128xf32>, tensor<2x128xf32>
+}
+
+// -----
+
+// Tests the tanh GELU: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
+// CHECK-LABEL: func.func @gelu_tanh
+// CHECK: %[[Y:.*]] = mp.gelu %arg0 approximate = tanh : tensor<2x128xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gelu_tanh(%x: tensor<2x128xf32>) -> tensor<2x128xf32> {
+  %half = mp.constant dense<0.5> : tensor<f32>
+  %three = mp.constant dense<3.0> : tensor<f32>
+  %c = mp.constant dense<0.044715> : tensor<f32>
+  %k = mp.constant dense<0.797884583> : tensor<f32>
+  %one = mp.constant dense<1.0> : tensor<f32>
+  %0 = mp.mul %half, %x : (tensor<f32>, tensor<2x128xf32>) -> tensor<2x128xf32>
+  %1 = mp.pow %x, %three : (tensor<2x128xf32>, tensor<f32>) -> tensor<2x128xf32>
+  %2 = mp.mul %c, %1 : (tensor<f32>, tensor<2x128xf32>) -> tensor<2x128xf32>
+  %3 = mp.add %x, %2 : (tensor<2x128xf32>, tensor<2x128xf32>) -> tensor<2x128xf32>
+  %4 = mp.mul %k, %3 : (tensor<f32>, tensor<2x128xf32>) -> tensor<2x128xf32>
+  %5 = mp.tanh %4 : tensor<2x128xf32>
+  %6 = mp.add %one, %5 : (tensor<f32>, tensor<2x128xf32>) -> tensor<2x128xf32>
+  %7 = mp.mul %0, %6 : (tensor<2x128xf32>, tensor<2x128xf32>) -> tensor<2x128xf32>
+  return %7 : tensor<2x128xf32>
+}
+
+// -----
+
+// Tests that a wrong constant (0.6 instead of 0.5) is not taken for a GELU.
+// CHECK-LABEL: func.func @not_gelu
+// CHECK-NOT: mp.gelu
+func.func @not_gelu(%x: tensor<2x128xf32>) -> tensor<2x128xf32> {
+  %half = mp.constant dense<0.6> : tensor<f32>
+  %sqrt2 = mp.constant dense<1.41421354> : tensor<f32>
+  %one = mp.constant dense<1.0> : tensor<f32>
+  %0 = mp.mul %x, %half : (tensor<2x128xf32>, tensor<f32>) -> tensor<2x128xf32>
+  %1 = mp.div %x, %sqrt2 : (tensor<2x128xf32>, tensor<f32>) -> tensor<2x128xf32>
+  %2 = mp.erf %1 : tensor<2x128xf32>
+  %3 = mp.add %2, %one : (tensor<2x128xf32>, tensor<f32>) -> tensor<2x128xf32>
+  %4 = mp.mul %0, %3 : (tensor<2x128xf32>, tensor<2x128xf32>) -> tensor<2x128xf32>
+  return %4 : tensor<2x128xf32>
+}
+
+// -----
+
+// Tests x * sigmoid(x) -> silu(x).
+// CHECK-LABEL: func.func @silu
+// CHECK: %[[Y:.*]] = mp.silu %arg0 : tensor<2x64xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @silu(%x: tensor<2x64xf32>) -> tensor<2x64xf32> {
+  %0 = mp.sigmoid %x : tensor<2x64xf32>
+  %1 = mp.mul %0, %x : (tensor<2x64xf32>, tensor<2x64xf32>) -> tensor<2x64xf32>
+  return %1 : tensor<2x64xf32>
+}
+
+// -----
+
+// Tests causal attention in the GPT-2 form: q·kᵀ / sqrt(d), where(tril, ·,
+// -1e9), softmax, ·v, with kᵀ taken straight from [B, S, H, D].
+// CHECK-LABEL: func.func @attention_causal_where
+// CHECK: %[[K:.*]] = mp.transpose %arg1 [0, 2, 1, 3] : tensor<2x4x3x8xf32> -> tensor<2x3x4x8xf32>
+// CHECK: mp.attention %arg0, %[[K]], %arg2 {causal, scale = 0.353553385 : f32} : (tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+// CHECK-NOT: mp.softmax
+func.func @attention_causal_where(%q: tensor<2x3x4x8xf32>, %k: tensor<2x4x3x8xf32>, %v: tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32> {
+  %kt = mp.transpose %k [0, 2, 3, 1] : tensor<2x4x3x8xf32> -> tensor<2x3x8x4xf32>
+  %s = mp.matmul %q, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %c = mp.constant dense<2.82842708> : tensor<f32>
+  %d = mp.div %s, %c : (tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %m = mp.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %n = mp.constant dense<-1.0e9> : tensor<f32>
+  %w = mp.where %m, %d, %n : (tensor<4x4xi1>, tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %p = mp.softmax %w {axis = 3 : i64} : tensor<2x3x4x4xf32>
+  %o = mp.matmul %p, %v : (tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %o : tensor<2x3x4x8xf32>
+}
+
+// -----
+
+// Tests the Llama form: an additive causal mask (0 / -inf) and the
+// grouped-query head repeat (reshape, expand, reshape) folded away.
+// CHECK-LABEL: func.func @attention_gqa_additive
+// CHECK: mp.attention %arg0, %arg1, %arg2 {causal, scale = 0.353553385 : f32} : (tensor<1x4x2x8xf32>, tensor<1x2x2x8xf32>, tensor<1x2x2x8xf32>) -> tensor<1x4x2x8xf32>
+func.func @attention_gqa_additive(%q: tensor<1x4x2x8xf32>, %k: tensor<1x2x2x8xf32>, %v: tensor<1x2x2x8xf32>) -> tensor<1x4x2x8xf32> {
+  %k1 = mp.reshape %k : tensor<1x2x2x8xf32> -> tensor<1x2x1x2x8xf32>
+  %k2 = mp.expand %k1 : tensor<1x2x1x2x8xf32> -> tensor<1x2x2x2x8xf32>
+  %k3 = mp.reshape %k2 : tensor<1x2x2x2x8xf32> -> tensor<1x4x2x8xf32>
+  %v1 = mp.reshape %v : tensor<1x2x2x8xf32> -> tensor<1x2x1x2x8xf32>
+  %v2 = mp.expand %v1 : tensor<1x2x1x2x8xf32> -> tensor<1x2x2x2x8xf32>
+  %v3 = mp.reshape %v2 : tensor<1x2x2x2x8xf32> -> tensor<1x4x2x8xf32>
+  %kt = mp.transpose %k3 [0, 1, 3, 2] : tensor<1x4x2x8xf32> -> tensor<1x4x8x2xf32>
+  %s = mp.matmul %q, %kt : (tensor<1x4x2x8xf32>, tensor<1x4x8x2xf32>) -> tensor<1x4x2x2xf32>
+  %c = mp.constant dense<0.353553385> : tensor<f32>
+  %d = mp.mul %s, %c : (tensor<1x4x2x2xf32>, tensor<f32>) -> tensor<1x4x2x2xf32>
+  %m = mp.constant dense<[[0.0, 0xFF800000], [0.0, 0.0]]> : tensor<2x2xf32>
+  %a = mp.add %d, %m : (tensor<1x4x2x2xf32>, tensor<2x2xf32>) -> tensor<1x4x2x2xf32>
+  %p = mp.softmax %a {axis = 3 : i64} : tensor<1x4x2x2xf32>
+  %o = mp.matmul %p, %v3 : (tensor<1x4x2x2xf32>, tensor<1x4x2x8xf32>) -> tensor<1x4x2x8xf32>
+  return %o : tensor<1x4x2x8xf32>
+}
+
+// -----
+
+// Tests bidirectional attention with an additive padding mask kept as an
+// operand, and no scaling.
+// CHECK-LABEL: func.func @attention_masked
+// CHECK: %[[K:.*]] = mp.transpose %{{.*}} [0, 1, 3, 2]
+// CHECK: mp.attention %arg0, %[[K]], %arg2, %arg3 {scale = 1.000000e+00 : f32}
+func.func @attention_masked(%q: tensor<2x2x4x8xf32>, %kt: tensor<2x2x8x4xf32>, %v: tensor<2x2x4x8xf32>, %mask: tensor<2x1x1x4xf32>) -> tensor<2x2x4x8xf32> {
+  %s = mp.matmul %q, %kt : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %a = mp.add %s, %mask : (tensor<2x2x4x4xf32>, tensor<2x1x1x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = mp.softmax %a {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o = mp.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}
+
+// -----
+
+// Tests that a where-mask that is not causal is not taken for attention.
+// CHECK-LABEL: func.func @not_causal_where
+// CHECK-NOT: mp.attention
+func.func @not_causal_where(%q: tensor<1x1x2x8xf32>, %kt: tensor<1x1x8x2xf32>, %v: tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32> {
+  %s = mp.matmul %q, %kt : (tensor<1x1x2x8xf32>, tensor<1x1x8x2xf32>) -> tensor<1x1x2x2xf32>
+  %m = mp.constant dense<[[true, true], [false, true]]> : tensor<2x2xi1>
+  %n = mp.constant dense<-1.0e9> : tensor<f32>
+  %w = mp.where %m, %s, %n : (tensor<2x2xi1>, tensor<1x1x2x2xf32>, tensor<f32>) -> tensor<1x1x2x2xf32>
+  %p = mp.softmax %w {axis = 3 : i64} : tensor<1x1x2x2xf32>
+  %o = mp.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32>
+  return %o : tensor<1x1x2x8xf32>
+}
+
+// -----
+
+// Tests that layer indices come from ONNX node names and parameter names,
+// and that ops outside the blocks get none.
+// CHECK-LABEL: func.func @layers
+// CHECK: mp.linear {{.*}}mp.layer = 0 : i64
+// CHECK: mp.relu {{.*}}mp.layer = 3 : i64
+// CHECK: mp.relu {{.*}}mp.layer = 12 : i64
+// CHECK: mp.relu %{{[0-9]+}} : tensor<2x32xf32>
+mp.param @model.layers.0.mlp.up_proj.weight : tensor<32x32xf32>
+func.func @layers(%x: tensor<2x32xf32>) -> tensor<2x32xf32> {
+  %w = mp.get_param @model.layers.0.mlp.up_proj.weight : tensor<32x32xf32>
+  %0 = mp.matmul %x, %w : (tensor<2x32xf32>, tensor<32x32xf32>) -> tensor<2x32xf32> loc("MatMul_7")
+  %1 = mp.relu %0 : tensor<2x32xf32> loc("/h.3/mlp/Relu")
+  %2 = mp.relu %1 : tensor<2x32xf32> loc("/encoder/layer.12/output/Relu")
+  %3 = mp.relu %2 : tensor<2x32xf32> loc("/ln_f/Relu")
+  return %3 : tensor<2x32xf32>
+}
