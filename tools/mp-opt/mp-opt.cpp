@@ -43,6 +43,17 @@ static llvm::cl::opt<int64_t> paramPreview(
     llvm::cl::value_desc("N"), llvm::cl::init(0),
     llvm::cl::cat(importCategory));
 
+static llvm::cl::opt<std::string> boundInputs(
+    "mp-bind-input",
+    llvm::cl::desc("Treat graph inputs as constants read from serialized ONNX "
+                   "TensorProto files: NAME=FILE.pb[,NAME=FILE.pb]"),
+    llvm::cl::value_desc("bindings"), llvm::cl::cat(importCategory));
+
+static llvm::cl::opt<bool> listONNXOps(
+    "mp-list-onnx-ops",
+    llvm::cl::desc("Print the ONNX op types the importer supports and exit"),
+    llvm::cl::init(false), llvm::cl::cat(importCategory));
+
 /// Imports `path` and returns its IR as a buffer (with locations, so that
 /// diagnostics of later passes still name the ONNX nodes).
 static std::unique_ptr<llvm::MemoryBuffer>
@@ -56,6 +67,10 @@ importToBuffer(llvm::StringRef path, DialectRegistry &registry) {
   std::string error;
   if (!mp::parseInputShapes(inputShapes, options.inputShapes, error)) {
     llvm::errs() << "error: --mp-shape: " << error << "\n";
+    return nullptr;
+  }
+  if (!mp::parseInputBindings(boundInputs, options.boundInputs, error)) {
+    llvm::errs() << "error: --mp-bind-input: " << error << "\n";
     return nullptr;
   }
   options.shapeOnly = shapeOnly;
@@ -86,6 +101,11 @@ int main(int argc, char **argv) {
       "given passes in order and prints the result.\n",
       registry);
 
+  if (listONNXOps) {
+    for (const std::string &op : mp::getSupportedONNXOps())
+      llvm::outs() << op << "\n";
+    return 0;
+  }
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
   std::unique_ptr<llvm::MemoryBuffer> input;
   if (llvm::StringRef(inputFilename).ends_with(".onnx")) {

@@ -16,11 +16,22 @@ namespace mp {
 struct ImportOptions {
   /// Sizes for graph inputs with dynamic dimensions (`--mp-shape`).
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Graph inputs bound to constant values: name -> serialized ONNX
+  /// TensorProto file (`--mp-bind-input`). Shape arithmetic on them folds.
+  std::map<std::string, std::string> boundInputs;
   /// Import without reading parameter data; external data may be absent.
   bool shapeOnly = false;
   /// Number of leading values to record in each parameter's `preview`.
   int64_t paramPreview = 0;
 };
+
+/// The ONNX op types (default domain) the importer handles, sorted.
+std::vector<std::string> getSupportedONNXOps();
+
+/// Parses "a=x.pb,b=y.pb" into `bindings`.
+bool parseInputBindings(llvm::StringRef spec,
+                        std::map<std::string, std::string> &bindings,
+                        std::string &error);
 
 /// Parses "a=2x16,b=4" into `shapes`. Returns false and sets `error` when
 /// malformed.

@@ -85,6 +85,8 @@ struct Importer {
   LogicalResult declareParam(const onnx::TensorProto &init, Type elemType);
   LogicalResult createFunction();
   LogicalResult finishFunction();
+  LogicalResult bindInput(const onnx::ValueInfoProto &input,
+                          const std::string &file, Location loc);
 
   // Nodes.
   LogicalResult importNode(const onnx::NodeProto &node, int index);
@@ -285,6 +287,12 @@ LogicalResult Importer::createFunction() {
     if (initializers.contains(input.name()))
       continue;
     Location loc = NameLoc::get(builder.getStringAttr(input.name()));
+    auto bound = options.boundInputs.find(input.name());
+    if (bound != options.boundInputs.end()) {
+      if (failed(bindInput(input, bound->second, loc)))
+        return failure();
+      continue;
+    }
     const auto &tt = input.type().tensor_type();
     FailureOr<Type> elem = elementType(tt.elem_type(), loc,
                                        "graph input '" + input.name() + "'");
@@ -309,6 +317,36 @@ LogicalResult Importer::createFunction() {
                          cast<RankedTensorType>(argTypes[i])};
   }
   builder.setInsertionPointToEnd(entry);
+  return success();
+}
+
+LogicalResult Importer::bindInput(const onnx::ValueInfoProto &input,
+                                  const std::string &file, Location loc) {
+  onnx::TensorProto proto;
+  std::string error;
+  HostTensor value;
+  if (!readTensorFile(file, proto, error) ||
+      !decodeTensor(proto, nullptr, value, error))
+    return emitError(loc) << "--mp-bind-input " << input.name() << ": "
+                          << error;
+  const auto &tt = input.type().tensor_type();
+  if (tt.elem_type() != static_cast<int32_t>(value.dtype))
+    return emitError(loc) << "--mp-bind-input " << input.name() << ": '"
+                          << file << "' holds " << dtypeName(proto.data_type())
+                          << " but the input is " << dtypeName(tt.elem_type());
+  if (tt.has_shape()) {
+    bool matches = tt.shape().dim_size() == (int)value.shape.size();
+    for (int i = 0; matches && i < tt.shape().dim_size(); ++i)
+      matches = !tt.shape().dim(i).has_dim_value() ||
+                tt.shape().dim(i).dim_value() == value.shape[i];
+    if (!matches)
+      return emitError(loc) << "--mp-bind-input " << input.name() << ": '"
+                            << file << "' has shape "
+                            << formatShape(value.shape)
+                            << ", which the input's declared shape rejects";
+  }
+  RankedTensorType type = typeOf(value);
+  values[input.name()] = Entry{Value(), std::move(value), "", type};
   return success();
 }
 
@@ -397,12 +435,13 @@ struct NodeEmitter {
   Importer &imp;
   const onnx::NodeProto &node;
   Location loc;
+  std::string name; // the node's name, or OpType_index when it has none
 
   OpBuilder &b() { return imp.builder; }
   MLIRContext *ctx() { return imp.ctx; }
 
   InFlightDiagnostic error() {
-    return emitError(loc) << "node '" << node.name() << "' ("
+    return emitError(loc) << "node '" << name << "' ("
                           << node.op_type() << "): ";
   }
   bool hasInput(int i) {
@@ -673,6 +712,35 @@ LogicalResult emitSoftmax(NodeEmitter &e) {
   return success();
 }
 
+/// LayerNormalization's optional Mean and InvStdDev outputs, computed as
+/// separate ops (the fused op does not expose them).
+void emitLayerNormStatistics(NodeEmitter &e, Value x, int64_t axis,
+                             float epsilon) {
+  Shape in = e.shape(0), reduced = in;
+  SmallVector<int64_t> axes;
+  for (int64_t d = axis; d < static_cast<int64_t>(in.size()); ++d) {
+    axes.push_back(d);
+    reduced[d] = 1;
+  }
+  auto statType = e.like(0, reduced);
+  auto mean = [&](Value v) {
+    return ReduceOp::create(e.b(), e.loc, statType, ReduceKind::mean, v, axes,
+                            true);
+  };
+  Value mu = mean(x);
+  if (e.node.output_size() > 1 && !e.node.output(1).empty())
+    e.setOutput(1, mu);
+  if (e.node.output_size() < 3 || e.node.output(2).empty())
+    return;
+  Value centered = SubOp::create(e.b(), e.loc, x.getType(), x, mu);
+  Value squared =
+      MulOp::create(e.b(), e.loc, x.getType(), centered, centered);
+  Value var = mean(squared);
+  Value eps = scalarConstant(e, e.type(0).getElementType(), epsilon);
+  Value shifted = AddOp::create(e.b(), e.loc, statType, var, eps);
+  e.setOutput(2, RsqrtOp::create(e.b(), e.loc, statType, shifted));
+}
+
 LogicalResult emitLayerNorm(NodeEmitter &e) {
   Value x = e.value(0), scale = e.value(1);
   Value bias = e.hasInput(2) ? e.value(2) : Value();
@@ -698,6 +766,10 @@ LogicalResult emitLayerNorm(NodeEmitter &e) {
       e.b().getI64IntegerAttr(*axis - e.type(0).getRank()),
       e.b().getF32FloatAttr(eps ? eps->f() : 1e-5f));
   e.setOutput(0, op);
+  bool wantsStats = (e.node.output_size() > 1 && !e.node.output(1).empty()) ||
+                    (e.node.output_size() > 2 && !e.node.output(2).empty());
+  if (wantsStats)
+    emitLayerNormStatistics(e, x, *axis, eps ? eps->f() : 1e-5f);
   return success();
 }
 
@@ -1202,7 +1274,7 @@ bool constantValue(const onnx::NodeProto &node, HostTensor &out,
 LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
   std::string name = nodeName(node, index);
   Location loc = NameLoc::get(builder.getStringAttr(name));
-  NodeEmitter e{*this, node, loc};
+  NodeEmitter e{*this, node, loc, name};
   std::vector<const HostTensor *> known;
   bool allKnown = true;
   for (int i = 0; i < node.input_size(); ++i) {
@@ -1265,6 +1337,31 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
 // Entry points
 //===----------------------------------------------------------------------===//
 
+std::vector<std::string> mp::getSupportedONNXOps() {
+  std::vector<std::string> ops;
+  for (const auto &entry : supportedOps())
+    ops.push_back(entry.getKey().str());
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+bool mp::parseInputBindings(llvm::StringRef spec,
+                            std::map<std::string, std::string> &bindings,
+                            std::string &error) {
+  SmallVector<StringRef> items;
+  spec.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef item : items) {
+    auto [name, file] = item.split('=');
+    if (name.trim().empty() || file.trim().empty()) {
+      error = "malformed binding '" + item.str() +
+              "': expected NAME=FILE.pb";
+      return false;
+    }
+    bindings[name.trim().str()] = file.trim().str();
+  }
+  return true;
+}
+
 bool mp::parseInputShapes(llvm::StringRef spec,
                           std::map<std::string, std::vector<int64_t>> &shapes,
                           std::string &error) {
@@ -1301,8 +1398,8 @@ OwningOpRef<ModuleOp> mp::importONNXFile(llvm::StringRef path,
   context->loadDialect<MPDialect, func::FuncDialect>();
   LoadedModel model;
   std::string error;
-  if (!loadModel(path.str(), options.inputShapes, !options.shapeOnly, model,
-                 error)) {
+  if (!loadModel(path.str(), options.inputShapes, options.boundInputs,
+                 !options.shapeOnly, model, error)) {
     emitError(FileLineColLoc::get(context, path, 0, 0)) << error;
     return nullptr;
   }

@@ -92,10 +92,12 @@ static std::string formatDims(const std::vector<int64_t> &dims) {
 static bool pinInputShapes(
     onnx::GraphProto &graph,
     const std::map<std::string, std::vector<int64_t>> &shapes,
-    std::string &error) {
+    const std::map<std::string, std::string> &bound, std::string &error) {
   std::set<std::string> initializers;
   for (const auto &init : graph.initializer())
     initializers.insert(init.name());
+  for (const auto &[name, file] : bound)
+    initializers.insert(name);
   std::set<std::string> seen;
   for (const auto &input : graph.input())
     if (!initializers.count(input.name()))
@@ -276,8 +278,23 @@ static bool checkExternalFiles(const LoadedModel &m, std::string &error) {
   return true;
 }
 
+bool readTensorFile(const std::string &path, onnx::TensorProto &tensor,
+                    std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open tensor file '" + path + "'";
+    return false;
+  }
+  if (!tensor.ParseFromIstream(&in)) {
+    error = "'" + path + "' is not a serialized ONNX TensorProto";
+    return false;
+  }
+  return true;
+}
+
 bool loadModel(const std::string &path,
                const std::map<std::string, std::vector<int64_t>> &inputShapes,
+               const std::map<std::string, std::string> &boundInputs,
                bool validateExternalData, LoadedModel &out,
                std::string &error) {
   std::error_code ec;
@@ -288,7 +305,8 @@ bool loadModel(const std::string &path,
     return false;
   onnx::GraphProto &graph = *out.model.mutable_graph();
   if (!checkDefinitions(graph, error) ||
-      !pinInputShapes(graph, inputShapes, error) || !convertOpset(out, error))
+      !pinInputShapes(graph, inputShapes, boundInputs, error) ||
+      !convertOpset(out, error))
     return false;
   if (validateExternalData && !checkExternalFiles(out, error))
     return false;

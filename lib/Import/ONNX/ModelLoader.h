@@ -29,10 +29,17 @@ struct LoadedModel {
 /// dimensions from `inputShapes`, checks the model and that every node input
 /// is defined. `validateExternalData` also checks that external data files
 /// exist and are long enough.
+/// Inputs named in `boundInputs` are left as they are (their values, and so
+/// their shapes, come from files).
 bool loadModel(const std::string &path,
                const std::map<std::string, std::vector<int64_t>> &inputShapes,
+               const std::map<std::string, std::string> &boundInputs,
                bool validateExternalData, LoadedModel &out,
                std::string &error);
+
+/// Reads a serialized TensorProto (the .pb files of ONNX test data).
+bool readTensorFile(const std::string &path, onnx::TensorProto &tensor,
+                    std::string &error);
 
 /// Location of an initializer's external data (ONNX external_data entries).
 struct ExternalLocation {
