@@ -54,11 +54,12 @@ static bool isSplat(Value v, double expected, double relTol = 1e-4) {
   return value && std::abs(*value - expected) <= relTol * std::abs(expected);
 }
 
-static bool isParam(Value v) { return v.getDefiningOp<GetParamOp>() != nullptr; }
+static bool isParam(Value v) {
+  return v.getDefiningOp<GetParamOp>() != nullptr;
+}
 
 /// For a commutative binary op, returns the operand that is not `known`.
-template <typename OpT>
-static Value otherOperand(OpT op, Value known) {
+template <typename OpT> static Value otherOperand(OpT op, Value known) {
   if (op.getLhs() == known)
     return op.getRhs();
   if (op.getRhs() == known)
@@ -298,12 +299,13 @@ struct NormScale : OpRewritePattern<MulOp> {
       if (tensorType(w).getShape() != hidden)
         continue;
       if (auto ln = a.getDefiningOp<LayerNormOp>()) {
-        if (!isUnitScale(ln.getScale()) || static_cast<int64_t>(ln.getAxis()) != -1 ||
+        if (!isUnitScale(ln.getScale()) ||
+            static_cast<int64_t>(ln.getAxis()) != -1 ||
             (ln.getBias() && !isZeroBias(ln.getBias())))
           continue;
         rewriter.replaceOpWithNewOp<LayerNormOp>(
-            op, op.getType(), ln.getInput(), w, ln.getBias(),
-            ln.getAxisAttr(), ln.getEpsilonAttr());
+            op, op.getType(), ln.getInput(), w, ln.getBias(), ln.getAxisAttr(),
+            ln.getEpsilonAttr());
         return success();
       }
       if (auto rms = a.getDefiningOp<RMSNormOp>()) {
@@ -327,7 +329,8 @@ struct LayerNormBias : OpRewritePattern<AddOp> {
                         std::pair(op.getRhs(), op.getLhs())}) {
       auto ln = a.getDefiningOp<LayerNormOp>();
       if (!ln || !ln->hasOneUse() || !isParam(b) ||
-          ln.getType() != op.getType() || static_cast<int64_t>(ln.getAxis()) != -1 ||
+          ln.getType() != op.getType() ||
+          static_cast<int64_t>(ln.getAxis()) != -1 ||
           (ln.getBias() && !isZeroBias(ln.getBias())))
         continue;
       if (tensorType(b).getShape() != ln.getType().getShape().take_back())
@@ -421,7 +424,8 @@ struct GeluFromDecomposed : OpRewritePattern<MulOp> {
       Value x;
       auto isGate = [&](Value v) {
         return matchOnePlus(v, [&](Value f) {
-          x = form == GeluApproximation::none ? matchErfArg(f) : matchTanhArg(f);
+          x = form == GeluApproximation::none ? matchErfArg(f)
+                                              : matchTanhArg(f);
           return static_cast<bool>(x);
         });
       };
@@ -462,7 +466,8 @@ struct SiluFromDecomposed : OpRewritePattern<MulOp> {
 static Value stripHeadRepeat(Value v) {
   auto outer = v.getDefiningOp<ReshapeOp>();
   auto expand = outer ? outer.getInput().getDefiningOp<ExpandOp>() : ExpandOp();
-  auto inner = expand ? expand.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  auto inner =
+      expand ? expand.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
   if (!inner)
     return v;
   ArrayRef<int64_t> x = tensorType(inner.getInput()).getShape();
@@ -480,12 +485,11 @@ static Value stripHeadRepeat(Value v) {
 
 /// True when `attr` (broadcastable to [..., Sq, Sk]) masks exactly the keys
 /// after each query: `allowed(i, j)` says how to read an element.
-static bool isCausalPattern(DenseElementsAttr attr, int64_t sq, int64_t sk,
-                            llvm::function_ref<std::optional<bool>(int64_t)>
-                                allowedAt) {
+static bool
+isCausalPattern(DenseElementsAttr attr, int64_t sq, int64_t sk,
+                llvm::function_ref<std::optional<bool>(int64_t)> allowedAt) {
   ArrayRef<int64_t> shape = cast<ShapedType>(attr.getType()).getShape();
-  if (shape.size() < 2 || shape[shape.size() - 2] != sq ||
-      shape.back() != sk)
+  if (shape.size() < 2 || shape[shape.size() - 2] != sq || shape.back() != sk)
     return false;
   int64_t n = attr.getNumElements();
   for (int64_t idx = 0; idx < n; ++idx) {
@@ -622,7 +626,8 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     SmallVector<int64_t> shape;
     for (int64_t p : perm)
       shape.push_back(in[p]);
-    auto type = RankedTensorType::get(shape, tensorType(source).getElementType());
+    auto type =
+        RankedTensorType::get(shape, tensorType(source).getElementType());
     return TransposeOp::create(rewriter, loc, type, source,
                                rewriter.getDenseI64ArrayAttr(perm));
   }
@@ -677,10 +682,10 @@ struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     RewritePatternSet patterns(ctx);
-    patterns.add<LinearFromMatmul, LinearBias, EmbeddingFromGather, LayerNormFromDecomposed,
-                 RMSNormFromDecomposed, RMSNormFromDiv, NormScale,
-                 LayerNormBias, GeluFromDecomposed, SiluFromDecomposed,
-                 AttentionFromDecomposed>(ctx);
+    patterns.add<LinearFromMatmul, LinearBias, EmbeddingFromGather,
+                 LayerNormFromDecomposed, RMSNormFromDecomposed, RMSNormFromDiv,
+                 NormScale, LayerNormBias, GeluFromDecomposed,
+                 SiluFromDecomposed, AttentionFromDecomposed>(ctx);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
       getOperation().emitError("mp-raise did not converge");
       return signalPassFailure();

@@ -7,9 +7,10 @@ using namespace mp;
 
 namespace {
 
-std::vector<int64_t> outputShape(const std::string &eq,
-                                 const std::vector<std::vector<int64_t>> &shapes,
-                                 std::string *errorOut = nullptr) {
+std::vector<int64_t>
+outputShape(const std::string &eq,
+            const std::vector<std::vector<int64_t>> &shapes,
+            std::string *errorOut = nullptr) {
   std::vector<int64_t> ranks;
   for (const auto &s : shapes)
     ranks.push_back(static_cast<int64_t>(s.size()));
@@ -62,7 +63,8 @@ TEST(Einsum, ErrorsNameTheProblem) {
   outputShape("i->k", {{3}}, &error);
   EXPECT_EQ(error, "output label 'k' does not appear in any input");
   outputShape("i,j", {{3}}, &error);
-  EXPECT_EQ(error, "equation 'i,j' has 2 input terms but 1 operands were given");
+  EXPECT_EQ(error,
+            "equation 'i,j' has 2 input terms but 1 operands were given");
   outputShape("i2->i", {{3, 3}}, &error);
   EXPECT_EQ(error, "invalid character '2' in equation");
 }

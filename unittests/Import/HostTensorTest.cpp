@@ -88,7 +88,8 @@ TEST(HostTensorFold, SliceClampsHugeEndsAndWalksBackwards) {
   auto fwd = fold(Node("Slice"), {&x, &starts, &ends});
   EXPECT_EQ(fwd[0].ints, (std::vector<int64_t>{1, 2, 3, 4, 5}));
 
-  HostTensor rs = ints({1}, {-1}), re = ints({1}, {std::numeric_limits<int64_t>::min()});
+  HostTensor rs = ints({1}, {-1}),
+             re = ints({1}, {std::numeric_limits<int64_t>::min()});
   HostTensor axes = ints({1}, {0}), steps = ints({1}, {-2});
   auto back = fold(Node("Slice"), {&x, &rs, &re, &axes, &steps});
   EXPECT_EQ(back[0].ints, (std::vector<int64_t>{5, 3, 1}));
@@ -164,11 +165,14 @@ TEST(HostTensorFold, ConstantOfShapeUsesValueAttribute) {
 
 TEST(HostTensorFold, CastTruncatesAndRoundsToFloat32) {
   HostTensor x = floats({3}, {1.7, -1.7, 0.1});
-  auto toInt = fold(Node("Cast").attr("to", int64_t(onnx::TensorProto::INT64)), {&x});
+  auto toInt =
+      fold(Node("Cast").attr("to", int64_t(onnx::TensorProto::INT64)), {&x});
   EXPECT_EQ(toInt[0].ints, (std::vector<int64_t>{1, -1, 0}));
-  auto toBool = fold(Node("Cast").attr("to", int64_t(onnx::TensorProto::BOOL)), {&x});
+  auto toBool =
+      fold(Node("Cast").attr("to", int64_t(onnx::TensorProto::BOOL)), {&x});
   EXPECT_EQ(toBool[0].ints, (std::vector<int64_t>{1, 1, 1}));
-  auto toFloat = fold(Node("Cast").attr("to", int64_t(onnx::TensorProto::FLOAT)), {&x});
+  auto toFloat =
+      fold(Node("Cast").attr("to", int64_t(onnx::TensorProto::FLOAT)), {&x});
   EXPECT_EQ(toFloat[0].floats[2], static_cast<double>(0.1f));
 }
 
@@ -178,7 +182,8 @@ TEST(HostTensorFold, ConcatSplitExpandAndReduce) {
   EXPECT_EQ(cat[0].ints, (std::vector<int64_t>{1, 3, 4, 2, 5, 6}));
 
   HostTensor sizes = ints({2}, {1, 2});
-  auto parts = fold(Node("Split", 2).attr("axis", int64_t(1)), {&cat[0], &sizes});
+  auto parts =
+      fold(Node("Split", 2).attr("axis", int64_t(1)), {&cat[0], &sizes});
   EXPECT_EQ(parts[0].ints, (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(parts[1].ints, (std::vector<int64_t>{3, 4, 5, 6}));
 
@@ -188,8 +193,10 @@ TEST(HostTensorFold, ConcatSplitExpandAndReduce) {
   EXPECT_EQ(expanded[0].ints, (std::vector<int64_t>{1, 2, 1, 2}));
 
   HostTensor f = floats({2, 2}, {1, 2, 3, 5});
-  auto mean = fold(Node("ReduceMean").attr("axes", std::vector<int64_t>{1})
-                       .attr("keepdims", int64_t(0)), {&f});
+  auto mean = fold(Node("ReduceMean")
+                       .attr("axes", std::vector<int64_t>{1})
+                       .attr("keepdims", int64_t(0)),
+                   {&f});
   EXPECT_EQ(mean[0].shape, (std::vector<int64_t>{2}));
   EXPECT_EQ(mean[0].floats, (std::vector<double>{1.5, 4}));
 }
@@ -206,7 +213,8 @@ TEST(HostTensorFold, UnknownOpIsNotFoldedWithoutError) {
   HostTensor a = floats({1}, {1});
   std::vector<HostTensor> out;
   std::string error;
-  EXPECT_FALSE(foldNode(Node("LayerNormalization").proto, {&a, &a}, out, error));
+  EXPECT_FALSE(
+      foldNode(Node("LayerNormalization").proto, {&a, &a}, out, error));
   EXPECT_TRUE(error.empty());
 }
 

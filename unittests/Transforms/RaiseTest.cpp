@@ -26,8 +26,7 @@ protected:
     return module;
   }
 
-  template <typename OpT>
-  int64_t count(ModuleOp module) {
+  template <typename OpT> int64_t count(ModuleOp module) {
     int64_t n = 0;
     module.walk([&](OpT) { ++n; });
     return n;

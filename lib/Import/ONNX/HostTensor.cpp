@@ -24,8 +24,13 @@ namespace mp::onnx_import {
 
 bool isSupportedDType(int32_t t) {
   switch (static_cast<DType>(t)) {
-  case DType::Float: case DType::Int8: case DType::Int32: case DType::Int64:
-  case DType::Bool: case DType::Float16: case DType::Double:
+  case DType::Float:
+  case DType::Int8:
+  case DType::Int32:
+  case DType::Int64:
+  case DType::Bool:
+  case DType::Float16:
+  case DType::Double:
   case DType::BFloat16:
     return true;
   }
@@ -83,14 +88,30 @@ static double roundToBFloat16(double v) {
 
 void HostTensor::set(int64_t i, double v) {
   switch (dtype) {
-  case DType::Float: floats[i] = static_cast<float>(v); return;
-  case DType::Double: floats[i] = v; return;
-  case DType::Float16: floats[i] = roundToFloat16(v); return;
-  case DType::BFloat16: floats[i] = roundToBFloat16(v); return;
-  case DType::Bool: ints[i] = v != 0; return;
-  case DType::Int8: ints[i] = static_cast<int8_t>(v); return;
-  case DType::Int32: ints[i] = static_cast<int32_t>(v); return;
-  case DType::Int64: ints[i] = static_cast<int64_t>(v); return;
+  case DType::Float:
+    floats[i] = static_cast<float>(v);
+    return;
+  case DType::Double:
+    floats[i] = v;
+    return;
+  case DType::Float16:
+    floats[i] = roundToFloat16(v);
+    return;
+  case DType::BFloat16:
+    floats[i] = roundToBFloat16(v);
+    return;
+  case DType::Bool:
+    ints[i] = v != 0;
+    return;
+  case DType::Int8:
+    ints[i] = static_cast<int8_t>(v);
+    return;
+  case DType::Int32:
+    ints[i] = static_cast<int32_t>(v);
+    return;
+  case DType::Int64:
+    ints[i] = static_cast<int64_t>(v);
+    return;
   }
 }
 
@@ -127,7 +148,8 @@ static float halfToFloat(uint16_t h) {
   else if (exp == 31)
     v = mant ? NAN : INFINITY;
   else
-    v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+    v = std::ldexp(static_cast<float>(mant | 0x400),
+                   static_cast<int>(exp) - 25);
   return sign ? -v : v;
 }
 
@@ -140,10 +162,18 @@ static float bf16ToFloat(uint16_t b) {
 
 static int64_t elementBytes(DType t) {
   switch (t) {
-  case DType::Int8: case DType::Bool: return 1;
-  case DType::Float16: case DType::BFloat16: return 2;
-  case DType::Float: case DType::Int32: return 4;
-  case DType::Int64: case DType::Double: return 8;
+  case DType::Int8:
+  case DType::Bool:
+    return 1;
+  case DType::Float16:
+  case DType::BFloat16:
+    return 2;
+  case DType::Float:
+  case DType::Int32:
+    return 4;
+  case DType::Int64:
+  case DType::Double:
+    return 8;
   }
   return 0;
 }
@@ -154,14 +184,48 @@ static void decodeRaw(const std::string &bytes, HostTensor &out) {
   const char *p = bytes.data();
   for (int64_t i = 0; i < n; ++i) {
     switch (out.dtype) {
-    case DType::Float: { float v; std::memcpy(&v, p + 4 * i, 4); out.floats[i] = v; break; }
-    case DType::Double: { double v; std::memcpy(&v, p + 8 * i, 8); out.floats[i] = v; break; }
-    case DType::Float16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); out.floats[i] = halfToFloat(v); break; }
-    case DType::BFloat16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); out.floats[i] = bf16ToFloat(v); break; }
-    case DType::Int8: out.ints[i] = static_cast<int8_t>(p[i]); break;
-    case DType::Bool: out.ints[i] = p[i] != 0; break;
-    case DType::Int32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); out.ints[i] = v; break; }
-    case DType::Int64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); out.ints[i] = v; break; }
+    case DType::Float: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      out.floats[i] = v;
+      break;
+    }
+    case DType::Double: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      out.floats[i] = v;
+      break;
+    }
+    case DType::Float16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      out.floats[i] = halfToFloat(v);
+      break;
+    }
+    case DType::BFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      out.floats[i] = bf16ToFloat(v);
+      break;
+    }
+    case DType::Int8:
+      out.ints[i] = static_cast<int8_t>(p[i]);
+      break;
+    case DType::Bool:
+      out.ints[i] = p[i] != 0;
+      break;
+    case DType::Int32: {
+      int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      out.ints[i] = v;
+      break;
+    }
+    case DType::Int64: {
+      int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      out.ints[i] = v;
+      break;
+    }
     }
   }
 }
@@ -182,15 +246,17 @@ bool decodeTensor(const onnx::TensorProto &proto, const std::string *external,
             " values but its shape needs " + std::to_string(n);
     return false;
   };
-  const std::string *raw = external ? external
+  const std::string *raw = external               ? external
                            : proto.has_raw_data() ? &proto.raw_data()
                                                   : nullptr;
   if (raw) {
     int64_t bytes = n * elementBytes(out.dtype);
     if (static_cast<int64_t>(raw->size()) != bytes) {
       error = "tensor '" + proto.name() + "' has " +
-              std::to_string(raw->size()) + " bytes of data but its shape "
-              "needs " + std::to_string(bytes);
+              std::to_string(raw->size()) +
+              " bytes of data but its shape "
+              "needs " +
+              std::to_string(bytes);
       return false;
     }
     decodeRaw(*raw, out);
@@ -198,28 +264,40 @@ bool decodeTensor(const onnx::TensorProto &proto, const std::string *external,
   }
   switch (out.dtype) {
   case DType::Float:
-    if (proto.float_data_size() != n) return sizeError(proto.float_data_size());
-    for (int64_t i = 0; i < n; ++i) out.floats[i] = proto.float_data(i);
+    if (proto.float_data_size() != n)
+      return sizeError(proto.float_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      out.floats[i] = proto.float_data(i);
     return true;
   case DType::Double:
-    if (proto.double_data_size() != n) return sizeError(proto.double_data_size());
-    for (int64_t i = 0; i < n; ++i) out.floats[i] = proto.double_data(i);
+    if (proto.double_data_size() != n)
+      return sizeError(proto.double_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      out.floats[i] = proto.double_data(i);
     return true;
   case DType::Int64:
-    if (proto.int64_data_size() != n) return sizeError(proto.int64_data_size());
-    for (int64_t i = 0; i < n; ++i) out.ints[i] = proto.int64_data(i);
+    if (proto.int64_data_size() != n)
+      return sizeError(proto.int64_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      out.ints[i] = proto.int64_data(i);
     return true;
-  case DType::Float16: case DType::BFloat16:
-    if (proto.int32_data_size() != n) return sizeError(proto.int32_data_size());
+  case DType::Float16:
+  case DType::BFloat16:
+    if (proto.int32_data_size() != n)
+      return sizeError(proto.int32_data_size());
     for (int64_t i = 0; i < n; ++i) {
       uint16_t bits = static_cast<uint16_t>(proto.int32_data(i));
-      out.floats[i] = out.dtype == DType::Float16 ? halfToFloat(bits)
-                                                  : bf16ToFloat(bits);
+      out.floats[i] =
+          out.dtype == DType::Float16 ? halfToFloat(bits) : bf16ToFloat(bits);
     }
     return true;
-  case DType::Int8: case DType::Int32: case DType::Bool:
-    if (proto.int32_data_size() != n) return sizeError(proto.int32_data_size());
-    for (int64_t i = 0; i < n; ++i) out.ints[i] = proto.int32_data(i);
+  case DType::Int8:
+  case DType::Int32:
+  case DType::Bool:
+    if (proto.int32_data_size() != n)
+      return sizeError(proto.int32_data_size());
+    for (int64_t i = 0; i < n; ++i)
+      out.ints[i] = proto.int32_data(i);
     return true;
   }
   return false;
@@ -229,7 +307,6 @@ bool decodeTensor(const onnx::TensorProto &proto, const std::string *external,
 // Folding
 //===----------------------------------------------------------------------===//
 
-namespace {
 const onnx::AttributeProto *findAttr(const onnx::NodeProto &node,
                                      const std::string &name) {
   for (const auto &a : node.attribute())
@@ -244,6 +321,7 @@ int64_t intAttr(const onnx::NodeProto &node, const std::string &name,
   return a ? a->i() : def;
 }
 
+namespace {
 
 std::vector<int64_t> intsOf(const HostTensor &t) {
   std::vector<int64_t> v(t.numElements());
@@ -488,8 +566,10 @@ bool Folder::slice() {
     int64_t dim = x.shape[a], s = starts[i], e = ends[i], st = steps[i];
     if (st == 0)
       return fail("slice step is zero");
-    if (s < 0) s += dim;
-    if (e < 0) e += dim;
+    if (s < 0)
+      s += dim;
+    if (e < 0)
+      e += dim;
     if (st > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
@@ -548,8 +628,9 @@ bool Folder::expand() {
   std::vector<int64_t> shape;
   if (!broadcastShapes(input(0).shape, intsOf(input(1)), shape))
     return fail("cannot expand to the given shape");
-  gatherInto(input(0), shape,
-             [&](int64_t i) { return broadcastIndex(i, shape, input(0).shape); });
+  gatherInto(input(0), shape, [&](int64_t i) {
+    return broadcastIndex(i, shape, input(0).shape);
+  });
   return true;
 }
 
@@ -770,15 +851,16 @@ bool Folder::split() {
 bool Folder::cast() {
   int64_t to = intAttr(node, "to", 1);
   if (!isSupportedDType(static_cast<int32_t>(to)))
-    return fail("cast to unsupported type " + dtypeName(static_cast<int32_t>(to)));
+    return fail("cast to unsupported type " +
+                dtypeName(static_cast<int32_t>(to)));
   HostTensor r;
   r.dtype = static_cast<DType>(to);
   r.shape = input(0).shape;
   r.allocate();
   for (int64_t i = 0; i < r.numElements(); ++i) {
     if (!r.isFloat() && !input(0).isFloat())
-      r.ints[i] = r.dtype == DType::Bool ? input(0).ints[i] != 0
-                                         : input(0).ints[i];
+      r.ints[i] =
+          r.dtype == DType::Bool ? input(0).ints[i] != 0 : input(0).ints[i];
     else
       r.set(i, input(0).getDouble(i));
   }
@@ -854,11 +936,14 @@ bool Folder::constantOfShape() {
 bool Folder::run() {
   const std::string &op = node.op_type();
   for (size_t i = 0; i < in.size(); ++i)
-    if (!in[i] && !(op == "Slice" || op == "Trilu" || op == "Squeeze" ||
-                    op == "Split" || op == "ReduceSum" || op == "ReduceMean" ||
-                    op == "ReduceMax"))
+    if (!in[i] &&
+        !(op == "Slice" || op == "Trilu" || op == "Squeeze" || op == "Split" ||
+          op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax"))
       return false;
-  if (op == "Identity") { out.push_back(input(0)); return true; }
+  if (op == "Identity") {
+    out.push_back(input(0));
+    return true;
+  }
   auto same = [&] { return input(0).dtype; };
   if (op == "Add")
     return elementwise(same(), std::plus<double>(), std::plus<int64_t>());
@@ -871,49 +956,81 @@ bool Folder::run() {
     for (int64_t i = 0; !input(1).isFloat() && i < input(1).numElements(); ++i)
       if (input(1).ints[i] == 0)
         return fail("integer division by zero");
-    return elementwise(same(), std::divides<double>(),
-                       std::divides<int64_t>());
+    return elementwise(same(), std::divides<double>(), std::divides<int64_t>());
   }
   if (op == "Pow")
-    return elementwise(same(), [](double a, double b) { return std::pow(a, b); },
-                       nullptr);
+    return elementwise(
+        same(), [](double a, double b) { return std::pow(a, b); }, nullptr);
   if (op == "Equal")
-    return elementwise(DType::Bool, [](double a, double b) { return a == b; },
-                       [](int64_t a, int64_t b) { return a == b; });
+    return elementwise(
+        DType::Bool, [](double a, double b) { return a == b; },
+        [](int64_t a, int64_t b) { return a == b; });
   if (op == "Less")
-    return elementwise(DType::Bool, [](double a, double b) { return a < b; },
-                       [](int64_t a, int64_t b) { return a < b; });
-  if (op == "Sqrt") return unary([](double x) { return std::sqrt(x); });
-  if (op == "Reciprocal") return unary([](double x) { return 1.0 / x; });
-  if (op == "Neg") return unary([](double x) { return -x; });
-  if (op == "Exp") return unary([](double x) { return std::exp(x); });
-  if (op == "Log") return unary([](double x) { return std::log(x); });
-  if (op == "Erf") return unary([](double x) { return std::erf(x); });
-  if (op == "Tanh") return unary([](double x) { return std::tanh(x); });
-  if (op == "Sigmoid") return unary([](double x) { return 1 / (1 + std::exp(-x)); });
-  if (op == "Relu") return unary([](double x) { return x > 0 ? x : 0.0; });
-  if (op == "Cos") return unary([](double x) { return std::cos(x); });
-  if (op == "Sin") return unary([](double x) { return std::sin(x); });
-  if (op == "Reshape") return reshape();
-  if (op == "Transpose") return transpose();
-  if (op == "Unsqueeze") return unsqueeze();
-  if (op == "Squeeze") return squeeze();
-  if (op == "Concat") return concat();
-  if (op == "Slice") return slice();
-  if (op == "Gather") return gather();
-  if (op == "Expand") return expand();
-  if (op == "Range") return range();
-  if (op == "Einsum") return einsum();
-  if (op == "Trilu") return trilu();
-  if (op == "MatMul") return matmul();
-  if (op == "ReduceSum") return reduce("sum");
-  if (op == "ReduceMean") return reduce("mean");
-  if (op == "ReduceMax") return reduce("max");
-  if (op == "Split") return split();
-  if (op == "Cast") return cast();
-  if (op == "Where") return where();
-  if (op == "Softmax") return softmax();
-  if (op == "ConstantOfShape") return constantOfShape();
+    return elementwise(
+        DType::Bool, [](double a, double b) { return a < b; },
+        [](int64_t a, int64_t b) { return a < b; });
+  if (op == "Sqrt")
+    return unary([](double x) { return std::sqrt(x); });
+  if (op == "Reciprocal")
+    return unary([](double x) { return 1.0 / x; });
+  if (op == "Neg")
+    return unary([](double x) { return -x; });
+  if (op == "Exp")
+    return unary([](double x) { return std::exp(x); });
+  if (op == "Log")
+    return unary([](double x) { return std::log(x); });
+  if (op == "Erf")
+    return unary([](double x) { return std::erf(x); });
+  if (op == "Tanh")
+    return unary([](double x) { return std::tanh(x); });
+  if (op == "Sigmoid")
+    return unary([](double x) { return 1 / (1 + std::exp(-x)); });
+  if (op == "Relu")
+    return unary([](double x) { return x > 0 ? x : 0.0; });
+  if (op == "Cos")
+    return unary([](double x) { return std::cos(x); });
+  if (op == "Sin")
+    return unary([](double x) { return std::sin(x); });
+  if (op == "Reshape")
+    return reshape();
+  if (op == "Transpose")
+    return transpose();
+  if (op == "Unsqueeze")
+    return unsqueeze();
+  if (op == "Squeeze")
+    return squeeze();
+  if (op == "Concat")
+    return concat();
+  if (op == "Slice")
+    return slice();
+  if (op == "Gather")
+    return gather();
+  if (op == "Expand")
+    return expand();
+  if (op == "Range")
+    return range();
+  if (op == "Einsum")
+    return einsum();
+  if (op == "Trilu")
+    return trilu();
+  if (op == "MatMul")
+    return matmul();
+  if (op == "ReduceSum")
+    return reduce("sum");
+  if (op == "ReduceMean")
+    return reduce("mean");
+  if (op == "ReduceMax")
+    return reduce("max");
+  if (op == "Split")
+    return split();
+  if (op == "Cast")
+    return cast();
+  if (op == "Where")
+    return where();
+  if (op == "Softmax")
+    return softmax();
+  if (op == "ConstantOfShape")
+    return constantOfShape();
   return false;
 }
 } // namespace

@@ -13,6 +13,7 @@
 #include <vector>
 
 namespace onnx {
+class AttributeProto;
 class NodeProto;
 class TensorProto;
 } // namespace onnx
@@ -21,8 +22,14 @@ namespace mp::onnx_import {
 
 /// ONNX TensorProto element types the importer understands.
 enum class DType : int32_t {
-  Float = 1, Int8 = 3, Int32 = 6, Int64 = 7, Bool = 9, Float16 = 10,
-  Double = 11, BFloat16 = 16
+  Float = 1,
+  Int8 = 3,
+  Int32 = 6,
+  Int64 = 7,
+  Bool = 9,
+  Float16 = 10,
+  Double = 11,
+  BFloat16 = 16
 };
 
 bool isSupportedDType(int32_t onnxType);
@@ -56,6 +63,13 @@ bool decodeTensor(const onnx::TensorProto &proto, const std::string *external,
 bool foldNode(const onnx::NodeProto &node,
               const std::vector<const HostTensor *> &inputs,
               std::vector<HostTensor> &outputs, std::string &error);
+
+/// The attribute `name` of `node`, or nullptr.
+const onnx::AttributeProto *findAttr(const onnx::NodeProto &node,
+                                     const std::string &name);
+/// An INT attribute, or `def` when absent.
+int64_t intAttr(const onnx::NodeProto &node, const std::string &name,
+                int64_t def);
 
 /// Numpy broadcast of two shapes; false when incompatible.
 bool broadcastShapes(const std::vector<int64_t> &a,

@@ -48,22 +48,57 @@ std::string formatShape(const Shape &shape) {
 
 /// The op types the importer handles (ONNX default domain).
 const llvm::StringSet<> &supportedOps() {
-  static const llvm::StringSet<> ops = {
-      "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt",
-      "Reciprocal", "Neg", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Relu",
-      "Softmax", "LayerNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
-      "Reshape", "Transpose", "Split", "Concat", "Slice", "Gather",
-      "Unsqueeze", "Squeeze", "Expand", "Where", "Equal", "Less", "Cast",
-      "Trilu", "Constant", "ConstantOfShape", "Shape", "Identity", "Einsum",
-      "Cos", "Sin", "Range"};
+  static const llvm::StringSet<> ops = {"MatMul",
+                                        "Gemm",
+                                        "Add",
+                                        "Sub",
+                                        "Mul",
+                                        "Div",
+                                        "Pow",
+                                        "Sqrt",
+                                        "Reciprocal",
+                                        "Neg",
+                                        "Exp",
+                                        "Log",
+                                        "Erf",
+                                        "Tanh",
+                                        "Sigmoid",
+                                        "Relu",
+                                        "Softmax",
+                                        "LayerNormalization",
+                                        "ReduceMean",
+                                        "ReduceSum",
+                                        "ReduceMax",
+                                        "Reshape",
+                                        "Transpose",
+                                        "Split",
+                                        "Concat",
+                                        "Slice",
+                                        "Gather",
+                                        "Unsqueeze",
+                                        "Squeeze",
+                                        "Expand",
+                                        "Where",
+                                        "Equal",
+                                        "Less",
+                                        "Cast",
+                                        "Trilu",
+                                        "Constant",
+                                        "ConstantOfShape",
+                                        "Shape",
+                                        "Identity",
+                                        "Einsum",
+                                        "Cos",
+                                        "Sin",
+                                        "Range"};
   return ops;
 }
 
 /// What the importer knows about one ONNX value.
 struct Entry {
-  Value value;                      // emitted SSA value (may be null)
+  Value value;                        // emitted SSA value (may be null)
   std::optional<HostTensor> constant; // known at import
-  std::string param;                // parameter symbol, if a parameter
+  std::string param;                  // parameter symbol, if a parameter
   RankedTensorType type;
 };
 
@@ -108,14 +143,22 @@ struct Importer {
 FailureOr<Type> Importer::elementType(int32_t onnxType, Location loc,
                                       const std::string &what) {
   switch (static_cast<DType>(onnxType)) {
-  case DType::Float: return builder.getF32Type();
-  case DType::Float16: return builder.getF16Type();
-  case DType::BFloat16: return builder.getBF16Type();
-  case DType::Double: return builder.getF64Type();
-  case DType::Int64: return builder.getI64Type();
-  case DType::Int32: return builder.getI32Type();
-  case DType::Int8: return builder.getI8Type();
-  case DType::Bool: return builder.getI1Type();
+  case DType::Float:
+    return builder.getF32Type();
+  case DType::Float16:
+    return builder.getF16Type();
+  case DType::BFloat16:
+    return builder.getBF16Type();
+  case DType::Double:
+    return builder.getF64Type();
+  case DType::Int64:
+    return builder.getI64Type();
+  case DType::Int32:
+    return builder.getI32Type();
+  case DType::Int8:
+    return builder.getI8Type();
+  case DType::Bool:
+    return builder.getI1Type();
   }
   return emitError(loc) << what << " has unsupported element type "
                         << dtypeName(onnxType);
@@ -179,8 +222,8 @@ LogicalResult Importer::checkSupportedOps() {
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto &node = graph.node(i);
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
-    std::string type = defaultDomain ? node.op_type()
-                                     : node.domain() + "." + node.op_type();
+    std::string type =
+        defaultDomain ? node.op_type() : node.domain() + "." + node.op_type();
     if (!defaultDomain || !supportedOps().contains(node.op_type()))
       if (seenTypes.insert(type).second)
         unsupported.push_back({type, nodeName(node, i)});
@@ -215,8 +258,8 @@ LogicalResult Importer::declareParam(const onnx::TensorProto &init,
     ExternalLocation where;
     if (!getExternalLocation(init, model.directory, where, error))
       return emitError(loc) << error;
-    int64_t bytes = type.getNumElements() *
-                    ((type.getElementTypeBitWidth() + 7) / 8);
+    int64_t bytes =
+        type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
     if (where.length < 0)
       where.length = bytes;
     param.setFileAttr(builder.getStringAttr(where.file));
@@ -263,8 +306,8 @@ LogicalResult Importer::declareInitializers() {
       ExternalLocation where;
       if (!getExternalLocation(init, model.directory, where, error) ||
           !readFileSlice(where, external, error))
-        return emitError(loc) << "constant initializer needs its data: "
-                              << error;
+        return emitError(loc)
+               << "constant initializer needs its data: " << error;
     }
     HostTensor t;
     if (!decodeTensor(init, isExternal(init) ? &external : nullptr, t, error))
@@ -294,8 +337,8 @@ LogicalResult Importer::createFunction() {
       continue;
     }
     const auto &tt = input.type().tensor_type();
-    FailureOr<Type> elem = elementType(tt.elem_type(), loc,
-                                       "graph input '" + input.name() + "'");
+    FailureOr<Type> elem =
+        elementType(tt.elem_type(), loc, "graph input '" + input.name() + "'");
     if (failed(elem))
       return failure();
     Shape shape;
@@ -307,8 +350,8 @@ LogicalResult Importer::createFunction() {
   SmallVector<Type> resultTypes; // fixed up in finishFunction
   auto fnType = builder.getFunctionType(argTypes, resultTypes);
   builder.setInsertionPointToEnd(module.getBody());
-  func = func::FuncOp::create(builder, FileLineColLoc::get(ctx, model.path, 0, 0),
-                              "main", fnType);
+  func = func::FuncOp::create(
+      builder, FileLineColLoc::get(ctx, model.path, 0, 0), "main", fnType);
   Block *entry = func.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(argNames)) {
     func.setArgAttr(i, MPDialect::getNameAttrName(),
@@ -331,8 +374,8 @@ LogicalResult Importer::bindInput(const onnx::ValueInfoProto &input,
                           << error;
   const auto &tt = input.type().tensor_type();
   if (tt.elem_type() != static_cast<int32_t>(value.dtype))
-    return emitError(loc) << "--mp-bind-input " << input.name() << ": '"
-                          << file << "' holds " << dtypeName(proto.data_type())
+    return emitError(loc) << "--mp-bind-input " << input.name() << ": '" << file
+                          << "' holds " << dtypeName(proto.data_type())
                           << " but the input is " << dtypeName(tt.elem_type());
   if (tt.has_shape()) {
     bool matches = tt.shape().dim_size() == (int)value.shape.size();
@@ -340,10 +383,10 @@ LogicalResult Importer::bindInput(const onnx::ValueInfoProto &input,
       matches = !tt.shape().dim(i).has_dim_value() ||
                 tt.shape().dim(i).dim_value() == value.shape[i];
     if (!matches)
-      return emitError(loc) << "--mp-bind-input " << input.name() << ": '"
-                            << file << "' has shape "
-                            << formatShape(value.shape)
-                            << ", which the input's declared shape rejects";
+      return emitError(loc)
+             << "--mp-bind-input " << input.name() << ": '" << file
+             << "' has shape " << formatShape(value.shape)
+             << ", which the input's declared shape rejects";
   }
   RankedTensorType type = typeOf(value);
   values[input.name()] = Entry{Value(), std::move(value), "", type};
@@ -362,8 +405,8 @@ LogicalResult Importer::finishFunction() {
     names.push_back(output.name());
   }
   func::ReturnOp::create(builder, func.getLoc(), results);
-  func.setFunctionType(builder.getFunctionType(
-      func.getArgumentTypes(), ValueRange(results).getTypes()));
+  func.setFunctionType(builder.getFunctionType(func.getArgumentTypes(),
+                                               ValueRange(results).getTypes()));
   for (auto [i, name] : llvm::enumerate(names))
     func.setResultAttr(i, MPDialect::getNameAttrName(),
                        builder.getStringAttr(name));
@@ -383,8 +426,8 @@ Value Importer::materialize(const std::string &name, Location loc) {
     return e.value;
   if (!e.param.empty()) {
     // Read once, at the first use (the body is one block).
-    e.value = GetParamOp::create(builder, NameLoc::get(builder.getStringAttr(name)),
-                                 e.type, name);
+    e.value = GetParamOp::create(
+        builder, NameLoc::get(builder.getStringAttr(name)), e.type, name);
     return e.value;
   }
   e.value = ConstantOp::create(builder, loc, toAttr(*e.constant, e.type));
@@ -415,20 +458,6 @@ OwningOpRef<ModuleOp> Importer::run() {
 // Nodes
 //===----------------------------------------------------------------------===//
 
-const onnx::AttributeProto *findAttr(const onnx::NodeProto &node,
-                                     const std::string &name) {
-  for (const auto &a : node.attribute())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
-}
-
-int64_t intAttr(const onnx::NodeProto &node, const std::string &name,
-                int64_t def) {
-  const auto *a = findAttr(node, name);
-  return a ? a->i() : def;
-}
-
 /// Emission of one node: gives access to inputs and reports errors located at
 /// the node.
 struct NodeEmitter {
@@ -441,8 +470,8 @@ struct NodeEmitter {
   MLIRContext *ctx() { return imp.ctx; }
 
   InFlightDiagnostic error() {
-    return emitError(loc) << "node '" << name << "' ("
-                          << node.op_type() << "): ";
+    return emitError(loc) << "node '" << name << "' (" << node.op_type()
+                          << "): ";
   }
   bool hasInput(int i) {
     return i < node.input_size() && !node.input(i).empty();
@@ -489,8 +518,7 @@ struct NodeEmitter {
 
 using EmitFn = std::function<LogicalResult(NodeEmitter &)>;
 
-template <typename OpT>
-EmitFn unary() {
+template <typename OpT> EmitFn unary() {
   return [](NodeEmitter &e) -> LogicalResult {
     Value x = e.value(0);
     if (!x)
@@ -520,13 +548,20 @@ Value convertTo(NodeEmitter &e, int i, Type elem) {
     HostTensor converted;
     converted.shape = t.shape;
     auto dtypeOf = [&](Type ty) {
-      if (ty.isF32()) return DType::Float;
-      if (ty.isF16()) return DType::Float16;
-      if (ty.isBF16()) return DType::BFloat16;
-      if (ty.isF64()) return DType::Double;
-      if (ty.isInteger(64)) return DType::Int64;
-      if (ty.isInteger(32)) return DType::Int32;
-      if (ty.isInteger(8)) return DType::Int8;
+      if (ty.isF32())
+        return DType::Float;
+      if (ty.isF16())
+        return DType::Float16;
+      if (ty.isBF16())
+        return DType::BFloat16;
+      if (ty.isF64())
+        return DType::Double;
+      if (ty.isInteger(64))
+        return DType::Int64;
+      if (ty.isInteger(32))
+        return DType::Int32;
+      if (ty.isInteger(8))
+        return DType::Int8;
       return DType::Bool;
     };
     converted.dtype = dtypeOf(elem);
@@ -541,8 +576,7 @@ Value convertTo(NodeEmitter &e, int i, Type elem) {
                         RankedTensorType::get(en->type.getShape(), elem), v);
 }
 
-template <typename OpT>
-EmitFn binary() {
+template <typename OpT> EmitFn binary() {
   return [](NodeEmitter &e) -> LogicalResult {
     Type elem = e.type(0).getElementType();
     Value lhs = e.value(0);
@@ -550,8 +584,9 @@ EmitFn binary() {
     if (!lhs || !rhs)
       return failure();
     if (cast<RankedTensorType>(rhs.getType()).getElementType() != elem)
-      return e.error() << "operand element types differ: " << elem << " and "
-                       << cast<RankedTensorType>(rhs.getType()).getElementType();
+      return e.error()
+             << "operand element types differ: " << elem << " and "
+             << cast<RankedTensorType>(rhs.getType()).getElementType();
     FailureOr<Shape> shape = broadcast(e, e.shape(0), e.shape(1));
     if (failed(shape))
       return failure();
@@ -590,8 +625,8 @@ LogicalResult emitWhere(NodeEmitter &e) {
 
 LogicalResult emitCast(NodeEmitter &e) {
   int64_t to = intAttr(e.node, "to", 1);
-  FailureOr<Type> elem = e.imp.elementType(static_cast<int32_t>(to), e.loc,
-                                           "Cast target");
+  FailureOr<Type> elem =
+      e.imp.elementType(static_cast<int32_t>(to), e.loc, "Cast target");
   if (failed(elem))
     return failure();
   Value x = e.value(0);
@@ -601,7 +636,8 @@ LogicalResult emitCast(NodeEmitter &e) {
     e.setOutput(0, x);
     return success();
   }
-  e.setOutput(0, CastOp::create(e.b(), e.loc, e.like(0, e.shape(0)).clone(*elem), x));
+  e.setOutput(
+      0, CastOp::create(e.b(), e.loc, e.like(0, e.shape(0)).clone(*elem), x));
   return success();
 }
 
@@ -616,8 +652,8 @@ FailureOr<Shape> matmulShape(NodeEmitter &e, Shape a, Shape b) {
   if (vecB)
     b.push_back(1);
   if (a.back() != b[b.size() - 2]) {
-    e.error() << "MatMul contracting dimensions differ: " << a.back()
-              << " and " << b[b.size() - 2];
+    e.error() << "MatMul contracting dimensions differ: " << a.back() << " and "
+              << b[b.size() - 2];
     return failure();
   }
   FailureOr<Shape> batch = broadcast(e, Shape(a.begin(), a.end() - 2),
@@ -679,7 +715,8 @@ LogicalResult emitGemm(NodeEmitter &e) {
   Value y = MatmulOp::create(e.b(), e.loc, type, a, b);
   const auto *alpha = findAttr(e.node, "alpha");
   if (alpha && alpha->f() != 1.0f)
-    y = MulOp::create(e.b(), e.loc, type, y, scalarConstant(e, elem, alpha->f()));
+    y = MulOp::create(e.b(), e.loc, type, y,
+                      scalarConstant(e, elem, alpha->f()));
   if (e.hasInput(2)) {
     Value c = e.value(2);
     if (!c)
@@ -688,9 +725,8 @@ LogicalResult emitGemm(NodeEmitter &e) {
     if (beta && beta->f() != 1.0f)
       c = MulOp::create(e.b(), e.loc, c.getType(), c,
                         scalarConstant(e, elem, beta->f()));
-    FailureOr<Shape> shape = broadcast(e, Shape(type.getShape().begin(),
-                                                type.getShape().end()),
-                                       e.shape(2));
+    FailureOr<Shape> shape = broadcast(
+        e, Shape(type.getShape().begin(), type.getShape().end()), e.shape(2));
     if (failed(shape))
       return failure();
     y = AddOp::create(e.b(), e.loc, type, y, c);
@@ -733,8 +769,7 @@ void emitLayerNormStatistics(NodeEmitter &e, Value x, int64_t axis,
   if (e.node.output_size() < 3 || e.node.output(2).empty())
     return;
   Value centered = SubOp::create(e.b(), e.loc, x.getType(), x, mu);
-  Value squared =
-      MulOp::create(e.b(), e.loc, x.getType(), centered, centered);
+  Value squared = MulOp::create(e.b(), e.loc, x.getType(), centered, centered);
   Value var = mean(squared);
   Value eps = scalarConstant(e, e.type(0).getElementType(), epsilon);
   Value shifted = AddOp::create(e.b(), e.loc, statType, var, eps);
@@ -761,10 +796,10 @@ LogicalResult emitLayerNorm(NodeEmitter &e) {
   scale = broadcastTo(1, scale);
   if (bias)
     bias = broadcastTo(2, bias);
-  auto op = LayerNormOp::create(
-      e.b(), e.loc, x.getType(), x, scale, bias,
-      e.b().getI64IntegerAttr(*axis - e.type(0).getRank()),
-      e.b().getF32FloatAttr(eps ? eps->f() : 1e-5f));
+  auto op =
+      LayerNormOp::create(e.b(), e.loc, x.getType(), x, scale, bias,
+                          e.b().getI64IntegerAttr(*axis - e.type(0).getRank()),
+                          e.b().getF32FloatAttr(eps ? eps->f() : 1e-5f));
   e.setOutput(0, op);
   bool wantsStats = (e.node.output_size() > 1 && !e.node.output(1).empty()) ||
                     (e.node.output_size() > 2 && !e.node.output(2).empty());
@@ -971,8 +1006,8 @@ LogicalResult emitSplit(NodeEmitter &e) {
     sizes.assign(parts, dim / parts);
   }
   if (static_cast<int64_t>(sizes.size()) != parts)
-    return e.error() << "split gives " << sizes.size() << " sizes for "
-                     << parts << " outputs";
+    return e.error() << "split gives " << sizes.size() << " sizes for " << parts
+                     << " outputs";
   SmallVector<Type> types;
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -983,8 +1018,8 @@ LogicalResult emitSplit(NodeEmitter &e) {
   }
   if (total != dim)
     return e.error() << "split sizes add up to " << total << ", not " << dim;
-  auto op = SplitOp::create(e.b(), e.loc, types, x,
-                            e.b().getI64IntegerAttr(*axis));
+  auto op =
+      SplitOp::create(e.b(), e.loc, types, x, e.b().getI64IntegerAttr(*axis));
   for (int64_t i = 0; i < parts; ++i)
     if (!e.node.output(i).empty())
       e.setOutput(i, op.getResult(i));
@@ -1054,8 +1089,10 @@ LogicalResult emitSlice(NodeEmitter &e) {
     int64_t dim = in[*a], s = (*starts)[i], t = (*ends)[i], st = steps[i];
     if (st == 0)
       return e.error() << "step of axis " << *a << " is zero";
-    if (s < 0) s += dim;
-    if (t < 0) t += dim;
+    if (s < 0)
+      s += dim;
+    if (t < 0)
+      t += dim;
     if (st > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       t = std::clamp<int64_t>(t, 0, dim);
@@ -1323,8 +1360,7 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
         return emitError(loc) << "node '" << name << "' produces an "
                               << "unsupported element type";
       RankedTensorType type = typeOf(outputs[i]);
-      values[node.output(i)] =
-          Entry{Value(), std::move(outputs[i]), "", type};
+      values[node.output(i)] = Entry{Value(), std::move(outputs[i]), "", type};
     }
     return success();
   }
@@ -1353,8 +1389,7 @@ bool mp::parseInputBindings(llvm::StringRef spec,
   for (StringRef item : items) {
     auto [name, file] = item.split('=');
     if (name.trim().empty() || file.trim().empty()) {
-      error = "malformed binding '" + item.str() +
-              "': expected NAME=FILE.pb";
+      error = "malformed binding '" + item.str() + "': expected NAME=FILE.pb";
       return false;
     }
     bindings[name.trim().str()] = file.trim().str();

@@ -40,7 +40,8 @@ static bool readModelFile(const std::string &path, onnx::ModelProto &model,
     return false;
   }
   if (!model.ParseFromIstream(&in)) {
-    error = "'" + path + "' is not a valid ONNX model: the protobuf could "
+    error = "'" + path +
+            "' is not a valid ONNX model: the protobuf could "
             "not be parsed (truncated or corrupt file?)";
     return false;
   }
@@ -89,10 +90,11 @@ static std::string formatDims(const std::vector<int64_t> &dims) {
 }
 
 /// Replaces symbolic or missing dims of graph inputs by pinned sizes.
-static bool pinInputShapes(
-    onnx::GraphProto &graph,
-    const std::map<std::string, std::vector<int64_t>> &shapes,
-    const std::map<std::string, std::string> &bound, std::string &error) {
+static bool
+pinInputShapes(onnx::GraphProto &graph,
+               const std::map<std::string, std::vector<int64_t>> &shapes,
+               const std::map<std::string, std::string> &bound,
+               std::string &error) {
   std::set<std::string> initializers;
   for (const auto &init : graph.initializer())
     initializers.insert(init.name());
@@ -107,8 +109,10 @@ static bool pinInputShapes(
       std::string known;
       for (const std::string &s : seen)
         known += (known.empty() ? "" : ", ") + s;
-      error = "--mp-shape names '" + name + "', which is not a graph input "
-              "(inputs: " + known + ")";
+      error = "--mp-shape names '" + name +
+              "', which is not a graph input "
+              "(inputs: " +
+              known + ")";
       return false;
     }
   for (auto &input : *graph.mutable_input()) {
@@ -121,8 +125,10 @@ static bool pinInputShapes(
     auto *tensorType = input.mutable_type()->mutable_tensor_type();
     auto pinned = shapes.find(input.name());
     if (!tensorType->has_shape() && pinned == shapes.end()) {
-      error = "graph input '" + input.name() + "' has no shape; pin it with "
-              "--mp-shape=" + input.name() + "=<d0>x<d1>...";
+      error = "graph input '" + input.name() +
+              "' has no shape; pin it with "
+              "--mp-shape=" +
+              input.name() + "=<d0>x<d1>...";
       return false;
     }
     auto *shape = tensorType->mutable_shape();
@@ -158,8 +164,8 @@ static bool pinInputShapes(
       std::string symbol =
           dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "";
       error = "graph input '" + input.name() + "' has dynamic dimension " +
-              std::to_string(i) + symbol + "; pin it with --mp-shape=" +
-              input.name() + "=<d0>x<d1>...";
+              std::to_string(i) + symbol +
+              "; pin it with --mp-shape=" + input.name() + "=<d0>x<d1>...";
       return false;
     }
   }
@@ -181,7 +187,8 @@ static bool checkDefinitions(const onnx::GraphProto &graph,
         std::string nodeName =
             node.name().empty() ? "#" + std::to_string(i) : node.name();
         error = "node '" + nodeName + "' (" + node.op_type() + ") reads '" +
-                name + "', which is not a graph input, an initializer or "
+                name +
+                "', which is not a graph input, an initializer or "
                 "the output of an earlier node";
         return false;
       }
@@ -215,8 +222,10 @@ bool getExternalLocation(const onnx::TensorProto &tensor,
       else if (entry.key() == "length")
         loc.length = std::stoll(entry.value());
     } catch (const std::exception &) {
-      error = "initializer '" + tensor.name() + "' has a malformed external "
-              "data entry '" + entry.key() + "'";
+      error = "initializer '" + tensor.name() +
+              "' has a malformed external "
+              "data entry '" +
+              entry.key() + "'";
       return false;
     }
   }
@@ -262,7 +271,8 @@ static bool checkExternalFiles(const LoadedModel &m, std::string &error) {
     std::error_code ec;
     if (!fs::exists(loc.file, ec)) {
       error = "external data file '" + loc.file + "' of initializer '" +
-              init.name() + "' does not exist (use --mp-shape-only to "
+              init.name() +
+              "' does not exist (use --mp-shape-only to "
               "import shapes without data)";
       return false;
     }

@@ -34,8 +34,7 @@ struct LoadedModel {
 bool loadModel(const std::string &path,
                const std::map<std::string, std::vector<int64_t>> &inputShapes,
                const std::map<std::string, std::string> &boundInputs,
-               bool validateExternalData, LoadedModel &out,
-               std::string &error);
+               bool validateExternalData, LoadedModel &out, std::string &error);
 
 /// Reads a serialized TensorProto (the .pb files of ONNX test data).
 bool readTensorFile(const std::string &path, onnx::TensorProto &tensor,

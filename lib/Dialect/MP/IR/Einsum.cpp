@@ -50,9 +50,8 @@ static int64_t countLetters(const std::string &term) {
   });
 }
 
-bool parseEinsum(const std::string &equation,
-                 const std::vector<int64_t> &ranks, EinsumSpec &spec,
-                 std::string &error) {
+bool parseEinsum(const std::string &equation, const std::vector<int64_t> &ranks,
+                 EinsumSpec &spec, std::string &error) {
   std::string eq = removeSpaces(equation);
   size_t arrow = eq.find("->");
   std::string lhs = arrow == std::string::npos ? eq : eq.substr(0, arrow);

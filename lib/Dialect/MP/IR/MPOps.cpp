@@ -36,8 +36,8 @@ static std::string formatShape(ArrayRef<int64_t> shape) {
 static FailureOr<int64_t> normalizeAxis(Operation *op, int64_t axis,
                                         int64_t rank, StringRef what = "axis") {
   if (axis < -rank || axis >= rank)
-    return op->emitOpError() << what << " " << axis
-                             << " is out of range for rank " << rank;
+    return op->emitOpError()
+           << what << " " << axis << " is out of range for rank " << rank;
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -91,8 +91,8 @@ LogicalResult ParamOp::verify() {
     int64_t expected = type.getNumElements() * ((bits + 7) / 8);
     if (*getLength() != expected)
       return emitOpError() << "data length " << *getLength()
-                           << " does not match the " << expected
-                           << " bytes of " << type;
+                           << " does not match the " << expected << " bytes of "
+                           << type;
   }
   if (auto preview = getPreview()) {
     if (preview->getElementType() != type.getElementType())
@@ -106,8 +106,7 @@ LogicalResult ParamOp::verify() {
   return success();
 }
 
-LogicalResult
-GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto param =
       symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
   if (!param)
@@ -161,8 +160,8 @@ LogicalResult MatmulOp::verify() {
   SmallVector<int64_t> batch;
   if (!OpTrait::util::getBroadcastedShape(ArrayRef(a).drop_back(2),
                                           ArrayRef(b).drop_back(2), batch))
-    return emitOpError() << "batch dimensions of "
-                         << formatShape(lhs) << " and " << formatShape(rhs)
+    return emitOpError() << "batch dimensions of " << formatShape(lhs)
+                         << " and " << formatShape(rhs)
                          << " are not broadcastable";
   SmallVector<int64_t> expected(batch);
   if (!lhsVector)
@@ -178,8 +177,7 @@ LogicalResult LinearOp::verify() {
   if (x.empty())
     return emitOpError() << "input must have rank >= 1";
   if (w.size() != 2)
-    return emitOpError() << "weight must have rank 2 but has rank "
-                         << w.size();
+    return emitOpError() << "weight must have rank 2 but has rank " << w.size();
   int64_t k = getTransposeWeight() ? w[1] : w[0];
   int64_t n = getTransposeWeight() ? w[0] : w[1];
   if (x.back() != k)
@@ -215,8 +213,8 @@ LogicalResult RMSNormOp::verify() {
     return emitOpError() << "input must have rank >= 1";
   if (getEpsilon().convertToFloat() <= 0.0f)
     return emitOpError() << "epsilon must be positive";
-  if (failed(expectShape(*this, "scale", getScale(),
-                         type.getShape().take_back())))
+  if (failed(
+          expectShape(*this, "scale", getScale(), type.getShape().take_back())))
     return failure();
   if (getResult().getType() != type)
     return emitOpError() << "result type must equal the input type";
@@ -266,8 +264,8 @@ LogicalResult AttentionOp::verify() {
                          << " differs from key head size " << k[3];
   if (k[1] == 0 || q[1] % k[1] != 0)
     return emitOpError() << "query heads (" << q[1]
-                         << ") must be a multiple of key/value heads ("
-                         << k[1] << ")";
+                         << ") must be a multiple of key/value heads (" << k[1]
+                         << ")";
   if (getScale().convertToFloat() <= 0.0f)
     return emitOpError() << "scale must be positive";
   if (Value mask = getMask()) {
@@ -432,9 +430,9 @@ LogicalResult ConcatOp::verify() {
       return emitOpError() << "inputs must share element type and rank";
     for (int64_t d = 0; d < t.getRank(); ++d)
       if (d != *axis && t.getDimSize(d) != first.getDimSize(d))
-        return emitOpError() << "input shapes " << formatShape(first.getShape())
-                             << " and " << formatShape(t.getShape())
-                             << " differ outside axis " << *axis;
+        return emitOpError()
+               << "input shapes " << formatShape(first.getShape()) << " and "
+               << formatShape(t.getShape()) << " differ outside axis " << *axis;
     expected[*axis] += t.getDimSize(*axis);
   }
   if (tensorType(getResult()).getElementType() != first.getElementType())
@@ -458,9 +456,9 @@ LogicalResult SplitOp::verify() {
                               "and rank";
     for (int64_t d = 0; d < t.getRank(); ++d)
       if (d != *axis && t.getDimSize(d) != in.getDimSize(d))
-        return emitOpError() << "result shape " << formatShape(t.getShape())
-                             << " differs from the input outside axis "
-                             << *axis;
+        return emitOpError()
+               << "result shape " << formatShape(t.getShape())
+               << " differs from the input outside axis " << *axis;
     total += t.getDimSize(*axis);
   }
   if (total != in.getDimSize(*axis))

@@ -22,9 +22,8 @@ struct EinsumSpec {
 
 /// Parses `equation` for inputs of the given ranks. Returns false and sets
 /// `error` when the equation is malformed or does not fit the ranks.
-bool parseEinsum(const std::string &equation,
-                 const std::vector<int64_t> &ranks, EinsumSpec &spec,
-                 std::string &error);
+bool parseEinsum(const std::string &equation, const std::vector<int64_t> &ranks,
+                 EinsumSpec &spec, std::string &error);
 
 /// Computes the size of every label and the output shape. Ellipsis labels
 /// broadcast (size 1 against n); letter labels must agree exactly.
