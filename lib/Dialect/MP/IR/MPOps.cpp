@@ -89,8 +89,9 @@ LogicalResult ParamOp::verify() {
   if (getLength()) {
     int64_t bits = type.getElementTypeBitWidth();
     int64_t expected = type.getNumElements() * ((bits + 7) / 8);
-    if (*getLength() != expected)
-      return emitOpError() << "data length " << *getLength()
+    int64_t length = static_cast<int64_t>(*getLength());
+    if (length != expected)
+      return emitOpError() << "data length " << length
                            << " does not match the " << expected << " bytes of "
                            << type;
   }
