@@ -1,0 +1,101 @@
+//===- Kernels.h - CPU kernels ------------------------------------*- C++ -*-===//
+//
+// One function per mp op. Output tensors are allocated by the caller with
+// the op's result shape; shapes were checked by the compiler and the loader.
+// A kernel returns an error Status only for an element type it does not
+// handle. Large kernels run on OpenMP threads; GEMMs go to OpenBLAS.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_RUNTIME_KERNELS_H
+#define MP_RUNTIME_KERNELS_H
+
+#include "mp/Runtime/Tensor.h"
+
+#include <string>
+#include <vector>
+
+namespace mp::rt::cpu {
+
+enum class BinaryKind { Add, Sub, Mul, Div, Pow };
+enum class CompareKind { Eq, Ne, Lt, Le, Gt, Ge };
+enum class UnaryKind {
+  Neg, Exp, Log, Sqrt, Rsqrt, Reciprocal, Tanh, Erf, Sigmoid, Relu, Silu,
+  Gelu, GeluTanh, Cos, Sin
+};
+enum class ReduceKind { Sum, Mean, Max, Min };
+
+/// Elementwise with numpy broadcasting. a, b and out share the element type
+/// (f32, f64, i64, i32, i8). Integer Div truncates; integer Pow is exact.
+Status binary(BinaryKind kind, const Tensor &a, const Tensor &b, Tensor &out);
+/// out is Bool; a and b share any element type.
+Status compare(CompareKind kind, const Tensor &a, const Tensor &b, Tensor &out);
+/// cond is Bool; a, b and out share the element type; three-way broadcast.
+Status where(const Tensor &cond, const Tensor &a, const Tensor &b, Tensor &out);
+/// Float element types (f32, f64); Neg, Relu also integers.
+Status unary(UnaryKind kind, const Tensor &x, Tensor &out);
+/// Any element type to any (float->int truncates toward zero; to Bool: != 0).
+Status cast(const Tensor &x, Tensor &out);
+
+/// numpy.matmul: rank-1 operands promoted, batch dims broadcast.
+/// f32 (cblas_sgemm), f64 (cblas_dgemm), integers (plain loops).
+Status matmul(const Tensor &a, const Tensor &b, Tensor &out);
+/// out[..., n] = sum_k x[..., k] * W[k, n] (+ bias[n]); W is [N, K] when
+/// transposeWeight. f32 only (one sgemm).
+Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
+              bool transposeWeight, Tensor &out);
+
+/// Normalizes over the trailing dims from `axis` (non-negative here); scale
+/// and bias have those dims' shape. f32.
+Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
+                 int64_t axis, float epsilon, Tensor &out);
+/// x * rsqrt(mean(x^2, last dim) + eps) * scale. f32.
+Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
+               Tensor &out);
+/// Softmax along `axis` (non-negative). f32, f64.
+Status softmax(const Tensor &x, int64_t axis, Tensor &out);
+/// Reduces over `axes` (non-negative, sorted); out has the kept dims (with or
+/// without the 1s: only its element count matters). f32, f64, i64, i32.
+Status reduce(ReduceKind kind, const Tensor &x, const std::vector<int64_t> &axes,
+              Tensor &out);
+
+/// softmax(q·kᵀ·scale (+ mask) (causal))·v per batch and head.
+/// q [B, H, Sq, D], k and v [B, Hkv, Sk, D] with H % Hkv == 0 (query head h
+/// reads kv head h / (H / Hkv)); mask (optional, f32) broadcasts to
+/// [B, H, Sq, Sk] and is added; causal masks key j > i + (Sk - Sq). f32.
+Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor *mask, float scale, bool causal, Tensor &out);
+
+/// ONNX Gather along `axis` (non-negative); indices i64 or i32, negative
+/// indices count from the end. Any element type. (Embedding = axis 0.)
+Status gather(const Tensor &x, const Tensor &indices, int64_t axis, Tensor &out);
+/// Mean over positions of -log softmax(logits)[target]; logits [..., V] f32,
+/// targets [...] i64/i32; out is a f32 scalar.
+Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out);
+/// Einstein summation (see mp/Dialect/MP/IR/Einsum.h). f32, f64.
+Status einsum(const std::string &equation, const std::vector<const Tensor *> &inputs,
+              Tensor &out);
+/// Keeps the upper (j - i >= k) or lower (j - i <= k) triangle of the last
+/// two dims, zeroing the rest. Any element type.
+Status trilu(const Tensor &x, bool upper, int64_t k, Tensor &out);
+
+/// out dim i = x dim perm[i]. Any element type.
+Status transpose(const Tensor &x, const std::vector<int64_t> &perm, Tensor &out);
+/// out[i] = x[starts + i * strides] per dim (out's shape gives the counts;
+/// strides may be negative). Any element type.
+Status slice(const Tensor &x, const std::vector<int64_t> &starts,
+             const std::vector<int64_t> &strides, Tensor &out);
+Status concat(const std::vector<const Tensor *> &inputs, int64_t axis, Tensor &out);
+/// Splits along `axis` into outs (their shapes give the sizes).
+Status split(const Tensor &x, int64_t axis, const std::vector<Tensor *> &outs);
+/// Broadcasts x to out's shape (numpy rules).
+Status expand(const Tensor &x, Tensor &out);
+/// Copies the bytes (reshape).
+Status copy(const Tensor &x, Tensor &out);
+
+/// Threads for kernels and OpenBLAS (0: leave the defaults).
+void setNumThreads(int threads);
+int getNumThreads();
+
+} // namespace mp::rt::cpu
+
+#endif // MP_RUNTIME_KERNELS_H
