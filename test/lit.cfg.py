@@ -16,4 +16,5 @@ config.environment["PATH"] = os.pathsep.join(
 )
 config.substitutions.append(("%mp_models", os.path.join(config.mp_src_root, "models")))
 config.substitutions.append(("%mp_src", config.mp_src_root))
+config.substitutions.append(("%mp_tools", config.mp_tools_dir))
 config.substitutions.append(("%python", config.python_executable))

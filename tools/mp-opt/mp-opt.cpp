@@ -6,12 +6,15 @@
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Import/ONNXImporter.h"
+#include "mp/Target/Artifact.h"
 #include "mp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
@@ -49,6 +52,14 @@ static llvm::cl::opt<std::string> boundInputs(
                    "TensorProto files: NAME=FILE.pb[,NAME=FILE.pb]"),
     llvm::cl::value_desc("bindings"), llvm::cl::cat(importCategory));
 
+static llvm::cl::OptionCategory targetCategory("Artifact options");
+
+static llvm::cl::opt<std::string> artifactDir(
+    "artifact",
+    llvm::cl::desc("Lower the result to a runtime artifact directory for "
+                   "mp-run (an ONNX input is raised first)"),
+    llvm::cl::value_desc("dir"), llvm::cl::cat(targetCategory));
+
 static llvm::cl::opt<bool> listONNXOps(
     "mp-list-onnx-ops",
     llvm::cl::desc("Print the ONNX op types the importer supports and exit"),
@@ -78,10 +89,65 @@ importToBuffer(llvm::StringRef path, DialectRegistry &registry) {
   OwningOpRef<ModuleOp> module = mp::importONNXFile(path, &context, options);
   if (!module)
     return nullptr;
+  if (!artifactDir.empty()) {
+    // An artifact needs the named ops the runtime has kernels for.
+    PassManager pm(&context);
+    pm.addPass(mp::createMPRaise());
+    if (failed(pm.run(*module)))
+      return nullptr;
+  }
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os, OpPrintingFlags().enableDebugInfo());
   return llvm::MemoryBuffer::getMemBufferCopy(text, path);
+}
+
+/// Runs the pass pipeline, then lowers the result to --artifact. The IR is
+/// also written when -o names a file.
+static int emitArtifact(std::unique_ptr<llvm::MemoryBuffer> input,
+                        DialectRegistry &registry,
+                        const MlirOptMainConfig &config,
+                        const std::string &outputFilename) {
+  if (!config.inputSplitMarker().empty()) {
+    llvm::errs() << "error: --artifact cannot be combined with "
+                    "--split-input-file\n";
+    return 1;
+  }
+  // Keep locations (ONNX node names) through the print/parse round trip:
+  // the runtime reports errors and profiles by them.
+  if (auto *printDebugInfo = static_cast<llvm::cl::opt<bool> *>(
+          llvm::cl::getRegisteredOptions().lookup("mlir-print-debuginfo")))
+    printDebugInfo->setValue(true);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (failed(MlirOptMain(os, std::move(input), registry, config)))
+    return 1;
+  if (outputFilename != "-") {
+    std::string error;
+    auto output = openOutputFile(outputFilename, &error);
+    if (!output) {
+      llvm::errs() << "error: " << error << "\n";
+      return 1;
+    }
+    output->os() << text;
+    output->keep();
+  }
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  if (!module)
+    return 1;
+  mp::ArtifactSummary summary;
+  if (failed(mp::writeArtifact(*module, artifactDir, summary)))
+    return 1;
+  llvm::outs() << "mp-opt: wrote artifact " << artifactDir << ": "
+               << summary.instructions << " instructions, arena "
+               << summary.arenaBytes << " bytes (peak of the static plan; "
+               << summary.unplannedBytes << " without reuse), parameters "
+               << summary.parameterBytes << " bytes, constants "
+               << summary.constantBytes << " bytes\n";
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -121,6 +187,8 @@ int main(int argc, char **argv) {
     }
   }
   std::string error;
+  if (!artifactDir.empty())
+    return emitArtifact(std::move(input), registry, config, outputFilename);
   auto output = openOutputFile(outputFilename, &error);
   if (!output) {
     llvm::errs() << "error: " << error << "\n";

@@ -25,6 +25,12 @@ struct ImportOptions {
   int64_t paramPreview = 0;
 };
 
+/// Reads the raw little-endian bytes of initializer `name` of the ONNX model
+/// `modelPath` (models are parsed once and cached). False with `error` set
+/// when the file or the initializer is missing.
+bool readONNXInitializer(const std::string &modelPath, const std::string &name,
+                         std::string &bytes, std::string &error);
+
 /// The ONNX op types (default domain) the importer handles, sorted.
 std::vector<std::string> getSupportedONNXOps();
 

@@ -5,7 +5,10 @@
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
+#include "mp/Import/ONNXImporter.h"
+
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <set>
 
@@ -353,4 +356,78 @@ bool loadModel(const std::string &path,
   return true;
 }
 
+/// Raw little-endian bytes of an inline initializer's data.
+static bool initializerBytes(const onnx::TensorProto &t, std::string &bytes,
+                             std::string &error) {
+  if (t.has_raw_data()) {
+    bytes = t.raw_data();
+    return true;
+  }
+  auto append = [&](const void *p, size_t n) {
+    bytes.append(static_cast<const char *>(p), n);
+  };
+  bytes.clear();
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    for (float v : t.float_data())
+      append(&v, 4);
+    return true;
+  case onnx::TensorProto::DOUBLE:
+    for (double v : t.double_data())
+      append(&v, 8);
+    return true;
+  case onnx::TensorProto::INT64:
+    for (int64_t v : t.int64_data())
+      append(&v, 8);
+    return true;
+  case onnx::TensorProto::INT32:
+    for (int32_t v : t.int32_data())
+      append(&v, 4);
+    return true;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    for (int32_t v : t.int32_data()) {
+      uint16_t h = static_cast<uint16_t>(v);
+      append(&h, 2);
+    }
+    return true;
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::BOOL:
+    for (int32_t v : t.int32_data()) {
+      int8_t b = static_cast<int8_t>(v);
+      append(&b, 1);
+    }
+    return true;
+  default:
+    error = "initializer '" + t.name() + "' has an unsupported element type";
+    return false;
+  }
+}
+
 } // namespace mp::onnx_import
+
+bool mp::readONNXInitializer(const std::string &modelPath,
+                             const std::string &name, std::string &bytes,
+                             std::string &error) {
+  using namespace mp::onnx_import;
+  static std::map<std::string, std::unique_ptr<onnx::ModelProto>> cache;
+  auto &model = cache[modelPath];
+  if (!model) {
+    model = std::make_unique<onnx::ModelProto>();
+    if (!readModelFile(modelPath, *model, error)) {
+      model.reset();
+      return false;
+    }
+  }
+  for (const auto &init : model->graph().initializer())
+    if (init.name() == name) {
+      if (isExternal(init)) {
+        error = "initializer '" + name + "' of '" + modelPath +
+                "' is external data; re-import to record its location";
+        return false;
+      }
+      return initializerBytes(init, bytes, error);
+    }
+  error = "'" + modelPath + "' has no initializer '" + name + "'";
+  return false;
+}

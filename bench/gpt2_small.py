@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""Benchmark: a GPT-2-small-shaped model (12 layers, hidden 768, 12 heads,
+vocab 50304, batch 4 x 128 tokens, forward) run by mp-run on CPU against
+PyTorch eager on the same model with the same number of threads.
+
+Prints tokens/s of both, their ratio, mp's achieved GFLOP/s and the
+machine's sgemm rate (a 2048^3 float32 GEMM through PyTorch), and checks
+that both produce the same logits. Not a test: run it by hand.
+
+  /usr/bin/python3 bench/gpt2_small.py [--threads N] [--iterations N]
+"""
+import argparse
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "models"))
+sys.dont_write_bytecode = True
+import gen_tiny  # noqa: E402  (the bundled GPT-2 definition, at full size)
+
+CONFIG = dict(layers=12, hidden=768, heads=12, vocab=50304, max_positions=1024,
+              activation="gelu_erf", tied=True)
+BATCH, SEQ = 4, 128
+
+
+def build_model():
+    torch.manual_seed(0)
+    model = gen_tiny.GPT2(CONFIG, tied=True).eval()
+    with torch.no_grad():  # GPT-2-like weight scale keeps activations sane
+        for p in model.parameters():
+            p.mul_(0.1)
+    return model
+
+
+def median_seconds(fn, warmup, iterations):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def sgemm_gflops(threads):
+    torch.set_num_threads(threads)
+    n = 2048
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    seconds = median_seconds(lambda: torch.mm(a, b), 2, 5)
+    return 2 * n ** 3 / seconds / 1e9
+
+
+def model_flops():
+    """Multiply-add FLOPs of the forward pass (GEMMs and attention)."""
+    h, l, v, t = CONFIG["hidden"], CONFIG["layers"], CONFIG["vocab"], BATCH * SEQ
+    per_layer = 2 * t * (h * 3 * h + h * h + 2 * h * 4 * h) + 2 * 2 * BATCH * SEQ * SEQ * h
+    return l * per_layer + 2 * t * h * v
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--workdir", default=None,
+                        help="where the ONNX model and artifact go (default: a temp dir)")
+    args = parser.parse_args()
+    mp_opt = os.path.join(args.build, "bin", "mp-opt")
+    mp_run = os.path.join(args.build, "bin", "mp-run")
+
+    work = args.workdir or tempfile.mkdtemp(prefix="mp-bench-")
+    os.makedirs(work, exist_ok=True)
+    model = build_model()
+    ids = torch.randint(0, CONFIG["vocab"], (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
+    onnx_path = os.path.join(work, "gpt2_small.onnx")
+    ids_path = os.path.join(work, "input_ids.npy")
+    np.save(ids_path, ids.numpy())
+    print("exporting GPT-2-small shape (%.1fM parameters) to %s ..."
+          % (sum(p.numel() for p in model.parameters()) / 1e6, onnx_path), flush=True)
+    torch.onnx.export(model, (ids,), onnx_path, opset_version=17,
+                      input_names=["input_ids"], output_names=["logits"],
+                      do_constant_folding=False)
+
+    artifact = os.path.join(work, "artifact")
+    start = time.perf_counter()
+    subprocess.run([mp_opt, onnx_path, "--artifact", artifact], check=True)
+    print("compiled in %.1f s" % (time.perf_counter() - start))
+
+    out_dir = os.path.join(work, "out")
+    proc = subprocess.run([mp_run, artifact, "--input", "input_ids=" + ids_path,
+                           "--threads", str(args.threads), "--warmup", "1",
+                           "--iterations", str(args.iterations), "--output-dir", out_dir],
+                          check=True, capture_output=True, text=True)
+    print(proc.stdout, end="")
+    mp_ms = float(re.search(r"([0-9.]+) ms/run \(median", proc.stdout).group(1))
+
+    torch.set_num_threads(args.threads)
+    with torch.no_grad():
+        reference = model(ids)
+        torch_s = median_seconds(lambda: model(ids), 1, args.iterations)
+
+    logits = np.load(os.path.join(out_dir, "logits.npy"))
+    ref = reference.numpy()
+    rel = float(np.max(np.abs(logits - ref)) / np.max(np.abs(ref)))
+
+    tokens = BATCH * SEQ
+    mp_tps = tokens / (mp_ms / 1e3)
+    torch_tps = tokens / torch_s
+    flops = model_flops()
+    peak = sgemm_gflops(args.threads)
+    print()
+    print("GPT-2-small shape, batch %d x %d tokens, forward, %d threads" % (BATCH, SEQ, args.threads))
+    print("  PyTorch %s eager: %8.1f ms/run  %8.0f tokens/s" % (torch.__version__, torch_s * 1e3, torch_tps))
+    print("  mp-run (cpu):      %8.1f ms/run  %8.0f tokens/s" % (mp_ms, mp_tps))
+    print("  ratio mp/PyTorch:  %.2fx tokens/s" % (mp_tps / torch_tps))
+    print("  mp achieved:       %.1f GFLOP/s of %.1f GFLOP/s sgemm (%.0f%%)"
+          % (flops / (mp_ms / 1e3) / 1e9, peak, 100 * flops / (mp_ms / 1e3) / 1e9 / peak))
+    print("  logits agree: max |mp - torch| / max |torch| = %.2e" % rel)
+    return 0 if rel < 1e-3 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

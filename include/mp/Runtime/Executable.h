@@ -1,0 +1,68 @@
+//===- Executable.h - a loaded artifact, ready to run -------------*- C++ -*-===//
+#ifndef MP_RUNTIME_EXECUTABLE_H
+#define MP_RUNTIME_EXECUTABLE_H
+
+#include "mp/Runtime/Safetensors.h"
+#include "mp/Runtime/Tensor.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mp::rt {
+
+/// Version of program.pb this runtime reads.
+constexpr uint32_t kProgramVersion = 1;
+
+struct IOSpec {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+/// An artifact loaded and validated: buffers resolved to memory (one arena
+/// for intermediates, parameters from safetensors, constants from the
+/// program) and each instruction bound to its kernel.
+class Executable {
+public:
+  /// Loads the artifact directory `dir`. Every inconsistency (version,
+  /// sizes, checksums, operands, shapes) is an error naming what is wrong.
+  static Status load(const std::string &dir, std::unique_ptr<Executable> &out);
+
+  const std::vector<IOSpec> &inputs() const { return inputSpecs; }
+  const std::vector<IOSpec> &outputs() const { return outputSpecs; }
+  int64_t arenaBytes() const { return arenaSize; }
+  int64_t parameterBytes() const { return paramBytes; }
+  size_t numInstructions() const { return steps.size(); }
+  /// Multiply-add FLOPs of one run (GEMMs and attention), for throughput.
+  double flopsPerRun() const { return flops; }
+
+  /// Runs on `inputs` (in the order of inputs(); dtypes and shapes must
+  /// match). `outputs` receives views into the arena, valid until the next
+  /// run.
+  Status run(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+
+  ~Executable();
+
+private:
+  struct Step {
+    std::string op, location;
+    std::function<Status()> kernel;
+  };
+  friend class Binder;
+
+  std::vector<IOSpec> inputSpecs, outputSpecs;
+  std::vector<Tensor> buffers;
+  std::vector<int> inputBuffers, outputBuffers;
+  std::vector<Step> steps;
+  std::vector<std::string> constants;
+  std::unique_ptr<SafetensorsFile> params;
+  uint8_t *arena = nullptr;
+  int64_t arenaSize = 0, paramBytes = 0;
+  double flops = 0;
+};
+
+} // namespace mp::rt
+
+#endif // MP_RUNTIME_EXECUTABLE_H

@@ -1,0 +1,31 @@
+//===- Npy.h - NumPy .npy files -----------------------------------*- C++ -*-===//
+#ifndef MP_RUNTIME_NPY_H
+#define MP_RUNTIME_NPY_H
+
+#include "mp/Runtime/Tensor.h"
+
+#include <string>
+
+namespace mp::rt {
+
+/// An owned host tensor.
+struct HostBuffer {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  Tensor view() { return Tensor{bytes.data(), dtype, shape}; }
+};
+
+/// Reads a C-order .npy file (versions 1-3) of a supported dtype.
+Status readNpy(const std::string &path, HostBuffer &out);
+/// Writes a .npy file (via a temporary file renamed into place).
+Status writeNpy(const std::string &path, const Tensor &tensor);
+
+/// Writes `bytes` to `path` through a temporary file in the same directory
+/// that is renamed into place, so a reader never sees half a file.
+Status writeFileAtomically(const std::string &path, const std::string &bytes);
+
+} // namespace mp::rt
+
+#endif // MP_RUNTIME_NPY_H

@@ -1,0 +1,64 @@
+//===- Safetensors.h - safetensors files --------------------------*- C++ -*-===//
+//
+// The parameter format of artifacts (https://github.com/huggingface/
+// safetensors): an 8-byte little-endian header length, a JSON header mapping
+// names to {dtype, shape, data_offsets}, then the data. Python tools read it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_RUNTIME_SAFETENSORS_H
+#define MP_RUNTIME_SAFETENSORS_H
+
+#include "mp/Runtime/Tensor.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mp::rt {
+
+struct SafetensorsEntry {
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0; // byte range in the data section
+};
+
+/// Writes tensors added with `add` into `path` (via a temporary file that is
+/// renamed into place on `finish`).
+class SafetensorsWriter {
+public:
+  explicit SafetensorsWriter(std::string path) : path(std::move(path)) {}
+  void add(const std::string &name, DType dtype, std::vector<int64_t> shape,
+           std::string bytes);
+  Status finish();
+
+private:
+  std::string path;
+  std::vector<std::pair<std::string, SafetensorsEntry>> entries;
+  std::vector<std::string> data;
+};
+
+/// A safetensors file read into memory (64-byte aligned data).
+class SafetensorsFile {
+public:
+  static Status open(const std::string &path,
+                     std::unique_ptr<SafetensorsFile> &out);
+  const std::map<std::string, SafetensorsEntry> &entries() const {
+    return table;
+  }
+  const uint8_t *data(const SafetensorsEntry &e) const {
+    return storage.get() + e.begin;
+  }
+
+private:
+  std::map<std::string, SafetensorsEntry> table;
+  std::unique_ptr<uint8_t, void (*)(void *)> storage{nullptr, nullptr};
+};
+
+/// safetensors dtype names (F32, BF16, I64, BOOL, ...).
+const char *safetensorsDTypeName(DType type);
+
+} // namespace mp::rt
+
+#endif // MP_RUNTIME_SAFETENSORS_H

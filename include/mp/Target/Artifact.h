@@ -1,0 +1,29 @@
+//===- Artifact.h - mp IR -> runtime artifact -------------------*- C++ -*-===//
+#ifndef MP_TARGET_ARTIFACT_H
+#define MP_TARGET_ARTIFACT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+
+namespace mp {
+
+struct ArtifactSummary {
+  int64_t instructions = 0;
+  int64_t arenaBytes = 0;     // peak of the static buffer plan
+  int64_t unplannedBytes = 0; // sum of all intermediate buffers (no reuse)
+  int64_t parameterBytes = 0;
+  int64_t constantBytes = 0;
+};
+
+/// Lowers the `main` function of `module` to an artifact directory `dir`
+/// (program.pb + params.safetensors). The directory is written under a
+/// temporary name and renamed into place, so a failure leaves any previous
+/// artifact intact. Errors are emitted as diagnostics.
+mlir::LogicalResult writeArtifact(mlir::ModuleOp module, llvm::StringRef dir,
+                                  ArtifactSummary &summary);
+
+} // namespace mp
+
+#endif // MP_TARGET_ARTIFACT_H

@@ -1,0 +1,774 @@
+//===- Executable.cpp - loading and running an artifact -------------------===//
+//
+// Loading validates everything a corrupt or hand-edited artifact could get
+// wrong before any kernel runs: the program's version and structure, every
+// buffer's size and place, parameter lengths and checksums, and the shapes
+// each instruction's kernel relies on. Running is then a loop over bound
+// kernels.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Runtime/Executable.h"
+#include "mp/Dialect/MP/IR/Einsum.h"
+#include "mp/Program/program.pb.h"
+#include "mp/Runtime/Kernels.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sys/stat.h>
+
+namespace mp::rt {
+
+using Shape = std::vector<int64_t>;
+
+static bool broadcast(const Shape &a, const Shape &b, Shape &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+static int64_t product(const Shape &s, size_t from = 0,
+                       size_t to = std::string::npos) {
+  int64_t n = 1;
+  for (size_t i = from; i < std::min(to, s.size()); ++i)
+    n *= s[i];
+  return n;
+}
+
+/// Binds one instruction: checks its operands and builds its kernel call.
+class Binder {
+public:
+  Binder(Executable &exe, const program::Instruction &inst)
+      : exe(exe), inst(inst) {}
+
+  Status bind(Executable::Step &step);
+
+private:
+  Status fail(const std::string &msg) {
+    return Status::error("instruction '" + inst.op() + "' at '" +
+                         inst.location() + "': " + msg);
+  }
+  Status arity(int operands, int results, int optional = 0) {
+    if (inst.operands_size() < operands ||
+        inst.operands_size() > operands + optional ||
+        inst.results_size() != results)
+      return fail("expected " + std::to_string(operands) + " operand(s) and " +
+                  std::to_string(results) + " result(s), found " +
+                  std::to_string(inst.operands_size()) + " and " +
+                  std::to_string(inst.results_size()));
+    return Status::success();
+  }
+  const Tensor &in(int i) { return exe.buffers[inst.operands(i)]; }
+  const Tensor *optIn(int i) {
+    return i < inst.operands_size() && inst.operands(i) >= 0 ? &in(i) : nullptr;
+  }
+  Tensor &out(int i = 0) { return exe.buffers[inst.results(i)]; }
+
+  const program::Attribute *attr(const std::string &name) {
+    for (const auto &a : inst.attributes())
+      if (a.name() == name)
+        return &a;
+    return nullptr;
+  }
+  int64_t intAttr(const std::string &name, int64_t def = 0) {
+    const auto *a = attr(name);
+    return a ? a->i() : def;
+  }
+  double floatAttr(const std::string &name, double def = 0) {
+    const auto *a = attr(name);
+    return a ? a->f() : def;
+  }
+  Shape intsAttr(const std::string &name) {
+    const auto *a = attr(name);
+    return a ? Shape(a->ints().values().begin(), a->ints().values().end())
+             : Shape();
+  }
+  Status expectShape(const std::string &what, const Shape &found,
+                     const Shape &expected) {
+    if (found == expected)
+      return Status::success();
+    return fail("expected " + what + " shape " + formatShape(expected) +
+                " but found " + formatShape(found));
+  }
+  Status axisAttr(const std::string &name, int64_t rank, int64_t &axis) {
+    axis = intAttr(name);
+    if (axis < 0 || axis >= std::max<int64_t>(rank, 1))
+      return fail(name + " " + std::to_string(axis) +
+                  " is out of range for rank " + std::to_string(rank));
+    return Status::success();
+  }
+
+  Status bindBinary(Executable::Step &step);
+  Status bindUnary(Executable::Step &step);
+  Status bindMatmul(Executable::Step &step);
+  Status bindLinear(Executable::Step &step);
+  Status bindNorm(Executable::Step &step);
+  Status bindAttention(Executable::Step &step);
+  Status bindGather(Executable::Step &step);
+  Status bindShapeOp(Executable::Step &step);
+
+  Executable &exe;
+  const program::Instruction &inst;
+};
+
+static const std::map<std::string, cpu::BinaryKind> kBinary = {
+    {"add", cpu::BinaryKind::Add}, {"sub", cpu::BinaryKind::Sub},
+    {"mul", cpu::BinaryKind::Mul}, {"div", cpu::BinaryKind::Div},
+    {"pow", cpu::BinaryKind::Pow}};
+
+static const std::map<std::string, cpu::UnaryKind> kUnary = {
+    {"neg", cpu::UnaryKind::Neg},   {"exp", cpu::UnaryKind::Exp},
+    {"log", cpu::UnaryKind::Log},   {"sqrt", cpu::UnaryKind::Sqrt},
+    {"rsqrt", cpu::UnaryKind::Rsqrt}, {"reciprocal", cpu::UnaryKind::Reciprocal},
+    {"tanh", cpu::UnaryKind::Tanh}, {"erf", cpu::UnaryKind::Erf},
+    {"sigmoid", cpu::UnaryKind::Sigmoid}, {"relu", cpu::UnaryKind::Relu},
+    {"silu", cpu::UnaryKind::Silu}, {"gelu", cpu::UnaryKind::Gelu},
+    {"cos", cpu::UnaryKind::Cos},   {"sin", cpu::UnaryKind::Sin}};
+
+Status Binder::bindBinary(Executable::Step &step) {
+  bool isWhere = inst.op() == "where";
+  if (Status s = arity(isWhere ? 3 : 2, 1); !s)
+    return s;
+  Shape shape;
+  if (!broadcast(in(0).shape, in(1).shape, shape) ||
+      (isWhere && !broadcast(Shape(shape), in(2).shape, shape)))
+    return fail("operands do not broadcast");
+  if (Status s = expectShape("result", out().shape, shape); !s)
+    return s;
+  const Tensor a = in(0), b = in(1);
+  Tensor o = out();
+  if (isWhere) {
+    const Tensor c = in(2);
+    step.kernel = [a, b, c, o]() mutable { return cpu::where(a, b, c, o); };
+  } else if (inst.op() == "compare") {
+    auto kind = static_cast<cpu::CompareKind>(intAttr("predicate"));
+    step.kernel = [kind, a, b, o]() mutable { return cpu::compare(kind, a, b, o); };
+  } else {
+    cpu::BinaryKind kind = kBinary.at(inst.op());
+    step.kernel = [kind, a, b, o]() mutable { return cpu::binary(kind, a, b, o); };
+  }
+  return Status::success();
+}
+
+Status Binder::bindUnary(Executable::Step &step) {
+  if (Status s = arity(1, 1); !s)
+    return s;
+  if (in(0).numel() != out().numel())
+    return fail("result has " + std::to_string(out().numel()) +
+                " elements but the input has " + std::to_string(in(0).numel()));
+  const Tensor x = in(0);
+  Tensor o = out();
+  const std::string &op = inst.op();
+  if (op == "cast") {
+    step.kernel = [x, o]() mutable { return cpu::cast(x, o); };
+  } else if (op == "reshape" || op == "dropout") {
+    if (x.dtype != o.dtype)
+      return fail("result element type differs from the input's");
+    step.kernel = [x, o]() mutable { return cpu::copy(x, o); };
+  } else if (op == "trilu") {
+    bool upper = intAttr("upper") != 0;
+    int64_t k = intAttr("diagonal");
+    if (x.shape.size() < 2)
+      return fail("input must have rank >= 2");
+    step.kernel = [x, o, upper, k]() mutable { return cpu::trilu(x, upper, k, o); };
+  } else if (op == "softmax") {
+    int64_t axis;
+    if (Status s = axisAttr("axis", x.shape.size(), axis); !s)
+      return s;
+    step.kernel = [x, o, axis]() mutable { return cpu::softmax(x, axis, o); };
+  } else {
+    cpu::UnaryKind kind = kUnary.at(op);
+    if (op == "gelu" && intAttr("approximate") == 1)
+      kind = cpu::UnaryKind::GeluTanh;
+    step.kernel = [kind, x, o]() mutable { return cpu::unary(kind, x, o); };
+  }
+  return Status::success();
+}
+
+Status Binder::bindMatmul(Executable::Step &step) {
+  if (Status s = arity(2, 1); !s)
+    return s;
+  Shape a = in(0).shape, b = in(1).shape;
+  if (a.empty() || b.empty())
+    return fail("operands must have rank >= 1");
+  bool vecA = a.size() == 1, vecB = b.size() == 1;
+  if (vecA)
+    a.insert(a.begin(), 1);
+  if (vecB)
+    b.push_back(1);
+  Shape batch;
+  if (a.back() != b[b.size() - 2] ||
+      !broadcast(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2),
+                 batch))
+    return fail("operand shapes " + formatShape(in(0).shape) + " and " +
+                formatShape(in(1).shape) + " do not multiply");
+  Shape expected = batch;
+  if (!vecA)
+    expected.push_back(a[a.size() - 2]);
+  if (!vecB)
+    expected.push_back(b.back());
+  if (Status s = expectShape("result", out().shape, expected); !s)
+    return s;
+  exe.flops += 2.0 * product(batch) * a[a.size() - 2] * a.back() * b.back();
+  const Tensor x = in(0), y = in(1);
+  Tensor o = out();
+  step.kernel = [x, y, o]() mutable { return cpu::matmul(x, y, o); };
+  return Status::success();
+}
+
+Status Binder::bindLinear(Executable::Step &step) {
+  if (Status s = arity(3, 1); !s)
+    return s;
+  const Tensor x = in(0), w = in(1);
+  const Tensor *bias = optIn(2);
+  bool transposed = intAttr("transpose_weight") != 0;
+  if (x.shape.empty() || w.shape.size() != 2)
+    return fail("expected input rank >= 1 and a rank-2 weight");
+  int64_t k = transposed ? w.shape[1] : w.shape[0];
+  int64_t n = transposed ? w.shape[0] : w.shape[1];
+  if (x.shape.back() != k)
+    return fail("input feature size " + std::to_string(x.shape.back()) +
+                " does not match the weight's " + std::to_string(k));
+  if (bias && bias->shape != Shape{n})
+    return fail("bias shape " + formatShape(bias->shape) + " is not " +
+                std::to_string(n));
+  Shape expected(x.shape.begin(), x.shape.end() - 1);
+  expected.push_back(n);
+  if (Status s = expectShape("result", out().shape, expected); !s)
+    return s;
+  exe.flops += 2.0 * product(x.shape) * n;
+  Tensor o = out();
+  std::optional<Tensor> b = bias ? std::optional<Tensor>(*bias) : std::nullopt;
+  step.kernel = [x, w, b, transposed, o]() mutable {
+    return cpu::linear(x, w, b ? &*b : nullptr, transposed, o);
+  };
+  return Status::success();
+}
+
+Status Binder::bindNorm(Executable::Step &step) {
+  bool layer = inst.op() == "layer_norm";
+  if (Status s = arity(2, 1, layer ? 1 : 0); !s)
+    return s;
+  const Tensor x = in(0), scale = in(1);
+  const Tensor *bias = optIn(2);
+  if (x.shape.empty())
+    return fail("input must have rank >= 1");
+  int64_t axis = static_cast<int64_t>(x.shape.size()) - 1;
+  if (layer)
+    if (Status s = axisAttr("axis", x.shape.size(), axis); !s)
+      return s;
+  Shape normalized(x.shape.begin() + axis, x.shape.end());
+  if (scale.shape != normalized || (bias && bias->shape != normalized))
+    return fail("scale/bias shape must be " + formatShape(normalized));
+  if (Status s = expectShape("result", out().shape, x.shape); !s)
+    return s;
+  float eps = static_cast<float>(floatAttr("epsilon", 1e-5));
+  Tensor o = out();
+  if (!layer) {
+    step.kernel = [x, scale, eps, o]() mutable {
+      return cpu::rmsNorm(x, scale, eps, o);
+    };
+    return Status::success();
+  }
+  std::optional<Tensor> b = bias ? std::optional<Tensor>(*bias) : std::nullopt;
+  step.kernel = [x, scale, b, axis, eps, o]() mutable {
+    return cpu::layerNorm(x, scale, b ? &*b : nullptr, axis, eps, o);
+  };
+  return Status::success();
+}
+
+Status Binder::bindAttention(Executable::Step &step) {
+  if (Status s = arity(3, 1, 1); !s)
+    return s;
+  const Tensor q = in(0), k = in(1), v = in(2);
+  const Tensor *mask = optIn(3);
+  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4)
+    return fail("query, key and value must be [B, H, S, D]");
+  if (q.shape[0] != k.shape[0] || k.shape[0] != v.shape[0] ||
+      k.shape[1] != v.shape[1] || k.shape[2] != v.shape[2] ||
+      q.shape[3] != k.shape[3] || k.shape[1] == 0 ||
+      q.shape[1] % k.shape[1] != 0)
+    return fail("query " + formatShape(q.shape) + ", key " +
+                formatShape(k.shape) + " and value " + formatShape(v.shape) +
+                " do not fit together");
+  Shape scores = {q.shape[0], q.shape[1], q.shape[2], k.shape[2]}, bshape;
+  if (mask && (!broadcast(scores, mask->shape, bshape) || bshape != scores))
+    return fail("mask shape " + formatShape(mask->shape) +
+                " does not broadcast to " + formatShape(scores));
+  if (Status s = expectShape("result", out().shape,
+                             {q.shape[0], q.shape[1], q.shape[2], v.shape[3]});
+      !s)
+    return s;
+  exe.flops += 2.0 * product(scores) * (q.shape[3] + v.shape[3]);
+  float scale = static_cast<float>(floatAttr("scale", 1.0));
+  bool causal = intAttr("causal") != 0;
+  std::optional<Tensor> m = mask ? std::optional<Tensor>(*mask) : std::nullopt;
+  Tensor o = out();
+  step.kernel = [q, k, v, m, scale, causal, o]() mutable {
+    return cpu::attention(q, k, v, m ? &*m : nullptr, scale, causal, o);
+  };
+  return Status::success();
+}
+
+/// Indices come from user input: out-of-range ones are an error, not a
+/// stray read.
+static Status checkIndices(const Tensor &indices, int64_t dim,
+                           const std::string &where) {
+  for (int64_t i = 0; i < indices.numel(); ++i) {
+    int64_t j = indices.dtype == DType::I64 ? indices.as<int64_t>()[i]
+                                            : indices.as<int32_t>()[i];
+    if (j < -dim || j >= dim)
+      return Status::error(where + ": index " + std::to_string(j) +
+                           " is out of range [0, " + std::to_string(dim) + ")");
+  }
+  return Status::success();
+}
+
+Status Binder::bindGather(Executable::Step &step) {
+  if (inst.op() == "cross_entropy") {
+    if (Status s = arity(2, 1); !s)
+      return s;
+    const Tensor logits = in(0), targets = in(1);
+    if (logits.shape.empty() ||
+        targets.shape != Shape(logits.shape.begin(), logits.shape.end() - 1) ||
+        out().numel() != 1)
+      return fail("expected logits [..., V], targets [...] and a scalar");
+    if (targets.dtype != DType::I64 && targets.dtype != DType::I32)
+      return fail("targets must be i64 or i32");
+    Tensor o = out();
+    std::string where = "instruction 'cross_entropy' at '" + inst.location() + "'";
+    int64_t vocab = logits.shape.back();
+    step.kernel = [logits, targets, o, vocab, where]() mutable {
+      if (Status s = checkIndices(targets, vocab, where); !s)
+        return s;
+      return cpu::crossEntropy(logits, targets, o);
+    };
+    return Status::success();
+  }
+  if (Status s = arity(2, 1); !s)
+    return s;
+  const Tensor x = in(0), idx = in(1);
+  int64_t axis = 0;
+  if (inst.op() == "gather")
+    if (Status s = axisAttr("axis", x.shape.size(), axis); !s)
+      return s;
+  if (x.shape.empty() || (idx.dtype != DType::I64 && idx.dtype != DType::I32))
+    return fail("expected a ranked input and i64/i32 indices");
+  Shape expected(x.shape.begin(), x.shape.begin() + axis);
+  expected.insert(expected.end(), idx.shape.begin(), idx.shape.end());
+  expected.insert(expected.end(), x.shape.begin() + axis + 1, x.shape.end());
+  if (Status s = expectShape("result", out().shape, expected); !s)
+    return s;
+  Tensor o = out();
+  int64_t dim = x.shape[axis];
+  std::string where =
+      "instruction '" + inst.op() + "' at '" + inst.location() + "'";
+  step.kernel = [x, idx, o, axis, dim, where]() mutable {
+    if (Status s = checkIndices(idx, dim, where); !s)
+      return s;
+    return cpu::gather(x, idx, axis, o);
+  };
+  return Status::success();
+}
+
+Status Binder::bindShapeOp(Executable::Step &step) {
+  const std::string &op = inst.op();
+  if (op == "transpose") {
+    if (Status s = arity(1, 1); !s)
+      return s;
+    const Tensor x = in(0);
+    Shape perm = intsAttr("permutation"), expected;
+    std::vector<bool> seen(x.shape.size(), false);
+    if (perm.size() != x.shape.size())
+      return fail("permutation does not match the input rank");
+    for (int64_t p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(x.shape.size()) || seen[p])
+        return fail("invalid permutation");
+      seen[p] = true;
+      expected.push_back(x.shape[p]);
+    }
+    if (Status s = expectShape("result", out().shape, expected); !s)
+      return s;
+    Tensor o = out();
+    step.kernel = [x, perm, o]() mutable { return cpu::transpose(x, perm, o); };
+    return Status::success();
+  }
+  if (op == "slice") {
+    if (Status s = arity(1, 1); !s)
+      return s;
+    const Tensor x = in(0);
+    Shape starts = intsAttr("starts"), strides = intsAttr("strides");
+    size_t rank = x.shape.size();
+    if (starts.size() != rank || strides.size() != rank ||
+        out().shape.size() != rank)
+      return fail("starts and strides must have one entry per dimension");
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t n = out().shape[d];
+      int64_t last = starts[d] + (n - 1) * strides[d];
+      if (n > 0 && (starts[d] < 0 || starts[d] >= x.shape[d] || last < 0 ||
+                    last >= x.shape[d]))
+        return fail("slice of dimension " + std::to_string(d) +
+                    " reads outside the input");
+    }
+    Tensor o = out();
+    step.kernel = [x, starts, strides, o]() mutable {
+      return cpu::slice(x, starts, strides, o);
+    };
+    return Status::success();
+  }
+  if (op == "expand") {
+    if (Status s = arity(1, 1); !s)
+      return s;
+    Shape shape;
+    if (!broadcast(in(0).shape, out().shape, shape) || shape != out().shape)
+      return fail("cannot broadcast " + formatShape(in(0).shape) + " to " +
+                  formatShape(out().shape));
+    const Tensor x = in(0);
+    Tensor o = out();
+    step.kernel = [x, o]() mutable { return cpu::expand(x, o); };
+    return Status::success();
+  }
+  if (op == "concat") {
+    if (inst.operands_size() < 1 || inst.results_size() != 1)
+      return fail("expected at least one operand and one result");
+    int64_t axis;
+    if (Status s = axisAttr("axis", out().shape.size(), axis); !s)
+      return s;
+    Shape expected = out().shape;
+    expected[axis] = 0;
+    std::vector<Tensor> inputs;
+    for (int i = 0; i < inst.operands_size(); ++i) {
+      Shape s = in(i).shape;
+      if (s.size() != out().shape.size())
+        return fail("inputs must have the result's rank");
+      expected[axis] += s[axis];
+      s[axis] = out().shape[axis];
+      if (s != out().shape)
+        return fail("input shape " + formatShape(in(i).shape) +
+                    " does not fit the result outside axis " + std::to_string(axis));
+      inputs.push_back(in(i));
+    }
+    if (Status s = expectShape("result", out().shape, expected); !s)
+      return s;
+    Tensor o = out();
+    step.kernel = [inputs, axis, o]() mutable {
+      std::vector<const Tensor *> ptrs;
+      for (const Tensor &t : inputs)
+        ptrs.push_back(&t);
+      return cpu::concat(ptrs, axis, o);
+    };
+    return Status::success();
+  }
+  if (op == "split") {
+    if (inst.operands_size() != 1 || inst.results_size() < 1)
+      return fail("expected one operand and at least one result");
+    const Tensor x = in(0);
+    int64_t axis;
+    if (Status s = axisAttr("axis", x.shape.size(), axis); !s)
+      return s;
+    int64_t total = 0;
+    std::vector<Tensor> outs;
+    for (int i = 0; i < inst.results_size(); ++i) {
+      Shape s = out(i).shape;
+      if (s.size() != x.shape.size())
+        return fail("results must have the input's rank");
+      total += s[axis];
+      s[axis] = x.shape[axis];
+      if (s != x.shape)
+        return fail("result shape does not fit the input");
+      outs.push_back(out(i));
+    }
+    if (total != x.shape[axis])
+      return fail("split sizes do not add up to the input dimension");
+    step.kernel = [x, outs, axis]() mutable {
+      std::vector<Tensor *> ptrs;
+      for (Tensor &t : outs)
+        ptrs.push_back(&t);
+      return cpu::split(x, axis, ptrs);
+    };
+    return Status::success();
+  }
+  if (op == "reduce") {
+    if (Status s = arity(1, 1); !s)
+      return s;
+    const Tensor x = in(0);
+    Shape axes = intsAttr("axes");
+    int64_t kept = x.numel();
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (axes[i] < 0 || axes[i] >= static_cast<int64_t>(x.shape.size()) ||
+          (i && axes[i] <= axes[i - 1]))
+        return fail("axes must be sorted, unique and in range");
+      kept = x.shape[axes[i]] ? kept / x.shape[axes[i]] : 0;
+    }
+    if (out().numel() != kept)
+      return fail("result has " + std::to_string(out().numel()) +
+                  " elements; expected " + std::to_string(kept));
+    auto kind = static_cast<cpu::ReduceKind>(intAttr("kind"));
+    Tensor o = out();
+    step.kernel = [kind, x, axes, o]() mutable {
+      return cpu::reduce(kind, x, axes, o);
+    };
+    return Status::success();
+  }
+  // einsum
+  if (inst.operands_size() < 1 || inst.results_size() != 1)
+    return fail("expected operands and one result");
+  std::vector<Tensor> inputs;
+  std::vector<int64_t> ranks;
+  std::vector<Shape> shapes;
+  for (int i = 0; i < inst.operands_size(); ++i) {
+    inputs.push_back(in(i));
+    ranks.push_back(in(i).shape.size());
+    shapes.push_back(in(i).shape);
+  }
+  const auto *eq = attr("equation");
+  EinsumSpec spec;
+  std::string error;
+  Shape expected;
+  if (!eq || !parseEinsum(eq->s(), ranks, spec, error) ||
+      !inferEinsumShape(spec, shapes, expected, error))
+    return fail(eq ? error : "missing equation");
+  if (Status s = expectShape("result", out().shape, expected); !s)
+    return s;
+  std::string equation = eq->s();
+  Tensor o = out();
+  step.kernel = [inputs, equation, o]() mutable {
+    std::vector<const Tensor *> ptrs;
+    for (const Tensor &t : inputs)
+      ptrs.push_back(&t);
+    return cpu::einsum(equation, ptrs, o);
+  };
+  return Status::success();
+}
+
+Status Binder::bind(Executable::Step &step) {
+  step.op = inst.op();
+  step.location = inst.location();
+  for (int id : inst.operands())
+    if (id < -1 || id >= static_cast<int>(exe.buffers.size()))
+      return fail("operand buffer " + std::to_string(id) + " does not exist");
+  for (int id : inst.results())
+    if (id < 0 || id >= static_cast<int>(exe.buffers.size()) ||
+        exe.buffers[id].data < exe.arena ||
+        exe.buffers[id].data >= exe.arena + std::max<int64_t>(exe.arenaSize, 1))
+      return fail("result buffer " + std::to_string(id) +
+                  " is not an arena buffer");
+  for (int i = 0; i < inst.operands_size(); ++i)
+    if (inst.operands(i) < 0 &&
+        !((inst.op() == "linear" && i == 2) ||
+          (inst.op() == "layer_norm" && i == 2) ||
+          (inst.op() == "attention" && i == 3)))
+      return fail("operand " + std::to_string(i) + " is missing");
+  const std::string &op = inst.op();
+  if (kBinary.count(op) || op == "compare" || op == "where")
+    return bindBinary(step);
+  if (kUnary.count(op) || op == "cast" || op == "reshape" ||
+      op == "dropout" || op == "trilu" || op == "softmax")
+    return bindUnary(step);
+  if (op == "matmul")
+    return bindMatmul(step);
+  if (op == "linear")
+    return bindLinear(step);
+  if (op == "layer_norm" || op == "rms_norm")
+    return bindNorm(step);
+  if (op == "attention")
+    return bindAttention(step);
+  if (op == "gather" || op == "embedding" || op == "cross_entropy")
+    return bindGather(step);
+  if (op == "transpose" || op == "slice" || op == "expand" ||
+      op == "concat" || op == "split" || op == "reduce" || op == "einsum")
+    return bindShapeOp(step);
+  return fail("unknown op (this runtime is older than the compiler?)");
+}
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+static Status readProgram(const std::string &dir, program::Program &prog) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::error("artifact directory '" + dir + "' does not exist");
+  std::string path = dir + "/program.pb";
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error("'" + path + "' is missing: '" + dir +
+                         "' is not an mp artifact");
+  if (!prog.ParseFromIstream(&in))
+    return Status::error("'" + path + "' is corrupt or truncated");
+  if (prog.version() != kProgramVersion)
+    return Status::error("'" + path + "' has program version " +
+                         std::to_string(prog.version()) +
+                         "; this mp-run reads version " +
+                         std::to_string(kProgramVersion));
+  return Status::success();
+}
+
+static Status loadParameters(const std::string &dir,
+                             const program::Program &prog,
+                             std::unique_ptr<SafetensorsFile> &file,
+                             std::vector<Tensor> &params, int64_t &bytes) {
+  if (prog.parameters_size() == 0)
+    return Status::success();
+  std::string path = dir + "/" + prog.parameter_file();
+  if (Status s = SafetensorsFile::open(path, file); !s)
+    return s;
+  bytes = 0;
+  for (const auto &p : prog.parameters()) {
+    auto it = file->entries().find(p.name());
+    if (it == file->entries().end())
+      return Status::error("parameter '" + p.name() + "' is missing from '" +
+                           path + "'");
+    DType dtype;
+    Shape shape(p.shape().begin(), p.shape().end());
+    if (!parseDType(p.dtype(), dtype) || it->second.dtype != dtype ||
+        it->second.shape != shape)
+      return Status::error("parameter '" + p.name() + "' in '" + path +
+                           "' is not " + p.dtype() + " " + formatShape(shape));
+    const uint8_t *data = file->data(it->second);
+    uint64_t length = it->second.end - it->second.begin;
+    uint32_t crc = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
+    for (uint64_t off = 0; off < length; off += 1u << 30)
+      crc = static_cast<uint32_t>(
+          crc32(crc, data + off, static_cast<uInt>(std::min<uint64_t>(length - off, 1u << 30))));
+    if (crc != p.crc32())
+      return Status::error("parameter '" + p.name() + "' in '" + path +
+                           "' fails its checksum (corrupt file)");
+    params.push_back(Tensor{const_cast<uint8_t *>(data), dtype, shape});
+    bytes += static_cast<int64_t>(length);
+  }
+  return Status::success();
+}
+
+Status Executable::load(const std::string &dir,
+                        std::unique_ptr<Executable> &out) {
+  program::Program prog;
+  if (Status s = readProgram(dir, prog); !s)
+    return s;
+  auto exe = std::unique_ptr<Executable>(new Executable());
+  std::vector<Tensor> params;
+  if (Status s = loadParameters(dir, prog, exe->params, params, exe->paramBytes);
+      !s)
+    return s;
+
+  exe->arenaSize = prog.arena_bytes();
+  if (exe->arenaSize < 0)
+    return Status::error("program has a negative arena size");
+  exe->arena = static_cast<uint8_t *>(
+      std::aligned_alloc(64, ((exe->arenaSize + 63) / 64) * 64 + 64));
+  if (!exe->arena)
+    return Status::error("cannot allocate the " +
+                         std::to_string(exe->arenaSize) + "-byte arena");
+
+  exe->constants.reserve(prog.buffers_size());
+  for (int i = 0; i < prog.buffers_size(); ++i) {
+    const auto &b = prog.buffers(i);
+    Tensor t;
+    std::string where = "buffer " + std::to_string(i);
+    if (!parseDType(b.dtype(), t.dtype))
+      return Status::error(where + " has unknown dtype '" + b.dtype() + "'");
+    t.shape.assign(b.shape().begin(), b.shape().end());
+    for (int64_t d : t.shape)
+      if (d < 0)
+        return Status::error(where + " has a negative dimension");
+    switch (b.kind()) {
+    case program::Buffer::ARENA:
+      if (b.offset() < 0 ||
+          b.offset() + static_cast<int64_t>(t.bytes()) > exe->arenaSize)
+        return Status::error(where + " lies outside the arena");
+      t.data = exe->arena + b.offset();
+      break;
+    case program::Buffer::PARAMETER:
+      if (b.parameter() < 0 || b.parameter() >= static_cast<int>(params.size()) ||
+          params[b.parameter()].shape != t.shape ||
+          params[b.parameter()].dtype != t.dtype)
+        return Status::error(where + " does not match parameter " +
+                             std::to_string(b.parameter()));
+      t.data = params[b.parameter()].data;
+      break;
+    case program::Buffer::CONSTANT:
+      if (b.data().size() != t.bytes())
+        return Status::error(where + " holds " + std::to_string(b.data().size()) +
+                             " bytes for " + formatShape(t.shape));
+      exe->constants.push_back(b.data());
+      t.data = exe->constants.back().data();
+      break;
+    default:
+      return Status::error(where + " has an unknown kind");
+    }
+    exe->buffers.push_back(std::move(t));
+  }
+
+  auto bindIO = [&](const auto &bindings, std::vector<IOSpec> &specs,
+                    std::vector<int> &ids) -> Status {
+    for (const auto &b : bindings) {
+      if (b.buffer() < 0 || b.buffer() >= static_cast<int>(exe->buffers.size()))
+        return Status::error("input/output '" + b.name() +
+                             "' names no buffer");
+      const Tensor &t = exe->buffers[b.buffer()];
+      specs.push_back({b.name(), t.dtype, t.shape});
+      ids.push_back(b.buffer());
+    }
+    return Status::success();
+  };
+  if (Status s = bindIO(prog.inputs(), exe->inputSpecs, exe->inputBuffers); !s)
+    return s;
+  if (Status s = bindIO(prog.outputs(), exe->outputSpecs, exe->outputBuffers); !s)
+    return s;
+  for (int id : exe->inputBuffers)
+    if (prog.buffers(id).kind() != program::Buffer::ARENA)
+      return Status::error("an input is bound to a non-arena buffer");
+
+  for (const auto &inst : prog.instructions()) {
+    Step step;
+    if (Status s = Binder(*exe, inst).bind(step); !s)
+      return s;
+    exe->steps.push_back(std::move(step));
+  }
+  out = std::move(exe);
+  return Status::success();
+}
+
+Executable::~Executable() { std::free(arena); }
+
+Status Executable::run(const std::vector<Tensor> &inputs,
+                       std::vector<Tensor> &outputs) {
+  if (inputs.size() != inputSpecs.size())
+    return Status::error("expected " + std::to_string(inputSpecs.size()) +
+                         " inputs, got " + std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const IOSpec &spec = inputSpecs[i];
+    if (inputs[i].dtype != spec.dtype || inputs[i].shape != spec.shape)
+      return Status::error("input '" + spec.name + "' expects " +
+                           dtypeName(spec.dtype) + " " +
+                           formatShape(spec.shape) + " but got " +
+                           dtypeName(inputs[i].dtype) + " " +
+                           formatShape(inputs[i].shape));
+    std::memcpy(buffers[inputBuffers[i]].data, inputs[i].data,
+                inputs[i].bytes());
+  }
+  for (Step &step : steps)
+    if (Status s = step.kernel(); !s)
+      return Status::error(s.message.find("instruction") == 0
+                               ? s.message
+                               : "instruction '" + step.op + "' at '" +
+                                     step.location + "': " + s.message);
+  outputs.clear();
+  for (int id : outputBuffers)
+    outputs.push_back(buffers[id]);
+  return Status::success();
+}
+
+} // namespace mp::rt

@@ -1,0 +1,256 @@
+//===- Math.cpp - unary CPU kernels and vectorizable float math -----------===//
+//
+// glibc's expf/tanhf do not vectorize without -ffast-math, so the float
+// activations use branch-free Cephes-style approximations (about 1-2 ulp over
+// the whole float range) that the compiler turns into SIMD code. The same
+// exp serves softmax, attention and cross-entropy (detail::expSubSum).
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Runtime/Kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+namespace mp::rt::cpu {
+namespace detail {
+float expSubSum(const float *x, float shift, float *y, int64_t n);
+float expSubSumNoStore(const float *x, float shift, int64_t n);
+void expInPlace(float *y, int64_t n);
+} // namespace detail
+
+namespace {
+
+constexpr int64_t kParallelMin = 32768;
+
+inline float bitsToFloat(int32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/// exp(x), ~1 ulp for normal results; NaN propagates, +-inf give inf / 0.
+inline float expFast(float x) {
+  const bool nan = x != x;
+  float xc = nan ? 0.0f : x;
+  xc = xc < -110.0f ? -110.0f : xc;
+  xc = xc > 89.0f ? 89.0f : xc;
+  const float fx = std::floor(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - fx * 0.693359375f;
+  r = r + fx * 2.12194440e-4f;
+  const float z = r * r;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * z + r + 1.0f;
+  const int32_t n = static_cast<int32_t>(fx);
+  const int32_t n1 = n >> 1, n2 = n - n1;
+  y = y * bitsToFloat((n1 + 127) << 23) * bitsToFloat((n2 + 127) << 23);
+  return nan ? x : y;
+}
+
+/// tanh(x): odd polynomial near 0, 1 - 2/(e^2|x| + 1) elsewhere.
+inline float tanhFast(float x) {
+  const float ax = std::fabs(x);
+  const float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = p * z * x + x;
+  const float e = expFast(2.0f * ax);
+  float large = 1.0f - 2.0f / (e + 1.0f);
+  large = std::copysign(large, x);
+  return ax < 0.625f ? small : large;
+}
+
+inline float sigmoidFast(float x) { return 1.0f / (1.0f + expFast(-x)); }
+
+template <class F>
+void mapParallel(const float *x, float *y, int64_t n, F f) {
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      y[i] = f(x[i]);
+  };
+  if (n >= kParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1) {
+#pragma omp parallel
+    {
+      int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      int64_t chunk = (n + nt - 1) / nt;
+      chunk = (chunk + 15) / 16 * 16;
+      int64_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
+      body(b, e);
+    }
+  } else {
+    body(0, n);
+  }
+}
+
+template <class T, class F> void mapAny(const T *x, T *y, int64_t n, F f) {
+  if (n >= kParallelMin / 4 && !omp_in_parallel() && omp_get_max_threads() > 1) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = f(x[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = f(x[i]);
+  }
+}
+
+void unaryF32(UnaryKind kind, const float *x, float *y, int64_t n) {
+  switch (kind) {
+  case UnaryKind::Neg: return mapParallel(x, y, n, [](float v) { return -v; });
+  case UnaryKind::Exp: return mapParallel(x, y, n, expFast);
+  case UnaryKind::Log:
+    return mapAny(x, y, n, [](float v) { return std::log(v); });
+  case UnaryKind::Sqrt:
+    return mapParallel(x, y, n, [](float v) { return std::sqrt(v); });
+  case UnaryKind::Rsqrt:
+    return mapParallel(x, y, n, [](float v) { return 1.0f / std::sqrt(v); });
+  case UnaryKind::Reciprocal:
+    return mapParallel(x, y, n, [](float v) { return 1.0f / v; });
+  case UnaryKind::Tanh: return mapParallel(x, y, n, tanhFast);
+  case UnaryKind::Erf:
+    return mapAny(x, y, n, [](float v) { return std::erf(v); });
+  case UnaryKind::Sigmoid: return mapParallel(x, y, n, sigmoidFast);
+  case UnaryKind::Relu:
+    return mapParallel(x, y, n, [](float v) { return v < 0.0f ? 0.0f : v; });
+  case UnaryKind::Silu:
+    return mapParallel(x, y, n, [](float v) { return v * sigmoidFast(v); });
+  case UnaryKind::Gelu:
+    // 0.5 x (1 + erf(x/sqrt2)) = 0.5 x erfc(-x/sqrt2): no cancellation for
+    // negative x.
+    return mapAny(x, y, n, [](float v) {
+      return 0.5f * v * std::erfc(v * -0.70710678118654752f);
+    });
+  case UnaryKind::GeluTanh:
+    // 0.5 x (1 + tanh(u)) = x * sigmoid(2u).
+    return mapParallel(x, y, n, [](float v) {
+      float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+      return v / (1.0f + expFast(-2.0f * u));
+    });
+  case UnaryKind::Cos:
+    return mapAny(x, y, n, [](float v) { return std::cos(v); });
+  case UnaryKind::Sin:
+    return mapAny(x, y, n, [](float v) { return std::sin(v); });
+  }
+}
+
+void unaryF64(UnaryKind kind, const double *x, double *y, int64_t n) {
+  switch (kind) {
+  case UnaryKind::Neg: return mapAny(x, y, n, [](double v) { return -v; });
+  case UnaryKind::Exp: return mapAny(x, y, n, [](double v) { return std::exp(v); });
+  case UnaryKind::Log: return mapAny(x, y, n, [](double v) { return std::log(v); });
+  case UnaryKind::Sqrt: return mapAny(x, y, n, [](double v) { return std::sqrt(v); });
+  case UnaryKind::Rsqrt:
+    return mapAny(x, y, n, [](double v) { return 1.0 / std::sqrt(v); });
+  case UnaryKind::Reciprocal:
+    return mapAny(x, y, n, [](double v) { return 1.0 / v; });
+  case UnaryKind::Tanh: return mapAny(x, y, n, [](double v) { return std::tanh(v); });
+  case UnaryKind::Erf: return mapAny(x, y, n, [](double v) { return std::erf(v); });
+  case UnaryKind::Sigmoid:
+    return mapAny(x, y, n, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
+  case UnaryKind::Relu:
+    return mapAny(x, y, n, [](double v) { return v < 0.0 ? 0.0 : v; });
+  case UnaryKind::Silu:
+    return mapAny(x, y, n, [](double v) { return v / (1.0 + std::exp(-v)); });
+  case UnaryKind::Gelu:
+    return mapAny(x, y, n, [](double v) {
+      return 0.5 * v * std::erfc(v * -0.70710678118654752440);
+    });
+  case UnaryKind::GeluTanh:
+    return mapAny(x, y, n, [](double v) {
+      double u = 0.79788456080286535588 * (v + 0.044715 * v * v * v);
+      return 0.5 * v * (1.0 + std::tanh(u));
+    });
+  case UnaryKind::Cos: return mapAny(x, y, n, [](double v) { return std::cos(v); });
+  case UnaryKind::Sin: return mapAny(x, y, n, [](double v) { return std::sin(v); });
+  }
+}
+
+template <class T> bool unaryInt(UnaryKind kind, const T *x, T *y, int64_t n) {
+  using U = std::make_unsigned_t<T>;
+  if (kind == UnaryKind::Neg) {
+    mapAny(x, y, n, [](T v) { return T(U(0) - U(v)); });
+    return true;
+  }
+  if (kind == UnaryKind::Relu) {
+    mapAny(x, y, n, [](T v) { return v < 0 ? T(0) : v; });
+    return true;
+  }
+  return false;
+}
+
+const char *unaryName(UnaryKind kind) {
+  static const char *const names[] = {
+      "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
+      "sigmoid", "relu", "silu", "gelu", "gelu_tanh", "cos", "sin"};
+  return names[static_cast<int>(kind)];
+}
+
+} // namespace
+
+float detail::expSubSum(const float *x, float shift, float *y, int64_t n) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) {
+    float e = expFast(x[i] - shift);
+    y[i] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+float detail::expSubSumNoStore(const float *x, float shift, int64_t n) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i)
+    sum += expFast(x[i] - shift);
+  return sum;
+}
+
+void detail::expInPlace(float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = expFast(y[i]);
+}
+
+Status unary(UnaryKind kind, const Tensor &x, Tensor &out) {
+  if (x.dtype != out.dtype)
+    return Status::error(std::string("unary: element types differ (") +
+                         dtypeName(x.dtype) + " and " + dtypeName(out.dtype) +
+                         ")");
+  const int64_t n = x.numel();
+  switch (x.dtype) {
+  case DType::F32:
+    unaryF32(kind, x.as<const float>(), out.as<float>(), n);
+    return Status::success();
+  case DType::F64:
+    unaryF64(kind, x.as<const double>(), out.as<double>(), n);
+    return Status::success();
+  case DType::I64:
+    if (unaryInt(kind, x.as<const int64_t>(), out.as<int64_t>(), n))
+      return Status::success();
+    break;
+  case DType::I32:
+    if (unaryInt(kind, x.as<const int32_t>(), out.as<int32_t>(), n))
+      return Status::success();
+    break;
+  case DType::I8:
+    if (unaryInt(kind, x.as<const int8_t>(), out.as<int8_t>(), n))
+      return Status::success();
+    break;
+  default:
+    break;
+  }
+  return Status::error(std::string("unary ") + unaryName(kind) +
+                       ": unsupported element type " + dtypeName(x.dtype));
+}
+
+} // namespace mp::rt::cpu

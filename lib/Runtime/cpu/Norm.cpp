@@ -1,0 +1,504 @@
+//===- Norm.cpp - normalization and reduction CPU kernels -----------------===//
+//
+// layerNorm, rmsNorm, softmax, reduce, crossEntropy. Row statistics are
+// accumulated in double; rows run in parallel when the tensor is large.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Runtime/Kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+namespace mp::rt::cpu {
+namespace detail {
+float expSubSum(const float *x, float shift, float *y, int64_t n);
+float expSubSumNoStore(const float *x, float shift, int64_t n);
+void expInPlace(float *y, int64_t n);
+} // namespace detail
+
+namespace {
+
+constexpr int64_t kParallelMin = 32768;
+
+bool shouldParallelize(int64_t work) {
+  return work >= kParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
+}
+
+/// Calls f(begin, end) on contiguous parts of [0, n), one per thread.
+template <class F> void parallelRange(int64_t n, bool parallel, F &&f) {
+  if (!parallel || n <= 1) {
+    if (n > 0)
+      f(int64_t(0), n);
+    return;
+  }
+#pragma omp parallel
+  {
+    int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t chunk = n / nt, rem = n % nt;
+    int64_t b = t * chunk + std::min(t, rem);
+    int64_t e = b + chunk + (t < rem ? 1 : 0);
+    if (b < e)
+      f(b, e);
+  }
+}
+
+Status typeError(const char *kernel, DType t) {
+  return Status::error(std::string(kernel) + ": unsupported element type " +
+                       dtypeName(t));
+}
+
+int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i)
+    p *= s[i];
+  return p;
+}
+
+//===----------------------------------------------------------------------===//
+// softmax
+//===----------------------------------------------------------------------===//
+
+/// Softmax of a contiguous row; a row whose max is -inf (fully masked)
+/// becomes zeros.
+template <class T> void softmaxRow(const T *x, T *y, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    m = x[i] > m ? x[i] : m;
+  if (m == -std::numeric_limits<T>::infinity()) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = T(0);
+    return;
+  }
+  T sum;
+  if constexpr (std::is_same_v<T, float>) {
+    sum = detail::expSubSum(x, m, y, n);
+  } else {
+    sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = std::exp(x[i] - m);
+      sum += y[i];
+    }
+  }
+  const T inv = T(1) / sum;
+  for (int64_t i = 0; i < n; ++i)
+    y[i] *= inv;
+}
+
+/// Softmax over the middle dim of a [n, inner] block, vectorized over inner.
+template <class T>
+void softmaxStrided(const T *x, T *y, int64_t n, int64_t inner, T *mx, T *sum) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < inner; ++j) {
+    mx[j] = ninf;
+    sum[j] = 0;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const T *row = x + k * inner;
+    for (int64_t j = 0; j < inner; ++j)
+      mx[j] = row[j] > mx[j] ? row[j] : mx[j];
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const T *row = x + k * inner;
+    T *out = y + k * inner;
+    if constexpr (std::is_same_v<T, float>) {
+      for (int64_t j = 0; j < inner; ++j)
+        out[j] = mx[j] == ninf ? ninf : row[j] - mx[j];
+      detail::expInPlace(out, inner);
+      for (int64_t j = 0; j < inner; ++j)
+        sum[j] += out[j];
+    } else {
+      for (int64_t j = 0; j < inner; ++j) {
+        T v = mx[j] == ninf ? T(0) : std::exp(row[j] - mx[j]);
+        out[j] = v;
+        sum[j] += v;
+      }
+    }
+  }
+  for (int64_t j = 0; j < inner; ++j)
+    sum[j] = sum[j] > 0 ? T(1) / sum[j] : T(0);
+  for (int64_t k = 0; k < n; ++k) {
+    T *out = y + k * inner;
+    for (int64_t j = 0; j < inner; ++j)
+      out[j] *= sum[j];
+  }
+}
+
+template <class T>
+void softmaxTyped(const T *x, T *y, const std::vector<int64_t> &shape,
+                  int64_t axis) {
+  const int64_t outer = product(shape, 0, size_t(axis));
+  const int64_t n = shape.empty() ? 1 : shape[size_t(axis)];
+  const int64_t inner = product(shape, size_t(axis) + 1, shape.size());
+  const bool parallel = shouldParallelize(outer * n * inner);
+  if (inner == 1) {
+    parallelRange(outer, parallel, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r)
+        softmaxRow(x + r * n, y + r * n, n);
+    });
+    return;
+  }
+  // Split the inner dim in column blocks so that small outer still spreads.
+  constexpr int64_t kCols = 256;
+  const int64_t colBlocks = (inner + kCols - 1) / kCols;
+  parallelRange(outer * colBlocks, parallel, [&](int64_t b, int64_t e) {
+    std::vector<T> mx(kCols), sum(kCols);
+    std::vector<T> xs, ys;
+    for (int64_t it = b; it < e; ++it) {
+      int64_t o = it / colBlocks, c0 = (it % colBlocks) * kCols;
+      int64_t w = std::min(kCols, inner - c0);
+      const T *xb = x + o * n * inner + c0;
+      T *yb = y + o * n * inner + c0;
+      if (w == inner) {
+        softmaxStrided(xb, yb, n, inner, mx.data(), sum.data());
+        continue;
+      }
+      // Gather the column block into a dense [n, w] tile.
+      xs.resize(size_t(n * w));
+      ys.resize(size_t(n * w));
+      for (int64_t k = 0; k < n; ++k)
+        std::copy(xb + k * inner, xb + k * inner + w, xs.data() + k * w);
+      softmaxStrided(xs.data(), ys.data(), n, w, mx.data(), sum.data());
+      for (int64_t k = 0; k < n; ++k)
+        std::copy(ys.data() + k * w, ys.data() + (k + 1) * w, yb + k * inner);
+    }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// reduce
+//===----------------------------------------------------------------------===//
+
+template <class T> struct AccOf { using type = T; };
+template <> struct AccOf<float> { using type = double; };
+template <> struct AccOf<int32_t> { using type = int64_t; };
+
+template <class T, ReduceKind K> struct Reducer {
+  using Acc = std::conditional_t<K == ReduceKind::Sum || K == ReduceKind::Mean,
+                                 typename AccOf<T>::type, T>;
+  static Acc init() {
+    if constexpr (K == ReduceKind::Max)
+      return std::numeric_limits<T>::has_infinity
+                 ? -std::numeric_limits<T>::infinity()
+                 : std::numeric_limits<T>::lowest();
+    else if constexpr (K == ReduceKind::Min)
+      return std::numeric_limits<T>::has_infinity
+                 ? std::numeric_limits<T>::infinity()
+                 : std::numeric_limits<T>::max();
+    else
+      return Acc(0);
+  }
+  static Acc combine(Acc a, T v) {
+    if constexpr (K == ReduceKind::Max)
+      return (v > a || v != v) ? Acc(v) : a;
+    else if constexpr (K == ReduceKind::Min)
+      return (v < a || v != v) ? Acc(v) : a;
+    else if constexpr (std::is_integral_v<Acc>)
+      return Acc(uint64_t(a) + uint64_t(int64_t(v)));
+    else
+      return a + Acc(v);
+  }
+  /// Reduces a contiguous run into a.
+  static Acc run(Acc a, const T *x, int64_t n) {
+    if constexpr (K == ReduceKind::Sum || K == ReduceKind::Mean) {
+      Acc s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < n; ++i)
+        s += Acc(x[i]);
+      return combine2(a, s);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        a = combine(a, x[i]);
+      return a;
+    }
+  }
+  static Acc combine2(Acc a, Acc b) {
+    if constexpr (std::is_integral_v<Acc>)
+      return Acc(uint64_t(a) + uint64_t(b));
+    else
+      return a + b;
+  }
+};
+
+template <class T, ReduceKind K>
+void reduceTyped(const T *x, T *out, const std::vector<int64_t> &shape,
+                 const std::vector<int64_t> &axes) {
+  using R = Reducer<T, K>;
+  using Acc = typename R::Acc;
+  // Collapse: drop size-1 dims, merge neighbours of the same kind.
+  std::vector<int64_t> sizes;
+  std::vector<bool> reduced;
+  int64_t total = 1, count = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    bool red = std::find(axes.begin(), axes.end(), int64_t(d)) != axes.end();
+    total *= shape[d];
+    if (red)
+      count *= shape[d];
+    if (shape[d] == 1)
+      continue;
+    if (!sizes.empty() && reduced.back() == red) {
+      sizes.back() *= shape[d];
+      continue;
+    }
+    sizes.push_back(shape[d]);
+    reduced.push_back(red);
+  }
+  int64_t outCount = 1;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (std::find(axes.begin(), axes.end(), int64_t(d)) == axes.end())
+      outCount *= shape[d];
+  std::vector<Acc> acc(size_t(outCount), R::init());
+  if (total > 0) {
+    if (sizes.empty()) {
+      sizes.push_back(1);
+      reduced.push_back(false);
+    }
+    const size_t r = sizes.size();
+    std::vector<int64_t> xs(r), os(r);
+    int64_t st = 1, ost = 1;
+    for (size_t d = r; d-- > 0;) {
+      xs[d] = st;
+      st *= sizes[d];
+      os[d] = reduced[d] ? 0 : ost;
+      if (!reduced[d])
+        ost *= sizes[d];
+    }
+    // Split the outermost kept dim across threads: disjoint outputs.
+    size_t split = r;
+    for (size_t d = 0; d < r; ++d)
+      if (!reduced[d]) {
+        split = d;
+        break;
+      }
+    const bool innerReduced = reduced[r - 1];
+    Acc *a = acc.data();
+    auto runRange = [&](int64_t lo, int64_t hi) {
+      // Iterative odometer over all dims, dim `split` limited to [lo, hi).
+      std::vector<int64_t> idx(r, 0), start(r, 0), end(sizes);
+      if (split < r) {
+        start[split] = lo;
+        end[split] = hi;
+      }
+      int64_t xoff = 0, ooff = 0;
+      for (size_t d = 0; d < r; ++d) {
+        idx[d] = start[d];
+        xoff += idx[d] * xs[d];
+        ooff += idx[d] * os[d];
+      }
+      const int64_t n = end[r - 1] - start[r - 1];
+      while (true) {
+        if (innerReduced) {
+          a[ooff] = R::run(a[ooff], x + xoff, n);
+        } else {
+          const T *px = x + xoff;
+          Acc *pa = a + ooff;
+          for (int64_t j = 0; j < n; ++j)
+            pa[j] = R::combine(pa[j], px[j]);
+        }
+        // Advance the outer dims.
+        size_t d = r - 1;
+        bool done = true;
+        while (d-- > 0) {
+          ++idx[d];
+          xoff += xs[d];
+          ooff += os[d];
+          if (idx[d] < end[d]) {
+            done = false;
+            break;
+          }
+          xoff -= (end[d] - start[d]) * xs[d];
+          ooff -= (end[d] - start[d]) * os[d];
+          idx[d] = start[d];
+        }
+        if (done)
+          break;
+      }
+    };
+    if (split < r && shouldParallelize(total) && sizes[split] > 1) {
+      parallelRange(sizes[split], true, runRange);
+    } else {
+      runRange(0, split < r ? sizes[split] : 1);
+    }
+  }
+  for (int64_t i = 0; i < outCount; ++i) {
+    if constexpr (K == ReduceKind::Mean) {
+      if constexpr (std::is_integral_v<T>)
+        out[i] = count ? T(int64_t(acc[size_t(i)]) / count) : T(0);
+      else
+        out[i] = T(acc[size_t(i)] / Acc(count));
+    } else {
+      out[i] = T(acc[size_t(i)]);
+    }
+  }
+}
+
+template <class T>
+void reduceDispatch(ReduceKind kind, const T *x, T *out,
+                    const std::vector<int64_t> &shape,
+                    const std::vector<int64_t> &axes) {
+  switch (kind) {
+  case ReduceKind::Sum: return reduceTyped<T, ReduceKind::Sum>(x, out, shape, axes);
+  case ReduceKind::Mean: return reduceTyped<T, ReduceKind::Mean>(x, out, shape, axes);
+  case ReduceKind::Max: return reduceTyped<T, ReduceKind::Max>(x, out, shape, axes);
+  case ReduceKind::Min: return reduceTyped<T, ReduceKind::Min>(x, out, shape, axes);
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Public kernels
+//===----------------------------------------------------------------------===//
+
+Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
+                 int64_t axis, float epsilon, Tensor &out) {
+  if (x.dtype != DType::F32)
+    return typeError("layerNorm", x.dtype);
+  if (scale.dtype != DType::F32)
+    return typeError("layerNorm (scale)", scale.dtype);
+  if (bias && bias->dtype != DType::F32)
+    return typeError("layerNorm (bias)", bias->dtype);
+  if (out.dtype != DType::F32)
+    return typeError("layerNorm (result)", out.dtype);
+  const int64_t outer = product(x.shape, 0, size_t(axis));
+  const int64_t inner = product(x.shape, size_t(axis), x.shape.size());
+  const float *px = x.as<const float>();
+  const float *g = scale.as<const float>();
+  const float *bb = bias ? bias->as<const float>() : nullptr;
+  float *py = out.as<float>();
+  parallelRange(outer, shouldParallelize(outer * inner), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float *xr = px + r * inner;
+      float *yr = py + r * inner;
+      double s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < inner; ++i)
+        s += double(xr[i]);
+      const double mean = inner ? s / double(inner) : 0.0;
+      double v = 0;
+#pragma omp simd reduction(+ : v)
+      for (int64_t i = 0; i < inner; ++i) {
+        double d = double(xr[i]) - mean;
+        v += d * d;
+      }
+      const double var = inner ? v / double(inner) : 0.0;
+      const float rstd = float(1.0 / std::sqrt(var + double(epsilon)));
+      const float m = float(mean);
+      if (bb) {
+        for (int64_t i = 0; i < inner; ++i)
+          yr[i] = (xr[i] - m) * rstd * g[i] + bb[i];
+      } else {
+        for (int64_t i = 0; i < inner; ++i)
+          yr[i] = (xr[i] - m) * rstd * g[i];
+      }
+    }
+  });
+  return Status::success();
+}
+
+Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon, Tensor &out) {
+  if (x.dtype != DType::F32)
+    return typeError("rmsNorm", x.dtype);
+  if (scale.dtype != DType::F32)
+    return typeError("rmsNorm (scale)", scale.dtype);
+  if (out.dtype != DType::F32)
+    return typeError("rmsNorm (result)", out.dtype);
+  const int64_t inner = x.shape.empty() ? 1 : x.shape.back();
+  const int64_t outer = inner ? x.numel() / inner : 0;
+  const float *px = x.as<const float>();
+  const float *g = scale.as<const float>();
+  float *py = out.as<float>();
+  parallelRange(outer, shouldParallelize(outer * inner), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float *xr = px + r * inner;
+      float *yr = py + r * inner;
+      double s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < inner; ++i)
+        s += double(xr[i]) * double(xr[i]);
+      const float rs = float(1.0 / std::sqrt(s / double(inner) + double(epsilon)));
+      for (int64_t i = 0; i < inner; ++i)
+        yr[i] = xr[i] * rs * g[i];
+    }
+  });
+  return Status::success();
+}
+
+Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
+  if (out.dtype != x.dtype)
+    return typeError("softmax (result)", out.dtype);
+  switch (x.dtype) {
+  case DType::F32:
+    softmaxTyped(x.as<const float>(), out.as<float>(), x.shape, axis);
+    return Status::success();
+  case DType::F64:
+    softmaxTyped(x.as<const double>(), out.as<double>(), x.shape, axis);
+    return Status::success();
+  default:
+    return typeError("softmax", x.dtype);
+  }
+}
+
+Status reduce(ReduceKind kind, const Tensor &x, const std::vector<int64_t> &axes,
+              Tensor &out) {
+  if (out.dtype != x.dtype)
+    return typeError("reduce (result)", out.dtype);
+  switch (x.dtype) {
+  case DType::F32:
+    reduceDispatch(kind, x.as<const float>(), out.as<float>(), x.shape, axes);
+    return Status::success();
+  case DType::F64:
+    reduceDispatch(kind, x.as<const double>(), out.as<double>(), x.shape, axes);
+    return Status::success();
+  case DType::I64:
+    reduceDispatch(kind, x.as<const int64_t>(), out.as<int64_t>(), x.shape, axes);
+    return Status::success();
+  case DType::I32:
+    reduceDispatch(kind, x.as<const int32_t>(), out.as<int32_t>(), x.shape, axes);
+    return Status::success();
+  default:
+    return typeError("reduce", x.dtype);
+  }
+}
+
+Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
+  if (logits.dtype != DType::F32)
+    return typeError("crossEntropy", logits.dtype);
+  if (targets.dtype != DType::I64 && targets.dtype != DType::I32)
+    return typeError("crossEntropy (targets)", targets.dtype);
+  if (out.dtype != DType::F32)
+    return typeError("crossEntropy (result)", out.dtype);
+  const int64_t v = logits.shape.empty() ? 1 : logits.shape.back();
+  const int64_t positions = targets.numel();
+  std::vector<int64_t> t(size_t(positions));
+  for (int64_t i = 0; i < positions; ++i) {
+    t[size_t(i)] = targets.dtype == DType::I64 ? targets.as<const int64_t>()[i]
+                                               : targets.as<const int32_t>()[i];
+    if (t[size_t(i)] < 0 || t[size_t(i)] >= v)
+      return Status::error("crossEntropy: target " + std::to_string(t[size_t(i)]) +
+                           " at position " + std::to_string(i) +
+                           " is out of range [0, " + std::to_string(v) + ")");
+  }
+  const float *x = logits.as<const float>();
+  std::vector<double> loss(size_t(positions));
+  parallelRange(positions, shouldParallelize(positions * v), [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const float *row = x + p * v;
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < v; ++i)
+        m = row[i] > m ? row[i] : m;
+      double lse = double(m) + std::log(double(detail::expSubSumNoStore(row, m, v)));
+      loss[size_t(p)] = lse - double(row[t[size_t(p)]]);
+    }
+  });
+  double sum = 0;
+  for (double l : loss)
+    sum += l;
+  out.as<float>()[0] = positions ? float(sum / double(positions)) : 0.0f;
+  return Status::success();
+}
+
+} // namespace mp::rt::cpu

@@ -1,0 +1,471 @@
+//===- ArtifactWriter.cpp - mp IR -> runtime artifact ---------------------===//
+//
+// Each SSA value of `main` becomes a buffer: parameters (mp.get_param) and
+// constants keep their own storage, everything else gets an offset in one
+// arena from a liveness-based plan, so the runtime allocates once. Each mp
+// op becomes an instruction naming its buffers and the attributes its kernel
+// needs.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Target/Artifact.h"
+
+#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Import/ONNXImporter.h"
+#include "mp/Program/program.pb.h"
+#include "mp/Runtime/Executable.h"
+#include "mp/Runtime/Safetensors.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace mlir;
+using namespace mp;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kAlignment = 64;
+
+FailureOr<std::string> dtypeOf(Type type, Location loc) {
+  Type elem = cast<RankedTensorType>(type).getElementType();
+  if (elem.isF32()) return std::string("f32");
+  if (elem.isF64()) return std::string("f64");
+  if (elem.isF16()) return std::string("f16");
+  if (elem.isBF16()) return std::string("bf16");
+  if (elem.isInteger(64)) return std::string("i64");
+  if (elem.isInteger(32)) return std::string("i32");
+  if (elem.isInteger(8)) return std::string("i8");
+  if (elem.isInteger(1)) return std::string("bool");
+  return emitError(loc) << "element type " << elem
+                        << " has no runtime representation";
+}
+
+int64_t byteSize(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  int64_t bits = t.getElementTypeBitWidth();
+  return t.getNumElements() * (bits == 1 ? 1 : bits / 8);
+}
+
+/// Little-endian bytes of a dense constant (i1 as one byte per element).
+std::string constantBytes(DenseElementsAttr attr) {
+  auto type = cast<RankedTensorType>(attr.getType());
+  int64_t n = type.getNumElements();
+  Type elem = type.getElementType();
+  std::string bytes;
+  if (elem.isInteger(1)) {
+    for (bool b : attr.getValues<bool>())
+      bytes.push_back(b ? 1 : 0);
+    return bytes;
+  }
+  int64_t width = elem.getIntOrFloatBitWidth() / 8;
+  bytes.resize(n * width);
+  auto put = [&](int64_t i, const APInt &bits) {
+    uint64_t raw = bits.getZExtValue();
+    std::memcpy(bytes.data() + i * width, &raw, width);
+  };
+  int64_t i = 0;
+  if (isa<FloatType>(elem)) {
+    for (APFloat f : attr.getValues<APFloat>())
+      put(i++, f.bitcastToAPInt());
+  } else {
+    for (APInt v : attr.getValues<APInt>())
+      put(i++, v);
+  }
+  return bytes;
+}
+
+/// Reads a parameter's data from where the importer recorded it.
+LogicalResult readParamData(ParamOp param, std::string &bytes) {
+  if (!param.getFile())
+    return param.emitError()
+           << "parameter '" << param.getSymName()
+           << "' has no data (imported with --mp-shape-only?); an artifact "
+              "needs the weights";
+  std::string file = param.getFile()->str(), error;
+  if (auto offset = param.getOffset()) {
+    std::ifstream in(file, std::ios::binary);
+    int64_t length = static_cast<int64_t>(*param.getLength());
+    bytes.resize(length);
+    if (!in || !in.seekg(static_cast<int64_t>(*offset)) ||
+        !in.read(bytes.data(), length))
+      return param.emitError() << "cannot read " << length << " bytes at "
+                               << static_cast<int64_t>(*offset) << " of '"
+                               << file << "' for parameter '"
+                               << param.getSymName() << "'";
+    return success();
+  }
+  if (!readONNXInitializer(file, param.getSymName().str(), bytes, error))
+    return param.emitError() << error;
+  if (static_cast<int64_t>(bytes.size()) != byteSize(param.getType()))
+    return param.emitError() << "parameter '" << param.getSymName() << "' has "
+                             << bytes.size() << " bytes of data for "
+                             << param.getType();
+  return success();
+}
+
+void addInt(program::Instruction &inst, const char *name, int64_t v) {
+  auto *a = inst.add_attributes();
+  a->set_name(name);
+  a->set_i(v);
+}
+void addFloat(program::Instruction &inst, const char *name, double v) {
+  auto *a = inst.add_attributes();
+  a->set_name(name);
+  a->set_f(v);
+}
+void addInts(program::Instruction &inst, const char *name,
+             ArrayRef<int64_t> values) {
+  auto *a = inst.add_attributes();
+  a->set_name(name);
+  for (int64_t v : values)
+    a->mutable_ints()->add_values(v);
+}
+
+int64_t nonNegative(int64_t axis, Value v) {
+  return axis < 0 ? axis + cast<RankedTensorType>(v.getType()).getRank() : axis;
+}
+
+/// Writes the attributes the runtime kernel of `op` reads (defaults made
+/// explicit, axes normalized).
+void addAttributes(Operation *op, program::Instruction &inst) {
+  llvm::TypeSwitch<Operation *>(op)
+      .Case([&](CompareOp c) {
+        addInt(inst, "predicate", static_cast<int64_t>(c.getPredicate()));
+      })
+      .Case([&](GeluOp g) {
+        addInt(inst, "approximate", static_cast<int64_t>(g.getApproximate()));
+      })
+      .Case([&](LinearOp l) {
+        addInt(inst, "transpose_weight", l.getTransposeWeight());
+      })
+      .Case([&](LayerNormOp l) {
+        addInt(inst, "axis",
+               nonNegative(static_cast<int64_t>(l.getAxis()), l.getInput()));
+        addFloat(inst, "epsilon", l.getEpsilon().convertToFloat());
+      })
+      .Case([&](RMSNormOp r) {
+        addFloat(inst, "epsilon", r.getEpsilon().convertToFloat());
+      })
+      .Case([&](SoftmaxOp s) {
+        addInt(inst, "axis",
+               nonNegative(static_cast<int64_t>(s.getAxis()), s.getInput()));
+      })
+      .Case([&](ReduceOp r) {
+        addInt(inst, "kind", static_cast<int64_t>(r.getKind()));
+        SmallVector<int64_t> axes;
+        for (int64_t a : r.getAxes())
+          axes.push_back(nonNegative(a, r.getInput()));
+        llvm::sort(axes);
+        addInts(inst, "axes", axes);
+      })
+      .Case([&](AttentionOp a) {
+        addFloat(inst, "scale", a.getScale().convertToFloat());
+        addInt(inst, "causal", a.getCausal());
+      })
+      .Case([&](GatherOp g) {
+        addInt(inst, "axis",
+               nonNegative(static_cast<int64_t>(g.getAxis()), g.getInput()));
+      })
+      .Case([&](EinsumOp e) {
+        auto *a = inst.add_attributes();
+        a->set_name("equation");
+        a->set_s(e.getEquation().str());
+      })
+      .Case([&](TriluOp t) {
+        addInt(inst, "upper", t.getUpper());
+        addInt(inst, "diagonal", static_cast<int64_t>(t.getDiagonal()));
+      })
+      .Case([&](TransposeOp t) { addInts(inst, "permutation", t.getPermutation()); })
+      .Case([&](SliceOp s) {
+        addInts(inst, "starts", s.getStarts());
+        addInts(inst, "strides", s.getStrides());
+      })
+      .Case([&](ConcatOp c) {
+        addInt(inst, "axis", nonNegative(static_cast<int64_t>(c.getAxis()),
+                                         c.getResult()));
+      })
+      .Case([&](SplitOp s) {
+        addInt(inst, "axis",
+               nonNegative(static_cast<int64_t>(s.getAxis()), s.getInput()));
+      });
+}
+
+/// The operand list with -1 for absent optional operands, by position.
+SmallVector<Value> positionalOperands(Operation *op) {
+  if (auto l = dyn_cast<LinearOp>(op))
+    return {l.getInput(), l.getWeight(), l.getBias()};
+  if (auto l = dyn_cast<LayerNormOp>(op))
+    return {l.getInput(), l.getScale(), l.getBias()};
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return {a.getQuery(), a.getKey(), a.getValue(), a.getMask()};
+  return SmallVector<Value>(op->getOperands());
+}
+
+struct ArenaValue {
+  int buffer;
+  int64_t size, def, lastUse;
+};
+
+/// First-fit placement in program order: a buffer may reuse the bytes of
+/// any buffer whose last use came before its definition.
+int64_t planArena(std::vector<ArenaValue> &values, program::Program &prog) {
+  std::sort(values.begin(), values.end(), [](const auto &a, const auto &b) {
+    return a.def != b.def ? a.def < b.def : a.buffer < b.buffer;
+  });
+  struct Live {
+    int64_t offset, end, lastUse;
+  };
+  std::vector<Live> live;
+  int64_t peak = 0;
+  for (const ArenaValue &v : values) {
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [&](const Live &l) { return l.lastUse < v.def; }),
+               live.end());
+    std::sort(live.begin(), live.end(),
+              [](const Live &a, const Live &b) { return a.offset < b.offset; });
+    int64_t size = (v.size + kAlignment - 1) / kAlignment * kAlignment;
+    int64_t offset = 0;
+    for (const Live &l : live) {
+      if (l.offset - offset >= size)
+        break;
+      offset = std::max(offset, l.end);
+    }
+    live.push_back({offset, offset + size, v.lastUse});
+    prog.mutable_buffers(v.buffer)->set_offset(offset);
+    peak = std::max(peak, offset + size);
+  }
+  return peak;
+}
+
+class Lowering {
+public:
+  Lowering(func::FuncOp func, program::Program &prog,
+           rt::SafetensorsWriter &params, ArtifactSummary &summary)
+      : func(func), prog(prog), params(params), summary(summary) {}
+
+  LogicalResult run();
+
+private:
+  FailureOr<int> newBuffer(Value v, program::Buffer::Kind kind);
+  FailureOr<int> paramBuffer(GetParamOp op);
+  LogicalResult lowerOp(Operation *op, int64_t index);
+
+  func::FuncOp func;
+  program::Program &prog;
+  rt::SafetensorsWriter &params;
+  ArtifactSummary &summary;
+  llvm::DenseMap<Value, int> bufferOf;
+  llvm::StringMap<int> paramBuffers;
+  std::vector<ArenaValue> arena;
+  llvm::DenseMap<int, size_t> arenaIndex;
+};
+
+FailureOr<int> Lowering::newBuffer(Value v, program::Buffer::Kind kind) {
+  FailureOr<std::string> dtype = dtypeOf(v.getType(), v.getLoc());
+  if (failed(dtype))
+    return failure();
+  int id = prog.buffers_size();
+  auto *b = prog.add_buffers();
+  b->set_kind(kind);
+  b->set_dtype(*dtype);
+  for (int64_t d : cast<RankedTensorType>(v.getType()).getShape())
+    b->add_shape(d);
+  bufferOf[v] = id;
+  return id;
+}
+
+FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
+  auto found = paramBuffers.find(op.getName());
+  if (found != paramBuffers.end())
+    return bufferOf[op.getResult()] = found->second;
+  auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(op, op.getNameAttr());
+  std::string bytes;
+  if (failed(readParamData(param, bytes)))
+    return failure();
+  FailureOr<int> id = newBuffer(op.getResult(), program::Buffer::PARAMETER);
+  if (failed(id))
+    return failure();
+  auto *p = prog.add_parameters();
+  p->set_name(op.getName().str());
+  p->set_dtype(prog.buffers(*id).dtype());
+  p->mutable_shape()->CopyFrom(prog.buffers(*id).shape());
+  p->set_crc32(static_cast<uint32_t>(
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef *>(bytes.data()),
+            static_cast<uInt>(bytes.size()))));
+  prog.mutable_buffers(*id)->set_parameter(prog.parameters_size() - 1);
+  rt::DType dtype;
+  rt::parseDType(p->dtype(), dtype);
+  summary.parameterBytes += static_cast<int64_t>(bytes.size());
+  params.add(p->name(), dtype,
+             std::vector<int64_t>(p->shape().begin(), p->shape().end()),
+             std::move(bytes));
+  paramBuffers[op.getName()] = *id;
+  return id;
+}
+
+LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
+  if (auto get = dyn_cast<GetParamOp>(op))
+    return paramBuffer(get);
+  if (auto constant = dyn_cast<ConstantOp>(op)) {
+    auto attr = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!attr)
+      return op->emitError() << "only dense constants can be lowered";
+    FailureOr<int> id = newBuffer(constant.getResult(), program::Buffer::CONSTANT);
+    if (failed(id))
+      return failure();
+    std::string bytes = constantBytes(attr);
+    summary.constantBytes += static_cast<int64_t>(bytes.size());
+    prog.mutable_buffers(*id)->set_data(std::move(bytes));
+    return success();
+  }
+  if (op->getDialect() != op->getContext()->getLoadedDialect<MPDialect>())
+    return op->emitError() << "'" << op->getName()
+                           << "' cannot be lowered to the runtime";
+  auto *inst = prog.add_instructions();
+  inst->set_op(op->getName().stripDialect().str());
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    inst->set_location(name.getName().str());
+  for (Value operand : positionalOperands(op)) {
+    if (!operand) {
+      inst->add_operands(-1);
+      continue;
+    }
+    int id = bufferOf.at(operand);
+    inst->add_operands(id);
+    auto it = arenaIndex.find(id);
+    if (it != arenaIndex.end())
+      arena[it->second].lastUse = std::max(arena[it->second].lastUse, index);
+  }
+  for (Value result : op->getResults()) {
+    FailureOr<int> id = newBuffer(result, program::Buffer::ARENA);
+    if (failed(id))
+      return failure();
+    inst->add_results(*id);
+    arenaIndex[*id] = arena.size();
+    arena.push_back({*id, byteSize(result.getType()), index, index});
+  }
+  addAttributes(op, *inst);
+  return success();
+}
+
+LogicalResult Lowering::run() {
+  Block &body = func.getBody().front();
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    FailureOr<int> id = newBuffer(arg, program::Buffer::ARENA);
+    if (failed(id))
+      return failure();
+    auto *binding = prog.add_inputs();
+    auto name = func.getArgAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
+    binding->set_name(name ? name.str() : "input" + std::to_string(i));
+    binding->set_buffer(*id);
+    arenaIndex[*id] = arena.size();
+    arena.push_back({*id, byteSize(arg.getType()), -1, -1});
+  }
+  int64_t index = 0;
+  for (Operation &op : body.without_terminator())
+    if (failed(lowerOp(&op, index++)))
+      return failure();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    int id = bufferOf.at(v);
+    auto *binding = prog.add_outputs();
+    auto name = func.getResultAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
+    binding->set_name(name ? name.str() : "output" + std::to_string(i));
+    binding->set_buffer(id);
+    auto it = arenaIndex.find(id);
+    if (it != arenaIndex.end())
+      arena[it->second].lastUse = std::numeric_limits<int64_t>::max();
+  }
+  for (const ArenaValue &v : arena)
+    summary.unplannedBytes += v.size;
+  summary.arenaBytes = planArena(arena, prog);
+  summary.instructions = prog.instructions_size();
+  prog.set_arena_bytes(summary.arenaBytes);
+  return success();
+}
+
+/// Replaces `dir` by the finished `tmp` directory.
+LogicalResult commitDirectory(const fs::path &tmp, const fs::path &dir,
+                              Location loc) {
+  std::error_code ec;
+  fs::path old = dir.string() + ".old-" + std::to_string(getpid());
+  bool hadOld = fs::exists(dir, ec);
+  if (hadOld && !fs::exists(dir / "program.pb", ec) &&
+      !fs::is_empty(dir, ec))
+    return emitError(loc) << "'" << dir.string()
+                          << "' exists and is not an mp artifact; refusing "
+                             "to replace it";
+  if (hadOld)
+    fs::rename(dir, old, ec);
+  if (!ec)
+    fs::rename(tmp, dir, ec);
+  if (ec) {
+    if (hadOld && !fs::exists(dir))
+      fs::rename(old, dir, ec);
+    return emitError(loc) << "cannot move the artifact into '"
+                          << dir.string() << "': " << ec.message();
+  }
+  if (hadOld)
+    fs::remove_all(old, ec);
+  return success();
+}
+
+} // namespace
+
+LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
+                                ArtifactSummary &summary) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  if (!func)
+    return module.emitError() << "no 'main' function to lower";
+  if (!func.getBody().hasOneBlock())
+    return func.emitError() << "'main' must have a single block";
+
+  fs::path dir(dirName.str());
+  fs::path tmp = dir.string() + ".tmp-" + std::to_string(getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directories(tmp, ec) || ec)
+    return module.emitError() << "cannot create '" << tmp.string()
+                              << "': " << ec.message();
+  auto cleanup = [&] { fs::remove_all(tmp, ec); };
+
+  program::Program prog;
+  prog.set_version(rt::kProgramVersion);
+  prog.set_producer("mp-opt");
+  if (auto source = module->getAttrOfType<StringAttr>("mp.source"))
+    prog.set_source(source.str());
+  prog.set_parameter_file("params.safetensors");
+  rt::SafetensorsWriter params((tmp / "params.safetensors").string());
+  if (failed(Lowering(func, prog, params, summary).run())) {
+    cleanup();
+    return failure();
+  }
+  rt::Status written = params.finish();
+  std::string bytes;
+  if (written && !prog.SerializeToString(&bytes))
+    written = rt::Status::error("cannot serialize the program");
+  if (written) {
+    std::ofstream out(tmp / "program.pb", std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush())
+      written = rt::Status::error("cannot write program.pb (disk full?)");
+  }
+  if (!written) {
+    cleanup();
+    return module.emitError() << written.message;
+  }
+  if (failed(commitDirectory(tmp, dir, module.getLoc()))) {
+    cleanup();
+    return failure();
+  }
+  return success();
+}

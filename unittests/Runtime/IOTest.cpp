@@ -1,0 +1,109 @@
+//===- IOTest.cpp - .npy and safetensors files ----------------------------===//
+#include "mp/Runtime/Npy.h"
+#include "mp/Runtime/Safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+using namespace mp::rt;
+
+namespace {
+
+std::string tempPath(const std::string &name) {
+  return ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
+}
+
+TEST(Npy, RoundTripsEveryDType) {
+  for (DType dtype : {DType::F32, DType::F64, DType::I64, DType::I32,
+                      DType::I8, DType::Bool, DType::F16}) {
+    HostBuffer in;
+    in.dtype = dtype;
+    in.shape = {2, 3};
+    in.bytes.resize(6 * dtypeSize(dtype));
+    for (size_t i = 0; i < in.bytes.size(); ++i)
+      in.bytes[i] = static_cast<uint8_t>(dtype == DType::Bool ? i % 2 : i * 7);
+    std::string path = tempPath("rt.npy");
+    ASSERT_TRUE(writeNpy(path, in.view())) << dtypeName(dtype);
+    HostBuffer out;
+    Status s = readNpy(path, out);
+    ASSERT_TRUE(s) << s.message;
+    EXPECT_EQ(out.dtype, dtype);
+    EXPECT_EQ(out.shape, in.shape);
+    EXPECT_EQ(out.bytes, in.bytes);
+  }
+}
+
+TEST(Npy, ScalarAndVectorShapes) {
+  float x = 3.5f;
+  std::string path = tempPath("scalar.npy");
+  ASSERT_TRUE(writeNpy(path, Tensor{&x, DType::F32, {}}));
+  HostBuffer out;
+  ASSERT_TRUE(readNpy(path, out));
+  EXPECT_TRUE(out.shape.empty());
+  EXPECT_EQ(*reinterpret_cast<float *>(out.bytes.data()), 3.5f);
+  ASSERT_TRUE(writeNpy(path, Tensor{&x, DType::F32, {1}}));
+  ASSERT_TRUE(readNpy(path, out));
+  EXPECT_EQ(out.shape, (std::vector<int64_t>{1}));
+}
+
+TEST(Npy, ErrorsNameTheFile) {
+  HostBuffer out;
+  Status s = readNpy(tempPath("absent.npy"), out);
+  EXPECT_FALSE(s);
+  EXPECT_NE(s.message.find("cannot open"), std::string::npos);
+  std::string path = tempPath("garbage.npy");
+  std::ofstream(path) << "not numpy";
+  s = readNpy(path, out);
+  EXPECT_NE(s.message.find("is not a .npy file"), std::string::npos);
+  // Truncated data: a valid header for 2x3 f32 with 4 bytes of data.
+  float data[6] = {0};
+  ASSERT_TRUE(writeNpy(path, Tensor{data, DType::F32, {2, 3}}));
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() - 20);
+  s = readNpy(path, out);
+  EXPECT_NE(s.message.find("holds fewer than the 24 bytes"), std::string::npos)
+      << s.message;
+}
+
+TEST(Safetensors, RoundTripAndCorruption) {
+  std::string path = tempPath("p.safetensors");
+  SafetensorsWriter writer(path);
+  std::string a(4 * 6, '\x01'), b(8 * 2, '\x02');
+  writer.add("a.weight", DType::F32, {2, 3}, a);
+  writer.add("b", DType::I64, {2}, b);
+  ASSERT_TRUE(writer.finish());
+  std::unique_ptr<SafetensorsFile> file;
+  Status s = SafetensorsFile::open(path, file);
+  ASSERT_TRUE(s) << s.message;
+  ASSERT_EQ(file->entries().size(), 2u);
+  const SafetensorsEntry &e = file->entries().at("b");
+  EXPECT_EQ(e.dtype, DType::I64);
+  EXPECT_EQ(e.shape, (std::vector<int64_t>{2}));
+  EXPECT_EQ(std::string(reinterpret_cast<const char *>(file->data(e)), 16), b);
+
+  // Truncate the data section: the last tensor no longer fits.
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() - 4);
+  s = SafetensorsFile::open(path, file);
+  EXPECT_FALSE(s);
+  EXPECT_NE(s.message.find("tensor 'b' lies outside the file"), std::string::npos)
+      << s.message;
+
+  // A header length beyond the file.
+  std::ofstream(path, std::ios::binary) << std::string("\xff\xff\xff\x00\x00\x00\x00\x00", 8);
+  s = SafetensorsFile::open(path, file);
+  EXPECT_NE(s.message.find("truncated or not a safetensors file"), std::string::npos);
+}
+
+} // namespace
