@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 namespace mp::rt::cpu {
@@ -20,6 +21,7 @@ namespace detail {
 float expSubSum(const float *x, float shift, float *y, int64_t n);
 float expSubSumNoStore(const float *x, float shift, int64_t n);
 void expInPlace(float *y, int64_t n);
+float maxOf(const float *x, int64_t n);
 } // namespace detail
 
 namespace {
@@ -32,13 +34,25 @@ inline float bitsToFloat(int32_t u) {
   return f;
 }
 
+inline int32_t floatToBits(float f) {
+  int32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
 /// exp(x), ~1 ulp for normal results; NaN propagates, +-inf give inf / 0.
+/// Branch-free so that loops over it vectorize.
 inline float expFast(float x) {
-  const bool nan = x != x;
-  float xc = nan ? 0.0f : x;
-  xc = xc < -110.0f ? -110.0f : xc;
+  // Clamp (NaN passes through both compares); beyond the range the result
+  // is 0 or inf anyway.
+  float xc = x < -110.0f ? -110.0f : x;
   xc = xc > 89.0f ? 89.0f : xc;
-  const float fx = std::floor(xc * 1.44269504088896341f + 0.5f);
+  // n = round(x / ln2) with the 1.5 * 2^23 trick: the integer sits in the
+  // low mantissa bits (std::floor/nearbyint do not vectorize with trapping
+  // math, and a float->int conversion of NaN would be undefined).
+  const float t = xc * 1.44269504088896341f + 12582912.0f;
+  const float fx = t - 12582912.0f;
+  const int32_t n = floatToBits(t) - 0x4b400000;
   float r = xc - fx * 0.693359375f;
   r = r + fx * 2.12194440e-4f;
   const float z = r * r;
@@ -49,10 +63,9 @@ inline float expFast(float x) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = y * z + r + 1.0f;
-  const int32_t n = static_cast<int32_t>(fx);
+  // 2^n as two factors so that n in [-159, 128] stays representable.
   const int32_t n1 = n >> 1, n2 = n - n1;
-  y = y * bitsToFloat((n1 + 127) << 23) * bitsToFloat((n2 + 127) << 23);
-  return nan ? x : y;
+  return y * bitsToFloat((n1 + 127) << 23) * bitsToFloat((n2 + 127) << 23);
 }
 
 /// tanh(x): odd polynomial near 0, 1 - 2/(e^2|x| + 1) elsewhere.
@@ -71,7 +84,73 @@ inline float tanhFast(float x) {
   return ax < 0.625f ? small : large;
 }
 
-inline float sigmoidFast(float x) { return 1.0f / (1.0f + expFast(-x)); }
+/// 1 / (1 + e^-x), computed from e^-|x| so that the tail keeps its relative
+/// accuracy for negative x.
+inline float sigmoidFast(float x) {
+  const float e = expFast(-std::fabs(x));
+  const float s = 1.0f / (1.0f + e);
+  return x >= 0.0f ? s : e * s;
+}
+
+/// erf(t) = t T(t^2) for |t| < 1 (Cephes erff).
+inline float erfSmall(float t) {
+  const float z = t * t;
+  float p = 7.853861353153693e-5f;
+  p = p * z - 8.010193625184903e-4f;
+  p = p * z + 5.188327685732524e-3f;
+  p = p * z - 2.685381193529856e-2f;
+  p = p * z + 1.128358514861418e-1f;
+  p = p * z - 3.761262582423300e-1f;
+  p = p * z + 1.128379165726710e+0f;
+  return t * p;
+}
+
+/// erfc(a) for a >= 1 (Cephes erfcf: exp(-a^2) / a * P(1/a^2)), given
+/// a^2 = sqHi + sqLo exactly so that exp(-a^2) keeps full accuracy.
+inline float erfcLarge(float a, float sqHi, float sqLo) {
+  const float ac = a < 1.0f ? 1.0f : a;
+  const float q = 1.0f / ac, y = q * q;
+  float p = 2.326819970068386e-2f; // 1 <= a < 2
+  p = p * y - 1.387039388740657e-1f;
+  p = p * y + 3.687424674597105e-1f;
+  p = p * y - 5.824733027278666e-1f;
+  p = p * y + 6.210004621745983e-1f;
+  p = p * y - 4.944515323274145e-1f;
+  p = p * y + 3.404879937665872e-1f;
+  p = p * y - 2.741127028184656e-1f;
+  p = p * y + 5.638259427386472e-1f;
+  float r = -1.047766399936249e+1f; // a >= 2
+  r = r * y + 1.297719955372516e+1f;
+  r = r * y - 7.495518717768503e+0f;
+  r = r * y + 2.921019019210786e+0f;
+  r = r * y - 1.015265279202700e+0f;
+  r = r * y + 4.218463358204948e-1f;
+  r = r * y - 2.820767439740514e-1f;
+  r = r * y + 5.641895067754075e-1f;
+  const float e = expFast(-sqHi) * (1.0f - sqLo);
+  return e * q * (ac < 2.0f ? p : r);
+}
+
+inline float erfFast(float x) {
+  const float a = std::fabs(x);
+  const float sq = x * x, sqLo = std::fma(x, x, -sq);
+  const float large = std::copysign(1.0f - erfcLarge(a, sq, sqLo), x);
+  return a < 1.0f ? erfSmall(x) : large;
+}
+
+/// 0.5 x (1 + erf(x / sqrt2)) = 0.5 x erfc(t), t = -x / sqrt2: computed from
+/// erfc for |t| >= 1 so that the negative tail keeps its relative accuracy.
+inline float geluErf(float x) {
+  const float t = x * -0.70710678118654752f;
+  const float a = std::fabs(t);
+  const float small = 0.5f * x * (1.0f - erfSmall(t));
+  // t^2 = x^2 / 2, split exactly.
+  const float sq = x * x, sqLo = std::fma(x, x, -sq);
+  const float ec = erfcLarge(a, 0.5f * sq, 0.5f * sqLo);
+  float large = 0.5f * x * (t > 0.0f ? ec : 2.0f - ec);
+  large = x < -15.0f ? -0.0f : large; // |result| < 1e-45
+  return a < 1.0f ? small : large;
+}
 
 template <class F>
 void mapParallel(const float *x, float *y, int64_t n, F f) {
@@ -107,7 +186,7 @@ template <class T, class F> void mapAny(const T *x, T *y, int64_t n, F f) {
 void unaryF32(UnaryKind kind, const float *x, float *y, int64_t n) {
   switch (kind) {
   case UnaryKind::Neg: return mapParallel(x, y, n, [](float v) { return -v; });
-  case UnaryKind::Exp: return mapParallel(x, y, n, expFast);
+  case UnaryKind::Exp: return mapParallel(x, y, n, [](float v) { return expFast(v); });
   case UnaryKind::Log:
     return mapAny(x, y, n, [](float v) { return std::log(v); });
   case UnaryKind::Sqrt:
@@ -116,25 +195,21 @@ void unaryF32(UnaryKind kind, const float *x, float *y, int64_t n) {
     return mapParallel(x, y, n, [](float v) { return 1.0f / std::sqrt(v); });
   case UnaryKind::Reciprocal:
     return mapParallel(x, y, n, [](float v) { return 1.0f / v; });
-  case UnaryKind::Tanh: return mapParallel(x, y, n, tanhFast);
+  case UnaryKind::Tanh: return mapParallel(x, y, n, [](float v) { return tanhFast(v); });
   case UnaryKind::Erf:
-    return mapAny(x, y, n, [](float v) { return std::erf(v); });
-  case UnaryKind::Sigmoid: return mapParallel(x, y, n, sigmoidFast);
+    return mapParallel(x, y, n, [](float v) { return erfFast(v); });
+  case UnaryKind::Sigmoid: return mapParallel(x, y, n, [](float v) { return sigmoidFast(v); });
   case UnaryKind::Relu:
     return mapParallel(x, y, n, [](float v) { return v < 0.0f ? 0.0f : v; });
   case UnaryKind::Silu:
     return mapParallel(x, y, n, [](float v) { return v * sigmoidFast(v); });
   case UnaryKind::Gelu:
-    // 0.5 x (1 + erf(x/sqrt2)) = 0.5 x erfc(-x/sqrt2): no cancellation for
-    // negative x.
-    return mapAny(x, y, n, [](float v) {
-      return 0.5f * v * std::erfc(v * -0.70710678118654752f);
-    });
+    return mapParallel(x, y, n, [](float v) { return geluErf(v); });
   case UnaryKind::GeluTanh:
-    // 0.5 x (1 + tanh(u)) = x * sigmoid(2u).
+    // 0.5 x (1 + tanh(u)) = x * sigmoid(2u): no cancellation for negative x.
     return mapParallel(x, y, n, [](float v) {
       float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-      return v / (1.0f + expFast(-2.0f * u));
+      return v * sigmoidFast(2.0f * u);
     });
   case UnaryKind::Cos:
     return mapAny(x, y, n, [](float v) { return std::cos(v); });
@@ -216,7 +291,27 @@ float detail::expSubSumNoStore(const float *x, float shift, int64_t n) {
   return sum;
 }
 
+float detail::maxOf(const float *x, int64_t n) {
+  // Eight lanes in a GCC/Clang vector (max is exact in any order).
+  typedef float V8 __attribute__((vector_size(32)));
+  const float ninf = -std::numeric_limits<float>::infinity();
+  V8 m = {ninf, ninf, ninf, ninf, ninf, ninf, ninf, ninf};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    V8 v;
+    std::memcpy(&v, x + i, sizeof v);
+    m = v > m ? v : m;
+  }
+  float r = ninf;
+  for (int l = 0; l < 8; ++l)
+    r = m[l] > r ? m[l] : r;
+  for (; i < n; ++i)
+    r = x[i] > r ? x[i] : r;
+  return r;
+}
+
 void detail::expInPlace(float *y, int64_t n) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     y[i] = expFast(y[i]);
 }

@@ -18,6 +18,7 @@ namespace detail {
 float expSubSum(const float *x, float shift, float *y, int64_t n);
 float expSubSumNoStore(const float *x, float shift, int64_t n);
 void expInPlace(float *y, int64_t n);
+float maxOf(const float *x, int64_t n);
 } // namespace detail
 
 namespace {
@@ -66,8 +67,12 @@ int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
 /// becomes zeros.
 template <class T> void softmaxRow(const T *x, T *y, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
-  for (int64_t i = 0; i < n; ++i)
-    m = x[i] > m ? x[i] : m;
+  if constexpr (std::is_same_v<T, float>) {
+    m = detail::maxOf(x, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      m = x[i] > m ? x[i] : m;
+  }
   if (m == -std::numeric_limits<T>::infinity()) {
     for (int64_t i = 0; i < n; ++i)
       y[i] = T(0);
@@ -250,7 +255,7 @@ void reduceTyped(const T *x, T *out, const std::vector<int64_t> &shape,
   for (size_t d = 0; d < shape.size(); ++d)
     if (std::find(axes.begin(), axes.end(), int64_t(d)) == axes.end())
       outCount *= shape[d];
-  std::vector<Acc> acc(size_t(outCount), R::init());
+  std::vector<Acc> acc(static_cast<size_t>(outCount), R::init());
   if (total > 0) {
     if (sizes.empty()) {
       sizes.push_back(1);
@@ -473,7 +478,7 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
     return typeError("crossEntropy (result)", out.dtype);
   const int64_t v = logits.shape.empty() ? 1 : logits.shape.back();
   const int64_t positions = targets.numel();
-  std::vector<int64_t> t(size_t(positions));
+  std::vector<int64_t> t(static_cast<size_t>(positions));
   for (int64_t i = 0; i < positions; ++i) {
     t[size_t(i)] = targets.dtype == DType::I64 ? targets.as<const int64_t>()[i]
                                                : targets.as<const int32_t>()[i];
@@ -483,13 +488,11 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
                            " is out of range [0, " + std::to_string(v) + ")");
   }
   const float *x = logits.as<const float>();
-  std::vector<double> loss(size_t(positions));
+  std::vector<double> loss(static_cast<size_t>(positions));
   parallelRange(positions, shouldParallelize(positions * v), [&](int64_t b, int64_t e) {
     for (int64_t p = b; p < e; ++p) {
       const float *row = x + p * v;
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t i = 0; i < v; ++i)
-        m = row[i] > m ? row[i] : m;
+      const float m = detail::maxOf(row, v);
       double lse = double(m) + std::log(double(detail::expSubSumNoStore(row, m, v)));
       loss[size_t(p)] = lse - double(row[t[size_t(p)]]);
     }
