@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -221,7 +222,8 @@ Status Binder::bindMatmul(Executable::Step &step) {
     expected.push_back(b.back());
   if (Status s = expectShape("result", out().shape, expected); !s)
     return s;
-  exe.flops += 2.0 * product(batch) * a[a.size() - 2] * a.back() * b.back();
+  exe.flops += 2.0 * static_cast<double>(product(batch)) *
+               static_cast<double>(a[a.size() - 2] * a.back() * b.back());
   const Tensor x = in(0), y = in(1);
   Tensor o = out();
   step.kernel = [x, y, o]() mutable { return cpu::matmul(x, y, o); };
@@ -743,6 +745,22 @@ Status Executable::load(const std::string &dir,
 
 Executable::~Executable() { std::free(arena); }
 
+std::vector<std::tuple<std::string, double, int64_t>>
+Executable::profile() const {
+  std::map<std::string, std::pair<double, int64_t>> byOp;
+  for (size_t i = 0; i < stepSeconds.size(); ++i) {
+    byOp[steps[i].op].first += stepSeconds[i];
+    byOp[steps[i].op].second += stepCalls[i];
+  }
+  std::vector<std::tuple<std::string, double, int64_t>> rows;
+  for (const auto &[op, v] : byOp)
+    rows.emplace_back(op, v.first, v.second);
+  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+    return std::get<1>(a) > std::get<1>(b);
+  });
+  return rows;
+}
+
 Status Executable::run(const std::vector<Tensor> &inputs,
                        std::vector<Tensor> &outputs) {
   if (inputs.size() != inputSpecs.size())
@@ -759,12 +777,26 @@ Status Executable::run(const std::vector<Tensor> &inputs,
     std::memcpy(buffers[inputBuffers[i]].data, inputs[i].data,
                 inputs[i].bytes());
   }
-  for (Step &step : steps)
-    if (Status s = step.kernel(); !s)
+  if (profiling && stepSeconds.size() != steps.size()) {
+    stepSeconds.assign(steps.size(), 0.0);
+    stepCalls.assign(steps.size(), 0);
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Step &step = steps[i];
+    auto start = std::chrono::steady_clock::now();
+    Status s = step.kernel();
+    if (!s)
       return Status::error(s.message.find("instruction") == 0
                                ? s.message
                                : "instruction '" + step.op + "' at '" +
                                      step.location + "': " + s.message);
+    if (profiling) {
+      stepSeconds[i] += std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+      ++stepCalls[i];
+    }
+  }
   outputs.clear();
   for (int id : outputBuffers)
     outputs.push_back(buffers[id]);

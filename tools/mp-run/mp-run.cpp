@@ -36,6 +36,7 @@ options:
   --threads N             threads for kernels and BLAS (default: all cores)
   --warmup N              untimed runs before timing (default 1)
   --iterations N          timed runs (default 3)
+  --profile               print the time spent in each op kind
   --quiet                 print only errors
   --help                  this text
 )";
@@ -44,7 +45,7 @@ struct Options {
   std::string artifact, outputDir;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 0, warmup = 1, iterations = 3;
-  bool quiet = false;
+  bool quiet = false, profile = false;
 };
 
 [[noreturn]] void die(const std::string &message) {
@@ -94,6 +95,8 @@ Options parseArgs(int argc, char **argv) {
       o.warmup = parseCount(arg, value(), 0);
     } else if (arg == "--iterations") {
       o.iterations = parseCount(arg, value(), 1);
+    } else if (arg == "--profile") {
+      o.profile = true;
     } else if (arg == "--quiet") {
       o.quiet = true;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -187,6 +190,7 @@ int main(int argc, char **argv) {
     if (Status s = exe->run(inputs, outputs); !s)
       die(s.message);
   std::vector<double> times;
+  exe->enableProfiling(o.profile);
   for (int i = 0; i < o.iterations; ++i) {
     double start = seconds();
     if (Status s = exe->run(inputs, outputs); !s)
@@ -203,6 +207,18 @@ int main(int argc, char **argv) {
     if (exe->flopsPerRun() > 0)
       std::printf(", %.1f GFLOP/s", exe->flopsPerRun() / median / 1e9);
     std::printf("\n");
+  }
+
+  if (o.profile) {
+    double total = 0;
+    for (const auto &row : exe->profile())
+      total += std::get<1>(row);
+    std::printf("mp-run: profile over %d runs (op, ms/run, share, calls/run):\n",
+                o.iterations);
+    for (const auto &[op, secs, calls] : exe->profile())
+      std::printf("  %-14s %9.3f ms %5.1f%% %6lld\n", op.c_str(),
+                  secs * 1e3 / o.iterations, total > 0 ? 100 * secs / total : 0.0,
+                  static_cast<long long>(calls / o.iterations));
   }
 
   if (!o.outputDir.empty()) {

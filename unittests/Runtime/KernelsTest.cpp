@@ -49,13 +49,19 @@ int64_t ravel(const std::vector<int64_t> &idx, const Shape &s) {
 
 /// Linear index into `in` of output element `o` under numpy broadcasting.
 int64_t broadcastIndex(const Shape &in, const Shape &out, int64_t o) {
-  std::vector<int64_t> oi = unravel(o, out);
-  std::vector<int64_t> ii(in.size());
-  for (size_t d = 0; d < in.size(); ++d) {
-    size_t od = d + out.size() - in.size();
-    ii[d] = in[d] == 1 ? 0 : oi[od];
+  const size_t lead = out.size() - in.size();
+  int64_t idx = 0, stride = 1;
+  for (size_t d = out.size(); d-- > 0;) {
+    int64_t c = o % out[d];
+    o /= out[d];
+    if (d < lead)
+      continue;
+    int64_t n = in[d - lead];
+    if (n != 1)
+      idx += c * stride;
+    stride *= n;
   }
-  return ravel(ii, in);
+  return idx;
 }
 
 /// An owning tensor.
@@ -916,12 +922,20 @@ TEST(KernelReduce, EveryKindSeveralAxes) {
           // Reference: accumulate per output element.
           std::vector<double> acc(static_cast<size_t>(numelOf(os)), 0);
           std::vector<int64_t> cnt(static_cast<size_t>(numelOf(os)), 0);
+          std::vector<bool> isReduced(s.size(), false);
+          for (int64_t a : axes)
+            isReduced[size_t(a)] = true;
           for (int64_t i = 0; i < x.n(); ++i) {
-            std::vector<int64_t> idx = unravel(i, s), oi;
-            for (size_t d = 0; d < s.size(); ++d)
-              if (std::find(axes.begin(), axes.end(), int64_t(d)) == axes.end())
-                oi.push_back(idx[d]);
-            size_t o = size_t(ravel(oi, os));
+            int64_t rem = i, oi = 0, ost = 1;
+            for (size_t d = s.size(); d-- > 0;) {
+              int64_t c = rem % s[d];
+              rem /= s[d];
+              if (!isReduced[d]) {
+                oi += c * ost;
+                ost *= s[d];
+              }
+            }
+            size_t o = size_t(oi);
             double v = x.get(i);
             if (cnt[o]++ == 0)
               acc[o] = v;

@@ -6,6 +6,7 @@
 #include "mp/Runtime/Tensor.h"
 
 #include <functional>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,11 @@ public:
   /// run.
   Status run(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
 
+  /// When enabled, run() accumulates the seconds spent in each op kind.
+  void enableProfiling(bool on) { profiling = on; }
+  /// (op, seconds, calls) summed over the profiled runs, slowest first.
+  std::vector<std::tuple<std::string, double, int64_t>> profile() const;
+
   ~Executable();
 
 private:
@@ -61,6 +67,9 @@ private:
   uint8_t *arena = nullptr;
   int64_t arenaSize = 0, paramBytes = 0;
   double flops = 0;
+  bool profiling = false;
+  std::vector<double> stepSeconds;
+  std::vector<int64_t> stepCalls;
 };
 
 } // namespace mp::rt

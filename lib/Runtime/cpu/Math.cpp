@@ -1,8 +1,10 @@
 //===- Math.cpp - unary CPU kernels and vectorizable float math -----------===//
 //
-// glibc's expf/tanhf do not vectorize without -ffast-math, so the float
-// activations use branch-free Cephes-style approximations (about 1-2 ulp over
-// the whole float range) that the compiler turns into SIMD code. The same
+// glibc's expf/tanhf/erff do not vectorize without -ffast-math, so the float
+// activations use branch-free Cephes-style approximations that the compiler
+// turns into SIMD code (max relative error measured over [-16, 16]: exp 8e-8,
+// tanh 1.3e-7, sigmoid 1.9e-7, silu 2.3e-7, erf 1.7e-7, gelu 8.4e-7; gelu_tanh
+// 1.2e-5 only in the far negative tail, from forming x^3 in float). The same
 // exp serves softmax, attention and cross-entropy (detail::expSubSum).
 //
 //===----------------------------------------------------------------------===//
@@ -52,7 +54,8 @@ inline float expFast(float x) {
   // math, and a float->int conversion of NaN would be undefined).
   const float t = xc * 1.44269504088896341f + 12582912.0f;
   const float fx = t - 12582912.0f;
-  const int32_t n = floatToBits(t) - 0x4b400000;
+  const int32_t n =
+      static_cast<int32_t>(static_cast<uint32_t>(floatToBits(t)) - 0x4b400000u);
   float r = xc - fx * 0.693359375f;
   r = r + fx * 2.12194440e-4f;
   const float z = r * r;
@@ -64,8 +67,12 @@ inline float expFast(float x) {
   y = y * r + 5.0000001201e-1f;
   y = y * z + r + 1.0f;
   // 2^n as two factors so that n in [-159, 128] stays representable.
+  // (Unsigned shifts: for NaN input n is garbage, and the result NaN anyway.)
   const int32_t n1 = n >> 1, n2 = n - n1;
-  return y * bitsToFloat((n1 + 127) << 23) * bitsToFloat((n2 + 127) << 23);
+  const auto pow2 = [](int32_t e) {
+    return bitsToFloat(static_cast<int32_t>((static_cast<uint32_t>(e) + 127u) << 23));
+  };
+  return y * pow2(n1) * pow2(n2);
 }
 
 /// tanh(x): odd polynomial near 0, 1 - 2/(e^2|x| + 1) elsewhere.
