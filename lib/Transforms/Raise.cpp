@@ -203,7 +203,7 @@ struct EmbeddingFromGather : OpRewritePattern<GatherOp> {
         !isa<FloatType>(tensorType(op.getInput()).getElementType()))
       return failure();
     rewriter.replaceOpWithNewOp<EmbeddingOp>(op, op.getType(), op.getInput(),
-                                             op.getIndices());
+                                             op.getIndices(), nullptr);
     return success();
   }
 };

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
 
 namespace mp {

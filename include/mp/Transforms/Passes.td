@@ -54,4 +54,36 @@ def MPSummary : Pass<"mp-summary", "mlir::ModuleOp"> {
   }];
 }
 
+def MPTensorParallel : Pass<"mp-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Megatron tensor parallelism: column/row-parallel linears";
+  let description = [{
+    Rewrites the global graph into the program every rank of a `tp`-way
+    `shard.grid` runs (SPMD), with local shapes:
+
+    - a linear whose output feeds, through shape and elementwise ops, the
+      heads of an attention or another linear's contracting dimension is
+      column-parallel (output features split; a fused QKV linear whose output
+      is split into q, k and v is sharded per part, not as one slice);
+    - attention runs on the local heads (query and key/value heads split;
+      grouped-query kv heads must divide too);
+    - the linear that consumes a sharded activation is row-parallel: its
+      partial products are summed by one `shard.all_reduce`, then its bias is
+      added once;
+    - the token embedding is vocab-parallel (local rows, foreign ids give 0,
+      all-reduce) and the LM head is column-parallel over the vocabulary,
+      followed by a `shard.all_gather` of the logits.
+
+    Parameters record their sharding (`grid`, `shard_axis`, `shard_groups`);
+    the artifact writer stores one shard per rank. A dimension that does not
+    divide by `tp` is an error naming it.
+
+    Per transformer layer the forward pass has exactly two all-reduces.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1",
+           "tensor-parallel size (ranks of the grid)">,
+  ];
+  let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
+}
+
 #endif // MP_TRANSFORMS_PASSES_TD

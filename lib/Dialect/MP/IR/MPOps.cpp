@@ -2,6 +2,7 @@
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Dialect/MP/IR/Einsum.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -107,16 +108,47 @@ LogicalResult ParamOp::verify() {
   return success();
 }
 
+FailureOr<RankedTensorType>
+ParamOp::getLocalType(SymbolTableCollection &symbolTable) {
+  RankedTensorType type = getTensorType();
+  if (!getGrid())
+    return type;
+  auto grid = symbolTable.lookupNearestSymbolFrom<shard::GridOp>(
+      *this, getGridAttr());
+  if (!grid)
+    return emitOpError() << "grid '" << *getGrid() << "' is not a shard.grid";
+  int64_t ranks = 1;
+  for (int64_t d : grid.getShape())
+    ranks *= d;
+  int64_t axis = getShardAxis() ? static_cast<int64_t>(*getShardAxis()) : 0;
+  int64_t groups =
+      getShardGroups() ? static_cast<int64_t>(*getShardGroups()) : 1;
+  if (axis < 0 || axis >= type.getRank() || groups < 1)
+    return emitOpError() << "invalid shard_axis " << axis
+                         << " or shard_groups " << groups;
+  if (type.getDimSize(axis) % (ranks * groups) != 0)
+    return emitOpError() << "dimension " << axis << " ("
+                         << type.getDimSize(axis) << ") is not divisible by "
+                         << groups << " group(s) x " << ranks << " ranks";
+  SmallVector<int64_t> shape(type.getShape());
+  shape[axis] /= ranks;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
 LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto param =
       symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
   if (!param)
     return emitOpError() << "'@" << getName()
                          << "' does not reference an mp.param";
-  if (param.getType() != getType())
+  FailureOr<RankedTensorType> local = param.getLocalType(symbolTable);
+  if (failed(local))
+    return failure();
+  if (*local != getType())
     return emitOpError() << "result type " << getType()
-                         << " differs from the type " << param.getType()
-                         << " of parameter '@" << getName() << "'";
+                         << " differs from the type " << *local
+                         << " of parameter '@" << getName() << "'"
+                         << (param.getGrid() ? " (local shard)" : "");
   return success();
 }
 

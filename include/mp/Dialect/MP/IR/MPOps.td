@@ -26,6 +26,12 @@ def MP_ParamOp : MP_Op<"param", [Symbol]> {
     parameter without `file` has a shape only (imported with
     `--mp-shape-only`). `preview` optionally holds its first few values.
 
+    After tensor parallelism a parameter may be sharded over the `shard.grid`
+    `grid`: dimension `shard_axis` is viewed as `shard_groups` (default 1)
+    equal blocks, each split evenly over the grid's ranks, so rank r holds
+    block-slice r of every group (a fused QKV weight is sharded per q, k and
+    v). `type` stays the global type; `mp.get_param` returns the local one.
+
     ```mlir
     mp.param @h.0.attn.c_attn.weight : tensor<32x96xf32> {file = "gpt2.onnx"}
     ```
@@ -35,7 +41,10 @@ def MP_ParamOp : MP_Op<"param", [Symbol]> {
                        OptionalAttr<StrAttr>:$file,
                        OptionalAttr<I64Attr>:$offset,
                        OptionalAttr<I64Attr>:$length,
-                       OptionalAttr<ElementsAttr>:$preview);
+                       OptionalAttr<ElementsAttr>:$preview,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<I64Attr>:$shard_axis,
+                       OptionalAttr<I64Attr>:$shard_groups);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -44,6 +53,9 @@ def MP_ParamOp : MP_Op<"param", [Symbol]> {
     }
     /// True when the IR knows where the parameter's data lives.
     bool hasData() { return getFile().has_value(); }
+    /// This rank's shard type (the global type when not sharded).
+    ::mlir::FailureOr<::mlir::RankedTensorType>
+    getLocalType(::mlir::SymbolTableCollection &symbolTable);
   }];
 }
 
@@ -254,7 +266,13 @@ def MP_AttentionOp : MP_Op<"attention", [Pure]> {
 
 def MP_EmbeddingOp : MP_Op<"embedding", [Pure]> {
   let summary = "rows of a [V, H] table picked by integer ids";
-  let arguments = (ins MP_FloatTensor:$table, MP_IndexTensor:$indices);
+  let description = [{
+    With `grid`, the table is this rank's contiguous 1/n of the vocabulary
+    rows (vocab-parallel, over the grid's ranks): ids outside the local range
+    give zero rows, and an all-reduce over the grid completes the lookup.
+  }];
+  let arguments = (ins MP_FloatTensor:$table, MP_IndexTensor:$indices,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid);
   let results = (outs MP_FloatTensor:$result);
   let assemblyFormat = [{
     $table `,` $indices attr-dict `:` functional-type(operands, results)

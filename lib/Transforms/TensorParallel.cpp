@@ -1,0 +1,495 @@
+//===- TensorParallel.cpp - Megatron tensor parallelism -------------------===//
+//
+// Finds Megatron's column/row-parallel structure by propagating "this value
+// is split along dimension d" forward from linears: a linear is
+// column-parallel when its split output reaches only ops that can run on the
+// split (shape and elementwise ops, the heads of attention) before the
+// contracting dimension of another linear, which is then row-parallel. A
+// linear whose split output reaches anything else (a norm, a residual add
+// with a whole tensor, the function's result) stays whole, and the analysis
+// repeats without it. The graph is then rewritten to local shapes with the
+// collectives written explicitly as `shard` ops.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Debug.h"
+
+#include <optional>
+
+#define DEBUG_TYPE "mp-tensor-parallel"
+
+namespace mp {
+#define GEN_PASS_DEF_MPTENSORPARALLEL
+#include "mp/Transforms/Passes.h.inc"
+} // namespace mp
+
+using namespace mlir;
+using namespace mp;
+
+namespace {
+
+constexpr llvm::StringLiteral kGridName = "tp";
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+bool inLayer(Operation *op) {
+  return op->hasAttr(MPDialect::getLayerAttrName());
+}
+
+/// The result of propagating splits through the function.
+struct Split {
+  llvm::MapVector<Value, int64_t> dim;      // value -> split dimension
+  llvm::DenseMap<Value, llvm::BitVector> origin; // seeding linears
+  SmallVector<LinearOp> columns, rows;
+  llvm::DenseMap<Operation *, int64_t> groups; // column linear -> parts
+};
+
+/// A split dimension seen by an op: operand i is split along dims[i] (-1:
+/// whole).
+using Dims = SmallVector<int64_t>;
+
+/// Where a split along `dim` of `in` lands in `out` of a reshape: the result
+/// dim starting at the same element offset. -1 when none does.
+int64_t reshapeDim(ArrayRef<int64_t> in, ArrayRef<int64_t> out, int64_t dim) {
+  int64_t before = 1;
+  for (int64_t i = 0; i < dim; ++i)
+    before *= in[i];
+  int64_t acc = 1;
+  for (int64_t j = 0; j < static_cast<int64_t>(out.size()); ++j) {
+    if (acc == before && out[j] != 1)
+      return j;
+    acc *= out[j];
+  }
+  return -1;
+}
+
+/// The split dimension of `op`'s results given its operands' (nullopt: the
+/// op cannot run on split operands like these).
+std::optional<Dims> propagate(Operation *op, const Dims &in) {
+  auto same = [&]() -> std::optional<Dims> {
+    return Dims(op->getNumResults(), in[0]);
+  };
+  if (isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp,
+          SigmoidOp, ReluOp, SiluOp, CosOp, SinOp, GeluOp, CastOp, DropoutOp>(
+          op))
+    return same();
+  if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, WhereOp, CompareOp>(op)) {
+    int64_t rank = tensorType(op->getResult(0)).getRank(), common = -1;
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      int64_t offset = rank - tensorType(operand).getRank();
+      if (in[i] >= 0) {
+        if (common >= 0 && common != in[i] + offset)
+          return std::nullopt;
+        common = in[i] + offset;
+      }
+    }
+    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+      int64_t local = common - (rank - tensorType(operand).getRank());
+      if (in[i] < 0 && local >= 0 && tensorType(operand).getDimSize(local) != 1)
+        return std::nullopt; // a whole operand spanning the split dim
+    }
+    return Dims{common};
+  }
+  if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+    int64_t d = reshapeDim(tensorType(reshape.getInput()).getShape(),
+                           reshape.getType().getShape(), in[0]);
+    if (d < 0)
+      return std::nullopt;
+    return Dims{d};
+  }
+  if (auto transpose = dyn_cast<TransposeOp>(op)) {
+    for (auto [j, p] : llvm::enumerate(transpose.getPermutation()))
+      if (p == in[0])
+        return Dims{static_cast<int64_t>(j)};
+    return std::nullopt;
+  }
+  if (auto split = dyn_cast<SplitOp>(op))
+    return same(); // along the split dim only for fused QKV (checked later)
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    int64_t d = in[0];
+    if (slice.getStarts()[d] != 0 || slice.getStrides()[d] != 1 ||
+        slice.getLimits()[d] != tensorType(slice.getInput()).getDimSize(d))
+      return std::nullopt;
+    return same();
+  }
+  if (auto concat = dyn_cast<ConcatOp>(op)) {
+    for (int64_t d : in)
+      if (d != in[0] || d < 0)
+        return std::nullopt;
+    if (static_cast<int64_t>(concat.getAxis()) == in[0])
+      return std::nullopt;
+    return same();
+  }
+  if (auto expand = dyn_cast<ExpandOp>(op)) {
+    int64_t offset = expand.getType().getRank() -
+                     tensorType(expand.getInput()).getRank();
+    int64_t d = in[0] + offset;
+    if (expand.getType().getDimSize(d) !=
+        tensorType(expand.getInput()).getDimSize(in[0]))
+      return std::nullopt;
+    return Dims{d};
+  }
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    if (in[0] != 1 || in[1] != 1 || in[2] != 1)
+      return std::nullopt; // q, k and v must all be split by heads
+    if (attention.getMask() && in[3] >= 0)
+      return std::nullopt;
+    if (Value mask = attention.getMask()) {
+      int64_t d = 1 - (4 - tensorType(mask).getRank());
+      if (d >= 0 && tensorType(mask).getDimSize(d) != 1)
+        return std::nullopt;
+    }
+    return Dims{1};
+  }
+  if (auto softmax = dyn_cast<SoftmaxOp>(op)) {
+    if (static_cast<int64_t>(softmax.getAxis()) == in[0])
+      return std::nullopt;
+    return same();
+  }
+  return std::nullopt;
+}
+
+/// Propagates splits from every linear in `allowed`; returns the linears to
+/// drop (those whose split reaches an op that cannot take it), or an empty
+/// vector when the split is consistent.
+llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
+                        const llvm::BitVector &allowed, Split &split) {
+  split = Split();
+  llvm::DenseMap<Operation *, unsigned> indexOf;
+  for (auto [i, l] : llvm::enumerate(linears))
+    indexOf[l] = i;
+  llvm::BitVector conflict(linears.size());
+  auto markResult = [&](Value v, int64_t d, const llvm::BitVector &from) {
+    split.dim[v] = d;
+    split.origin[v] = from;
+  };
+
+  for (Operation &op : func.getBody().front()) {
+    Dims dims;
+    llvm::BitVector from(linears.size());
+    bool anySplit = false;
+    for (Value operand : op.getOperands()) {
+      auto it = split.dim.find(operand);
+      dims.push_back(it == split.dim.end() ? -1 : it->second);
+      if (it != split.dim.end()) {
+        anySplit = true;
+        from |= split.origin[operand];
+      }
+    }
+    if (auto linear = dyn_cast<LinearOp>(&op)) {
+      if (dims[0] >= 0) {
+        if (dims[0] != tensorType(linear.getInput()).getRank() - 1) {
+          conflict |= from;
+          continue;
+        }
+        split.rows.push_back(linear);
+        continue;
+      }
+      unsigned i = indexOf.lookup(linear);
+      if (indexOf.count(linear) && allowed[i]) {
+        llvm::BitVector self(linears.size());
+        self.set(i);
+        markResult(linear.getResult(), linear.getType().getRank() - 1, self);
+        split.columns.push_back(linear);
+      }
+      continue;
+    }
+    if (!anySplit)
+      continue;
+    if (auto splitOp = dyn_cast<SplitOp>(&op)) {
+      // Splitting a linear's split output along that dim: the fused QKV
+      // case, sharded per part.
+      if (static_cast<int64_t>(splitOp.getAxis()) == dims[0]) {
+        auto producer = splitOp.getInput().getDefiningOp<LinearOp>();
+        bool equal = llvm::all_of(splitOp.getResults(), [&](Value r) {
+          return r.getType() == splitOp.getResult(0).getType();
+        });
+        if (!producer || !equal || split.groups.count(producer)) {
+          conflict |= from;
+          continue;
+        }
+        split.groups[producer] = splitOp.getNumResults();
+      }
+    }
+    std::optional<Dims> results = propagate(&op, dims);
+    if (!results) {
+      LLVM_DEBUG(llvm::dbgs() << "split stops at " << op << "\n");
+      conflict |= from;
+      continue;
+    }
+    for (auto [r, d] : llvm::zip(op.getResults(), *results))
+      if (d >= 0)
+        markResult(r, d, from);
+  }
+  return conflict;
+}
+
+struct TensorParallelPass
+    : public mp::impl::MPTensorParallelBase<TensorParallelPass> {
+  using MPTensorParallelBase::MPTensorParallelBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (tp < 1) {
+      module.emitError() << "tensor-parallel size must be >= 1, got "
+                         << static_cast<int64_t>(tp);
+      return signalPassFailure();
+    }
+    if (tp == 1)
+      return;
+    auto func = module.lookupSymbol<func::FuncOp>("main");
+    if (!func) {
+      module.emitError() << "no 'main' function to parallelize";
+      return signalPassFailure();
+    }
+    if (failed(parallelize(module, func)))
+      signalPassFailure();
+  }
+
+  LogicalResult parallelize(ModuleOp module, func::FuncOp func);
+  LogicalResult checkDivisible(const Split &split);
+  LogicalResult shardParam(Value v, int64_t axis, int64_t groups,
+                           Operation *user);
+  LogicalResult applyParamShards(ModuleOp module);
+  Value allReduce(OpBuilder &b, Location loc, Value v, Operation *like);
+  LogicalResult rewriteRow(LinearOp linear);
+  LogicalResult rewriteVocabParallel(func::FuncOp func);
+
+  /// Parameter symbol -> (axis, groups) and the ops allowed to see its shard.
+  llvm::MapVector<StringAttr, std::pair<int64_t, int64_t>> paramShards;
+  llvm::DenseMap<StringAttr, llvm::SmallPtrSet<Operation *, 4>> shardUsers;
+};
+
+LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
+  int64_t t = tp;
+  // Attention first: its heads are what the user knows.
+  for (auto [v, d] : split.dim)
+    for (Operation *user : v.getUsers())
+      if (auto attention = dyn_cast<AttentionOp>(user)) {
+        int64_t q = tensorType(attention.getQuery()).getDimSize(1);
+        int64_t kv = tensorType(attention.getKey()).getDimSize(1);
+        if (q % t)
+          return attention.emitError()
+                 << "attention heads (" << q
+                 << ") are not divisible by the tensor-parallel size " << t;
+        if (kv % t)
+          return attention.emitError()
+                 << "key/value heads (" << kv
+                 << ") are not divisible by the tensor-parallel size " << t;
+      }
+  for (auto [v, d] : split.dim) {
+    int64_t size = tensorType(v).getDimSize(d);
+    if (size % t)
+      return v.getDefiningOp()->emitError()
+             << "dimension " << d << " (size " << size
+             << ") of this result is not divisible by the tensor-parallel "
+                "size "
+             << t;
+  }
+  return success();
+}
+
+LogicalResult TensorParallelPass::shardParam(Value v, int64_t axis,
+                                             int64_t groups, Operation *user) {
+  auto get = v.getDefiningOp<GetParamOp>();
+  if (!get)
+    return user->emitError()
+           << "a tensor-parallel weight must be a parameter (mp.get_param)";
+  StringAttr name = get.getNameAttr().getAttr();
+  auto [it, inserted] = paramShards.insert({name, {axis, groups}});
+  if (!inserted && it->second != std::make_pair(axis, groups))
+    return user->emitError() << "parameter '" << name.getValue()
+                             << "' is needed with two different shardings";
+  shardUsers[name].insert(user);
+  return success();
+}
+
+/// Records the sharding on each parameter and gives its readers the local
+/// type; a parameter also read whole is an error.
+LogicalResult TensorParallelPass::applyParamShards(ModuleOp module) {
+  SymbolTableCollection symbols;
+  for (auto &[name, shard] : paramShards) {
+    auto param = module.lookupSymbol<ParamOp>(name);
+    OpBuilder b(param);
+    param.setGridAttr(FlatSymbolRefAttr::get(&getContext(), kGridName));
+    param.setShardAxisAttr(b.getI64IntegerAttr(shard.first));
+    if (shard.second != 1)
+      param.setShardGroupsAttr(b.getI64IntegerAttr(shard.second));
+    FailureOr<RankedTensorType> local = param.getLocalType(symbols);
+    if (failed(local))
+      return failure();
+    WalkResult walk = module.walk([&](GetParamOp get) {
+      if (get.getNameAttr().getAttr() != name)
+        return WalkResult::advance();
+      for (Operation *user : get->getUsers())
+        if (!shardUsers[name].contains(user)) {
+          user->emitError() << "parameter '" << name.getValue()
+                            << "' is needed both whole and sharded";
+          return WalkResult::interrupt();
+        }
+      get.getResult().setType(*local);
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+  }
+  return success();
+}
+
+Value TensorParallelPass::allReduce(OpBuilder &b, Location loc, Value v,
+                                    Operation *like) {
+  auto op = shard::AllReduceOp::create(b, loc, v, kGridName,
+                                       ArrayRef<shard::GridAxis>{0},
+                                       shard::ReductionKind::Sum);
+  if (Attribute layer = like->getAttr(MPDialect::getLayerAttrName()))
+    op->setAttr(MPDialect::getLayerAttrName(), layer);
+  return op.getResult();
+}
+
+/// Row-parallel: local partial product, one all-reduce, then the bias once.
+LogicalResult TensorParallelPass::rewriteRow(LinearOp linear) {
+  if (failed(shardParam(linear.getWeight(),
+                        linear.getTransposeWeight() ? 1 : 0, 1, linear)))
+    return failure();
+  OpBuilder b(linear);
+  b.setInsertionPointAfter(linear);
+  Value bias = linear.getBias();
+  if (bias)
+    linear.getBiasMutable().clear();
+  Value reduced = allReduce(b, linear.getLoc(), linear.getResult(), linear);
+  Value result = reduced;
+  if (bias) {
+    auto add = AddOp::create(b, linear.getLoc(), linear.getType(), reduced,
+                             bias);
+    add->setAttrs(linear->getDiscardableAttrDictionary());
+    result = add;
+  }
+  linear.getResult().replaceAllUsesExcept(result, reduced.getDefiningOp());
+  return success();
+}
+
+/// Vocab-parallel token embedding and LM head.
+LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
+  auto grid = FlatSymbolRefAttr::get(&getContext(), kGridName);
+  SmallVector<EmbeddingOp> embeddings;
+  func.walk([&](EmbeddingOp e) {
+    // Token embeddings read runtime ids; position tables stay whole.
+    if (!e.getIndices().getDefiningOp<ConstantOp>() &&
+        e.getTable().getDefiningOp<GetParamOp>())
+      embeddings.push_back(e);
+  });
+  for (EmbeddingOp e : embeddings) {
+    int64_t vocab = tensorType(e.getTable()).getDimSize(0);
+    if (vocab % tp)
+      return e.emitError() << "vocabulary (" << vocab
+                           << ") is not divisible by the tensor-parallel size "
+                           << static_cast<int64_t>(tp)
+                           << "; pad the embedding to a multiple of it (as "
+                              "Megatron does)";
+    if (failed(shardParam(e.getTable(), 0, 1, e)))
+      return failure();
+    e.setGridAttr(grid);
+    OpBuilder b(e);
+    b.setInsertionPointAfter(e);
+    Value reduced = allReduce(b, e.getLoc(), e.getResult(), e);
+    e.getResult().replaceAllUsesExcept(reduced, reduced.getDefiningOp());
+  }
+
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (OpOperand &operand : ret->getOpOperands()) {
+    auto head = operand.get().getDefiningOp<LinearOp>();
+    if (!head || inLayer(head) || !head.getWeight().getDefiningOp<GetParamOp>())
+      continue;
+    RankedTensorType full = head.getType();
+    int64_t vocab = full.getShape().back();
+    if (vocab % tp)
+      return head.emitError() << "vocabulary (" << vocab
+                              << ") is not divisible by the tensor-parallel "
+                                 "size "
+                              << static_cast<int64_t>(tp)
+                              << "; pad the LM head to a multiple of it";
+    if (failed(shardParam(head.getWeight(), head.getTransposeWeight() ? 0 : 1,
+                          1, head)))
+      return failure();
+    if (head.getBias() && failed(shardParam(head.getBias(), 0, 1, head)))
+      return failure();
+    SmallVector<int64_t> local(full.getShape());
+    local.back() /= tp;
+    head.getResult().setType(RankedTensorType::get(local, full.getElementType()));
+    OpBuilder b(ret);
+    auto gather = shard::AllGatherOp::create(
+        b, head.getLoc(), full, FlatSymbolRefAttr::get(&getContext(), kGridName),
+        b.getDenseI16ArrayAttr({0}), head.getResult(),
+        b.getIndexAttr(full.getRank() - 1));
+    operand.set(gather.getResult());
+  }
+  return success();
+}
+
+LogicalResult TensorParallelPass::parallelize(ModuleOp module,
+                                              func::FuncOp func) {
+  SmallVector<LinearOp> linears;
+  func.walk([&](LinearOp l) {
+    if (inLayer(l))
+      linears.push_back(l);
+  });
+  llvm::BitVector allowed(linears.size(), true);
+  Split split;
+  while (true) {
+    llvm::BitVector conflict = analyze(func, linears, allowed, split);
+    if (conflict.none())
+      break;
+    allowed.reset(conflict);
+  }
+  if (failed(checkDivisible(split)))
+    return failure();
+
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToStart(module.getBody());
+  if (!module.lookupSymbol(kGridName))
+    shard::GridOp::create(b, module.getLoc(), b.getStringAttr(kGridName),
+                          b.getDenseI64ArrayAttr({static_cast<int64_t>(tp)}));
+
+  for (LinearOp column : split.columns) {
+    int64_t groups = split.groups.lookup(column);
+    if (!groups)
+      groups = 1;
+    if (failed(shardParam(column.getWeight(),
+                          column.getTransposeWeight() ? 0 : 1, groups,
+                          column)))
+      return failure();
+    if (column.getBias() &&
+        failed(shardParam(column.getBias(), 0, groups, column)))
+      return failure();
+  }
+  // Local shapes of every split value.
+  for (auto [v, d] : split.dim) {
+    RankedTensorType t = tensorType(v);
+    SmallVector<int64_t> shape(t.getShape());
+    shape[d] /= tp;
+    v.setType(RankedTensorType::get(shape, t.getElementType()));
+    if (auto slice = v.getDefiningOp<SliceOp>()) {
+      SmallVector<int64_t> limits(slice.getLimits());
+      limits[d] = shape[d];
+      slice.setLimits(limits);
+    }
+  }
+  for (LinearOp row : split.rows)
+    if (failed(rewriteRow(row)))
+      return failure();
+  if (failed(rewriteVocabParallel(func)) || failed(applyParamShards(module)))
+    return failure();
+  return success();
+}
+
+} // namespace
