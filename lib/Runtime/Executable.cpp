@@ -48,6 +48,9 @@ static int64_t product(const Shape &s, size_t from = 0,
   return n;
 }
 
+static Status vocabParallelEmbedding(const Tensor &table, const Tensor &ids,
+                                     int64_t offset, Tensor &out);
+
 /// Binds one instruction: checks its operands and builds its kernel call.
 class Binder {
 public:
@@ -119,6 +122,7 @@ private:
   Status bindAttention(Executable::Step &step);
   Status bindGather(Executable::Step &step);
   Status bindShapeOp(Executable::Step &step);
+  Status bindCollective(Executable::Step &step);
 
   Executable &exe;
   const program::Instruction &inst;
@@ -377,11 +381,80 @@ Status Binder::bindGather(Executable::Step &step) {
   int64_t dim = x.shape[axis];
   std::string where =
       "instruction '" + inst.op() + "' at '" + inst.location() + "'";
+  if (intAttr("vocab_parallel")) {
+    int64_t offset = dim * exe.comm->rank(), vocab = dim * exe.ranks;
+    step.kernel = [x, idx, o, offset, vocab, where]() mutable {
+      if (Status s = checkIndices(idx, vocab, where); !s)
+        return s;
+      return vocabParallelEmbedding(x, idx, offset, o);
+    };
+    return Status::success();
+  }
   step.kernel = [x, idx, o, axis, dim, where]() mutable {
     if (Status s = checkIndices(idx, dim, where); !s)
       return s;
     return cpu::gather(x, idx, axis, o);
   };
+  return Status::success();
+}
+
+Status Binder::bindCollective(Executable::Step &step) {
+  if (Status s = arity(1, 1); !s)
+    return s;
+  const Tensor x = in(0);
+  Tensor o = out();
+  Communicator *comm = exe.comm;
+  const std::string &op = inst.op();
+  if (op == "all_reduce") {
+    if (x.shape != o.shape)
+      return fail("input and result shapes differ");
+    step.kernel = [comm, x, o]() mutable { return comm->allReduceSum(x, o); };
+    return Status::success();
+  }
+  int64_t axis = intAttr("axis");
+  const Tensor &local = op == "all_gather" ? x : o;
+  const Tensor &full = op == "all_gather" ? o : x;
+  Shape expected = local.shape;
+  if (axis < 0 || axis >= static_cast<int64_t>(expected.size()))
+    return fail("axis " + std::to_string(axis) + " is out of range");
+  expected[axis] *= exe.ranks;
+  if (full.shape != expected)
+    return fail("shapes " + formatShape(local.shape) + " and " +
+                formatShape(full.shape) + " do not fit axis " +
+                std::to_string(axis) + " over " + std::to_string(exe.ranks) +
+                " ranks");
+  if (op == "all_gather")
+    step.kernel = [comm, x, o, axis]() mutable {
+      return comm->allGather(x, o, axis);
+    };
+  else if (op == "reduce_scatter")
+    step.kernel = [comm, x, o, axis]() mutable {
+      return comm->reduceScatterSum(x, o, axis);
+    };
+  else
+    step.kernel = [comm, x, o, axis]() mutable {
+      return comm->allSlice(x, o, axis);
+    };
+  return Status::success();
+}
+
+/// Vocab-parallel lookup: rows of ids in this rank's vocabulary range, zeros
+/// for the others (an all-reduce follows).
+static Status vocabParallelEmbedding(const Tensor &table, const Tensor &ids,
+                                     int64_t offset, Tensor &out) {
+  int64_t rows = table.shape[0];
+  size_t rowBytes = table.bytes() / std::max<int64_t>(rows, 1);
+  auto *dst = static_cast<uint8_t *>(out.data);
+  const auto *src = static_cast<const uint8_t *>(table.data);
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    int64_t id = ids.dtype == DType::I64 ? ids.as<int64_t>()[i]
+                                         : ids.as<int32_t>()[i];
+    int64_t local = id - offset;
+    if (local >= 0 && local < rows)
+      std::memcpy(dst + i * rowBytes, src + local * rowBytes, rowBytes);
+    else
+      std::memset(dst + i * rowBytes, 0, rowBytes);
+  }
   return Status::success();
 }
 
@@ -589,6 +662,9 @@ Status Binder::bind(Executable::Step &step) {
     return bindAttention(step);
   if (op == "gather" || op == "embedding" || op == "cross_entropy")
     return bindGather(step);
+  if (op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" ||
+      op == "all_slice")
+    return bindCollective(step);
   if (op == "transpose" || op == "slice" || op == "expand" ||
       op == "concat" || op == "split" || op == "reduce" || op == "einsum")
     return bindShapeOp(step);
@@ -618,13 +694,17 @@ static Status readProgram(const std::string &dir, program::Program &prog) {
   return Status::success();
 }
 
-static Status loadParameters(const std::string &dir,
+static Status loadParameters(const std::string &dir, int rank,
                              const program::Program &prog,
                              std::unique_ptr<SafetensorsFile> &file,
                              std::vector<Tensor> &params, int64_t &bytes) {
   if (prog.parameters_size() == 0)
     return Status::success();
-  std::string path = dir + "/" + prog.parameter_file();
+  std::string name = prog.parameter_file();
+  size_t placeholder = name.find("{rank}");
+  if (placeholder != std::string::npos)
+    name.replace(placeholder, 6, std::to_string(rank));
+  std::string path = dir + "/" + name;
   if (Status s = SafetensorsFile::open(path, file); !s)
     return s;
   bytes = 0;
@@ -645,7 +725,9 @@ static Status loadParameters(const std::string &dir,
     for (uint64_t off = 0; off < length; off += 1u << 30)
       crc = static_cast<uint32_t>(
           crc32(crc, data + off, static_cast<uInt>(std::min<uint64_t>(length - off, 1u << 30))));
-    if (crc != p.crc32())
+    uint32_t expected = p.rank_crc32_size() > rank ? p.rank_crc32(rank)
+                                                   : p.crc32();
+    if (crc != expected)
       return Status::error("parameter '" + p.name() + "' in '" + path +
                            "' fails its checksum (corrupt file)");
     params.push_back(Tensor{const_cast<uint8_t *>(data), dtype, shape});
@@ -655,13 +737,31 @@ static Status loadParameters(const std::string &dir,
 }
 
 Status Executable::load(const std::string &dir,
-                        std::unique_ptr<Executable> &out) {
+                        std::unique_ptr<Executable> &out, Communicator *comm) {
   program::Program prog;
   if (Status s = readProgram(dir, prog); !s)
     return s;
   auto exe = std::unique_ptr<Executable>(new Executable());
+  if (!comm) {
+    exe->ownedComm = makeSingleProcessCommunicator();
+    comm = exe->ownedComm.get();
+  }
+  exe->comm = comm;
+  for (int64_t d : prog.grid_shape())
+    exe->ranks *= d;
+  if (exe->ranks != comm->size())
+    return Status::error(
+        "artifact '" + dir + "' was compiled for " +
+        std::to_string(exe->ranks) + " rank(s) but this run has " +
+        std::to_string(comm->size()) +
+        (exe->ranks > 1 ? "; launch it with mpirun -np " +
+                              std::to_string(exe->ranks) + " mp-run ..."
+                        : "") +
+        (exe->ranks > 1 && !haveMPI() ? " (this mp-run was built without MPI)"
+                                      : ""));
   std::vector<Tensor> params;
-  if (Status s = loadParameters(dir, prog, exe->params, params, exe->paramBytes);
+  if (Status s = loadParameters(dir, comm->rank(), prog, exe->params, params,
+                                exe->paramBytes);
       !s)
     return s;
 

@@ -8,12 +8,14 @@
 // Links no LLVM/MLIR.
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Runtime/Comm.h"
 #include "mp/Runtime/Executable.h"
 #include "mp/Runtime/Kernels.h"
 #include "mp/Runtime/Npy.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,8 +29,11 @@ using namespace mp::rt;
 namespace {
 
 const char *kUsage = R"(usage: mp-run ARTIFACT_DIR [options]
+       mpirun -np N mp-run ARTIFACT_DIR [options]   (a partitioned artifact)
 
 Runs an artifact written by `mp-opt MODEL.onnx --artifact ARTIFACT_DIR`.
+A partitioned artifact runs one process per rank; rank 0 prints and writes
+the (gathered) outputs.
 
 options:
   --input NAME=FILE.npy   an input (repeat for each; --input NAME FILE also works)
@@ -37,20 +42,69 @@ options:
   --warmup N              untimed runs before timing (default 1)
   --iterations N          timed runs (default 3)
   --profile               print the time spent in each op kind
+  --verify [REF_DIR]      also run the unpartitioned program (default
+                          ARTIFACT_DIR/reference) on rank 0 and print the
+                          max error of every output
   --quiet                 print only errors
   --help                  this text
 )";
 
 struct Options {
-  std::string artifact, outputDir;
+  std::string artifact, outputDir, verify;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 0, warmup = 1, iterations = 3;
   bool quiet = false, profile = false;
 };
 
+int rankId = 0, rankCount = 1;
+
+/// An error every rank sees the same way (bad options, inputs): each rank
+/// exits; only rank 0 prints.
 [[noreturn]] void die(const std::string &message) {
-  std::fprintf(stderr, "mp-run: error: %s\n", message.c_str());
+  if (rankId == 0)
+    std::fprintf(stderr, "mp-run: error: %s\n", message.c_str());
+  finalizeCommunication();
   std::exit(1);
+}
+
+/// An error during a run, which other ranks may not share: stop them all.
+[[noreturn]] void abortRun(const std::string &message) {
+  std::fprintf(stderr, "mp-run: error%s: %s\n",
+               rankCount > 1 ? (" (rank " + std::to_string(rankId) + ")").c_str()
+                             : "",
+               message.c_str());
+  abortCommunication(1);
+}
+
+/// Prints and compares every output with the reference program's.
+void verify(const std::string &refDir, const std::vector<Tensor> &inputs,
+            const std::vector<Tensor> &outputs, const Executable &exe) {
+  std::unique_ptr<Executable> ref;
+  if (Status s = Executable::load(refDir, ref); !s)
+    abortRun("--verify: " + s.message);
+  std::vector<Tensor> refOutputs;
+  if (Status s = ref->run(inputs, refOutputs); !s)
+    abortRun("--verify: " + s.message);
+  std::printf("mp-run: verify against %s (%lld rank(s) vs 1):\n",
+              refDir.c_str(), static_cast<long long>(exe.gridSize()));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor &a = outputs[i], &b = refOutputs[i];
+    if (a.shape != b.shape || a.dtype != DType::F32 || b.dtype != DType::F32) {
+      std::printf("  %s: not comparable (%s %s vs %s %s)\n",
+                  exe.outputs()[i].name.c_str(), dtypeName(a.dtype),
+                  formatShape(a.shape).c_str(), dtypeName(b.dtype),
+                  formatShape(b.shape).c_str());
+      continue;
+    }
+    double err = 0, scale = 0;
+    for (int64_t k = 0; k < a.numel(); ++k) {
+      err = std::max(err, static_cast<double>(
+                              std::abs(a.as<float>()[k] - b.as<float>()[k])));
+      scale = std::max(scale, static_cast<double>(std::abs(b.as<float>()[k])));
+    }
+    std::printf("  %s: max abs error %.3g, relative to max |reference| %.3g\n",
+                exe.outputs()[i].name.c_str(), err, scale > 0 ? err / scale : err);
+  }
 }
 
 int parseCount(const std::string &flag, const char *value, int min) {
@@ -95,6 +149,10 @@ Options parseArgs(int argc, char **argv) {
       o.warmup = parseCount(arg, value(), 0);
     } else if (arg == "--iterations") {
       o.iterations = parseCount(arg, value(), 1);
+    } else if (arg == "--verify") {
+      o.verify = "-";
+      if (i + 1 < argc && argv[i + 1][0] != '-')
+        o.verify = argv[++i];
     } else if (arg == "--profile") {
       o.profile = true;
     } else if (arg == "--quiet") {
@@ -155,6 +213,7 @@ int64_t tokensPerRun(const Executable &exe) {
   for (const IOSpec &s : exe.inputs())
     if (s.dtype == DType::I64 || s.dtype == DType::I32)
       return Tensor{nullptr, s.dtype, s.shape}.numel();
+  finalizeCommunication();
   return 0;
 }
 
@@ -167,13 +226,32 @@ double seconds() {
 } // namespace
 
 int main(int argc, char **argv) {
+  std::unique_ptr<Communicator> comm;
+  if (Status s = initCommunication(&argc, &argv, comm); !s) {
+    std::fprintf(stderr, "mp-run: error: %s\n", s.message.c_str());
+    return 1;
+  }
+  rankId = comm->rank();
+  rankCount = comm->size();
   Options o = parseArgs(argc, argv);
+  if (rankId != 0)
+    o.quiet = true;
   cpu::setNumThreads(o.threads);
 
   double t0 = seconds();
   std::unique_ptr<Executable> exe;
-  if (Status s = Executable::load(o.artifact, exe); !s)
-    die(s.message);
+  Status loaded = Executable::load(o.artifact, exe, comm.get());
+  // Every rank validates its own shard; all stop if any failed (no hang).
+  if (anyRankFailed(*comm, !loaded)) {
+    if (!loaded)
+      std::fprintf(stderr, "mp-run: error%s: %s\n",
+                   rankCount > 1
+                       ? (" (rank " + std::to_string(rankId) + ")").c_str()
+                       : "",
+                   loaded.message.c_str());
+    finalizeCommunication();
+    return 1;
+  }
   double loadSeconds = seconds() - t0;
   std::vector<HostBuffer> inputBuffers = readInputs(o, *exe);
   std::vector<Tensor> inputs, outputs;
@@ -182,19 +260,19 @@ int main(int argc, char **argv) {
 
   if (!o.quiet)
     std::printf("mp-run: %s: %zu instructions, arena %.1f MiB, parameters "
-                "%.1f MiB, loaded in %.2f s, %d threads\n",
+                "%.1f MiB, loaded in %.2f s, %d threads, %d rank(s) (%s)\n",
                 o.artifact.c_str(), exe->numInstructions(),
                 exe->arenaBytes() / 1048576.0, exe->parameterBytes() / 1048576.0,
-                loadSeconds, cpu::getNumThreads());
+                loadSeconds, cpu::getNumThreads(), rankCount, comm->backend());
   for (int i = 0; i < o.warmup; ++i)
     if (Status s = exe->run(inputs, outputs); !s)
-      die(s.message);
+      abortRun(s.message);
   std::vector<double> times;
   exe->enableProfiling(o.profile);
   for (int i = 0; i < o.iterations; ++i) {
     double start = seconds();
     if (Status s = exe->run(inputs, outputs); !s)
-      die(s.message);
+      abortRun(s.message);
     times.push_back(seconds() - start);
   }
   std::sort(times.begin(), times.end());
@@ -221,7 +299,11 @@ int main(int argc, char **argv) {
                   static_cast<long long>(calls / o.iterations));
   }
 
-  if (!o.outputDir.empty()) {
+  if (!o.verify.empty() && rankId == 0)
+    verify(o.verify == "-" ? o.artifact + "/reference" : o.verify, inputs,
+           outputs, *exe);
+
+  if (!o.outputDir.empty() && rankId == 0) {
     mkdir(o.outputDir.c_str(), 0755);
     struct stat st;
     if (stat(o.outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -229,12 +311,13 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::string path = o.outputDir + "/" + exe->outputs()[i].name + ".npy";
       if (Status s = writeNpy(path, outputs[i]); !s)
-        die(s.message);
+        abortRun(s.message);
       if (!o.quiet)
         std::printf("mp-run: wrote %s (%s %s)\n", path.c_str(),
                     dtypeName(outputs[i].dtype),
                     formatShape(outputs[i].shape).c_str());
     }
   }
+  finalizeCommunication();
   return 0;
 }

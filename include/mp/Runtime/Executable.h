@@ -2,6 +2,7 @@
 #ifndef MP_RUNTIME_EXECUTABLE_H
 #define MP_RUNTIME_EXECUTABLE_H
 
+#include "mp/Runtime/Comm.h"
 #include "mp/Runtime/Safetensors.h"
 #include "mp/Runtime/Tensor.h"
 
@@ -29,7 +30,12 @@ class Executable {
 public:
   /// Loads the artifact directory `dir`. Every inconsistency (version,
   /// sizes, checksums, operands, shapes) is an error naming what is wrong.
-  static Status load(const std::string &dir, std::unique_ptr<Executable> &out);
+  /// `comm` (not owned; null: one process) must have as many ranks as the
+  /// artifact's grid.
+  static Status load(const std::string &dir, std::unique_ptr<Executable> &out,
+                     Communicator *comm = nullptr);
+  /// Ranks the artifact was compiled for.
+  int64_t gridSize() const { return ranks; }
 
   const std::vector<IOSpec> &inputs() const { return inputSpecs; }
   const std::vector<IOSpec> &outputs() const { return outputSpecs; }
@@ -68,6 +74,9 @@ private:
   int64_t arenaSize = 0, paramBytes = 0;
   double flops = 0;
   bool profiling = false;
+  int64_t ranks = 1;
+  Communicator *comm = nullptr;
+  std::unique_ptr<Communicator> ownedComm;
   std::vector<double> stepSeconds;
   std::vector<int64_t> stepCalls;
 };

@@ -16,6 +16,7 @@
 #include "mp/Runtime/Safetensors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -171,6 +172,18 @@ void addAttributes(Operation *op, program::Instruction &inst) {
         addFloat(inst, "scale", a.getScale().convertToFloat());
         addInt(inst, "causal", a.getCausal());
       })
+      .Case([&](EmbeddingOp e) {
+        addInt(inst, "vocab_parallel", e.getGrid().has_value());
+      })
+      .Case([&](shard::AllGatherOp g) {
+        addInt(inst, "axis", g.getGatherAxis().getSExtValue());
+      })
+      .Case([&](shard::ReduceScatterOp r) {
+        addInt(inst, "axis", r.getScatterAxis().getSExtValue());
+      })
+      .Case([&](shard::AllSliceOp r) {
+        addInt(inst, "axis", r.getSliceAxis().getSExtValue());
+      })
       .Case([&](GatherOp g) {
         addInt(inst, "axis",
                nonNegative(static_cast<int64_t>(g.getAxis()), g.getInput()));
@@ -208,6 +221,31 @@ SmallVector<Value> positionalOperands(Operation *op) {
   if (auto a = dyn_cast<AttentionOp>(op))
     return {a.getQuery(), a.getKey(), a.getValue(), a.getMask()};
   return SmallVector<Value>(op->getOperands());
+}
+
+/// Rank `rank`'s shard of a parameter's global bytes: dimension `axis` is
+/// `groups` blocks, each split evenly over `ranks`.
+std::string shardOf(const std::string &bytes, ParamOp param, int64_t rank,
+                    int64_t ranks) {
+  RankedTensorType type = param.getTensorType();
+  int64_t axis = static_cast<int64_t>(*param.getShardAxis());
+  int64_t groups =
+      param.getShardGroups() ? static_cast<int64_t>(*param.getShardGroups()) : 1;
+  int64_t elem = byteSize(type) / std::max<int64_t>(type.getNumElements(), 1);
+  int64_t outer = 1, inner = elem;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= type.getDimSize(d);
+  for (int64_t d = axis + 1; d < type.getRank(); ++d)
+    inner *= type.getDimSize(d);
+  int64_t chunk = type.getDimSize(axis) / (groups * ranks) * inner;
+  std::string out;
+  out.reserve(bytes.size() / ranks);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t g = 0; g < groups; ++g) {
+      int64_t offset = ((o * groups + g) * ranks + rank) * chunk;
+      out.append(bytes, offset, chunk);
+    }
+  return out;
 }
 
 struct ArenaValue {
@@ -249,7 +287,7 @@ int64_t planArena(std::vector<ArenaValue> &values, program::Program &prog) {
 class Lowering {
 public:
   Lowering(func::FuncOp func, program::Program &prog,
-           rt::SafetensorsWriter &params, ArtifactSummary &summary)
+           std::vector<rt::SafetensorsWriter> &params, ArtifactSummary &summary)
       : func(func), prog(prog), params(params), summary(summary) {}
 
   LogicalResult run();
@@ -261,7 +299,7 @@ private:
 
   func::FuncOp func;
   program::Program &prog;
-  rt::SafetensorsWriter &params;
+  std::vector<rt::SafetensorsWriter> &params; // one per rank
   ArtifactSummary &summary;
   llvm::DenseMap<Value, int> bufferOf;
   llvm::StringMap<int> paramBuffers;
@@ -298,16 +336,26 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   p->set_name(op.getName().str());
   p->set_dtype(prog.buffers(*id).dtype());
   p->mutable_shape()->CopyFrom(prog.buffers(*id).shape());
-  p->set_crc32(static_cast<uint32_t>(
-      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef *>(bytes.data()),
-            static_cast<uInt>(bytes.size()))));
   prog.mutable_buffers(*id)->set_parameter(prog.parameters_size() - 1);
   rt::DType dtype;
   rt::parseDType(p->dtype(), dtype);
-  summary.parameterBytes += static_cast<int64_t>(bytes.size());
-  params.add(p->name(), dtype,
-             std::vector<int64_t>(p->shape().begin(), p->shape().end()),
-             std::move(bytes));
+  std::vector<int64_t> localShape(p->shape().begin(), p->shape().end());
+  int64_t ranks = static_cast<int64_t>(params.size());
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    std::string shard = param.getGrid()
+                            ? shardOf(bytes, param, rank, ranks)
+                            : bytes;
+    uint32_t crc = static_cast<uint32_t>(
+        crc32(crc32(0L, Z_NULL, 0),
+              reinterpret_cast<const Bytef *>(shard.data()),
+              static_cast<uInt>(shard.size())));
+    if (rank == 0)
+      p->set_crc32(crc);
+    if (ranks > 1)
+      p->add_rank_crc32(crc);
+    summary.parameterBytes += static_cast<int64_t>(shard.size());
+    params[rank].add(p->name(), dtype, localShape, std::move(shard));
+  }
   paramBuffers[op.getName()] = *id;
   return id;
 }
@@ -327,9 +375,16 @@ LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
     prog.mutable_buffers(*id)->set_data(std::move(bytes));
     return success();
   }
-  if (op->getDialect() != op->getContext()->getLoadedDialect<MPDialect>())
+  bool isCollective =
+      isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
+          shard::AllSliceOp>(op);
+  if (op->getDialect() != op->getContext()->getLoadedDialect<MPDialect>() &&
+      !isCollective)
     return op->emitError() << "'" << op->getName()
                            << "' cannot be lowered to the runtime";
+  if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
+    if (reduce.getReduction() != shard::ReductionKind::Sum)
+      return op->emitError() << "only sum all-reduces are supported";
   auto *inst = prog.add_instructions();
   inst->set_op(op->getName().stripDialect().str());
   if (auto name = dyn_cast<NameLoc>(op->getLoc()))
@@ -443,13 +498,35 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
   prog.set_producer("mp-opt");
   if (auto source = module->getAttrOfType<StringAttr>("mp.source"))
     prog.set_source(source.str());
-  prog.set_parameter_file("params.safetensors");
-  rt::SafetensorsWriter params((tmp / "params.safetensors").string());
+  int64_t ranks = 1;
+  for (auto grid : module.getOps<shard::GridOp>()) {
+    if (ranks != 1 || prog.grid_shape_size())
+      return module.emitError() << "only one shard.grid is supported";
+    for (int64_t d : grid.getShape()) {
+      if (d <= 0)
+        return grid.emitError() << "the grid must have a static shape";
+      prog.add_grid_shape(d);
+      ranks *= d;
+    }
+  }
+  std::vector<rt::SafetensorsWriter> params;
+  if (ranks == 1) {
+    prog.set_parameter_file("params.safetensors");
+    params.emplace_back((tmp / "params.safetensors").string());
+  } else {
+    prog.set_parameter_file("params.rank{rank}.safetensors");
+    for (int64_t r = 0; r < ranks; ++r)
+      params.emplace_back(
+          (tmp / ("params.rank" + std::to_string(r) + ".safetensors")).string());
+  }
   if (failed(Lowering(func, prog, params, summary).run())) {
     cleanup();
     return failure();
   }
-  rt::Status written = params.finish();
+  rt::Status written = rt::Status::success();
+  for (rt::SafetensorsWriter &writer : params)
+    if (written)
+      written = writer.finish();
   std::string bytes;
   if (written && !prog.SerializeToString(&bytes))
     written = rt::Status::error("cannot serialize the program");

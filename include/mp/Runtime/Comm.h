@@ -1,0 +1,62 @@
+//===- Comm.h - communication between ranks -----------------------*- C++ -*-===//
+//
+// The collectives the partitioned programs use, on one group of ranks (the
+// tensor-parallel axis of the grid). Backends implement three raw
+// operations; the tensor-level ones here lay chunks out along any axis.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_RUNTIME_COMM_H
+#define MP_RUNTIME_COMM_H
+
+#include "mp/Runtime/Tensor.h"
+
+#include <memory>
+#include <string>
+
+namespace mp::rt {
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char *backend() const = 0;
+
+  /// out = sum over ranks of in (same shape).
+  Status allReduceSum(const Tensor &in, Tensor &out);
+  /// out = concatenation along `axis` of every rank's `in`, in rank order.
+  Status allGather(const Tensor &in, Tensor &out, int64_t axis);
+  /// out = this rank's slice along `axis` of the sum over ranks of `in`.
+  Status reduceScatterSum(const Tensor &in, Tensor &out, int64_t axis);
+  /// out = this rank's slice along `axis` of `in` (no communication).
+  Status allSlice(const Tensor &in, Tensor &out, int64_t axis);
+
+protected:
+  /// In-place sum of `count` elements over all ranks.
+  virtual Status allReduceRaw(void *data, int64_t count, DType dtype) = 0;
+  /// Gathers `bytes` from every rank into `out` (rank-major).
+  virtual Status allGatherRaw(const void *in, void *out, size_t bytes) = 0;
+  /// Sums rank-major blocks of `count` elements; rank r keeps block r.
+  virtual Status reduceScatterRaw(const void *in, void *out, int64_t count,
+                                  DType dtype) = 0;
+};
+
+/// One process: collectives are copies.
+std::unique_ptr<Communicator> makeSingleProcessCommunicator();
+
+/// Whether this mp-run was built with MPI.
+bool haveMPI();
+/// Starts MPI when launched by mpirun (or always with `force`), else gives
+/// the single-process communicator.
+Status initCommunication(int *argc, char ***argv,
+                         std::unique_ptr<Communicator> &out);
+/// Ends MPI cleanly (all ranks), or kills every rank after an error that
+/// other ranks cannot see (they would wait in a collective forever).
+void finalizeCommunication();
+[[noreturn]] void abortCommunication(int code);
+/// Whether any rank failed; every rank must call it at the same point.
+bool anyRankFailed(Communicator &comm, bool failed);
+
+} // namespace mp::rt
+
+#endif // MP_RUNTIME_COMM_H

@@ -1,0 +1,21 @@
+//===- NoMPI.cpp - communication setup without MPI ------------------------===//
+#include "mp/Runtime/Comm.h"
+
+#include <cstdlib>
+
+namespace mp::rt {
+
+bool haveMPI() { return false; }
+
+Status initCommunication(int *, char ***, std::unique_ptr<Communicator> &out) {
+  out = makeSingleProcessCommunicator();
+  return Status::success();
+}
+
+void finalizeCommunication() {}
+
+void abortCommunication(int code) { std::exit(code); }
+
+bool anyRankFailed(Communicator &, bool failed) { return failed; }
+
+} // namespace mp::rt
