@@ -86,4 +86,25 @@ def MPTensorParallel : Pass<"mp-tensor-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
 }
 
+def MPSequenceParallel : Pass<"mp-sequence-parallel", "mlir::ModuleOp"> {
+  let summary = "Megatron sequence parallelism on top of tensor parallelism";
+  let description = [{
+    Splits the activations outside the tensor-parallel regions along the
+    sequence (the second-to-last dimension of `[..., S, H]`): every
+    `shard.all_reduce` of a tensor-parallel region becomes a
+    `shard.reduce_scatter` over the sequence, residual adds, layer/RMS norms,
+    dropout and other elementwise ops run on the local sequence shard, and a
+    `shard.all_gather` over the sequence restores the whole sequence before
+    each use that needs it (column-parallel linears, the LM head, the
+    function results). A whole tensor meeting a sequence shard (a position
+    embedding) is cut with `shard.all_slice`.
+
+    Per transformer layer the forward pass then has exactly two all-gathers
+    and two reduce-scatters, moving the same bytes as two all-reduces. Runs
+    after `mp-tensor-parallel` (it uses its grid); a sequence length that does
+    not divide by the grid size is an error naming it.
+  }];
+  let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
+}
+
 #endif // MP_TRANSFORMS_PASSES_TD

@@ -1,0 +1,198 @@
+//===- SequenceParallel.cpp - Megatron sequence parallelism ---------------===//
+//
+// Walks the tensor-parallel program in order, turning each all-reduce into a
+// reduce-scatter over the sequence and carrying the sequence split forward
+// through ops that act per position (elementwise ops, norms over the hidden
+// dimension). Any other use gets the whole sequence back through one
+// all-gather per value.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+#define DEBUG_TYPE "mp-sequence-parallel"
+
+namespace mp {
+#define GEN_PASS_DEF_MPSEQUENCEPARALLEL
+#include "mp/Transforms/Passes.h.inc"
+} // namespace mp
+
+using namespace mlir;
+using namespace mp;
+
+namespace {
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Ops that compute each sequence position on its own (and keep shapes).
+bool isPerPosition(Operation *op) {
+  if (isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp,
+          SigmoidOp, ReluOp, SiluOp, CosOp, SinOp, GeluOp, CastOp, DropoutOp,
+          RMSNormOp>(op))
+    return true;
+  if (auto ln = dyn_cast<LayerNormOp>(op))
+    return static_cast<int64_t>(ln.getAxis()) == -1 ||
+           static_cast<int64_t>(ln.getAxis()) == ln.getType().getRank() - 1;
+  return false;
+}
+
+bool isBroadcastingElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, WhereOp, CompareOp>(op);
+}
+
+struct SequenceParallelPass
+    : public mp::impl::MPSequenceParallelBase<SequenceParallelPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto grid = module.lookupSymbol<shard::GridOp>("tp");
+    auto func = module.lookupSymbol<func::FuncOp>("main");
+    if (!grid || !func) {
+      module.emitError() << "mp-sequence-parallel runs after "
+                            "mp-tensor-parallel (no 'tp' grid or 'main')";
+      return signalPassFailure();
+    }
+    ranks = 1;
+    for (int64_t d : grid.getShape())
+      ranks *= d;
+    if (ranks == 1)
+      return;
+    gridRef = FlatSymbolRefAttr::get(grid);
+    SmallVector<Operation *> ops;
+    for (Operation &op : func.getBody().front())
+      ops.push_back(&op);
+    for (Operation *op : ops)
+      if (failed(visit(op)))
+        return signalPassFailure();
+  }
+
+  LogicalResult visit(Operation *op);
+  LogicalResult scatter(shard::AllReduceOp reduce);
+  Value gathered(Value v, Operation *user);
+  Value sliced(Value whole, int64_t dim, Operation *user);
+  void markLocal(Value v, int64_t dim);
+
+  int64_t ranks = 1;
+  FlatSymbolRefAttr gridRef;
+  llvm::DenseMap<Value, int64_t> seqDim;    // value -> split (sequence) dim
+  llvm::DenseMap<Value, Value> wholeOf;     // split value -> all-gathered
+};
+
+void SequenceParallelPass::markLocal(Value v, int64_t dim) {
+  RankedTensorType t = tensorType(v);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[dim] /= ranks;
+  v.setType(RankedTensorType::get(shape, t.getElementType()));
+  seqDim[v] = dim;
+}
+
+LogicalResult SequenceParallelPass::scatter(shard::AllReduceOp reduce) {
+  RankedTensorType t = cast<RankedTensorType>(reduce.getType());
+  if (t.getRank() < 2)
+    return success();
+  int64_t dim = t.getRank() - 2;
+  if (t.getDimSize(dim) % ranks)
+    return reduce.emitError()
+           << "sequence length (" << t.getDimSize(dim)
+           << ") is not divisible by the tensor-parallel size " << ranks
+           << ", which sequence parallelism splits it by";
+  OpBuilder b(reduce);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[dim] /= ranks;
+  auto rs = shard::ReduceScatterOp::create(
+      b, reduce.getLoc(), RankedTensorType::get(shape, t.getElementType()),
+      gridRef, b.getDenseI16ArrayAttr({0}), reduce.getInput(),
+      shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum),
+      b.getIndexAttr(dim));
+  if (Attribute layer = reduce->getAttr(MPDialect::getLayerAttrName()))
+    rs->setAttr(MPDialect::getLayerAttrName(), layer);
+  reduce.getResult().replaceAllUsesWith(rs.getResult());
+  reduce.erase();
+  seqDim[rs.getResult()] = dim;
+  return success();
+}
+
+Value SequenceParallelPass::gathered(Value v, Operation *user) {
+  Value &whole = wholeOf[v];
+  if (whole)
+    return whole;
+  OpBuilder b(user);
+  if (Operation *def = v.getDefiningOp())
+    b.setInsertionPointAfter(def);
+  else
+    b.setInsertionPointToStart(v.getParentBlock());
+  RankedTensorType t = tensorType(v);
+  int64_t dim = seqDim.lookup(v);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[dim] *= ranks;
+  auto gather = shard::AllGatherOp::create(
+      b, v.getLoc(), RankedTensorType::get(shape, t.getElementType()), gridRef,
+      b.getDenseI16ArrayAttr({0}), v, b.getIndexAttr(dim));
+  if (Attribute layer = user->getAttr(MPDialect::getLayerAttrName()))
+    gather->setAttr(MPDialect::getLayerAttrName(), layer);
+  whole = gather.getResult();
+  return whole;
+}
+
+Value SequenceParallelPass::sliced(Value whole, int64_t dim, Operation *user) {
+  OpBuilder b(user);
+  RankedTensorType t = tensorType(whole);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[dim] /= ranks;
+  return shard::AllSliceOp::create(
+             b, user->getLoc(), RankedTensorType::get(shape, t.getElementType()),
+             whole, gridRef.getValue(), ArrayRef<shard::GridAxis>{0}, dim)
+      .getResult();
+}
+
+LogicalResult SequenceParallelPass::visit(Operation *op) {
+  if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
+    return scatter(reduce);
+  bool anySplit = llvm::any_of(op->getOperands(),
+                               [&](Value v) { return seqDim.count(v); });
+  if (!anySplit)
+    return success();
+  int64_t rank = op->getNumResults() == 1
+                     ? tensorType(op->getResult(0)).getRank()
+                     : -1;
+  if (isPerPosition(op)) {
+    markLocal(op->getResult(0), seqDim.lookup(op->getOperand(0)));
+    return success();
+  }
+  if (isBroadcastingElementwise(op)) {
+    // The split dim, aligned to the result; all split operands must agree.
+    int64_t dim = -1;
+    bool agree = true;
+    for (Value v : op->getOperands())
+      if (seqDim.count(v)) {
+        int64_t d = seqDim.lookup(v) + rank - tensorType(v).getRank();
+        agree &= dim < 0 || dim == d;
+        dim = d;
+      }
+    if (agree) {
+      for (OpOperand &operand : op->getOpOperands()) {
+        Value v = operand.get();
+        if (seqDim.count(v))
+          continue;
+        int64_t local = dim - (rank - tensorType(v).getRank());
+        if (local >= 0 && tensorType(v).getDimSize(local) != 1)
+          operand.set(sliced(v, local, op)); // e.g. a position embedding
+      }
+      markLocal(op->getResult(0), dim);
+      return success();
+    }
+  }
+  // Anything else needs the whole sequence.
+  for (OpOperand &operand : op->getOpOperands())
+    if (seqDim.count(operand.get()))
+      operand.set(gathered(operand.get(), op));
+  return success();
+}
+
+} // namespace
