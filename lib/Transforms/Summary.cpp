@@ -51,11 +51,13 @@ static std::string byteString(double bytes) {
 }
 
 struct OpCounts {
-  std::map<std::string, int64_t> named;
+  std::map<std::string, int64_t> named, collectives;
   int64_t other = 0;
 
   void add(Operation *op) {
-    if (isNamedOp(op))
+    if (op->getDialect() && op->getDialect()->getNamespace() == "shard")
+      ++collectives[op->getName().stripDialect().str()];
+    else if (isNamedOp(op))
       ++named[op->getName().stripDialect().str()];
     else if (!isa<GetParamOp, ConstantOp>(op))
       ++other;
@@ -68,6 +70,11 @@ struct OpCounts {
     }
     if (other)
       os << (first ? "" : " ") << "(+" << other << " shape/elementwise ops)";
+    bool firstCollective = true;
+    for (auto &[name, count] : collectives) {
+      os << (firstCollective ? " | " : ", ") << count << " " << name;
+      firstCollective = false;
+    }
   }
 };
 
@@ -90,7 +97,11 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     std::map<int64_t, OpCounts> layers;
     OpCounts outside;
     module.walk([&](Operation *op) {
-      if (op->getDialect() != getContext().getLoadedDialect<MPDialect>() ||
+      bool shardOp = op->getDialect() &&
+                     op->getDialect()->getNamespace() == "shard" &&
+                     op->getNumResults() > 0;
+      if ((op->getDialect() != getContext().getLoadedDialect<MPDialect>() &&
+           !shardOp) ||
           isa<ParamOp>(op))
         return;
       if (auto layer =

@@ -60,6 +60,80 @@ static llvm::cl::opt<std::string> artifactDir(
                    "mp-run (an ONNX input is raised first)"),
     llvm::cl::value_desc("dir"), llvm::cl::cat(targetCategory));
 
+static llvm::cl::opt<std::string> parallelize(
+    "mp-parallelize",
+    llvm::cl::desc("Raise and partition in one step, e.g. \"tp=2 sp=true\" "
+                   "(tp: tensor-parallel size; sp: sequence parallelism). "
+                   "With --artifact, the unpartitioned program is stored in "
+                   "DIR/reference for mp-run --verify"),
+    llvm::cl::value_desc("options"), llvm::cl::cat(targetCategory));
+
+/// The unpartitioned program (IR text) when --mp-parallelize ran.
+static std::string referenceIR;
+
+struct ParallelOptions {
+  int64_t tp = 1;
+  bool sp = false;
+};
+
+/// Parses "tp=2 sp=true" (spaces or commas; a bare "sp" means true).
+static bool parseParallelOptions(llvm::StringRef spec, ParallelOptions &out,
+                                 std::string &error) {
+  SmallVector<StringRef> items;
+  spec.split(items, ' ', -1, false);
+  SmallVector<StringRef> all;
+  for (StringRef item : items)
+    item.split(all, ',', -1, false);
+  for (StringRef item : all) {
+    auto [key, value] = item.split('=');
+    if (key == "tp") {
+      if (value.getAsInteger(10, out.tp) || out.tp < 1) {
+        error = "tp expects a positive integer, got '" + value.str() + "'";
+        return false;
+      }
+    } else if (key == "sp") {
+      if (value.empty() || value == "true" || value == "1")
+        out.sp = true;
+      else if (value == "false" || value == "0")
+        out.sp = false;
+      else {
+        error = "sp expects true or false, got '" + value.str() + "'";
+        return false;
+      }
+    } else {
+      error = "unknown option '" + key.str() + "' (known: tp, sp)";
+      return false;
+    }
+  }
+  if (out.sp && out.tp == 1) {
+    error = "sequence parallelism (sp) needs tp > 1";
+    return false;
+  }
+  return true;
+}
+
+/// Raises and partitions `module` as --mp-parallelize asks, keeping the
+/// unpartitioned program for the artifact's reference.
+static LogicalResult runParallelize(ModuleOp module) {
+  ParallelOptions options;
+  std::string error;
+  if (!parseParallelOptions(parallelize, options, error)) {
+    llvm::errs() << "error: --mp-parallelize: " << error << "\n";
+    return failure();
+  }
+  PassManager raise(module.getContext());
+  raise.addPass(mp::createMPRaise());
+  if (failed(raise.run(module)))
+    return failure();
+  llvm::raw_string_ostream os(referenceIR);
+  module.print(os, OpPrintingFlags().enableDebugInfo());
+  PassManager pm(module.getContext());
+  pm.addPass(mp::createMPTensorParallel(mp::MPTensorParallelOptions{options.tp}));
+  if (options.sp)
+    pm.addPass(mp::createMPSequenceParallel());
+  return pm.run(module);
+}
+
 static llvm::cl::opt<bool> listONNXOps(
     "mp-list-onnx-ops",
     llvm::cl::desc("Print the ONNX op types the importer supports and exit"),
@@ -89,7 +163,10 @@ importToBuffer(llvm::StringRef path, DialectRegistry &registry) {
   OwningOpRef<ModuleOp> module = mp::importONNXFile(path, &context, options);
   if (!module)
     return nullptr;
-  if (!artifactDir.empty()) {
+  if (!parallelize.empty()) {
+    if (failed(runParallelize(*module)))
+      return nullptr;
+  } else if (!artifactDir.empty()) {
     // An artifact needs the named ops the runtime has kernels for.
     PassManager pm(&context);
     pm.addPass(mp::createMPRaise());
@@ -138,8 +215,15 @@ static int emitArtifact(std::unique_ptr<llvm::MemoryBuffer> input,
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
   if (!module)
     return 1;
+  OwningOpRef<ModuleOp> reference;
+  if (!referenceIR.empty()) {
+    reference = parseSourceString<ModuleOp>(referenceIR, &context);
+    if (!reference)
+      return 1;
+  }
   mp::ArtifactSummary summary;
-  if (failed(mp::writeArtifact(*module, artifactDir, summary)))
+  if (failed(mp::writeArtifact(*module, artifactDir, summary,
+                               reference ? *reference : ModuleOp())))
     return 1;
   llvm::outs() << "mp-opt: wrote artifact " << artifactDir << ": "
                << summary.instructions << " instructions, arena "
@@ -174,6 +258,13 @@ int main(int argc, char **argv) {
   }
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
   std::unique_ptr<llvm::MemoryBuffer> input;
+  if (!parallelize.empty() &&
+      !llvm::StringRef(inputFilename).ends_with(".onnx")) {
+    llvm::errs() << "error: --mp-parallelize takes an ONNX model; for mp IR "
+                    "use --mp-raise --mp-tensor-parallel=tp=N "
+                    "[--mp-sequence-parallel]\n";
+    return 1;
+  }
   if (llvm::StringRef(inputFilename).ends_with(".onnx")) {
     input = importToBuffer(inputFilename, registry);
     if (!input)

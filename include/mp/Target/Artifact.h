@@ -20,9 +20,12 @@ struct ArtifactSummary {
 /// Lowers the `main` function of `module` to an artifact directory `dir`
 /// (program.pb + params.safetensors). The directory is written under a
 /// temporary name and renamed into place, so a failure leaves any previous
-/// artifact intact. Errors are emitted as diagnostics.
+/// artifact intact. Errors are emitted as diagnostics. With `reference` (the
+/// unpartitioned program), the artifact carries it in `dir/reference` for
+/// `mp-run --verify`.
 mlir::LogicalResult writeArtifact(mlir::ModuleOp module, llvm::StringRef dir,
-                                  ArtifactSummary &summary);
+                                  ArtifactSummary &summary,
+                                  mlir::ModuleOp reference = nullptr);
 
 } // namespace mp
 

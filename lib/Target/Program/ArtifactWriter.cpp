@@ -477,7 +477,7 @@ LogicalResult commitDirectory(const fs::path &tmp, const fs::path &dir,
 } // namespace
 
 LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
-                                ArtifactSummary &summary) {
+                                ArtifactSummary &summary, ModuleOp reference) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func)
     return module.emitError() << "no 'main' function to lower";
@@ -539,6 +539,12 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
   if (!written) {
     cleanup();
     return module.emitError() << written.message;
+  }
+  ArtifactSummary referenceSummary;
+  if (reference && failed(writeArtifact(reference, (tmp / "reference").string(),
+                                        referenceSummary))) {
+    cleanup();
+    return failure();
   }
   if (failed(commitDirectory(tmp, dir, module.getLoc()))) {
     cleanup();
