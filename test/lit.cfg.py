@@ -18,3 +18,8 @@ config.substitutions.append(("%mp_models", os.path.join(config.mp_src_root, "mod
 config.substitutions.append(("%mp_src", config.mp_src_root))
 config.substitutions.append(("%mp_tools", config.mp_tools_dir))
 config.substitutions.append(("%python", config.python_executable))
+
+# Multi-rank tests run mpirun as root on machines with fewer cores than ranks.
+config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
