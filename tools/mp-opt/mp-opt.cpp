@@ -229,7 +229,11 @@ static int emitArtifact(std::unique_ptr<llvm::MemoryBuffer> input,
                << summary.instructions << " instructions, arena "
                << summary.arenaBytes << " bytes (peak of the static plan; "
                << summary.unplannedBytes << " without reuse), parameters "
-               << summary.parameterBytes << " bytes, constants "
+               << summary.parameterBytes << " bytes"
+               << (summary.ranks > 1
+                       ? " in " + std::to_string(summary.ranks) + " rank files"
+                       : std::string())
+               << ", constants "
                << summary.constantBytes << " bytes\n";
   return 0;
 }

@@ -13,7 +13,8 @@ struct ArtifactSummary {
   int64_t instructions = 0;
   int64_t arenaBytes = 0;     // peak of the static buffer plan
   int64_t unplannedBytes = 0; // sum of all intermediate buffers (no reuse)
-  int64_t parameterBytes = 0;
+  int64_t parameterBytes = 0; // summed over the ranks' files
+  int64_t ranks = 1;
   int64_t constantBytes = 0;
 };
 

@@ -509,6 +509,7 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
       ranks *= d;
     }
   }
+  summary.ranks = ranks;
   std::vector<rt::SafetensorsWriter> params;
   if (ranks == 1) {
     prog.set_parameter_file("params.safetensors");
