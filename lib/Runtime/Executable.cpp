@@ -382,7 +382,8 @@ Status Binder::bindGather(Executable::Step &step) {
   std::string where =
       "instruction '" + inst.op() + "' at '" + inst.location() + "'";
   if (intAttr("vocab_parallel")) {
-    int64_t offset = dim * exe.comm->rank(), vocab = dim * exe.ranks;
+    Communicator *group = exe.axisComms[0].get();
+    int64_t offset = dim * group->rank(), vocab = dim * group->size();
     step.kernel = [x, idx, o, offset, vocab, where]() mutable {
       if (Status s = checkIndices(idx, vocab, where); !s)
         return s;
@@ -403,7 +404,12 @@ Status Binder::bindCollective(Executable::Step &step) {
     return s;
   const Tensor x = in(0);
   Tensor o = out();
-  Communicator *comm = exe.comm;
+  int64_t gridAxis = intAttr("grid_axis");
+  if (gridAxis < 0 || gridAxis >= static_cast<int64_t>(exe.axisComms.size()))
+    return fail("grid axis " + std::to_string(gridAxis) +
+                " is not an axis of the artifact's grid");
+  Communicator *comm = exe.axisComms[gridAxis].get();
+  int64_t groupSize = comm->size();
   const std::string &op = inst.op();
   if (op == "all_reduce") {
     if (x.shape != o.shape)
@@ -417,11 +423,11 @@ Status Binder::bindCollective(Executable::Step &step) {
   Shape expected = local.shape;
   if (axis < 0 || axis >= static_cast<int64_t>(expected.size()))
     return fail("axis " + std::to_string(axis) + " is out of range");
-  expected[axis] *= exe.ranks;
+  expected[axis] *= groupSize;
   if (full.shape != expected)
     return fail("shapes " + formatShape(local.shape) + " and " +
                 formatShape(full.shape) + " do not fit axis " +
-                std::to_string(axis) + " over " + std::to_string(exe.ranks) +
+                std::to_string(axis) + " over " + std::to_string(groupSize) +
                 " ranks");
   if (op == "all_gather")
     step.kernel = [comm, x, o, axis]() mutable {
@@ -759,6 +765,18 @@ Status Executable::load(const std::string &dir,
                         : "") +
         (exe->ranks > 1 && !haveMPI() ? " (this mp-run was built without MPI)"
                                       : ""));
+  // One communicator per grid axis (collectives name the axis they span).
+  std::vector<int64_t> gridShape(prog.grid_shape().begin(),
+                                 prog.grid_shape().end());
+  if (gridShape.empty())
+    gridShape.push_back(1);
+  for (size_t axis = 0; axis < gridShape.size(); ++axis) {
+    exe->axisComms.emplace_back();
+    if (Status s = comm->split(gridShape, static_cast<int64_t>(axis),
+                               exe->axisComms.back());
+        !s)
+      return s;
+  }
   std::vector<Tensor> params;
   if (Status s = loadParameters(dir, comm->rank(), prog, exe->params, params,
                                 exe->paramBytes);

@@ -31,6 +31,17 @@ public:
   /// out = this rank's slice along `axis` of `in` (no communication).
   Status allSlice(const Tensor &in, Tensor &out, int64_t axis);
 
+  /// Point-to-point (pipeline stage boundaries): blocking send of `t`'s
+  /// bytes to rank `peer` of this communicator, and the matching receive.
+  virtual Status send(const Tensor &t, int peer) = 0;
+  virtual Status recv(Tensor &t, int peer) = 0;
+
+  /// The communicator of the ranks that differ from this one only along
+  /// `axis` of a grid of shape `gridShape` (ranks laid out row-major), e.g.
+  /// the tensor-parallel group of a (data, pipeline, tensor) grid.
+  virtual Status split(const std::vector<int64_t> &gridShape, int64_t axis,
+                       std::unique_ptr<Communicator> &out) = 0;
+
 protected:
   /// In-place sum of `count` elements over all ranks.
   virtual Status allReduceRaw(void *data, int64_t count, DType dtype) = 0;
@@ -40,6 +51,10 @@ protected:
   virtual Status reduceScatterRaw(const void *in, void *out, int64_t count,
                                   DType dtype) = 0;
 };
+
+/// This rank's coordinates in a row-major grid of `gridShape`.
+std::vector<int64_t> gridCoordinates(const std::vector<int64_t> &gridShape,
+                                     int rank);
 
 /// One process: collectives are copies.
 std::unique_ptr<Communicator> makeSingleProcessCommunicator();

@@ -77,6 +77,7 @@ private:
   int64_t ranks = 1;
   Communicator *comm = nullptr;
   std::unique_ptr<Communicator> ownedComm;
+  std::vector<std::unique_ptr<Communicator>> axisComms; // one per grid axis
   std::vector<double> stepSeconds;
   std::vector<int64_t> stepCalls;
 };

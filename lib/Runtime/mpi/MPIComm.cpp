@@ -31,13 +31,54 @@ Status check(int rc, const char *what) {
 
 class MPICommunicator : public Communicator {
 public:
-  explicit MPICommunicator(MPI_Comm comm) : comm(comm) {
+  explicit MPICommunicator(MPI_Comm comm, bool owned = false)
+      : comm(comm), owned(owned) {
     MPI_Comm_rank(comm, &rankId);
     MPI_Comm_size(comm, &ranks);
+  }
+  ~MPICommunicator() override {
+    if (owned)
+      MPI_Comm_free(&comm);
   }
   int rank() const override { return rankId; }
   int size() const override { return ranks; }
   const char *backend() const override { return "MPI"; }
+
+  Status send(const Tensor &t, int peer) override {
+    return check(MPI_Send(t.data, static_cast<int>(t.bytes()), MPI_BYTE, peer,
+                          /*tag=*/0, comm),
+                 "MPI_Send");
+  }
+  Status recv(Tensor &t, int peer) override {
+    return check(MPI_Recv(t.data, static_cast<int>(t.bytes()), MPI_BYTE, peer,
+                          /*tag=*/0, comm, MPI_STATUS_IGNORE),
+                 "MPI_Recv");
+  }
+  Status split(const std::vector<int64_t> &gridShape, int64_t axis,
+               std::unique_ptr<Communicator> &out) override {
+    int64_t total = 1;
+    for (int64_t d : gridShape)
+      total *= d;
+    if (total != ranks || axis < 0 ||
+        axis >= static_cast<int64_t>(gridShape.size()))
+      return Status::error("cannot split " + std::to_string(ranks) +
+                           " ranks along axis " + std::to_string(axis) +
+                           " of a grid of " + std::to_string(total));
+    std::vector<int64_t> coords = gridCoordinates(gridShape, rankId);
+    // Same color = same coordinates on every other axis.
+    int64_t color = 0;
+    for (size_t a = 0; a < gridShape.size(); ++a)
+      if (static_cast<int64_t>(a) != axis)
+        color = color * gridShape[a] + coords[a];
+    MPI_Comm sub;
+    if (Status s = check(MPI_Comm_split(comm, static_cast<int>(color),
+                                        static_cast<int>(coords[axis]), &sub),
+                         "MPI_Comm_split");
+        !s)
+      return s;
+    out = std::make_unique<MPICommunicator>(sub, /*owned=*/true);
+    return Status::success();
+  }
 
 protected:
   Status allReduceRaw(void *data, int64_t count, DType dtype) override {
@@ -65,6 +106,7 @@ protected:
 
 private:
   MPI_Comm comm;
+  bool owned = false;
   int rankId = 0, ranks = 1;
 };
 

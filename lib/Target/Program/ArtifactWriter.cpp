@@ -385,6 +385,14 @@ LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     if (reduce.getReduction() != shard::ReductionKind::Sum)
       return op->emitError() << "only sum all-reduces are supported";
+  int64_t gridAxis = -1;
+  if (isCollective) {
+    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+    if (!axes || axes.size() != 1)
+      return op->emitError() << "collectives over exactly one grid axis are "
+                                "supported";
+    gridAxis = axes[0];
+  }
   auto *inst = prog.add_instructions();
   inst->set_op(op->getName().stripDialect().str());
   if (auto name = dyn_cast<NameLoc>(op->getLoc()))
@@ -409,6 +417,8 @@ LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
     arena.push_back({*id, byteSize(result.getType()), index, index});
   }
   addAttributes(op, *inst);
+  if (gridAxis >= 0)
+    addInt(*inst, "grid_axis", gridAxis);
   return success();
 }
 
