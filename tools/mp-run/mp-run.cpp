@@ -318,6 +318,9 @@ int main(int argc, char **argv) {
                     formatShape(outputs[i].shape).c_str());
     }
   }
+  // Communicators must be freed before MPI ends.
+  exe.reset();
+  comm.reset();
   finalizeCommunication();
   return 0;
 }
