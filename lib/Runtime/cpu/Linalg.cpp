@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/Einsum.h"
 #include "mp/Runtime/Kernels.h"
+#include "Common.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -20,28 +21,11 @@
 #include <type_traits>
 
 namespace mp::rt::cpu {
-namespace detail {
-float expSubSum(const float *x, float shift, float *y, int64_t n);
-float maxOf(const float *x, int64_t n);
-} // namespace detail
-
 namespace {
 
-constexpr int64_t kParallelMin = 32768;
 
-bool shouldParallelize(int64_t work) {
-  return work >= kParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
-}
 
-Status typeError(const char *kernel, DType t) {
-  return Status::error(std::string(kernel) + ": unsupported element type " +
-                       dtypeName(t));
-}
 
-Status mismatch(const char *kernel, DType a, DType b) {
-  return Status::error(std::string(kernel) + ": element types differ (" +
-                       dtypeName(a) + " and " + dtypeName(b) + ")");
-}
 
 int64_t product(const std::vector<int64_t> &s) {
   int64_t p = 1;

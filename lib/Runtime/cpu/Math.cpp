@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Kernels.h"
+#include "Common.h"
 
 #include <omp.h>
 
@@ -19,16 +20,8 @@
 #include <type_traits>
 
 namespace mp::rt::cpu {
-namespace detail {
-float expSubSum(const float *x, float shift, float *y, int64_t n);
-float expSubSumNoStore(const float *x, float shift, int64_t n);
-void expInPlace(float *y, int64_t n);
-float maxOf(const float *x, int64_t n);
-} // namespace detail
-
 namespace {
 
-constexpr int64_t kParallelMin = 32768;
 
 inline float bitsToFloat(int32_t u) {
   float f;

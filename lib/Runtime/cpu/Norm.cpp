@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Kernels.h"
+#include "Common.h"
 
 #include <omp.h>
 
@@ -14,43 +15,11 @@
 #include <type_traits>
 
 namespace mp::rt::cpu {
-namespace detail {
-float expSubSum(const float *x, float shift, float *y, int64_t n);
-float expSubSumNoStore(const float *x, float shift, int64_t n);
-void expInPlace(float *y, int64_t n);
-float maxOf(const float *x, int64_t n);
-} // namespace detail
-
 namespace {
 
-constexpr int64_t kParallelMin = 32768;
 
-bool shouldParallelize(int64_t work) {
-  return work >= kParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
-}
 
-/// Calls f(begin, end) on contiguous parts of [0, n), one per thread.
-template <class F> void parallelRange(int64_t n, bool parallel, F &&f) {
-  if (!parallel || n <= 1) {
-    if (n > 0)
-      f(int64_t(0), n);
-    return;
-  }
-#pragma omp parallel
-  {
-    int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    int64_t chunk = n / nt, rem = n % nt;
-    int64_t b = t * chunk + std::min(t, rem);
-    int64_t e = b + chunk + (t < rem ? 1 : 0);
-    if (b < e)
-      f(b, e);
-  }
-}
 
-Status typeError(const char *kernel, DType t) {
-  return Status::error(std::string(kernel) + ": unsupported element type " +
-                       dtypeName(t));
-}
 
 int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
   int64_t p = 1;

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Kernels.h"
+#include "Common.h"
 
 #include <omp.h>
 
@@ -14,29 +15,8 @@
 namespace mp::rt::cpu {
 namespace {
 
-constexpr int64_t kParallelMin = 32768;
 
-bool shouldParallelize(int64_t work) {
-  return work >= kParallelMin && !omp_in_parallel() && omp_get_max_threads() > 1;
-}
 
-/// Calls f(begin, end) on contiguous parts of [0, n), one per thread.
-template <class F> void parallelRange(int64_t n, bool parallel, F &&f) {
-  if (!parallel || n <= 1) {
-    if (n > 0)
-      f(int64_t(0), n);
-    return;
-  }
-#pragma omp parallel
-  {
-    int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    int64_t chunk = n / nt, rem = n % nt;
-    int64_t b = t * chunk + std::min(t, rem);
-    int64_t e = b + chunk + (t < rem ? 1 : 0);
-    if (b < e)
-      f(b, e);
-  }
-}
 
 template <class F> void dispatchBytes(size_t size, F &&f) {
   switch (size) {
@@ -47,10 +27,6 @@ template <class F> void dispatchBytes(size_t size, F &&f) {
   }
 }
 
-Status mismatch(const char *kernel, DType a, DType b) {
-  return Status::error(std::string(kernel) + ": element types differ (" +
-                       dtypeName(a) + " and " + dtypeName(b) + ")");
-}
 
 int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
   int64_t p = 1;

@@ -1,0 +1,61 @@
+//===- Common.h - helpers shared by the CPU kernels ---------------*- C++ -*-===//
+#ifndef MP_LIB_RUNTIME_CPU_COMMON_H
+#define MP_LIB_RUNTIME_CPU_COMMON_H
+
+#include "mp/Runtime/Tensor.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+namespace mp::rt::cpu {
+
+/// Below this much work, threads cost more than they save.
+constexpr int64_t kParallelMin = 32768;
+
+inline bool shouldParallelize(int64_t work) {
+  return work >= kParallelMin && !omp_in_parallel() &&
+         omp_get_max_threads() > 1;
+}
+
+/// Calls f(begin, end) on contiguous parts of [0, n), one per thread.
+template <class F> void parallelRange(int64_t n, bool parallel, F &&f) {
+  if (!parallel || n <= 1) {
+    if (n > 0)
+      f(int64_t(0), n);
+    return;
+  }
+#pragma omp parallel
+  {
+    int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t chunk = n / nt, rem = n % nt;
+    int64_t b = t * chunk + std::min(t, rem);
+    int64_t e = b + chunk + (t < rem ? 1 : 0);
+    if (b < e)
+      f(b, e);
+  }
+}
+
+inline Status typeError(const char *kernel, DType t) {
+  return Status::error(std::string(kernel) + ": unsupported element type " +
+                       dtypeName(t));
+}
+
+inline Status mismatch(const char *kernel, DType a, DType b) {
+  return Status::error(std::string(kernel) + ": element types differ (" +
+                       dtypeName(a) + " and " + dtypeName(b) + ")");
+}
+
+/// Vectorized float math (Math.cpp), shared by softmax, norms and attention.
+namespace detail {
+float expSubSum(const float *x, float shift, float *y, int64_t n);
+float expSubSumNoStore(const float *x, float shift, int64_t n);
+void expInPlace(float *y, int64_t n);
+float maxOf(const float *x, int64_t n);
+} // namespace detail
+
+} // namespace mp::rt::cpu
+
+#endif // MP_LIB_RUNTIME_CPU_COMMON_H
