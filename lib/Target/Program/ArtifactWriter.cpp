@@ -304,7 +304,8 @@ private:
   llvm::DenseMap<Value, int> bufferOf;
   llvm::StringMap<int> paramBuffers;
   std::vector<ArenaValue> arena;
-  llvm::DenseMap<int, size_t> arenaIndex;
+  llvm::DenseMap<int, size_t> arenaIndex; // buffer -> its (root) arena value
+  std::vector<std::pair<int, int>> aliases; // (buffer, buffer it aliases)
 };
 
 FailureOr<int> Lowering::newBuffer(Value v, program::Buffer::Kind kind) {
@@ -385,6 +386,20 @@ LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     if (reduce.getReduction() != shard::ReductionKind::Sum)
       return op->emitError() << "only sum all-reduces are supported";
+  // A reshape (or inference dropout) of an arena value is the same bytes:
+  // alias its buffer instead of copying.
+  if (isa<ReshapeOp, DropoutOp>(op)) {
+    int input = bufferOf.at(op->getOperand(0));
+    auto root = arenaIndex.find(input);
+    if (root != arenaIndex.end()) {
+      FailureOr<int> id = newBuffer(op->getResult(0), program::Buffer::ARENA);
+      if (failed(id))
+        return failure();
+      arenaIndex[*id] = root->second;
+      aliases.push_back({*id, arena[root->second].buffer});
+      return success();
+    }
+  }
   int64_t gridAxis = -1;
   if (isCollective) {
     auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
@@ -453,6 +468,8 @@ LogicalResult Lowering::run() {
   for (const ArenaValue &v : arena)
     summary.unplannedBytes += v.size;
   summary.arenaBytes = planArena(arena, prog);
+  for (auto [alias, root] : aliases)
+    prog.mutable_buffers(alias)->set_offset(prog.buffers(root).offset());
   summary.instructions = prog.instructions_size();
   prog.set_arena_bytes(summary.arenaBytes);
   return success();
