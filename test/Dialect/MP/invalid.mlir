@@ -554,3 +554,43 @@ func.func @f(%a: tensor<2x3xf32>) {
   %0 = mp.expand %a : tensor<2x3xf32> -> tensor<4x3xf32>
   return
 }
+
+// -----
+
+// Tests the sharding of parameters (checked where they are read).
+// expected-error @below {{grid 'missing' is not a shard.grid}}
+mp.param @p : tensor<6x4xf32> {grid = @missing, shard_axis = 0 : i64}
+func.func @f() {
+  %0 = mp.get_param @p : tensor<3x4xf32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+// expected-error @below {{dimension 0 (6) is not divisible by 1 group(s) x 4 ranks}}
+mp.param @p : tensor<6x4xf32> {grid = @tp, shard_axis = 0 : i64}
+func.func @f() {
+  %0 = mp.get_param @p : tensor<1x4xf32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+// expected-error @below {{invalid shard_axis 2 or shard_groups 1}}
+mp.param @p : tensor<6x4xf32> {grid = @tp, shard_axis = 2 : i64}
+func.func @f() {
+  %0 = mp.get_param @p : tensor<3x4xf32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+mp.param @p : tensor<12x4xf32> {grid = @tp, shard_axis = 0 : i64, shard_groups = 3 : i64}
+func.func @f() {
+  // expected-error @+1 {{result type 'tensor<12x4xf32>' differs from the type 'tensor<6x4xf32>' of parameter '@p' (local shard)}}
+  %0 = mp.get_param @p : tensor<12x4xf32>
+  return
+}

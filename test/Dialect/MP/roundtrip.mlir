@@ -125,3 +125,23 @@ func.func @shapes(%x: tensor<2x8x32xf32>, %c: tensor<8x1xf32>) {
   %7 = mp.constant dense<1.0> : tensor<2x2xf32>
   return
 }
+
+// -----
+
+// Tests sharded parameters (local type on get_param) and a vocab-parallel
+// embedding next to the upstream shard collectives.
+// CHECK-LABEL: shard.grid @tp(shape = 2)
+// CHECK: mp.param @qkv : tensor<32x96xf32> {grid = @tp, shard_axis = 1 : i64, shard_groups = 3 : i64}
+// CHECK: mp.get_param @qkv : tensor<32x48xf32>
+// CHECK: mp.embedding %{{.*}}, %{{.*}} {grid = @tp} : (tensor<32x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
+// CHECK: shard.all_reduce
+shard.grid @tp(shape = 2)
+mp.param @qkv : tensor<32x96xf32> {grid = @tp, shard_axis = 1 : i64, shard_groups = 3 : i64}
+mp.param @wte : tensor<64x32xf32> {grid = @tp, shard_axis = 0 : i64}
+func.func @sharded(%ids: tensor<2x8xi64>) -> tensor<2x8x32xf32> {
+  %w = mp.get_param @qkv : tensor<32x48xf32>
+  %t = mp.get_param @wte : tensor<32x32xf32>
+  %e = mp.embedding %t, %ids {grid = @tp} : (tensor<32x32xf32>, tensor<2x8xi64>) -> tensor<2x8x32xf32>
+  %r = shard.all_reduce %e on @tp grid_axes = [0] : tensor<2x8x32xf32> -> tensor<2x8x32xf32>
+  return %r : tensor<2x8x32xf32>
+}

@@ -109,10 +109,16 @@ LogicalResult ParamOp::verify() {
 }
 
 FailureOr<RankedTensorType>
-ParamOp::getLocalType(SymbolTableCollection &symbolTable) {
+ParamOp::getLocalType(SymbolTableCollection &symbolTable, bool emitErrors) {
   RankedTensorType type = getTensorType();
   if (!getGrid())
     return type;
+  auto emitOpError = [&]() -> InFlightDiagnostic {
+    InFlightDiagnostic diag = this->emitOpError();
+    if (!emitErrors)
+      diag.abandon();
+    return diag;
+  };
   auto grid = symbolTable.lookupNearestSymbolFrom<shard::GridOp>(
       *this, getGridAttr());
   if (!grid)
@@ -135,15 +141,23 @@ ParamOp::getLocalType(SymbolTableCollection &symbolTable) {
   return RankedTensorType::get(shape, type.getElementType());
 }
 
+LogicalResult ParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return getLocalType(symbolTable);
+}
+
 LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto param =
       symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getNameAttr());
   if (!param)
     return emitOpError() << "'@" << getName()
                          << "' does not reference an mp.param";
-  FailureOr<RankedTensorType> local = param.getLocalType(symbolTable);
+  // The parameter's own verifier explains a bad sharding; this is only
+  // reached first when the reader comes before the declaration.
+  FailureOr<RankedTensorType> local =
+      param.getLocalType(symbolTable, /*emitErrors=*/false);
   if (failed(local))
-    return failure();
+    return emitOpError() << "parameter '@" << getName()
+                         << "' has an invalid sharding";
   if (*local != getType())
     return emitOpError() << "result type " << getType()
                          << " differs from the type " << *local

@@ -16,7 +16,8 @@ def MP_IndexTensor : RankedTensorOf<[I32, I64]>;
 // Parameters and constants
 //===----------------------------------------------------------------------===//
 
-def MP_ParamOp : MP_Op<"param", [Symbol]> {
+def MP_ParamOp : MP_Op<"param", [Symbol,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a model parameter (weight) held at module level";
   let description = [{
     Declares a parameter. Its data is not held in the IR: `file` names where it
@@ -54,8 +55,10 @@ def MP_ParamOp : MP_Op<"param", [Symbol]> {
     /// True when the IR knows where the parameter's data lives.
     bool hasData() { return getFile().has_value(); }
     /// This rank's shard type (the global type when not sharded).
+    /// (Emits the problem on this op only when `emitErrors`.)
     ::mlir::FailureOr<::mlir::RankedTensorType>
-    getLocalType(::mlir::SymbolTableCollection &symbolTable);
+    getLocalType(::mlir::SymbolTableCollection &symbolTable,
+                 bool emitErrors = true);
   }];
 }
 
