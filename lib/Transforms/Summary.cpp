@@ -145,18 +145,28 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
 
   void summarizeParams(ModuleOp module, llvm::raw_ostream &os) {
     int64_t count = 0, values = 0;
-    double bytes = 0;
-    bool shapeOnly = false;
+    double bytes = 0, localBytes = 0;
+    bool shapeOnly = false, sharded = false;
+    SymbolTableCollection symbols;
+    auto sizeOf = [](RankedTensorType t) {
+      return static_cast<double>(t.getNumElements()) *
+             ((t.getElementTypeBitWidth() + 7) / 8);
+    };
     for (auto param : module.getOps<ParamOp>()) {
       RankedTensorType type = param.getTensorType();
       ++count;
       values += type.getNumElements();
-      bytes += static_cast<double>(type.getNumElements()) *
-               ((type.getElementTypeBitWidth() + 7) / 8);
+      bytes += sizeOf(type);
+      FailureOr<RankedTensorType> local = param.getLocalType(symbols, false);
+      localBytes += sizeOf(succeeded(local) ? *local : type);
+      sharded |= param.getGrid().has_value();
       shapeOnly |= !param.hasData();
     }
     os << "  parameters  " << count << " tensors, " << values << " values, "
-       << byteString(bytes) << (shapeOnly ? " (shapes only)" : "") << "\n";
+       << byteString(bytes);
+    if (sharded)
+      os << "; " << byteString(localBytes) << " per rank";
+    os << (shapeOnly ? " (shapes only)" : "") << "\n";
   }
 };
 
