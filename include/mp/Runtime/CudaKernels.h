@@ -1,0 +1,58 @@
+//===- CudaKernels.h - CUDA kernels (first part of the CUDA backend) -*- C++ -*-===//
+//
+// The same operations and semantics as mp/Runtime/Kernels.h, on tensors whose
+// data lives in device memory, run on the current stream. GEMMs use cuBLAS
+// (fp32, fp16, bf16 inputs with fp32 accumulation). This header needs no
+// CUDA headers; the library exists when CMake found the CUDA toolkit
+// (MP_ENABLE_CUDA).
+//
+// Status: kernels and device helpers only; the executor does not bind them
+// yet (no `mp-run --device cuda`), NCCL is not wired. See the CUDA issue.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_RUNTIME_CUDAKERNELS_H
+#define MP_RUNTIME_CUDAKERNELS_H
+
+#include "mp/Runtime/Kernels.h"
+
+#include <string>
+
+namespace mp::rt::cuda {
+
+/// Number of usable GPUs; 0 with `reason` set when there are none (no
+/// driver, no device), so GPU tests can skip saying why.
+int deviceCount(std::string &reason);
+
+Status allocate(size_t bytes, void **ptr);
+void release(void *ptr);
+Status copyToDevice(void *dst, const void *src, size_t bytes);
+Status copyToHost(void *dst, const void *src, size_t bytes);
+Status synchronize();
+
+Status binary(cpu::BinaryKind kind, const Tensor &a, const Tensor &b,
+              Tensor &out);
+Status compare(cpu::CompareKind kind, const Tensor &a, const Tensor &b,
+               Tensor &out);
+Status where(const Tensor &cond, const Tensor &a, const Tensor &b, Tensor &out);
+Status unary(cpu::UnaryKind kind, const Tensor &x, Tensor &out);
+Status cast(const Tensor &x, Tensor &out);
+Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
+              bool transposeWeight, Tensor &out);
+Status matmul(const Tensor &a, const Tensor &b, Tensor &out);
+Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
+                 int64_t axis, float epsilon, Tensor &out);
+Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
+               Tensor &out);
+Status softmax(const Tensor &x, int64_t axis, Tensor &out);
+Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor *mask, float scale, bool causal, Tensor &out);
+Status gather(const Tensor &x, const Tensor &indices, int64_t axis,
+              Tensor &out);
+Status transpose(const Tensor &x, const std::vector<int64_t> &perm,
+                 Tensor &out);
+Status expand(const Tensor &x, Tensor &out);
+Status copy(const Tensor &x, Tensor &out);
+
+} // namespace mp::rt::cuda
+
+#endif // MP_RUNTIME_CUDAKERNELS_H

@@ -1,0 +1,677 @@
+//===- Kernels.cu - CUDA kernels ------------------------------------------===//
+//
+// Straightforward first versions: one thread per output element with
+// broadcast strides for elementwise ops, one block per row for norms and
+// softmax, one block per query row for attention, cuBLAS for GEMMs. They are
+// written for correctness against the CPU kernels first; fused/tiled
+// versions come with GPU benchmarking.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Runtime/CudaKernels.h"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cmath>
+
+namespace mp::rt::cuda {
+
+namespace {
+
+constexpr int kMaxRank = 8;
+constexpr int kThreads = 256;
+
+/// Shape and per-operand strides passed by value to kernels.
+struct Dims {
+  int rank = 0;
+  int64_t size[kMaxRank] = {};
+};
+struct Strides {
+  int64_t s[kMaxRank] = {};
+};
+
+Status cudaStatus(cudaError_t err, const char *what) {
+  if (err == cudaSuccess)
+    return Status::success();
+  return Status::error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+Status launched(const char *kernel) {
+  return cudaStatus(cudaGetLastError(), kernel);
+}
+
+Status typeError(const char *kernel, DType t) {
+  return Status::error(std::string(kernel) + ": unsupported element type " +
+                       dtypeName(t) + " on CUDA");
+}
+
+int blocksFor(int64_t n) {
+  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads,
+                                            65535LL * 16));
+}
+
+Dims dimsOf(const std::vector<int64_t> &shape) {
+  Dims d;
+  d.rank = static_cast<int>(shape.size());
+  for (int i = 0; i < d.rank; ++i)
+    d.size[i] = shape[i];
+  return d;
+}
+
+/// Strides of `in` aligned to `out`'s dims; 0 where `in` broadcasts.
+Strides broadcastStrides(const std::vector<int64_t> &out,
+                         const std::vector<int64_t> &in) {
+  Strides st;
+  int64_t stride = 1;
+  int offset = static_cast<int>(out.size() - in.size());
+  for (int i = static_cast<int>(in.size()) - 1; i >= 0; --i) {
+    st.s[i + offset] = in[i] == 1 ? 0 : stride;
+    stride *= in[i];
+  }
+  return st;
+}
+
+__device__ int64_t offsetOf(int64_t index, const Dims &dims,
+                            const Strides &st) {
+  int64_t off = 0;
+  for (int d = dims.rank - 1; d >= 0; --d) {
+    off += (index % dims.size[d]) * st.s[d];
+    index /= dims.size[d];
+  }
+  return off;
+}
+
+__device__ double load(const void *p, DType t, int64_t i) {
+  switch (t) {
+  case DType::F32: return static_cast<const float *>(p)[i];
+  case DType::F64: return static_cast<const double *>(p)[i];
+  case DType::F16: return __half2float(static_cast<const __half *>(p)[i]);
+  case DType::BF16:
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+  case DType::I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
+  case DType::I32: return static_cast<const int32_t *>(p)[i];
+  case DType::I8: return static_cast<const int8_t *>(p)[i];
+  case DType::Bool: return static_cast<const uint8_t *>(p)[i];
+  }
+  return 0;
+}
+
+__device__ void store(void *p, DType t, int64_t i, double v) {
+  switch (t) {
+  case DType::F32: static_cast<float *>(p)[i] = static_cast<float>(v); return;
+  case DType::F64: static_cast<double *>(p)[i] = v; return;
+  case DType::F16: static_cast<__half *>(p)[i] = __float2half(static_cast<float>(v)); return;
+  case DType::BF16:
+    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16(static_cast<float>(v));
+    return;
+  case DType::I64: static_cast<int64_t *>(p)[i] = static_cast<int64_t>(v); return;
+  case DType::I32: static_cast<int32_t *>(p)[i] = static_cast<int32_t>(v); return;
+  case DType::I8: static_cast<int8_t *>(p)[i] = static_cast<int8_t>(v); return;
+  case DType::Bool: static_cast<uint8_t *>(p)[i] = v != 0; return;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+__global__ void binaryKernel(int kind, const float *a, const float *b,
+                             float *o, int64_t n, Dims dims, Strides sa,
+                             Strides sb) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float x = a[offsetOf(i, dims, sa)], y = b[offsetOf(i, dims, sb)];
+    float r = 0;
+    switch (kind) {
+    case 0: r = x + y; break;
+    case 1: r = x - y; break;
+    case 2: r = x * y; break;
+    case 3: r = x / y; break;
+    case 4: r = powf(x, y); break;
+    }
+    o[i] = r;
+  }
+}
+
+__global__ void compareKernel(int kind, const void *a, const void *b,
+                              DType t, uint8_t *o, int64_t n, Dims dims,
+                              Strides sa, Strides sb) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    double x = load(a, t, offsetOf(i, dims, sa));
+    double y = load(b, t, offsetOf(i, dims, sb));
+    bool r = false;
+    switch (kind) {
+    case 0: r = x == y; break;
+    case 1: r = x != y; break;
+    case 2: r = x < y; break;
+    case 3: r = x <= y; break;
+    case 4: r = x > y; break;
+    case 5: r = x >= y; break;
+    }
+    o[i] = r;
+  }
+}
+
+__global__ void whereKernel(const uint8_t *c, const float *a, const float *b,
+                            float *o, int64_t n, Dims dims, Strides sc,
+                            Strides sa, Strides sb) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    o[i] = c[offsetOf(i, dims, sc)] ? a[offsetOf(i, dims, sa)]
+                                    : b[offsetOf(i, dims, sb)];
+}
+
+__global__ void unaryKernel(int kind, const float *x, float *o, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float v = x[i], r = 0;
+    switch (static_cast<cpu::UnaryKind>(kind)) {
+    case cpu::UnaryKind::Neg: r = -v; break;
+    case cpu::UnaryKind::Exp: r = expf(v); break;
+    case cpu::UnaryKind::Log: r = logf(v); break;
+    case cpu::UnaryKind::Sqrt: r = sqrtf(v); break;
+    case cpu::UnaryKind::Rsqrt: r = rsqrtf(v); break;
+    case cpu::UnaryKind::Reciprocal: r = 1.0f / v; break;
+    case cpu::UnaryKind::Tanh: r = tanhf(v); break;
+    case cpu::UnaryKind::Erf: r = erff(v); break;
+    case cpu::UnaryKind::Sigmoid: r = 1.0f / (1.0f + expf(-v)); break;
+    case cpu::UnaryKind::Relu: r = v > 0 ? v : 0.0f; break;
+    case cpu::UnaryKind::Silu: r = v / (1.0f + expf(-v)); break;
+    case cpu::UnaryKind::Gelu: r = 0.5f * v * (1.0f + erff(v * 0.70710678f)); break;
+    case cpu::UnaryKind::GeluTanh:
+      r = 0.5f * v *
+          (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+      break;
+    case cpu::UnaryKind::Cos: r = cosf(v); break;
+    case cpu::UnaryKind::Sin: r = sinf(v); break;
+    }
+    o[i] = r;
+  }
+}
+
+__global__ void castKernel(const void *x, DType from, void *o, DType to,
+                           int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    store(o, to, i, load(x, from, i));
+}
+
+/// Copies elements of `elemBytes` to out[i] from in[offsetOf(i)].
+template <typename E>
+__global__ void gatherElements(const E *in, E *out, int64_t n, Dims dims,
+                               Strides st) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = in[offsetOf(i, dims, st)];
+}
+
+Status gatherBytes(const Tensor &x, Tensor &out, const Strides &st,
+                   const char *kernel) {
+  int64_t n = out.numel();
+  if (n == 0)
+    return Status::success();
+  Dims dims = dimsOf(out.shape);
+  switch (dtypeSize(x.dtype)) {
+  case 1: gatherElements<<<blocksFor(n), kThreads>>>(x.as<uint8_t>(), out.as<uint8_t>(), n, dims, st); break;
+  case 2: gatherElements<<<blocksFor(n), kThreads>>>(x.as<uint16_t>(), out.as<uint16_t>(), n, dims, st); break;
+  case 4: gatherElements<<<blocksFor(n), kThreads>>>(x.as<uint32_t>(), out.as<uint32_t>(), n, dims, st); break;
+  case 8: gatherElements<<<blocksFor(n), kThreads>>>(x.as<uint64_t>(), out.as<uint64_t>(), n, dims, st); break;
+  default: return typeError(kernel, x.dtype);
+  }
+  return launched(kernel);
+}
+
+//===----------------------------------------------------------------------===//
+// Rows: norms and softmax (one block per row, kThreads threads)
+//===----------------------------------------------------------------------===//
+
+__device__ float blockSum(float v, float *shared) {
+  for (int o = 16; o > 0; o /= 2)
+    v += __shfl_down_sync(0xffffffff, v, o);
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < blockDim.x / 32 ? shared[lane] : 0.0f;
+  if (warp == 0)
+    for (int o = 16; o > 0; o /= 2)
+      v += __shfl_down_sync(0xffffffff, v, o);
+  if (threadIdx.x == 0)
+    shared[0] = v;
+  __syncthreads();
+  float total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+__device__ float blockMax(float v, float *shared) {
+  for (int o = 16; o > 0; o /= 2)
+    v = fmaxf(v, __shfl_down_sync(0xffffffff, v, o));
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < blockDim.x / 32 ? shared[lane] : -FLT_MAX;
+  if (warp == 0)
+    for (int o = 16; o > 0; o /= 2)
+      v = fmaxf(v, __shfl_down_sync(0xffffffff, v, o));
+  if (threadIdx.x == 0)
+    shared[0] = v;
+  __syncthreads();
+  float total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+__global__ void layerNormKernel(const float *x, const float *scale,
+                                const float *bias, float *o, int64_t inner,
+                                float eps, bool rms) {
+  __shared__ float shared[32];
+  const float *row = x + blockIdx.x * inner;
+  float *out = o + blockIdx.x * inner;
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
+    sum += rms ? row[i] * row[i] : row[i];
+  float mean = rms ? 0.0f : blockSum(sum, shared) / inner;
+  float var;
+  if (rms) {
+    var = blockSum(sum, shared) / inner;
+  } else {
+    float sq = 0;
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
+      sq += (row[i] - mean) * (row[i] - mean);
+    var = blockSum(sq, shared) / inner;
+  }
+  float inv = rsqrtf(var + eps);
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
+    out[i] = (row[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
+}
+
+__global__ void softmaxLastKernel(const float *x, float *o, int64_t dim) {
+  __shared__ float shared[32];
+  const float *row = x + blockIdx.x * dim;
+  float *out = o + blockIdx.x * dim;
+  float m = -FLT_MAX;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    m = fmaxf(m, row[i]);
+  m = blockMax(m, shared);
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    sum += expf(row[i] - m);
+  sum = blockSum(sum, shared);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    out[i] = m == -INFINITY ? 0.0f : expf(row[i] - m) / sum;
+}
+
+__global__ void softmaxStridedKernel(const float *x, float *o, int64_t outer,
+                                     int64_t dim, int64_t inner) {
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+       t < outer * inner; t += (int64_t)gridDim.x * blockDim.x) {
+    int64_t base = (t / inner) * dim * inner + t % inner;
+    float m = -FLT_MAX, sum = 0;
+    for (int64_t a = 0; a < dim; ++a)
+      m = fmaxf(m, x[base + a * inner]);
+    for (int64_t a = 0; a < dim; ++a)
+      sum += expf(x[base + a * inner] - m);
+    for (int64_t a = 0; a < dim; ++a)
+      o[base + a * inner] = expf(x[base + a * inner] - m) / sum;
+  }
+}
+
+/// One block per (batch, head, query): scores in shared memory, softmax,
+/// then the weighted sum of values.
+__global__ void attentionKernel(const float *q, const float *k, const float *v,
+                                const float *mask, Dims maskDims,
+                                Strides maskStrides, float *o, int64_t H,
+                                int64_t Hkv, int64_t Sq, int64_t Sk,
+                                int64_t D, int64_t Dv, float scale,
+                                bool causal) {
+  extern __shared__ float scores[];
+  __shared__ float shared[32];
+  int64_t i = blockIdx.x % Sq, h = (blockIdx.x / Sq) % H, b = blockIdx.x / (Sq * H);
+  int64_t hk = h / (H / Hkv);
+  const float *qrow = q + ((b * H + h) * Sq + i) * D;
+  const float *kbase = k + (b * Hkv + hk) * Sk * D;
+  const float *vbase = v + (b * Hkv + hk) * Sk * Dv;
+  float m = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < Sk; j += blockDim.x) {
+    float s = -INFINITY;
+    if (!causal || j <= i + (Sk - Sq)) {
+      s = 0;
+      for (int64_t d = 0; d < D; ++d)
+        s += qrow[d] * kbase[j * D + d];
+      s *= scale;
+      if (mask)
+        s += mask[offsetOf(((b * H + h) * Sq + i) * Sk + j, maskDims,
+                           maskStrides)];
+    }
+    scores[j] = s;
+    m = fmaxf(m, s);
+  }
+  m = blockMax(m, shared);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < Sk; j += blockDim.x) {
+    float p = m == -INFINITY ? 0.0f : expf(scores[j] - m);
+    scores[j] = p;
+    sum += p;
+  }
+  sum = blockSum(sum, shared);
+  float *out = o + ((b * H + h) * Sq + i) * Dv;
+  for (int64_t d = threadIdx.x; d < Dv; d += blockDim.x) {
+    float acc = 0;
+    for (int64_t j = 0; j < Sk; ++j)
+      acc += scores[j] * vbase[j * Dv + d];
+    out[d] = sum > 0 ? acc / sum : 0.0f;
+  }
+}
+
+__global__ void gatherRowsKernel(const uint8_t *x, const void *idx, bool idx64,
+                                 uint8_t *out, int64_t outer, int64_t count,
+                                 int64_t dim, int64_t rowBytes) {
+  int64_t total = outer * count * rowBytes;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    int64_t byte = t % rowBytes, k = (t / rowBytes) % count,
+            o = t / rowBytes / count;
+    int64_t j = idx64 ? static_cast<const int64_t *>(idx)[k]
+                      : static_cast<const int32_t *>(idx)[k];
+    if (j < 0)
+      j += dim;
+    out[t] = x[(o * dim + j) * rowBytes + byte];
+  }
+}
+
+__global__ void addBiasKernel(void *o, DType t, const void *bias, int64_t n,
+                              int64_t cols) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    store(o, t, i, load(o, t, i) + load(bias, t, i % cols));
+}
+
+//===----------------------------------------------------------------------===//
+// cuBLAS
+//===----------------------------------------------------------------------===//
+
+cublasHandle_t blasHandle() {
+  static cublasHandle_t handle = [] {
+    cublasHandle_t h = nullptr;
+    cublasCreate(&h);
+    return h;
+  }();
+  return handle;
+}
+
+bool gemmType(DType t, cudaDataType &out) {
+  switch (t) {
+  case DType::F32: out = CUDA_R_32F; return true;
+  case DType::F16: out = CUDA_R_16F; return true;
+  case DType::BF16: out = CUDA_R_16BF; return true;
+  default: return false;
+  }
+}
+
+/// Row-major C[M,N] = A[M,K] · B (B is [K,N], or [N,K] when transB), with
+/// fp32 accumulation, `batch` times at the given element strides.
+Status gemm(DType t, const void *a, const void *b, void *c, int64_t M,
+            int64_t N, int64_t K, bool transB, int64_t batch = 1,
+            int64_t strideA = 0, int64_t strideB = 0, int64_t strideC = 0) {
+  cudaDataType type;
+  if (!gemmType(t, type))
+    return typeError("gemm", t);
+  cublasHandle_t h = blasHandle();
+  if (!h)
+    return Status::error("cublasCreate failed (no usable GPU?)");
+  float alpha = 1.0f, beta = 0.0f;
+  // Column-major view: C^T[N,M] = op(B)^T[N,K] · A^T[K,M].
+  cublasStatus_t s = cublasGemmStridedBatchedEx(
+      h, transB ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N),
+      static_cast<int>(M), static_cast<int>(K), &alpha, b, type,
+      static_cast<int>(transB ? K : N), strideB, a, type, static_cast<int>(K),
+      strideA, &beta, c, type, static_cast<int>(N), strideC,
+      static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return Status::error(std::string("cuBLAS GEMM failed: ") +
+                         cublasGetStatusString(s));
+  return Status::success();
+}
+
+} // namespace
+
+int deviceCount(std::string &reason) {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    reason = std::string("no usable GPU: ") + cudaGetErrorString(err);
+    return 0;
+  }
+  if (n == 0)
+    reason = "no GPU is visible";
+  return n;
+}
+
+Status allocate(size_t bytes, void **ptr) {
+  return cudaStatus(cudaMalloc(ptr, std::max<size_t>(bytes, 1)), "cudaMalloc");
+}
+void release(void *ptr) { cudaFree(ptr); }
+Status copyToDevice(void *dst, const void *src, size_t bytes) {
+  return cudaStatus(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice),
+                    "cudaMemcpy to device");
+}
+Status copyToHost(void *dst, const void *src, size_t bytes) {
+  return cudaStatus(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
+                    "cudaMemcpy to host");
+}
+Status synchronize() {
+  return cudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+Status binary(cpu::BinaryKind kind, const Tensor &a, const Tensor &b,
+              Tensor &out) {
+  if (a.dtype != DType::F32 || b.dtype != DType::F32)
+    return typeError("binary", a.dtype);
+  int64_t n = out.numel();
+  if (n == 0)
+    return Status::success();
+  binaryKernel<<<blocksFor(n), kThreads>>>(
+      static_cast<int>(kind), a.as<float>(), b.as<float>(), out.as<float>(), n,
+      dimsOf(out.shape), broadcastStrides(out.shape, a.shape),
+      broadcastStrides(out.shape, b.shape));
+  return launched("binary");
+}
+
+Status compare(cpu::CompareKind kind, const Tensor &a, const Tensor &b,
+               Tensor &out) {
+  int64_t n = out.numel();
+  if (n == 0)
+    return Status::success();
+  compareKernel<<<blocksFor(n), kThreads>>>(
+      static_cast<int>(kind), a.data, b.data, a.dtype, out.as<uint8_t>(), n,
+      dimsOf(out.shape), broadcastStrides(out.shape, a.shape),
+      broadcastStrides(out.shape, b.shape));
+  return launched("compare");
+}
+
+Status where(const Tensor &cond, const Tensor &a, const Tensor &b,
+             Tensor &out) {
+  if (a.dtype != DType::F32)
+    return typeError("where", a.dtype);
+  int64_t n = out.numel();
+  if (n == 0)
+    return Status::success();
+  whereKernel<<<blocksFor(n), kThreads>>>(
+      cond.as<uint8_t>(), a.as<float>(), b.as<float>(), out.as<float>(), n,
+      dimsOf(out.shape), broadcastStrides(out.shape, cond.shape),
+      broadcastStrides(out.shape, a.shape),
+      broadcastStrides(out.shape, b.shape));
+  return launched("where");
+}
+
+Status unary(cpu::UnaryKind kind, const Tensor &x, Tensor &out) {
+  if (x.dtype != DType::F32)
+    return typeError("unary", x.dtype);
+  int64_t n = x.numel();
+  if (n == 0)
+    return Status::success();
+  unaryKernel<<<blocksFor(n), kThreads>>>(static_cast<int>(kind), x.as<float>(),
+                                          out.as<float>(), n);
+  return launched("unary");
+}
+
+Status cast(const Tensor &x, Tensor &out) {
+  int64_t n = x.numel();
+  if (n == 0)
+    return Status::success();
+  castKernel<<<blocksFor(n), kThreads>>>(x.data, x.dtype, out.data, out.dtype,
+                                         n);
+  return launched("cast");
+}
+
+Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
+              bool transposeWeight, Tensor &out) {
+  int64_t k = x.shape.back(), n = out.shape.back();
+  int64_t m = k ? x.numel() / k : 0;
+  if (Status s = gemm(x.dtype, x.data, weight.data, out.data, m, n, k,
+                      transposeWeight);
+      !s)
+    return s;
+  if (!bias || out.numel() == 0)
+    return Status::success();
+  addBiasKernel<<<blocksFor(out.numel()), kThreads>>>(out.data, out.dtype,
+                                                      bias->data, out.numel(), n);
+  return launched("linear bias");
+}
+
+Status matmul(const Tensor &a, const Tensor &b, Tensor &out) {
+  std::vector<int64_t> as = a.shape, bs = b.shape;
+  if (as.size() == 1)
+    as.insert(as.begin(), 1);
+  if (bs.size() == 1)
+    bs.push_back(1);
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  int64_t batchA = 1, batchB = 1;
+  for (size_t i = 0; i + 2 < as.size(); ++i)
+    batchA *= as[i];
+  for (size_t i = 0; i + 2 < bs.size(); ++i)
+    batchB *= bs[i];
+  int64_t batch = std::max(batchA, batchB);
+  size_t elem = dtypeSize(a.dtype);
+  if (batchB == 1) // a shared right operand: one GEMM over all rows
+    return gemm(a.dtype, a.data, b.data, out.data, batchA * M, N, K, false);
+  if (batchA == batchB || batchA == 1)
+    return gemm(a.dtype, a.data, b.data, out.data, M, N, K, false, batch,
+                batchA == 1 ? 0 : M * K, K * N, M * N);
+  (void)elem;
+  return Status::error("matmul: this batch broadcast is not supported on "
+                       "CUDA yet");
+}
+
+Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
+                 int64_t axis, float epsilon, Tensor &out) {
+  if (x.dtype != DType::F32)
+    return typeError("layer_norm", x.dtype);
+  int64_t inner = 1;
+  for (size_t d = axis; d < x.shape.size(); ++d)
+    inner *= x.shape[d];
+  int64_t rows = inner ? x.numel() / inner : 0;
+  if (rows == 0)
+    return Status::success();
+  layerNormKernel<<<rows, kThreads>>>(x.as<float>(), scale.as<float>(),
+                                      bias ? bias->as<float>() : nullptr,
+                                      out.as<float>(), inner, epsilon, false);
+  return launched("layer_norm");
+}
+
+Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
+               Tensor &out) {
+  if (x.dtype != DType::F32)
+    return typeError("rms_norm", x.dtype);
+  int64_t inner = x.shape.back();
+  int64_t rows = inner ? x.numel() / inner : 0;
+  if (rows == 0)
+    return Status::success();
+  layerNormKernel<<<rows, kThreads>>>(x.as<float>(), scale.as<float>(),
+                                      nullptr, out.as<float>(), inner, epsilon,
+                                      true);
+  return launched("rms_norm");
+}
+
+Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
+  if (x.dtype != DType::F32)
+    return typeError("softmax", x.dtype);
+  int64_t dim = x.shape[axis], inner = 1;
+  for (size_t d = axis + 1; d < x.shape.size(); ++d)
+    inner *= x.shape[d];
+  int64_t outer = dim * inner ? x.numel() / (dim * inner) : 0;
+  if (outer == 0)
+    return Status::success();
+  if (inner == 1)
+    softmaxLastKernel<<<outer, kThreads>>>(x.as<float>(), out.as<float>(), dim);
+  else
+    softmaxStridedKernel<<<blocksFor(outer * inner), kThreads>>>(
+        x.as<float>(), out.as<float>(), outer, dim, inner);
+  return launched("softmax");
+}
+
+Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor *mask, float scale, bool causal, Tensor &out) {
+  if (q.dtype != DType::F32)
+    return typeError("attention", q.dtype);
+  int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
+  std::vector<int64_t> scores = {B, H, Sq, Sk};
+  size_t sharedBytes = Sk * sizeof(float);
+  if (sharedBytes > 48 * 1024)
+    return Status::error("attention: " + std::to_string(Sk) +
+                         " keys exceed this kernel's shared memory");
+  if (B * H * Sq == 0)
+    return Status::success();
+  attentionKernel<<<B * H * Sq, 128, sharedBytes>>>(
+      q.as<float>(), k.as<float>(), v.as<float>(),
+      mask ? mask->as<float>() : nullptr, dimsOf(scores),
+      mask ? broadcastStrides(scores, mask->shape) : Strides(), out.as<float>(),
+      H, Hkv, Sq, Sk, D, Dv, scale, causal);
+  return launched("attention");
+}
+
+Status gather(const Tensor &x, const Tensor &indices, int64_t axis,
+              Tensor &out) {
+  int64_t outer = 1, inner = dtypeSize(x.dtype);
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape[d];
+  for (size_t d = axis + 1; d < x.shape.size(); ++d)
+    inner *= x.shape[d];
+  int64_t count = indices.numel(), total = outer * count * inner;
+  if (total == 0)
+    return Status::success();
+  gatherRowsKernel<<<blocksFor(total), kThreads>>>(
+      x.as<uint8_t>(), indices.data, indices.dtype == DType::I64,
+      out.as<uint8_t>(), outer, count, x.shape[axis], inner);
+  return launched("gather");
+}
+
+Status transpose(const Tensor &x, const std::vector<int64_t> &perm,
+                 Tensor &out) {
+  std::vector<int64_t> inStrides(x.shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(x.shape.size()) - 2; d >= 0; --d)
+    inStrides[d] = inStrides[d + 1] * x.shape[d + 1];
+  Strides st;
+  for (size_t i = 0; i < perm.size(); ++i)
+    st.s[i] = inStrides[perm[i]];
+  return gatherBytes(x, out, st, "transpose");
+}
+
+Status expand(const Tensor &x, Tensor &out) {
+  return gatherBytes(x, out, broadcastStrides(out.shape, x.shape), "expand");
+}
+
+Status copy(const Tensor &x, Tensor &out) {
+  return cudaStatus(cudaMemcpy(out.data, x.data, x.bytes(),
+                               cudaMemcpyDeviceToDevice),
+                    "copy");
+}
+
+} // namespace mp::rt::cuda
