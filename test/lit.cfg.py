@@ -23,3 +23,13 @@ config.substitutions.append(("%python", config.python_executable))
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+
+# GPU-dependent expectations: "no-gpu" where nvidia-smi lists no device.
+import subprocess
+try:
+    has_gpu = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                             timeout=20).returncode == 0
+except (OSError, subprocess.TimeoutExpired):
+    has_gpu = False
+if not has_gpu:
+    config.available_features.add("no-gpu")

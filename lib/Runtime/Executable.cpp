@@ -48,9 +48,6 @@ static int64_t product(const Shape &s, size_t from = 0,
   return n;
 }
 
-static Status vocabParallelEmbedding(const Tensor &table, const Tensor &ids,
-                                     int64_t offset, Tensor &out);
-
 /// Binds one instruction: checks its operands and builds its kernel call.
 class Binder {
 public:
@@ -143,6 +140,7 @@ static const std::map<std::string, cpu::UnaryKind> kUnary = {
     {"cos", cpu::UnaryKind::Cos},   {"sin", cpu::UnaryKind::Sin}};
 
 Status Binder::bindBinary(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
   bool isWhere = inst.op() == "where";
   if (Status s = arity(isWhere ? 3 : 2, 1); !s)
     return s;
@@ -156,18 +154,19 @@ Status Binder::bindBinary(Executable::Step &step) {
   Tensor o = out();
   if (isWhere) {
     const Tensor c = in(2);
-    step.kernel = [a, b, c, o]() mutable { return cpu::where(a, b, c, o); };
+    step.kernel = [kernels, a, b, c, o]() mutable { return kernels->where(a, b, c, o); };
   } else if (inst.op() == "compare") {
     auto kind = static_cast<cpu::CompareKind>(intAttr("predicate"));
-    step.kernel = [kind, a, b, o]() mutable { return cpu::compare(kind, a, b, o); };
+    step.kernel = [kernels, kind, a, b, o]() mutable { return kernels->compare(kind, a, b, o); };
   } else {
     cpu::BinaryKind kind = kBinary.at(inst.op());
-    step.kernel = [kind, a, b, o]() mutable { return cpu::binary(kind, a, b, o); };
+    step.kernel = [kernels, kind, a, b, o]() mutable { return kernels->binary(kind, a, b, o); };
   }
   return Status::success();
 }
 
 Status Binder::bindUnary(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
   if (Status s = arity(1, 1); !s)
     return s;
   if (in(0).numel() != out().numel())
@@ -177,32 +176,35 @@ Status Binder::bindUnary(Executable::Step &step) {
   Tensor o = out();
   const std::string &op = inst.op();
   if (op == "cast") {
-    step.kernel = [x, o]() mutable { return cpu::cast(x, o); };
+    step.kernel = [kernels, x, o]() mutable { return kernels->cast(x, o); };
   } else if (op == "reshape" || op == "dropout") {
     if (x.dtype != o.dtype)
       return fail("result element type differs from the input's");
-    step.kernel = [x, o]() mutable { return cpu::copy(x, o); };
+    step.kernel = [kernels, x, o]() mutable { return kernels->copy(x, o); };
   } else if (op == "trilu") {
     bool upper = intAttr("upper") != 0;
-    int64_t k = intAttr("diagonal");
+    int64_t diagonal = intAttr("diagonal");
     if (x.shape.size() < 2)
       return fail("input must have rank >= 2");
-    step.kernel = [x, o, upper, k]() mutable { return cpu::trilu(x, upper, k, o); };
+    step.kernel = [kernels, x, o, upper, diagonal]() mutable {
+      return kernels->trilu(x, upper, diagonal, o);
+    };
   } else if (op == "softmax") {
     int64_t axis;
     if (Status s = axisAttr("axis", x.shape.size(), axis); !s)
       return s;
-    step.kernel = [x, o, axis]() mutable { return cpu::softmax(x, axis, o); };
+    step.kernel = [kernels, x, o, axis]() mutable { return kernels->softmax(x, axis, o); };
   } else {
     cpu::UnaryKind kind = kUnary.at(op);
     if (op == "gelu" && intAttr("approximate") == 1)
       kind = cpu::UnaryKind::GeluTanh;
-    step.kernel = [kind, x, o]() mutable { return cpu::unary(kind, x, o); };
+    step.kernel = [kernels, kind, x, o]() mutable { return kernels->unary(kind, x, o); };
   }
   return Status::success();
 }
 
 Status Binder::bindMatmul(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
   if (Status s = arity(2, 1); !s)
     return s;
   Shape a = in(0).shape, b = in(1).shape;
@@ -230,11 +232,12 @@ Status Binder::bindMatmul(Executable::Step &step) {
                static_cast<double>(a[a.size() - 2] * a.back() * b.back());
   const Tensor x = in(0), y = in(1);
   Tensor o = out();
-  step.kernel = [x, y, o]() mutable { return cpu::matmul(x, y, o); };
+  step.kernel = [kernels, x, y, o]() mutable { return kernels->matmul(x, y, o); };
   return Status::success();
 }
 
 Status Binder::bindLinear(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
   if (Status s = arity(3, 1); !s)
     return s;
   const Tensor x = in(0), w = in(1);
@@ -242,11 +245,11 @@ Status Binder::bindLinear(Executable::Step &step) {
   bool transposed = intAttr("transpose_weight") != 0;
   if (x.shape.empty() || w.shape.size() != 2)
     return fail("expected input rank >= 1 and a rank-2 weight");
-  int64_t k = transposed ? w.shape[1] : w.shape[0];
+  int64_t features = transposed ? w.shape[1] : w.shape[0];
   int64_t n = transposed ? w.shape[0] : w.shape[1];
-  if (x.shape.back() != k)
+  if (x.shape.back() != features)
     return fail("input feature size " + std::to_string(x.shape.back()) +
-                " does not match the weight's " + std::to_string(k));
+                " does not match the weight's " + std::to_string(features));
   if (bias && bias->shape != Shape{n})
     return fail("bias shape " + formatShape(bias->shape) + " is not " +
                 std::to_string(n));
@@ -257,13 +260,14 @@ Status Binder::bindLinear(Executable::Step &step) {
   exe.flops += 2.0 * product(x.shape) * n;
   Tensor o = out();
   std::optional<Tensor> b = bias ? std::optional<Tensor>(*bias) : std::nullopt;
-  step.kernel = [x, w, b, transposed, o]() mutable {
-    return cpu::linear(x, w, b ? &*b : nullptr, transposed, o);
+  step.kernel = [kernels, x, w, b, transposed, o]() mutable {
+    return kernels->linear(x, w, b ? &*b : nullptr, transposed, o);
   };
   return Status::success();
 }
 
 Status Binder::bindNorm(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
   bool layer = inst.op() == "layer_norm";
   if (Status s = arity(2, 1, layer ? 1 : 0); !s)
     return s;
@@ -283,19 +287,20 @@ Status Binder::bindNorm(Executable::Step &step) {
   float eps = static_cast<float>(floatAttr("epsilon", 1e-5));
   Tensor o = out();
   if (!layer) {
-    step.kernel = [x, scale, eps, o]() mutable {
-      return cpu::rmsNorm(x, scale, eps, o);
+    step.kernel = [kernels, x, scale, eps, o]() mutable {
+      return kernels->rmsNorm(x, scale, eps, o);
     };
     return Status::success();
   }
   std::optional<Tensor> b = bias ? std::optional<Tensor>(*bias) : std::nullopt;
-  step.kernel = [x, scale, b, axis, eps, o]() mutable {
-    return cpu::layerNorm(x, scale, b ? &*b : nullptr, axis, eps, o);
+  step.kernel = [kernels, x, scale, b, axis, eps, o]() mutable {
+    return kernels->layerNorm(x, scale, b ? &*b : nullptr, axis, eps, o);
   };
   return Status::success();
 }
 
 Status Binder::bindAttention(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
   if (Status s = arity(3, 1, 1); !s)
     return s;
   const Tensor q = in(0), k = in(1), v = in(2);
@@ -322,16 +327,25 @@ Status Binder::bindAttention(Executable::Step &step) {
   bool causal = intAttr("causal") != 0;
   std::optional<Tensor> m = mask ? std::optional<Tensor>(*mask) : std::nullopt;
   Tensor o = out();
-  step.kernel = [q, k, v, m, scale, causal, o]() mutable {
-    return cpu::attention(q, k, v, m ? &*m : nullptr, scale, causal, o);
+  step.kernel = [kernels, q, k, v, m, scale, causal, o]() mutable {
+    return kernels->attention(q, k, v, m ? &*m : nullptr, scale, causal, o);
   };
   return Status::success();
 }
 
 /// Indices come from user input: out-of-range ones are an error, not a
 /// stray read.
-static Status checkIndices(const Tensor &indices, int64_t dim,
-                           const std::string &where) {
+static Status checkIndices(const KernelTable *k, const Tensor &device,
+                           int64_t dim, const std::string &where) {
+  // Device indices are checked from a host copy (they are small: token ids).
+  std::vector<uint8_t> host;
+  Tensor indices = device;
+  if (k != &cpuKernelTable()) {
+    host.resize(device.bytes());
+    if (Status s = k->toHost(host.data(), device.data, device.bytes()); !s)
+      return s;
+    indices.data = host.data();
+  }
   for (int64_t i = 0; i < indices.numel(); ++i) {
     int64_t j = indices.dtype == DType::I64 ? indices.as<int64_t>()[i]
                                             : indices.as<int32_t>()[i];
@@ -343,6 +357,7 @@ static Status checkIndices(const Tensor &indices, int64_t dim,
 }
 
 Status Binder::bindGather(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
   if (inst.op() == "cross_entropy") {
     if (Status s = arity(2, 1); !s)
       return s;
@@ -356,10 +371,10 @@ Status Binder::bindGather(Executable::Step &step) {
     Tensor o = out();
     std::string where = "instruction 'cross_entropy' at '" + inst.location() + "'";
     int64_t vocab = logits.shape.back();
-    step.kernel = [logits, targets, o, vocab, where]() mutable {
-      if (Status s = checkIndices(targets, vocab, where); !s)
+    step.kernel = [kernels, logits, targets, o, vocab, where]() mutable {
+      if (Status s = checkIndices(kernels, targets, vocab, where); !s)
         return s;
-      return cpu::crossEntropy(logits, targets, o);
+      return kernels->crossEntropy(logits, targets, o);
     };
     return Status::success();
   }
@@ -384,22 +399,23 @@ Status Binder::bindGather(Executable::Step &step) {
   if (intAttr("vocab_parallel")) {
     Communicator *group = exe.axisComms[0].get();
     int64_t offset = dim * group->rank(), vocab = dim * group->size();
-    step.kernel = [x, idx, o, offset, vocab, where]() mutable {
-      if (Status s = checkIndices(idx, vocab, where); !s)
+    step.kernel = [kernels, x, idx, o, offset, vocab, where]() mutable {
+      if (Status s = checkIndices(kernels, idx, vocab, where); !s)
         return s;
-      return vocabParallelEmbedding(x, idx, offset, o);
+      return kernels->vocabEmbedding(x, idx, offset, o);
     };
     return Status::success();
   }
-  step.kernel = [x, idx, o, axis, dim, where]() mutable {
-    if (Status s = checkIndices(idx, dim, where); !s)
+  step.kernel = [kernels, x, idx, o, axis, dim, where]() mutable {
+    if (Status s = checkIndices(kernels, idx, dim, where); !s)
       return s;
-    return cpu::gather(x, idx, axis, o);
+    return kernels->gather(x, idx, axis, o);
   };
   return Status::success();
 }
 
 Status Binder::bindCollective(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
   if (Status s = arity(1, 1); !s)
     return s;
   const Tensor x = in(0);
@@ -411,10 +427,19 @@ Status Binder::bindCollective(Executable::Step &step) {
   Communicator *comm = exe.axisComms[gridAxis].get();
   int64_t groupSize = comm->size();
   const std::string &op = inst.op();
+  if (groupSize == 1) { // every collective of one rank is a copy
+    if (x.numel() != o.numel())
+      return fail("input and result sizes differ");
+    step.kernel = [kernels, x, o]() mutable { return kernels->copy(x, o); };
+    return Status::success();
+  }
+  if (kernels != &cpuKernelTable())
+    return fail("multi-rank runs on " + std::string(kernels->name) +
+                " need NCCL, which this runtime does not have yet");
   if (op == "all_reduce") {
     if (x.shape != o.shape)
       return fail("input and result shapes differ");
-    step.kernel = [comm, x, o]() mutable { return comm->allReduceSum(x, o); };
+    step.kernel = [kernels, comm, x, o]() mutable { return comm->allReduceSum(x, o); };
     return Status::success();
   }
   int64_t axis = intAttr("axis");
@@ -430,41 +455,22 @@ Status Binder::bindCollective(Executable::Step &step) {
                 std::to_string(axis) + " over " + std::to_string(groupSize) +
                 " ranks");
   if (op == "all_gather")
-    step.kernel = [comm, x, o, axis]() mutable {
+    step.kernel = [kernels, comm, x, o, axis]() mutable {
       return comm->allGather(x, o, axis);
     };
   else if (op == "reduce_scatter")
-    step.kernel = [comm, x, o, axis]() mutable {
+    step.kernel = [kernels, comm, x, o, axis]() mutable {
       return comm->reduceScatterSum(x, o, axis);
     };
   else
-    step.kernel = [comm, x, o, axis]() mutable {
+    step.kernel = [kernels, comm, x, o, axis]() mutable {
       return comm->allSlice(x, o, axis);
     };
   return Status::success();
 }
 
-/// Vocab-parallel lookup: rows of ids in this rank's vocabulary range, zeros
-/// for the others (an all-reduce follows).
-static Status vocabParallelEmbedding(const Tensor &table, const Tensor &ids,
-                                     int64_t offset, Tensor &out) {
-  int64_t rows = table.shape[0];
-  size_t rowBytes = table.bytes() / std::max<int64_t>(rows, 1);
-  auto *dst = static_cast<uint8_t *>(out.data);
-  const auto *src = static_cast<const uint8_t *>(table.data);
-  for (int64_t i = 0; i < ids.numel(); ++i) {
-    int64_t id = ids.dtype == DType::I64 ? ids.as<int64_t>()[i]
-                                         : ids.as<int32_t>()[i];
-    int64_t local = id - offset;
-    if (local >= 0 && local < rows)
-      std::memcpy(dst + i * rowBytes, src + local * rowBytes, rowBytes);
-    else
-      std::memset(dst + i * rowBytes, 0, rowBytes);
-  }
-  return Status::success();
-}
-
 Status Binder::bindShapeOp(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
   const std::string &op = inst.op();
   if (op == "transpose") {
     if (Status s = arity(1, 1); !s)
@@ -483,7 +489,7 @@ Status Binder::bindShapeOp(Executable::Step &step) {
     if (Status s = expectShape("result", out().shape, expected); !s)
       return s;
     Tensor o = out();
-    step.kernel = [x, perm, o]() mutable { return cpu::transpose(x, perm, o); };
+    step.kernel = [kernels, x, perm, o]() mutable { return kernels->transpose(x, perm, o); };
     return Status::success();
   }
   if (op == "slice") {
@@ -504,8 +510,8 @@ Status Binder::bindShapeOp(Executable::Step &step) {
                     " reads outside the input");
     }
     Tensor o = out();
-    step.kernel = [x, starts, strides, o]() mutable {
-      return cpu::slice(x, starts, strides, o);
+    step.kernel = [kernels, x, starts, strides, o]() mutable {
+      return kernels->slice(x, starts, strides, o);
     };
     return Status::success();
   }
@@ -518,7 +524,7 @@ Status Binder::bindShapeOp(Executable::Step &step) {
                   formatShape(out().shape));
     const Tensor x = in(0);
     Tensor o = out();
-    step.kernel = [x, o]() mutable { return cpu::expand(x, o); };
+    step.kernel = [kernels, x, o]() mutable { return kernels->expand(x, o); };
     return Status::success();
   }
   if (op == "concat") {
@@ -544,11 +550,11 @@ Status Binder::bindShapeOp(Executable::Step &step) {
     if (Status s = expectShape("result", out().shape, expected); !s)
       return s;
     Tensor o = out();
-    step.kernel = [inputs, axis, o]() mutable {
+    step.kernel = [kernels, inputs, axis, o]() mutable {
       std::vector<const Tensor *> ptrs;
       for (const Tensor &t : inputs)
         ptrs.push_back(&t);
-      return cpu::concat(ptrs, axis, o);
+      return kernels->concat(ptrs, axis, o);
     };
     return Status::success();
   }
@@ -573,11 +579,11 @@ Status Binder::bindShapeOp(Executable::Step &step) {
     }
     if (total != x.shape[axis])
       return fail("split sizes do not add up to the input dimension");
-    step.kernel = [x, outs, axis]() mutable {
+    step.kernel = [kernels, x, outs, axis]() mutable {
       std::vector<Tensor *> ptrs;
       for (Tensor &t : outs)
         ptrs.push_back(&t);
-      return cpu::split(x, axis, ptrs);
+      return kernels->split(x, axis, ptrs);
     };
     return Status::success();
   }
@@ -598,8 +604,8 @@ Status Binder::bindShapeOp(Executable::Step &step) {
                   " elements; expected " + std::to_string(kept));
     auto kind = static_cast<cpu::ReduceKind>(intAttr("kind"));
     Tensor o = out();
-    step.kernel = [kind, x, axes, o]() mutable {
-      return cpu::reduce(kind, x, axes, o);
+    step.kernel = [kernels, kind, x, axes, o]() mutable {
+      return kernels->reduce(kind, x, axes, o);
     };
     return Status::success();
   }
@@ -625,16 +631,17 @@ Status Binder::bindShapeOp(Executable::Step &step) {
     return s;
   std::string equation = eq->s();
   Tensor o = out();
-  step.kernel = [inputs, equation, o]() mutable {
+  step.kernel = [kernels, inputs, equation, o]() mutable {
     std::vector<const Tensor *> ptrs;
     for (const Tensor &t : inputs)
       ptrs.push_back(&t);
-    return cpu::einsum(equation, ptrs, o);
+    return kernels->einsum(equation, ptrs, o);
   };
   return Status::success();
 }
 
 Status Binder::bind(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
   step.op = inst.op();
   step.location = inst.location();
   for (int id : inst.operands())
@@ -742,12 +749,42 @@ static Status loadParameters(const std::string &dir, int rank,
   return Status::success();
 }
 
+/// Copies host tensors into one device allocation and points them there.
+static Status uploadAll(const KernelTable *k, std::vector<Tensor *> tensors,
+                        void *&storage) {
+  size_t total = 0;
+  for (Tensor *t : tensors)
+    total += (t->bytes() + 255) / 256 * 256;
+  if (Status s = k->allocate(total, &storage); !s)
+    return s;
+  size_t offset = 0;
+  for (Tensor *t : tensors) {
+    void *dst = static_cast<uint8_t *>(storage) + offset;
+    if (Status s = k->toDevice(dst, t->data, t->bytes()); !s)
+      return s;
+    t->data = dst;
+    offset += (t->bytes() + 255) / 256 * 256;
+  }
+  return Status::success();
+}
+
 Status Executable::load(const std::string &dir,
-                        std::unique_ptr<Executable> &out, Communicator *comm) {
+                        std::unique_ptr<Executable> &out, Communicator *comm,
+                        Device device) {
   program::Program prog;
   if (Status s = readProgram(dir, prog); !s)
     return s;
   auto exe = std::unique_ptr<Executable>(new Executable());
+  exe->kernels = &cpuKernelTable();
+  if (device == Device::CUDA) {
+    exe->kernels = cudaKernelTable();
+    std::string reason;
+    if (!exe->kernels)
+      return Status::error("--device cuda: this mp-run was built without "
+                           "CUDA (configure with the CUDA toolkit installed)");
+    if (!exe->kernels->available(reason))
+      return Status::error("--device cuda: " + reason);
+  }
   if (!comm) {
     exe->ownedComm = makeSingleProcessCommunicator();
     comm = exe->ownedComm.get();
@@ -786,11 +823,20 @@ Status Executable::load(const std::string &dir,
   exe->arenaSize = prog.arena_bytes();
   if (exe->arenaSize < 0)
     return Status::error("program has a negative arena size");
-  exe->arena = static_cast<uint8_t *>(
-      std::aligned_alloc(64, ((exe->arenaSize + 63) / 64) * 64 + 64));
-  if (!exe->arena)
+  void *arena = nullptr;
+  if (Status s = exe->kernels->allocate(exe->arenaSize, &arena); !s)
     return Status::error("cannot allocate the " +
-                         std::to_string(exe->arenaSize) + "-byte arena");
+                         std::to_string(exe->arenaSize) + "-byte arena: " +
+                         s.message);
+  exe->arena = static_cast<uint8_t *>(arena);
+  bool onHost = exe->kernels == &cpuKernelTable();
+  if (!onHost) {
+    std::vector<Tensor *> ptrs;
+    for (Tensor &p : params)
+      ptrs.push_back(&p);
+    if (Status s = uploadAll(exe->kernels, ptrs, exe->deviceParams); !s)
+      return s;
+  }
 
   exe->constants.reserve(prog.buffers_size());
   for (int i = 0; i < prog.buffers_size(); ++i) {
@@ -831,6 +877,15 @@ Status Executable::load(const std::string &dir,
     exe->buffers.push_back(std::move(t));
   }
 
+  if (!onHost) {
+    std::vector<Tensor *> constants;
+    for (int i = 0; i < prog.buffers_size(); ++i)
+      if (prog.buffers(i).kind() == program::Buffer::CONSTANT)
+        constants.push_back(&exe->buffers[i]);
+    if (Status s = uploadAll(exe->kernels, constants, exe->deviceConstants); !s)
+      return s;
+  }
+
   auto bindIO = [&](const auto &bindings, std::vector<IOSpec> &specs,
                     std::vector<int> &ids) -> Status {
     for (const auto &b : bindings) {
@@ -861,7 +916,15 @@ Status Executable::load(const std::string &dir,
   return Status::success();
 }
 
-Executable::~Executable() { std::free(arena); }
+Executable::~Executable() {
+  if (!kernels)
+    return;
+  kernels->release(arena);
+  if (deviceParams)
+    kernels->release(deviceParams);
+  if (deviceConstants)
+    kernels->release(deviceConstants);
+}
 
 std::vector<std::tuple<std::string, double, int64_t>>
 Executable::profile() const {
@@ -892,8 +955,10 @@ Status Executable::run(const std::vector<Tensor> &inputs,
                            formatShape(spec.shape) + " but got " +
                            dtypeName(inputs[i].dtype) + " " +
                            formatShape(inputs[i].shape));
-    std::memcpy(buffers[inputBuffers[i]].data, inputs[i].data,
-                inputs[i].bytes());
+    if (Status s = kernels->toDevice(buffers[inputBuffers[i]].data,
+                                     inputs[i].data, inputs[i].bytes());
+        !s)
+      return s;
   }
   if (profiling && stepSeconds.size() != steps.size()) {
     stepSeconds.assign(steps.size(), 0.0);
@@ -903,6 +968,8 @@ Status Executable::run(const std::vector<Tensor> &inputs,
     Step &step = steps[i];
     auto start = std::chrono::steady_clock::now();
     Status s = step.kernel();
+    if (s && profiling)
+      s = kernels->synchronize(); // time each kernel, not its launch
     if (!s)
       return Status::error(s.message.find("instruction") == 0
                                ? s.message
@@ -915,9 +982,22 @@ Status Executable::run(const std::vector<Tensor> &inputs,
       ++stepCalls[i];
     }
   }
+  if (Status s = kernels->synchronize(); !s)
+    return s;
   outputs.clear();
-  for (int id : outputBuffers)
-    outputs.push_back(buffers[id]);
+  bool onHost = kernels == &cpuKernelTable();
+  outputStaging.resize(outputBuffers.size());
+  for (size_t i = 0; i < outputBuffers.size(); ++i) {
+    Tensor t = buffers[outputBuffers[i]];
+    if (!onHost) {
+      outputStaging[i].resize(t.bytes());
+      if (Status s = kernels->toHost(outputStaging[i].data(), t.data, t.bytes());
+          !s)
+        return s;
+      t.data = outputStaging[i].data();
+    }
+    outputs.push_back(t);
+  }
   return Status::success();
 }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Comm.h"
+#include "mp/Runtime/Device.h"
 #include "mp/Runtime/Executable.h"
 #include "mp/Runtime/Kernels.h"
 #include "mp/Runtime/Npy.h"
@@ -38,6 +39,9 @@ the (gathered) outputs.
 options:
   --input NAME=FILE.npy   an input (repeat for each; --input NAME FILE also works)
   --output-dir DIR        write each output as DIR/NAME.npy
+  --device cpu|cuda       where to run (default: cuda when this mp-run has
+                          CUDA, a GPU is visible and the artifact is for one
+                          rank; cpu otherwise)
   --threads N             threads for kernels and BLAS (default: all cores)
   --warmup N              untimed runs before timing (default 1)
   --iterations N          timed runs (default 3)
@@ -50,7 +54,7 @@ options:
 )";
 
 struct Options {
-  std::string artifact, outputDir, verify;
+  std::string artifact, outputDir, verify, device;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 0, warmup = 1, iterations = 3;
   bool quiet = false, profile = false;
@@ -141,6 +145,11 @@ Options parseArgs(int argc, char **argv) {
       if (eq == std::string::npos)
         die("--input expects NAME=FILE.npy, got '" + v + "'");
       o.inputs.push_back({v.substr(0, eq), v.substr(eq + 1)});
+    } else if (arg == "--device") {
+      o.device = value();
+      Device d;
+      if (!parseDevice(o.device, d))
+        die("--device expects cpu or cuda, got '" + o.device + "'");
     } else if (arg == "--output-dir") {
       o.outputDir = value();
     } else if (arg == "--threads") {
@@ -238,9 +247,18 @@ int main(int argc, char **argv) {
     o.quiet = true;
   cpu::setNumThreads(o.threads);
 
+  Device device = Device::CPU;
+  if (!o.device.empty()) {
+    parseDevice(o.device, device);
+  } else if (const KernelTable *gpu = cudaKernelTable(); gpu && rankCount == 1) {
+    std::string reason;
+    if (gpu->available(reason))
+      device = Device::CUDA;
+  }
+
   double t0 = seconds();
   std::unique_ptr<Executable> exe;
-  Status loaded = Executable::load(o.artifact, exe, comm.get());
+  Status loaded = Executable::load(o.artifact, exe, comm.get(), device);
   // Every rank validates its own shard; all stop if any failed (no hang).
   if (anyRankFailed(*comm, !loaded)) {
     if (!loaded)
@@ -260,10 +278,11 @@ int main(int argc, char **argv) {
 
   if (!o.quiet)
     std::printf("mp-run: %s: %zu instructions, arena %.1f MiB, parameters "
-                "%.1f MiB, loaded in %.2f s, %d threads, %d rank(s) (%s)\n",
+                "%.1f MiB, loaded in %.2f s, %s, %d threads, %d rank(s) (%s)\n",
                 o.artifact.c_str(), exe->numInstructions(),
                 exe->arenaBytes() / 1048576.0, exe->parameterBytes() / 1048576.0,
-                loadSeconds, cpu::getNumThreads(), rankCount, comm->backend());
+                loadSeconds, deviceName(device), cpu::getNumThreads(), rankCount,
+                comm->backend());
   for (int i = 0; i < o.warmup; ++i)
     if (Status s = exe->run(inputs, outputs); !s)
       abortRun(s.message);

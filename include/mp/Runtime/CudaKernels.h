@@ -6,8 +6,8 @@
 // CUDA headers; the library exists when CMake found the CUDA toolkit
 // (MP_ENABLE_CUDA).
 //
-// Status: kernels and device helpers only; the executor does not bind them
-// yet (no `mp-run --device cuda`), NCCL is not wired. See the CUDA issue.
+// The executor binds them through the CUDA kernel table (mp-run --device
+// cuda). NCCL is not wired yet. Never run on a GPU so far: see the CUDA issue.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MP_RUNTIME_CUDAKERNELS_H
@@ -52,6 +52,21 @@ Status transpose(const Tensor &x, const std::vector<int64_t> &perm,
                  Tensor &out);
 Status expand(const Tensor &x, Tensor &out);
 Status copy(const Tensor &x, Tensor &out);
+Status reduce(cpu::ReduceKind kind, const Tensor &x,
+              const std::vector<int64_t> &axes, Tensor &out);
+Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out);
+/// Not on CUDA yet (einsum only appears in constant subgraphs the importer
+/// folds): returns an error.
+Status einsum(const std::string &equation,
+              const std::vector<const Tensor *> &inputs, Tensor &out);
+Status trilu(const Tensor &x, bool upper, int64_t k, Tensor &out);
+Status slice(const Tensor &x, const std::vector<int64_t> &starts,
+             const std::vector<int64_t> &strides, Tensor &out);
+Status concat(const std::vector<const Tensor *> &inputs, int64_t axis,
+              Tensor &out);
+Status split(const Tensor &x, int64_t axis, const std::vector<Tensor *> &outs);
+Status vocabEmbedding(const Tensor &table, const Tensor &ids, int64_t offset,
+                      Tensor &out);
 
 } // namespace mp::rt::cuda
 

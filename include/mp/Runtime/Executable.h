@@ -3,6 +3,7 @@
 #define MP_RUNTIME_EXECUTABLE_H
 
 #include "mp/Runtime/Comm.h"
+#include "mp/Runtime/Device.h"
 #include "mp/Runtime/Safetensors.h"
 #include "mp/Runtime/Tensor.h"
 
@@ -33,7 +34,7 @@ public:
   /// `comm` (not owned; null: one process) must have as many ranks as the
   /// artifact's grid.
   static Status load(const std::string &dir, std::unique_ptr<Executable> &out,
-                     Communicator *comm = nullptr);
+                     Communicator *comm = nullptr, Device device = Device::CPU);
   /// Ranks the artifact was compiled for.
   int64_t gridSize() const { return ranks; }
 
@@ -45,9 +46,9 @@ public:
   /// Multiply-add FLOPs of one run (GEMMs and attention), for throughput.
   double flopsPerRun() const { return flops; }
 
-  /// Runs on `inputs` (in the order of inputs(); dtypes and shapes must
-  /// match). `outputs` receives views into the arena, valid until the next
-  /// run.
+  /// Runs on `inputs` (host memory, in the order of inputs(); dtypes and
+  /// shapes must match). `outputs` receives host views (into the arena on
+  /// the CPU, into staging copies on a GPU), valid until the next run.
   Status run(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
 
   /// When enabled, run() accumulates the seconds spent in each op kind.
@@ -70,7 +71,10 @@ private:
   std::vector<Step> steps;
   std::vector<std::string> constants;
   std::unique_ptr<SafetensorsFile> params;
+  const KernelTable *kernels = nullptr;
   uint8_t *arena = nullptr;
+  void *deviceParams = nullptr, *deviceConstants = nullptr;
+  std::vector<std::vector<uint8_t>> outputStaging; // device runs only
   int64_t arenaSize = 0, paramBytes = 0;
   double flops = 0;
   bool profiling = false;

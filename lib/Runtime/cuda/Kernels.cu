@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 
@@ -201,28 +202,53 @@ __global__ void castKernel(const void *x, DType from, void *o, DType to,
 }
 
 /// Copies elements of `elemBytes` to out[i] from in[offsetOf(i)].
+/// out[outBase + offsetOf(i, dims, outSt)] = in[inBase + offsetOf(i, dims,
+/// inSt)] for every index i of `dims`.
 template <typename E>
-__global__ void gatherElements(const E *in, E *out, int64_t n, Dims dims,
-                               Strides st) {
+__global__ void moveElements(const E *in, E *out, int64_t n, Dims dims,
+                             Strides inSt, int64_t inBase, Strides outSt,
+                             int64_t outBase) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
-    out[i] = in[offsetOf(i, dims, st)];
+    out[outBase + offsetOf(i, dims, outSt)] =
+        in[inBase + offsetOf(i, dims, inSt)];
+}
+
+Strides contiguous(const std::vector<int64_t> &shape) {
+  Strides st;
+  int64_t stride = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    st.s[i] = stride;
+    stride *= shape[i];
+  }
+  return st;
+}
+
+/// Moves the elements of an index space `shape` between two strided views.
+Status moveBytes(const Tensor &in, void *out, const std::vector<int64_t> &shape,
+                 const Strides &inSt, int64_t inBase, const Strides &outSt,
+                 int64_t outBase, const char *kernel) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  if (n == 0)
+    return Status::success();
+  Dims dims = dimsOf(shape);
+  int grid = blocksFor(n);
+  switch (dtypeSize(in.dtype)) {
+  case 1: moveElements<<<grid, kThreads>>>(in.as<uint8_t>(), static_cast<uint8_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
+  case 2: moveElements<<<grid, kThreads>>>(in.as<uint16_t>(), static_cast<uint16_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
+  case 4: moveElements<<<grid, kThreads>>>(in.as<uint32_t>(), static_cast<uint32_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
+  case 8: moveElements<<<grid, kThreads>>>(in.as<uint64_t>(), static_cast<uint64_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
+  default: return typeError(kernel, in.dtype);
+  }
+  return launched(kernel);
 }
 
 Status gatherBytes(const Tensor &x, Tensor &out, const Strides &st,
                    const char *kernel) {
-  int64_t n = out.numel();
-  if (n == 0)
-    return Status::success();
-  Dims dims = dimsOf(out.shape);
-  switch (dtypeSize(x.dtype)) {
-  case 1: gatherElements<<<blocksFor(n), kThreads>>>(x.as<uint8_t>(), out.as<uint8_t>(), n, dims, st); break;
-  case 2: gatherElements<<<blocksFor(n), kThreads>>>(x.as<uint16_t>(), out.as<uint16_t>(), n, dims, st); break;
-  case 4: gatherElements<<<blocksFor(n), kThreads>>>(x.as<uint32_t>(), out.as<uint32_t>(), n, dims, st); break;
-  case 8: gatherElements<<<blocksFor(n), kThreads>>>(x.as<uint64_t>(), out.as<uint64_t>(), n, dims, st); break;
-  default: return typeError(kernel, x.dtype);
-  }
-  return launched(kernel);
+  return moveBytes(x, out.data, out.shape, st, 0, contiguous(out.shape), 0,
+                   kernel);
 }
 
 //===----------------------------------------------------------------------===//
@@ -437,6 +463,68 @@ Status gemm(DType t, const void *a, const void *b, void *c, int64_t M,
     return Status::error(std::string("cuBLAS GEMM failed: ") +
                          cublasGetStatusString(s));
   return Status::success();
+}
+
+
+__global__ void reduceKernel(int kind, const float *x, float *o, int64_t n,
+                             Dims keptDims, Strides keptSt, Dims redDims,
+                             Strides redSt, int64_t count) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t base = offsetOf(i, keptDims, keptSt);
+    float acc = kind == 2 ? -INFINITY : kind == 3 ? INFINITY : 0.0f;
+    for (int64_t r = 0; r < count; ++r) {
+      float v = x[base + offsetOf(r, redDims, redSt)];
+      acc = kind == 2 ? fmaxf(acc, v) : kind == 3 ? fminf(acc, v) : acc + v;
+    }
+    o[i] = kind == 1 ? acc / count : acc;
+  }
+}
+
+__global__ void crossEntropyKernel(const float *logits, const void *targets,
+                                   bool t64, int64_t vocab, int64_t rows,
+                                   float *out) {
+  __shared__ float shared[32];
+  const float *row = logits + blockIdx.x * vocab;
+  float m = -FLT_MAX;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x)
+    m = fmaxf(m, row[i]);
+  m = blockMax(m, shared);
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x)
+    sum += expf(row[i] - m);
+  sum = blockSum(sum, shared);
+  if (threadIdx.x == 0) {
+    int64_t t = t64 ? static_cast<const int64_t *>(targets)[blockIdx.x]
+                    : static_cast<const int32_t *>(targets)[blockIdx.x];
+    atomicAdd(out, (logf(sum) + m - row[t]) / rows);
+  }
+}
+
+template <typename E>
+__global__ void triluKernel(const E *x, E *o, int64_t n, int64_t rows,
+                            int64_t cols, bool upper, int64_t k) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t c = i % cols, r = (i / cols) % rows;
+    bool keep = upper ? c - r >= k : c - r <= k;
+    o[i] = keep ? x[i] : E(0);
+  }
+}
+
+__global__ void vocabEmbeddingKernel(const uint8_t *table, const void *ids,
+                                     bool ids64, uint8_t *out, int64_t count,
+                                     int64_t rows, int64_t rowBytes,
+                                     int64_t offset) {
+  int64_t total = count * rowBytes;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    int64_t k = t / rowBytes, byte = t % rowBytes;
+    int64_t id = ids64 ? static_cast<const int64_t *>(ids)[k]
+                       : static_cast<const int32_t *>(ids)[k];
+    int64_t local = id - offset;
+    out[t] = local >= 0 && local < rows ? table[local * rowBytes + byte] : 0;
+  }
 }
 
 } // namespace
@@ -672,6 +760,128 @@ Status copy(const Tensor &x, Tensor &out) {
   return cudaStatus(cudaMemcpy(out.data, x.data, x.bytes(),
                                cudaMemcpyDeviceToDevice),
                     "copy");
+}
+
+Status reduce(cpu::ReduceKind kind, const Tensor &x,
+              const std::vector<int64_t> &axes, Tensor &out) {
+  if (x.dtype != DType::F32)
+    return typeError("reduce", x.dtype);
+  Strides in = contiguous(x.shape), keptSt, redSt;
+  std::vector<int64_t> kept, reduced;
+  Dims keptDims, redDims;
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    bool isReduced = std::find(axes.begin(), axes.end(),
+                               static_cast<int64_t>(d)) != axes.end();
+    if (isReduced) {
+      redSt.s[reduced.size()] = in.s[d];
+      reduced.push_back(x.shape[d]);
+    } else {
+      keptSt.s[kept.size()] = in.s[d];
+      kept.push_back(x.shape[d]);
+    }
+  }
+  keptDims = dimsOf(kept);
+  redDims = dimsOf(reduced);
+  int64_t n = out.numel(), count = 1;
+  for (int64_t d : reduced)
+    count *= d;
+  if (n == 0)
+    return Status::success();
+  reduceKernel<<<blocksFor(n), kThreads>>>(static_cast<int>(kind),
+                                           x.as<float>(), out.as<float>(), n,
+                                           keptDims, keptSt, redDims, redSt,
+                                           count);
+  return launched("reduce");
+}
+
+Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
+  if (logits.dtype != DType::F32)
+    return typeError("cross_entropy", logits.dtype);
+  int64_t vocab = logits.shape.back();
+  int64_t rows = vocab ? logits.numel() / vocab : 0;
+  if (Status s = cudaStatus(cudaMemset(out.data, 0, sizeof(float)), "memset");
+      !s)
+    return s;
+  if (rows == 0)
+    return Status::success();
+  crossEntropyKernel<<<rows, kThreads>>>(logits.as<float>(), targets.data,
+                                         targets.dtype == DType::I64, vocab,
+                                         rows, out.as<float>());
+  return launched("cross_entropy");
+}
+
+Status einsum(const std::string &, const std::vector<const Tensor *> &,
+              Tensor &) {
+  return Status::error("einsum is not supported on CUDA yet; run with "
+                       "--device cpu");
+}
+
+Status trilu(const Tensor &x, bool upper, int64_t k, Tensor &out) {
+  int64_t n = x.numel();
+  int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+  if (n == 0)
+    return Status::success();
+  switch (dtypeSize(x.dtype)) {
+  case 1: triluKernel<<<blocksFor(n), kThreads>>>(x.as<uint8_t>(), out.as<uint8_t>(), n, rows, cols, upper, k); break;
+  case 2: triluKernel<<<blocksFor(n), kThreads>>>(x.as<uint16_t>(), out.as<uint16_t>(), n, rows, cols, upper, k); break;
+  case 4: triluKernel<<<blocksFor(n), kThreads>>>(x.as<uint32_t>(), out.as<uint32_t>(), n, rows, cols, upper, k); break;
+  case 8: triluKernel<<<blocksFor(n), kThreads>>>(x.as<uint64_t>(), out.as<uint64_t>(), n, rows, cols, upper, k); break;
+  default: return typeError("trilu", x.dtype);
+  }
+  return launched("trilu");
+}
+
+Status slice(const Tensor &x, const std::vector<int64_t> &starts,
+             const std::vector<int64_t> &strides, Tensor &out) {
+  Strides in = contiguous(x.shape), st;
+  int64_t base = 0;
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    st.s[d] = in.s[d] * strides[d];
+    base += starts[d] * in.s[d];
+  }
+  return moveBytes(x, out.data, out.shape, st, base, contiguous(out.shape), 0,
+                   "slice");
+}
+
+Status concat(const std::vector<const Tensor *> &inputs, int64_t axis,
+              Tensor &out) {
+  Strides outSt = contiguous(out.shape);
+  int64_t offset = 0;
+  for (const Tensor *t : inputs) {
+    if (Status s = moveBytes(*t, out.data, t->shape, contiguous(t->shape), 0,
+                             outSt, offset * outSt.s[axis], "concat");
+        !s)
+      return s;
+    offset += t->shape[axis];
+  }
+  return Status::success();
+}
+
+Status split(const Tensor &x, int64_t axis, const std::vector<Tensor *> &outs) {
+  Strides inSt = contiguous(x.shape);
+  int64_t offset = 0;
+  for (Tensor *t : outs) {
+    if (Status s = moveBytes(x, t->data, t->shape, inSt,
+                             offset * inSt.s[axis], contiguous(t->shape), 0,
+                             "split");
+        !s)
+      return s;
+    offset += t->shape[axis];
+  }
+  return Status::success();
+}
+
+Status vocabEmbedding(const Tensor &table, const Tensor &ids, int64_t offset,
+                      Tensor &out) {
+  int64_t rows = table.shape[0];
+  int64_t rowBytes = rows ? static_cast<int64_t>(table.bytes()) / rows : 0;
+  int64_t total = ids.numel() * rowBytes;
+  if (total == 0)
+    return Status::success();
+  vocabEmbeddingKernel<<<blocksFor(total), kThreads>>>(
+      table.as<uint8_t>(), ids.data, ids.dtype == DType::I64,
+      out.as<uint8_t>(), ids.numel(), rows, rowBytes, offset);
+  return launched("vocab-parallel embedding");
 }
 
 } // namespace mp::rt::cuda

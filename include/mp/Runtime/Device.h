@@ -1,0 +1,68 @@
+//===- Device.h - where a program runs: kernel tables -------------*- C++ -*-===//
+//
+// The executor binds each instruction to a kernel through a table, one per
+// device, with the same signatures (mp/Runtime/Kernels.h). The CPU table is
+// always there; the CUDA table when the runtime was built with CUDA.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_RUNTIME_DEVICE_H
+#define MP_RUNTIME_DEVICE_H
+
+#include "mp/Runtime/Kernels.h"
+
+#include <string>
+
+namespace mp::rt {
+
+enum class Device { CPU, CUDA };
+
+const char *deviceName(Device device);
+/// Parses "cpu" / "cuda"; false otherwise.
+bool parseDevice(const std::string &name, Device &device);
+
+struct KernelTable {
+  const char *name;
+  /// Whether the device can be used here; `reason` says why not.
+  bool (*available)(std::string &reason);
+  // Memory.
+  Status (*allocate)(size_t bytes, void **ptr);
+  void (*release)(void *ptr);
+  Status (*toDevice)(void *dst, const void *src, size_t bytes);
+  Status (*toHost)(void *dst, const void *src, size_t bytes);
+  Status (*synchronize)();
+  // Kernels.
+  decltype(&cpu::binary) binary;
+  decltype(&cpu::compare) compare;
+  decltype(&cpu::where) where;
+  decltype(&cpu::unary) unary;
+  decltype(&cpu::cast) cast;
+  decltype(&cpu::matmul) matmul;
+  decltype(&cpu::linear) linear;
+  decltype(&cpu::layerNorm) layerNorm;
+  decltype(&cpu::rmsNorm) rmsNorm;
+  decltype(&cpu::softmax) softmax;
+  decltype(&cpu::reduce) reduce;
+  decltype(&cpu::attention) attention;
+  decltype(&cpu::gather) gather;
+  decltype(&cpu::crossEntropy) crossEntropy;
+  decltype(&cpu::einsum) einsum;
+  decltype(&cpu::trilu) trilu;
+  decltype(&cpu::transpose) transpose;
+  decltype(&cpu::slice) slice;
+  decltype(&cpu::concat) concat;
+  decltype(&cpu::split) split;
+  decltype(&cpu::expand) expand;
+  decltype(&cpu::copy) copy;
+  /// Rows of `ids` within [offset, offset + rows) of a vocab-parallel table,
+  /// zeros for the others.
+  Status (*vocabEmbedding)(const Tensor &table, const Tensor &ids,
+                           int64_t offset, Tensor &out);
+};
+
+const KernelTable &cpuKernelTable();
+/// Null when this runtime was built without CUDA.
+const KernelTable *cudaKernelTable();
+
+} // namespace mp::rt
+
+#endif // MP_RUNTIME_DEVICE_H

@@ -1,0 +1,71 @@
+//===- Device.cpp - the CPU kernel table ----------------------------------===//
+#include "mp/Runtime/Device.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace mp::rt {
+
+const char *deviceName(Device device) {
+  return device == Device::CUDA ? "cuda" : "cpu";
+}
+
+bool parseDevice(const std::string &name, Device &device) {
+  if (name == "cpu")
+    device = Device::CPU;
+  else if (name == "cuda")
+    device = Device::CUDA;
+  else
+    return false;
+  return true;
+}
+
+namespace {
+
+Status hostAllocate(size_t bytes, void **ptr) {
+  *ptr = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
+  return *ptr ? Status::success()
+              : Status::error("cannot allocate " + std::to_string(bytes) +
+                              " bytes");
+}
+Status hostCopy(void *dst, const void *src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return Status::success();
+}
+Status nothing() { return Status::success(); }
+bool always(std::string &) { return true; }
+
+Status hostVocabEmbedding(const Tensor &table, const Tensor &ids,
+                          int64_t offset, Tensor &out) {
+  int64_t rows = table.shape[0];
+  size_t rowBytes = table.bytes() / std::max<int64_t>(rows, 1);
+  auto *dst = static_cast<uint8_t *>(out.data);
+  const auto *src = static_cast<const uint8_t *>(table.data);
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    int64_t id = ids.dtype == DType::I64 ? ids.as<int64_t>()[i]
+                                         : ids.as<int32_t>()[i];
+    int64_t local = id - offset;
+    if (local >= 0 && local < rows)
+      std::memcpy(dst + i * rowBytes, src + local * rowBytes, rowBytes);
+    else
+      std::memset(dst + i * rowBytes, 0, rowBytes);
+  }
+  return Status::success();
+}
+
+} // namespace
+
+const KernelTable &cpuKernelTable() {
+  static const KernelTable table = {
+      "cpu",         always,            hostAllocate,      std::free,      hostCopy,
+      hostCopy,      nothing,           cpu::binary,    cpu::compare,
+      cpu::where,    cpu::unary,        cpu::cast,      cpu::matmul,
+      cpu::linear,   cpu::layerNorm,    cpu::rmsNorm,   cpu::softmax,
+      cpu::reduce,   cpu::attention,    cpu::gather,    cpu::crossEntropy,
+      cpu::einsum,   cpu::trilu,        cpu::transpose, cpu::slice,
+      cpu::concat,   cpu::split,        cpu::expand,    cpu::copy,
+      hostVocabEmbedding};
+  return table;
+}
+
+} // namespace mp::rt
