@@ -707,6 +707,35 @@ static Status readProgram(const std::string &dir, program::Program &prog) {
   return Status::success();
 }
 
+/// Deterministic pseudo-random parameters (a hash of the parameter's index
+/// and the element's), uniform in [-0.05, 0.05]: enough to benchmark.
+static Status syntheticParameters(const program::Program &prog,
+                                  std::vector<std::string> &storage,
+                                  std::vector<Tensor> &params,
+                                  int64_t &bytes) {
+  bytes = 0;
+  for (int i = 0; i < prog.parameters_size(); ++i) {
+    const auto &p = prog.parameters(i);
+    Tensor t;
+    t.shape.assign(p.shape().begin(), p.shape().end());
+    if (!parseDType(p.dtype(), t.dtype))
+      return Status::error("parameter '" + p.name() + "' has unknown dtype");
+    storage.emplace_back(t.bytes(), '\0');
+    t.data = storage.back().data();
+    if (t.dtype == DType::F32)
+      for (int64_t j = 0; j < t.numel(); ++j) {
+        uint64_t h = (static_cast<uint64_t>(i) << 40) ^ static_cast<uint64_t>(j);
+        h ^= h >> 33;
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        t.as<float>()[j] = (static_cast<float>(h & 0xffffff) / 0xffffff - 0.5f) * 0.1f;
+      }
+    bytes += static_cast<int64_t>(t.bytes());
+    params.push_back(t);
+  }
+  return Status::success();
+}
+
 static Status loadParameters(const std::string &dir, int rank,
                              const program::Program &prog,
                              std::unique_ptr<SafetensorsFile> &file,
@@ -815,10 +844,15 @@ Status Executable::load(const std::string &dir,
       return s;
   }
   std::vector<Tensor> params;
-  if (Status s = loadParameters(dir, comm->rank(), prog, exe->params, params,
-                                exe->paramBytes);
+  exe->syntheticStorage.reserve(prog.parameters_size());
+  if (Status s = prog.synthetic_weights()
+                     ? syntheticParameters(prog, exe->syntheticStorage, params,
+                                           exe->paramBytes)
+                     : loadParameters(dir, comm->rank(), prog, exe->params,
+                                      params, exe->paramBytes);
       !s)
     return s;
+  exe->synthetic = prog.synthetic_weights();
 
   exe->arenaSize = prog.arena_bytes();
   if (exe->arenaSize < 0)

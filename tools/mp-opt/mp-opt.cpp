@@ -60,6 +60,13 @@ static llvm::cl::opt<std::string> artifactDir(
                    "mp-run (an ONNX input is raised first)"),
     llvm::cl::value_desc("dir"), llvm::cl::cat(targetCategory));
 
+static llvm::cl::opt<bool> syntheticWeights(
+    "mp-synthetic-weights",
+    llvm::cl::desc("With --artifact: write no weights; mp-run fills the "
+                   "parameters with deterministic random values (benchmark a "
+                   "model imported with --mp-shape-only)"),
+    llvm::cl::init(false), llvm::cl::cat(targetCategory));
+
 static llvm::cl::opt<std::string> parallelize(
     "mp-parallelize",
     llvm::cl::desc("Raise and partition in one step, e.g. \"tp=2 sp=true\" "
@@ -223,13 +230,15 @@ static int emitArtifact(std::unique_ptr<llvm::MemoryBuffer> input,
   }
   mp::ArtifactSummary summary;
   if (failed(mp::writeArtifact(*module, artifactDir, summary,
-                               reference ? *reference : ModuleOp())))
+                               reference ? *reference : ModuleOp(),
+                               syntheticWeights)))
     return 1;
   llvm::outs() << "mp-opt: wrote artifact " << artifactDir << ": "
                << summary.instructions << " instructions, arena "
                << summary.arenaBytes << " bytes (peak of the static plan; "
                << summary.unplannedBytes << " without reuse), parameters "
                << summary.parameterBytes << " bytes"
+               << (syntheticWeights ? " (synthetic: not written)" : "")
                << (summary.ranks > 1
                        ? " in " + std::to_string(summary.ranks) + " rank files"
                        : std::string())

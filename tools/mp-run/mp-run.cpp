@@ -276,6 +276,9 @@ int main(int argc, char **argv) {
   for (HostBuffer &b : inputBuffers)
     inputs.push_back(b.view());
 
+  if (!o.quiet && exe->syntheticWeights())
+    std::printf("mp-run: note: synthetic (random) weights: outputs are "
+                "meaningless, timings are not\n");
   if (!o.quiet)
     std::printf("mp-run: %s: %zu instructions, arena %.1f MiB, parameters "
                 "%.1f MiB, loaded in %.2f s, %s, %d threads, %d rank(s) (%s)\n",

@@ -42,6 +42,8 @@ public:
   const std::vector<IOSpec> &outputs() const { return outputSpecs; }
   int64_t arenaBytes() const { return arenaSize; }
   int64_t parameterBytes() const { return paramBytes; }
+  /// Parameters are deterministic random values (no weight files).
+  bool syntheticWeights() const { return synthetic; }
   size_t numInstructions() const { return steps.size(); }
   /// Multiply-add FLOPs of one run (GEMMs and attention), for throughput.
   double flopsPerRun() const { return flops; }
@@ -70,6 +72,8 @@ private:
   std::vector<int> inputBuffers, outputBuffers;
   std::vector<Step> steps;
   std::vector<std::string> constants;
+  std::vector<std::string> syntheticStorage; // parameters of synthetic runs
+  bool synthetic = false;
   std::unique_ptr<SafetensorsFile> params;
   const KernelTable *kernels = nullptr;
   uint8_t *arena = nullptr;

@@ -24,9 +24,13 @@ struct ArtifactSummary {
 /// artifact intact. Errors are emitted as diagnostics. With `reference` (the
 /// unpartitioned program), the artifact carries it in `dir/reference` for
 /// `mp-run --verify`.
+/// With `syntheticWeights`, parameter data is neither read nor written: the
+/// runtime fills parameters with deterministic random values (to benchmark
+/// models imported with --mp-shape-only).
 mlir::LogicalResult writeArtifact(mlir::ModuleOp module, llvm::StringRef dir,
                                   ArtifactSummary &summary,
-                                  mlir::ModuleOp reference = nullptr);
+                                  mlir::ModuleOp reference = nullptr,
+                                  bool syntheticWeights = false);
 
 } // namespace mp
 

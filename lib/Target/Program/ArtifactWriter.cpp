@@ -90,7 +90,7 @@ LogicalResult readParamData(ParamOp param, std::string &bytes) {
     return param.emitError()
            << "parameter '" << param.getSymName()
            << "' has no data (imported with --mp-shape-only?); an artifact "
-              "needs the weights";
+              "needs the weights (or --mp-synthetic-weights to benchmark)";
   std::string file = param.getFile()->str(), error;
   if (auto offset = param.getOffset()) {
     std::ifstream in(file, std::ios::binary);
@@ -328,7 +328,7 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
     return bufferOf[op.getResult()] = found->second;
   auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(op, op.getNameAttr());
   std::string bytes;
-  if (failed(readParamData(param, bytes)))
+  if (!prog.synthetic_weights() && failed(readParamData(param, bytes)))
     return failure();
   FailureOr<int> id = newBuffer(op.getResult(), program::Buffer::PARAMETER);
   if (failed(id))
@@ -341,6 +341,11 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   rt::DType dtype;
   rt::parseDType(p->dtype(), dtype);
   std::vector<int64_t> localShape(p->shape().begin(), p->shape().end());
+  if (prog.synthetic_weights()) {
+    summary.parameterBytes += byteSize(op.getType());
+    paramBuffers[op.getName()] = *id;
+    return id;
+  }
   int64_t ranks = static_cast<int64_t>(params.size());
   for (int64_t rank = 0; rank < ranks; ++rank) {
     std::string shard = param.getGrid()
@@ -504,7 +509,8 @@ LogicalResult commitDirectory(const fs::path &tmp, const fs::path &dir,
 } // namespace
 
 LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
-                                ArtifactSummary &summary, ModuleOp reference) {
+                                ArtifactSummary &summary, ModuleOp reference,
+                                bool syntheticWeights) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func)
     return module.emitError() << "no 'main' function to lower";
@@ -523,6 +529,7 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
   program::Program prog;
   prog.set_version(rt::kProgramVersion);
   prog.set_producer("mp-opt");
+  prog.set_synthetic_weights(syntheticWeights);
   if (auto source = module->getAttrOfType<StringAttr>("mp.source"))
     prog.set_source(source.str());
   int64_t ranks = 1;
@@ -553,7 +560,7 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
   }
   rt::Status written = rt::Status::success();
   for (rt::SafetensorsWriter &writer : params)
-    if (written)
+    if (written && !syntheticWeights)
       written = writer.finish();
   std::string bytes;
   if (written && !prog.SerializeToString(&bytes))
@@ -570,7 +577,8 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
   }
   ArtifactSummary referenceSummary;
   if (reference && failed(writeArtifact(reference, (tmp / "reference").string(),
-                                        referenceSummary))) {
+                                        referenceSummary, nullptr,
+                                        syntheticWeights))) {
     cleanup();
     return failure();
   }
