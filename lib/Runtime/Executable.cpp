@@ -433,9 +433,9 @@ Status Binder::bindCollective(Executable::Step &step) {
     step.kernel = [kernels, x, o]() mutable { return kernels->copy(x, o); };
     return Status::success();
   }
-  if (kernels != &cpuKernelTable())
-    return fail("multi-rank runs on " + std::string(kernels->name) +
-                " need NCCL, which this runtime does not have yet");
+  if ((kernels != &cpuKernelTable()) != comm->deviceMemory())
+    return fail(std::string("the ") + comm->backend() +
+                " communicator cannot work on " + kernels->name + " memory");
   if (op == "all_reduce") {
     if (x.shape != o.shape)
       return fail("input and result shapes differ");

@@ -40,8 +40,8 @@ options:
   --input NAME=FILE.npy   an input (repeat for each; --input NAME FILE also works)
   --output-dir DIR        write each output as DIR/NAME.npy
   --device cpu|cuda       where to run (default: cuda when this mp-run has
-                          CUDA, a GPU is visible and the artifact is for one
-                          rank; cpu otherwise)
+                          CUDA and a GPU is visible, else cpu); several
+                          ranks on GPUs communicate through NCCL
   --threads N             threads for kernels and BLAS (default: all cores)
   --warmup N              untimed runs before timing (default 1)
   --iterations N          timed runs (default 3)
@@ -250,15 +250,30 @@ int main(int argc, char **argv) {
   Device device = Device::CPU;
   if (!o.device.empty()) {
     parseDevice(o.device, device);
-  } else if (const KernelTable *gpu = cudaKernelTable(); gpu && rankCount == 1) {
+  } else if (const KernelTable *gpu = cudaKernelTable()) {
     std::string reason;
     if (gpu->available(reason))
       device = Device::CUDA;
   }
 
+  // Multi-rank GPU runs talk through NCCL, bootstrapped over MPI.
+  std::unique_ptr<Communicator> deviceComm;
+  if (device == Device::CUDA && rankCount > 1) {
+    Status made = makeDeviceCommunicator(*comm, deviceComm);
+    if (anyRankFailed(*comm, !made)) {
+      if (!made)
+        std::fprintf(stderr, "mp-run: error (rank %d): %s\n", rankId,
+                     made.message.c_str());
+      finalizeCommunication();
+      return 1;
+    }
+  }
+
   double t0 = seconds();
   std::unique_ptr<Executable> exe;
-  Status loaded = Executable::load(o.artifact, exe, comm.get(), device);
+  Status loaded = Executable::load(o.artifact, exe,
+                                   deviceComm ? deviceComm.get() : comm.get(),
+                                   device);
   // Every rank validates its own shard; all stop if any failed (no hang).
   if (anyRankFailed(*comm, !loaded)) {
     if (!loaded)
@@ -342,6 +357,7 @@ int main(int argc, char **argv) {
   }
   // Communicators must be freed before MPI ends.
   exe.reset();
+  deviceComm.reset();
   comm.reset();
   finalizeCommunication();
   return 0;

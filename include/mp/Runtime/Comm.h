@@ -21,15 +21,17 @@ public:
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char *backend() const = 0;
+  /// Whether tensors live in device memory (NCCL) rather than host memory.
+  virtual bool deviceMemory() const { return false; }
 
   /// out = sum over ranks of in (same shape).
-  Status allReduceSum(const Tensor &in, Tensor &out);
+  virtual Status allReduceSum(const Tensor &in, Tensor &out);
   /// out = concatenation along `axis` of every rank's `in`, in rank order.
-  Status allGather(const Tensor &in, Tensor &out, int64_t axis);
+  virtual Status allGather(const Tensor &in, Tensor &out, int64_t axis);
   /// out = this rank's slice along `axis` of the sum over ranks of `in`.
-  Status reduceScatterSum(const Tensor &in, Tensor &out, int64_t axis);
+  virtual Status reduceScatterSum(const Tensor &in, Tensor &out, int64_t axis);
   /// out = this rank's slice along `axis` of `in` (no communication).
-  Status allSlice(const Tensor &in, Tensor &out, int64_t axis);
+  virtual Status allSlice(const Tensor &in, Tensor &out, int64_t axis);
 
   /// Point-to-point (pipeline stage boundaries): blocking send of `t`'s
   /// bytes to rank `peer` of this communicator, and the matching receive.
@@ -58,6 +60,12 @@ std::vector<int64_t> gridCoordinates(const std::vector<int64_t> &gridShape,
 
 /// One process: collectives are copies.
 std::unique_ptr<Communicator> makeSingleProcessCommunicator();
+
+/// A communicator over device memory (NCCL) with the ranks of `host`,
+/// bootstrapped through it; each rank uses GPU (local rank % GPUs). An error
+/// when the runtime was built without CUDA/NCCL.
+Status makeDeviceCommunicator(Communicator &host,
+                              std::unique_ptr<Communicator> &out);
 
 /// Whether this mp-run was built with MPI.
 bool haveMPI();
