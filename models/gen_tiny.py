@@ -133,8 +133,9 @@ class GPT2Attention(nn.Module):
         k = k.view(B, S, self.h, self.d).transpose(1, 2)
         v = v.view(B, S, self.h, self.d).transpose(1, 2)
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d)
-        mask = torch.tril(torch.ones(S, S)).bool()
-        scores = torch.where(mask, scores, torch.tensor(-1e9, dtype=scores.dtype))
+        mask = torch.tril(torch.ones(S, S, device=scores.device)).bool()
+        scores = torch.where(mask, scores,
+                             torch.tensor(-1e9, dtype=scores.dtype, device=scores.device))
         p = torch.softmax(scores, dim=-1)
         o = torch.matmul(p, v).transpose(1, 2).reshape(B, S, C)
         return self.c_proj(o)
@@ -182,7 +183,7 @@ class GPT2(nn.Module):
 
     def forward(self, input_ids):
         S = input_ids.shape[1]
-        pos = torch.arange(S, dtype=torch.long)
+        pos = torch.arange(S, dtype=torch.long, device=input_ids.device)
         x = self.wte(input_ids) + self.wpe(pos)
         for blk in self.h:
             x = blk(x)

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""GPU benchmark (run by scripts/gpu-check.sh on a GPU machine): mp-run
+--device cuda against PyTorch eager on the same GPU, on
+
+  - the GPT-2-small shape (12 layers, hidden 768, 12 heads, vocab 50304,
+    batch 4 x 128 tokens, forward, fp32), and
+  - one GPT layer with hidden 4096 (32 heads, 2048 tokens, fp32; bf16 is
+    pending: the CUDA backend's norms and attention are fp32-only so far).
+
+mp-run uses the synthetic-weight artifacts from scripts/gpu-prepare.sh; the
+PyTorch models use random weights of the same shapes (the timing does not
+depend on the values). Prints tokens/s, achieved TFLOP/s and the ratio.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "models"))
+sys.dont_write_bytecode = True
+import gen_tiny  # noqa: E402
+
+CASES = [
+    ("gpt2_small", dict(layers=12, hidden=768, heads=12, vocab=50304), 4, 128),
+    ("layer4096", dict(layers=1, hidden=4096, heads=32, vocab=256), 1, 2048),
+]
+
+
+def flops(cfg, batch, seq):
+    h, l, v, t = cfg["hidden"], cfg["layers"], cfg["vocab"], batch * seq
+    layer = 2 * t * 12 * h * h + 4 * batch * seq * seq * h
+    return l * layer + 2 * t * h * v
+
+
+def torch_ms(cfg, batch, seq, iterations):
+    torch.manual_seed(0)
+    model = gen_tiny.GPT2(dict(cfg, max_positions=seq, activation="gelu_erf"),
+                          tied=True).cuda().eval()
+    ids = torch.randint(0, cfg["vocab"], (batch, seq), device="cuda")
+    with torch.no_grad():
+        for _ in range(2):
+            model(ids)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        for _ in range(iterations):
+            start.record()
+            model(ids)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def mp_ms(carry, name, cfg, batch, seq, iterations, work):
+    ids = os.path.join(work, name + "_ids.npy")
+    np.save(ids, np.random.default_rng(1).integers(0, cfg["vocab"], (batch, seq)).astype(np.int64))
+    out = subprocess.run([os.path.join(carry, "bin", "mp-run"),
+                          os.path.join(carry, "artifacts", name + "_synthetic"),
+                          "--device", "cuda", "--input", "input_ids=" + ids,
+                          "--warmup", "2", "--iterations", str(iterations)],
+                         check=True, capture_output=True, text=True).stdout
+    print(out, end="")
+    return float(re.search(r"([0-9.]+) ms/run \(median", out).group(1))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--carry", default=os.path.join(ROOT, "build-gpu-carry"))
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--work", default="/tmp")
+    args = parser.parse_args()
+    print("GPU:", torch.cuda.get_device_name(0), "| PyTorch", torch.__version__)
+    for name, cfg, batch, seq in CASES:
+        tokens, f = batch * seq, flops(cfg, batch, seq)
+        t = torch_ms(cfg, batch, seq, args.iterations)
+        m = mp_ms(args.carry, name, cfg, batch, seq, args.iterations, args.work)
+        print("%s (batch %d x %d, fp32): PyTorch %.2f ms (%.0f tokens/s, %.1f TFLOP/s); "
+              "mp-run %.2f ms (%.0f tokens/s, %.1f TFLOP/s); ratio mp/PyTorch %.2fx"
+              % (name, batch, seq, t, tokens / t * 1e3, f / t / 1e9, m,
+                 tokens / m * 1e3, f / m / 1e9, t / m))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
