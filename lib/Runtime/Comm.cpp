@@ -93,6 +93,16 @@ std::vector<int64_t> gridCoordinates(const std::vector<int64_t> &gridShape,
   return coords;
 }
 
+int64_t gridColor(const std::vector<int64_t> &gridShape, int rank,
+                  int64_t axis) {
+  std::vector<int64_t> coords = gridCoordinates(gridShape, rank);
+  int64_t color = 0;
+  for (size_t a = 0; a < gridShape.size(); ++a)
+    if (static_cast<int64_t>(a) != axis)
+      color = color * gridShape[a] + coords[a];
+  return color;
+}
+
 std::unique_ptr<Communicator> makeSingleProcessCommunicator() {
   return std::make_unique<SingleProcess>();
 }

@@ -58,6 +58,11 @@ protected:
 std::vector<int64_t> gridCoordinates(const std::vector<int64_t> &gridShape,
                                      int rank);
 
+/// Ranks with the same color differ only in coordinate `axis` (the group a
+/// split along `axis` gives); their key is that coordinate.
+int64_t gridColor(const std::vector<int64_t> &gridShape, int rank,
+                  int64_t axis);
+
 /// One process: collectives are copies.
 std::unique_ptr<Communicator> makeSingleProcessCommunicator();
 

@@ -1,4 +1,4 @@
-//===- CudaKernels.h - CUDA kernels (first part of the CUDA backend) -*- C++ -*-===//
+//===- CudaKernels.h - CUDA kernels -------------------------------*- C++ -*-===//
 //
 // The same operations and semantics as mp/Runtime/Kernels.h, on tensors whose
 // data lives in device memory, run on the current stream. GEMMs use cuBLAS

@@ -317,18 +317,27 @@ __global__ void layerNormKernel(const float *x, const float *scale,
     out[i] = (row[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
 }
 
+/// The block's max of a row and the sum of exp(x - max): a stable softmax
+/// denominator.
+__device__ float rowMaxExpSum(const float *row, int64_t n, float *shared,
+                              float &sum) {
+  float m = -FLT_MAX;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    m = fmaxf(m, row[i]);
+  m = blockMax(m, shared);
+  float s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += expf(row[i] - m);
+  sum = blockSum(s, shared);
+  return m;
+}
+
 __global__ void softmaxLastKernel(const float *x, float *o, int64_t dim) {
   __shared__ float shared[32];
   const float *row = x + blockIdx.x * dim;
   float *out = o + blockIdx.x * dim;
-  float m = -FLT_MAX;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    m = fmaxf(m, row[i]);
-  m = blockMax(m, shared);
-  float sum = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    sum += expf(row[i] - m);
-  sum = blockSum(sum, shared);
+  float sum;
+  float m = rowMaxExpSum(row, dim, shared, sum);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
     out[i] = m == -INFINITY ? 0.0f : expf(row[i] - m) / sum;
 }
@@ -486,14 +495,8 @@ __global__ void crossEntropyKernel(const float *logits, const void *targets,
                                    float *out) {
   __shared__ float shared[32];
   const float *row = logits + blockIdx.x * vocab;
-  float m = -FLT_MAX;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x)
-    m = fmaxf(m, row[i]);
-  m = blockMax(m, shared);
-  float sum = 0;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x)
-    sum += expf(row[i] - m);
-  sum = blockSum(sum, shared);
+  float sum;
+  float m = rowMaxExpSum(row, vocab, shared, sum);
   if (threadIdx.x == 0) {
     int64_t t = t64 ? static_cast<const int64_t *>(targets)[blockIdx.x]
                     : static_cast<const int32_t *>(targets)[blockIdx.x];
@@ -646,13 +649,11 @@ Status matmul(const Tensor &a, const Tensor &b, Tensor &out) {
   for (size_t i = 0; i + 2 < bs.size(); ++i)
     batchB *= bs[i];
   int64_t batch = std::max(batchA, batchB);
-  size_t elem = dtypeSize(a.dtype);
   if (batchB == 1) // a shared right operand: one GEMM over all rows
     return gemm(a.dtype, a.data, b.data, out.data, batchA * M, N, K, false);
   if (batchA == batchB || batchA == 1)
     return gemm(a.dtype, a.data, b.data, out.data, M, N, K, false, batch,
                 batchA == 1 ? 0 : M * K, K * N, M * N);
-  (void)elem;
   return Status::error("matmul: this batch broadcast is not supported on "
                        "CUDA yet");
 }

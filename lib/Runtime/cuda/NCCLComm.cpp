@@ -172,10 +172,7 @@ public:
   Status split(const std::vector<int64_t> &gridShape, int64_t axis,
                std::unique_ptr<Communicator> &out) override {
     std::vector<int64_t> coords = gridCoordinates(gridShape, rankId);
-    int64_t color = 0;
-    for (size_t a = 0; a < gridShape.size(); ++a)
-      if (static_cast<int64_t>(a) != axis)
-        color = color * gridShape[a] + coords[a];
+    int64_t color = gridColor(gridShape, rankId, axis);
     ncclComm_t sub;
     if (Status s = ncclStatus(ncclCommSplit(comm, static_cast<int>(color),
                                             static_cast<int>(coords[axis]),

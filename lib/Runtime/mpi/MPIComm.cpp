@@ -65,11 +65,7 @@ public:
                            " ranks along axis " + std::to_string(axis) +
                            " of a grid of " + std::to_string(total));
     std::vector<int64_t> coords = gridCoordinates(gridShape, rankId);
-    // Same color = same coordinates on every other axis.
-    int64_t color = 0;
-    for (size_t a = 0; a < gridShape.size(); ++a)
-      if (static_cast<int64_t>(a) != axis)
-        color = color * gridShape[a] + coords[a];
+    int64_t color = gridColor(gridShape, rankId, axis);
     MPI_Comm sub;
     if (Status s = check(MPI_Comm_split(comm, static_cast<int>(color),
                                         static_cast<int>(coords[axis]), &sub),
