@@ -1,0 +1,58 @@
+// RUN: mp-opt %s --mp-tensor-parallel=tp=2 --split-input-file | FileCheck %s
+
+// Tests an MLP: the first linear is column-parallel (weight and bias split
+// on the output features), the activation runs on the local features, the
+// second is row-parallel with one all-reduce and its bias added after it.
+// CHECK-LABEL: shard.grid @tp(shape = 2)
+// CHECK: mp.param @up : tensor<8x16xf32> {{{.*}}grid = @tp, shard_axis = 1 : i64}
+// CHECK: mp.param @up_b : tensor<16xf32> {{{.*}}grid = @tp, shard_axis = 0 : i64}
+// CHECK: mp.param @down : tensor<16x8xf32> {{{.*}}grid = @tp, shard_axis = 0 : i64}
+// CHECK: mp.param @down_b : tensor<8xf32> {file = "x.onnx"}{{$}}
+// CHECK: %[[H:.*]] = mp.linear %arg0, %{{.*}}, %{{.*}} {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[A:.*]] = mp.gelu %[[H]] {mp.layer = 0 : i64} : tensor<2x4x8xf32>
+// CHECK: %[[P:.*]] = mp.linear %[[A]], %{{.*}} {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[S:.*]] = shard.all_reduce %[[P]] on @tp grid_axes = [0] {mp.layer = 0 : i64}
+// CHECK: %[[Y:.*]] = mp.add %[[S]], %{{.*}} {mp.layer = 0 : i64}
+// CHECK: return %[[Y]]
+mp.param @up : tensor<8x16xf32> {file = "x.onnx"}
+mp.param @up_b : tensor<16xf32> {file = "x.onnx"}
+mp.param @down : tensor<16x8xf32> {file = "x.onnx"}
+mp.param @down_b : tensor<8xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %up = mp.get_param @up {mp.layer = 0 : i64} : tensor<8x16xf32>
+  %up_b = mp.get_param @up_b {mp.layer = 0 : i64} : tensor<16xf32>
+  %down = mp.get_param @down {mp.layer = 0 : i64} : tensor<16x8xf32>
+  %down_b = mp.get_param @down_b {mp.layer = 0 : i64} : tensor<8xf32>
+  %h = mp.linear %x, %up, %up_b {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  %a = mp.gelu %h {mp.layer = 0 : i64} : tensor<2x4x16xf32>
+  %y = mp.linear %a, %down, %down_b {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests that a linear whose output is normalized over its features, or
+// added to a whole tensor, stays whole: no shards, no collectives (the
+// program still runs replicated on the grid's ranks).
+// CHECK-LABEL: shard.grid @tp(shape = 2)
+// CHECK-NOT: grid = @tp
+// CHECK-LABEL: func.func @main
+// CHECK-NOT: shard.
+// CHECK: mp.linear {{.*}} -> tensor<2x4x8xf32>
+// CHECK: mp.layer_norm {{.*}} -> tensor<2x4x8xf32>
+// CHECK: mp.linear {{.*}} -> tensor<2x4x8xf32>
+// CHECK: mp.add {{.*}} -> tensor<2x4x8xf32>
+// CHECK-NOT: shard.
+mp.param @w1 : tensor<8x8xf32> {file = "x.onnx"}
+mp.param @w2 : tensor<8x8xf32> {file = "x.onnx"}
+mp.param @g : tensor<8xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w1 = mp.get_param @w1 {mp.layer = 0 : i64} : tensor<8x8xf32>
+  %w2 = mp.get_param @w2 {mp.layer = 0 : i64} : tensor<8x8xf32>
+  %g = mp.get_param @g {mp.layer = 0 : i64} : tensor<8xf32>
+  %h = mp.linear %x, %w1 {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %n = mp.layer_norm %h, %g {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %k = mp.linear %n, %w2 {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %r = mp.add %k, %x {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %r : tensor<2x4x8xf32>
+}
