@@ -1,8 +1,9 @@
 //===- CudaKernels.h - CUDA kernels -------------------------------*- C++ -*-===//
 //
 // The same operations and semantics as mp/Runtime/Kernels.h, on tensors whose
-// data lives in device memory, run on the current stream. GEMMs use cuBLAS
-// (fp32, fp16, bf16 inputs with fp32 accumulation). This header needs no
+// data lives in device memory, run on the default stream. Float kernels take
+// fp32, fp16 and bf16 tensors and compute in fp32; GEMMs use cuBLAS with fp32
+// accumulation. This header needs no
 // CUDA headers; the library exists when CMake found the CUDA toolkit
 // (MP_ENABLE_CUDA).
 //

@@ -115,16 +115,41 @@ __device__ void store(void *p, DType t, int64_t i, double v) {
   }
 }
 
+/// Float element types compute in fp32 (fp16/bf16 are storage formats).
+__device__ __forceinline__ float toF(float v) { return v; }
+__device__ __forceinline__ float toF(__half v) { return __half2float(v); }
+__device__ __forceinline__ float toF(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T> __device__ __forceinline__ T fromF(float v);
+template <> __device__ __forceinline__ float fromF<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half fromF<__half>(float v) {
+  return __float2half(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) {
+  return __float2bfloat16(v);
+}
+
+/// Runs `body` with `T` bound to the C++ type of a float DType.
+#define MP_FLOAT_TYPES(dtype, kernel, ...)                                    \
+  switch (dtype) {                                                            \
+  case DType::F32: { using T = float; __VA_ARGS__; break; }                   \
+  case DType::F16: { using T = __half; __VA_ARGS__; break; }                  \
+  case DType::BF16: { using T = __nv_bfloat16; __VA_ARGS__; break; }          \
+  default: return typeError(kernel, dtype);                                   \
+  }
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-__global__ void binaryKernel(int kind, const float *a, const float *b,
-                             float *o, int64_t n, Dims dims, Strides sa,
-                             Strides sb) {
+template <typename T>
+__global__ void binaryKernel(int kind, const T *a, const T *b, T *o, int64_t n,
+                             Dims dims, Strides sa, Strides sb) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    float x = a[offsetOf(i, dims, sa)], y = b[offsetOf(i, dims, sb)];
+    float x = toF(a[offsetOf(i, dims, sa)]), y = toF(b[offsetOf(i, dims, sb)]);
     float r = 0;
     switch (kind) {
     case 0: r = x + y; break;
@@ -133,7 +158,7 @@ __global__ void binaryKernel(int kind, const float *a, const float *b,
     case 3: r = x / y; break;
     case 4: r = powf(x, y); break;
     }
-    o[i] = r;
+    o[i] = fromF<T>(r);
   }
 }
 
@@ -157,19 +182,21 @@ __global__ void compareKernel(int kind, const void *a, const void *b,
   }
 }
 
-__global__ void whereKernel(const uint8_t *c, const float *a, const float *b,
-                            float *o, int64_t n, Dims dims, Strides sc,
-                            Strides sa, Strides sb) {
+template <typename T>
+__global__ void whereKernel(const uint8_t *c, const T *a, const T *b, T *o,
+                            int64_t n, Dims dims, Strides sc, Strides sa,
+                            Strides sb) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
     o[i] = c[offsetOf(i, dims, sc)] ? a[offsetOf(i, dims, sa)]
                                     : b[offsetOf(i, dims, sb)];
 }
 
-__global__ void unaryKernel(int kind, const float *x, float *o, int64_t n) {
+template <typename T>
+__global__ void unaryKernel(int kind, const T *x, T *o, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    float v = x[i], r = 0;
+    float v = toF(x[i]), r = 0;
     switch (static_cast<cpu::UnaryKind>(kind)) {
     case cpu::UnaryKind::Neg: r = -v; break;
     case cpu::UnaryKind::Exp: r = expf(v); break;
@@ -190,7 +217,7 @@ __global__ void unaryKernel(int kind, const float *x, float *o, int64_t n) {
     case cpu::UnaryKind::Cos: r = cosf(v); break;
     case cpu::UnaryKind::Sin: r = sinf(v); break;
     }
-    o[i] = r;
+    o[i] = fromF<T>(r);
   }
 }
 
@@ -293,15 +320,15 @@ __device__ float blockMax(float v, float *shared) {
   return total;
 }
 
-__global__ void layerNormKernel(const float *x, const float *scale,
-                                const float *bias, float *o, int64_t inner,
-                                float eps, bool rms) {
+template <typename T>
+__global__ void layerNormKernel(const T *x, const T *scale, const T *bias,
+                                T *o, int64_t inner, float eps, bool rms) {
   __shared__ float shared[32];
-  const float *row = x + blockIdx.x * inner;
-  float *out = o + blockIdx.x * inner;
+  const T *row = x + blockIdx.x * inner;
+  T *out = o + blockIdx.x * inner;
   float sum = 0;
   for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
-    sum += rms ? row[i] * row[i] : row[i];
+    sum += rms ? toF(row[i]) * toF(row[i]) : toF(row[i]);
   float mean = rms ? 0.0f : blockSum(sum, shared) / inner;
   float var;
   if (rms) {
@@ -309,59 +336,64 @@ __global__ void layerNormKernel(const float *x, const float *scale,
   } else {
     float sq = 0;
     for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
-      sq += (row[i] - mean) * (row[i] - mean);
+      sq += (toF(row[i]) - mean) * (toF(row[i]) - mean);
     var = blockSum(sq, shared) / inner;
   }
   float inv = rsqrtf(var + eps);
   for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
-    out[i] = (row[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
+    out[i] = fromF<T>((toF(row[i]) - mean) * inv * toF(scale[i]) +
+                      (bias ? toF(bias[i]) : 0.0f));
 }
 
 /// The block's max of a row and the sum of exp(x - max): a stable softmax
 /// denominator.
-__device__ float rowMaxExpSum(const float *row, int64_t n, float *shared,
+template <typename T>
+__device__ float rowMaxExpSum(const T *row, int64_t n, float *shared,
                               float &sum) {
   float m = -FLT_MAX;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    m = fmaxf(m, row[i]);
+    m = fmaxf(m, toF(row[i]));
   m = blockMax(m, shared);
   float s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    s += expf(row[i] - m);
+    s += expf(toF(row[i]) - m);
   sum = blockSum(s, shared);
   return m;
 }
 
-__global__ void softmaxLastKernel(const float *x, float *o, int64_t dim) {
+template <typename T>
+__global__ void softmaxLastKernel(const T *x, T *o, int64_t dim) {
   __shared__ float shared[32];
-  const float *row = x + blockIdx.x * dim;
-  float *out = o + blockIdx.x * dim;
+  const T *row = x + blockIdx.x * dim;
+  T *out = o + blockIdx.x * dim;
   float sum;
   float m = rowMaxExpSum(row, dim, shared, sum);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    out[i] = m == -INFINITY ? 0.0f : expf(row[i] - m) / sum;
+    out[i] = fromF<T>(m == -INFINITY ? 0.0f : expf(toF(row[i]) - m) / sum);
 }
 
-__global__ void softmaxStridedKernel(const float *x, float *o, int64_t outer,
+template <typename T>
+__global__ void softmaxStridedKernel(const T *x, T *o, int64_t outer,
                                      int64_t dim, int64_t inner) {
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
        t < outer * inner; t += (int64_t)gridDim.x * blockDim.x) {
     int64_t base = (t / inner) * dim * inner + t % inner;
     float m = -FLT_MAX, sum = 0;
     for (int64_t a = 0; a < dim; ++a)
-      m = fmaxf(m, x[base + a * inner]);
+      m = fmaxf(m, toF(x[base + a * inner]));
     for (int64_t a = 0; a < dim; ++a)
-      sum += expf(x[base + a * inner] - m);
+      sum += expf(toF(x[base + a * inner]) - m);
     for (int64_t a = 0; a < dim; ++a)
-      o[base + a * inner] = expf(x[base + a * inner] - m) / sum;
+      o[base + a * inner] = fromF<T>(expf(toF(x[base + a * inner]) - m) / sum);
   }
 }
 
 /// One block per (batch, head, query): scores in shared memory, softmax,
 /// then the weighted sum of values.
-__global__ void attentionKernel(const float *q, const float *k, const float *v,
-                                const float *mask, Dims maskDims,
-                                Strides maskStrides, float *o, int64_t H,
+template <typename T>
+__global__ void attentionKernel(const T *q, const T *k, const T *v,
+                                const T *mask, Dims maskDims,
+                                Strides maskStrides, T *o, int64_t H,
                                 int64_t Hkv, int64_t Sq, int64_t Sk,
                                 int64_t D, int64_t Dv, float scale,
                                 bool causal) {
@@ -369,20 +401,20 @@ __global__ void attentionKernel(const float *q, const float *k, const float *v,
   __shared__ float shared[32];
   int64_t i = blockIdx.x % Sq, h = (blockIdx.x / Sq) % H, b = blockIdx.x / (Sq * H);
   int64_t hk = h / (H / Hkv);
-  const float *qrow = q + ((b * H + h) * Sq + i) * D;
-  const float *kbase = k + (b * Hkv + hk) * Sk * D;
-  const float *vbase = v + (b * Hkv + hk) * Sk * Dv;
+  const T *qrow = q + ((b * H + h) * Sq + i) * D;
+  const T *kbase = k + (b * Hkv + hk) * Sk * D;
+  const T *vbase = v + (b * Hkv + hk) * Sk * Dv;
   float m = -FLT_MAX;
   for (int64_t j = threadIdx.x; j < Sk; j += blockDim.x) {
     float s = -INFINITY;
     if (!causal || j <= i + (Sk - Sq)) {
       s = 0;
       for (int64_t d = 0; d < D; ++d)
-        s += qrow[d] * kbase[j * D + d];
+        s += toF(qrow[d]) * toF(kbase[j * D + d]);
       s *= scale;
       if (mask)
-        s += mask[offsetOf(((b * H + h) * Sq + i) * Sk + j, maskDims,
-                           maskStrides)];
+        s += toF(mask[offsetOf(((b * H + h) * Sq + i) * Sk + j, maskDims,
+                               maskStrides)]);
     }
     scores[j] = s;
     m = fmaxf(m, s);
@@ -395,12 +427,12 @@ __global__ void attentionKernel(const float *q, const float *k, const float *v,
     sum += p;
   }
   sum = blockSum(sum, shared);
-  float *out = o + ((b * H + h) * Sq + i) * Dv;
+  T *out = o + ((b * H + h) * Sq + i) * Dv;
   for (int64_t d = threadIdx.x; d < Dv; d += blockDim.x) {
     float acc = 0;
     for (int64_t j = 0; j < Sk; ++j)
-      acc += scores[j] * vbase[j * Dv + d];
-    out[d] = sum > 0 ? acc / sum : 0.0f;
+      acc += scores[j] * toF(vbase[j * Dv + d]);
+    out[d] = fromF<T>(sum > 0 ? acc / sum : 0.0f);
   }
 }
 
@@ -475,7 +507,8 @@ Status gemm(DType t, const void *a, const void *b, void *c, int64_t M,
 }
 
 
-__global__ void reduceKernel(int kind, const float *x, float *o, int64_t n,
+template <typename T>
+__global__ void reduceKernel(int kind, const T *x, T *o, int64_t n,
                              Dims keptDims, Strides keptSt, Dims redDims,
                              Strides redSt, int64_t count) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -483,24 +516,25 @@ __global__ void reduceKernel(int kind, const float *x, float *o, int64_t n,
     int64_t base = offsetOf(i, keptDims, keptSt);
     float acc = kind == 2 ? -INFINITY : kind == 3 ? INFINITY : 0.0f;
     for (int64_t r = 0; r < count; ++r) {
-      float v = x[base + offsetOf(r, redDims, redSt)];
+      float v = toF(x[base + offsetOf(r, redDims, redSt)]);
       acc = kind == 2 ? fmaxf(acc, v) : kind == 3 ? fminf(acc, v) : acc + v;
     }
-    o[i] = kind == 1 ? acc / count : acc;
+    o[i] = fromF<T>(kind == 1 ? acc / count : acc);
   }
 }
 
-__global__ void crossEntropyKernel(const float *logits, const void *targets,
+template <typename T>
+__global__ void crossEntropyKernel(const T *logits, const void *targets,
                                    bool t64, int64_t vocab, int64_t rows,
                                    float *out) {
   __shared__ float shared[32];
-  const float *row = logits + blockIdx.x * vocab;
+  const T *row = logits + blockIdx.x * vocab;
   float sum;
   float m = rowMaxExpSum(row, vocab, shared, sum);
   if (threadIdx.x == 0) {
     int64_t t = t64 ? static_cast<const int64_t *>(targets)[blockIdx.x]
                     : static_cast<const int32_t *>(targets)[blockIdx.x];
-    atomicAdd(out, (logf(sum) + m - row[t]) / rows);
+    atomicAdd(out, (logf(sum) + m - toF(row[t])) / rows);
   }
 }
 
@@ -562,15 +596,14 @@ Status synchronize() {
 
 Status binary(cpu::BinaryKind kind, const Tensor &a, const Tensor &b,
               Tensor &out) {
-  if (a.dtype != DType::F32 || b.dtype != DType::F32)
-    return typeError("binary", a.dtype);
   int64_t n = out.numel();
   if (n == 0)
     return Status::success();
-  binaryKernel<<<blocksFor(n), kThreads>>>(
-      static_cast<int>(kind), a.as<float>(), b.as<float>(), out.as<float>(), n,
-      dimsOf(out.shape), broadcastStrides(out.shape, a.shape),
-      broadcastStrides(out.shape, b.shape));
+  MP_FLOAT_TYPES(a.dtype, "binary",
+                 binaryKernel<<<blocksFor(n), kThreads>>>(
+                     static_cast<int>(kind), a.as<T>(), b.as<T>(), out.as<T>(),
+                     n, dimsOf(out.shape), broadcastStrides(out.shape, a.shape),
+                     broadcastStrides(out.shape, b.shape)));
   return launched("binary");
 }
 
@@ -588,27 +621,25 @@ Status compare(cpu::CompareKind kind, const Tensor &a, const Tensor &b,
 
 Status where(const Tensor &cond, const Tensor &a, const Tensor &b,
              Tensor &out) {
-  if (a.dtype != DType::F32)
-    return typeError("where", a.dtype);
   int64_t n = out.numel();
   if (n == 0)
     return Status::success();
-  whereKernel<<<blocksFor(n), kThreads>>>(
-      cond.as<uint8_t>(), a.as<float>(), b.as<float>(), out.as<float>(), n,
-      dimsOf(out.shape), broadcastStrides(out.shape, cond.shape),
-      broadcastStrides(out.shape, a.shape),
-      broadcastStrides(out.shape, b.shape));
+  MP_FLOAT_TYPES(a.dtype, "where",
+                 whereKernel<<<blocksFor(n), kThreads>>>(
+                     cond.as<uint8_t>(), a.as<T>(), b.as<T>(), out.as<T>(), n,
+                     dimsOf(out.shape), broadcastStrides(out.shape, cond.shape),
+                     broadcastStrides(out.shape, a.shape),
+                     broadcastStrides(out.shape, b.shape)));
   return launched("where");
 }
 
 Status unary(cpu::UnaryKind kind, const Tensor &x, Tensor &out) {
-  if (x.dtype != DType::F32)
-    return typeError("unary", x.dtype);
   int64_t n = x.numel();
   if (n == 0)
     return Status::success();
-  unaryKernel<<<blocksFor(n), kThreads>>>(static_cast<int>(kind), x.as<float>(),
-                                          out.as<float>(), n);
+  MP_FLOAT_TYPES(x.dtype, "unary",
+                 unaryKernel<<<blocksFor(n), kThreads>>>(
+                     static_cast<int>(kind), x.as<T>(), out.as<T>(), n));
   return launched("unary");
 }
 
@@ -660,55 +691,50 @@ Status matmul(const Tensor &a, const Tensor &b, Tensor &out) {
 
 Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
                  int64_t axis, float epsilon, Tensor &out) {
-  if (x.dtype != DType::F32)
-    return typeError("layer_norm", x.dtype);
   int64_t inner = 1;
   for (size_t d = axis; d < x.shape.size(); ++d)
     inner *= x.shape[d];
   int64_t rows = inner ? x.numel() / inner : 0;
   if (rows == 0)
     return Status::success();
-  layerNormKernel<<<rows, kThreads>>>(x.as<float>(), scale.as<float>(),
-                                      bias ? bias->as<float>() : nullptr,
-                                      out.as<float>(), inner, epsilon, false);
+  MP_FLOAT_TYPES(x.dtype, "layer_norm",
+                 layerNormKernel<<<rows, kThreads>>>(
+                     x.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr,
+                     out.as<T>(), inner, epsilon, false));
   return launched("layer_norm");
 }
 
 Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
                Tensor &out) {
-  if (x.dtype != DType::F32)
-    return typeError("rms_norm", x.dtype);
   int64_t inner = x.shape.back();
   int64_t rows = inner ? x.numel() / inner : 0;
   if (rows == 0)
     return Status::success();
-  layerNormKernel<<<rows, kThreads>>>(x.as<float>(), scale.as<float>(),
-                                      nullptr, out.as<float>(), inner, epsilon,
-                                      true);
+  MP_FLOAT_TYPES(x.dtype, "rms_norm",
+                 layerNormKernel<<<rows, kThreads>>>(
+                     x.as<T>(), scale.as<T>(), static_cast<const T *>(nullptr),
+                     out.as<T>(), inner, epsilon, true));
   return launched("rms_norm");
 }
 
 Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
-  if (x.dtype != DType::F32)
-    return typeError("softmax", x.dtype);
   int64_t dim = x.shape[axis], inner = 1;
   for (size_t d = axis + 1; d < x.shape.size(); ++d)
     inner *= x.shape[d];
   int64_t outer = dim * inner ? x.numel() / (dim * inner) : 0;
   if (outer == 0)
     return Status::success();
-  if (inner == 1)
-    softmaxLastKernel<<<outer, kThreads>>>(x.as<float>(), out.as<float>(), dim);
-  else
-    softmaxStridedKernel<<<blocksFor(outer * inner), kThreads>>>(
-        x.as<float>(), out.as<float>(), outer, dim, inner);
+  MP_FLOAT_TYPES(
+      x.dtype, "softmax",
+      if (inner == 1) softmaxLastKernel<<<outer, kThreads>>>(x.as<T>(),
+                                                             out.as<T>(), dim);
+      else softmaxStridedKernel<<<blocksFor(outer * inner), kThreads>>>(
+          x.as<T>(), out.as<T>(), outer, dim, inner));
   return launched("softmax");
 }
 
 Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor *mask, float scale, bool causal, Tensor &out) {
-  if (q.dtype != DType::F32)
-    return typeError("attention", q.dtype);
   int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
   std::vector<int64_t> scores = {B, H, Sq, Sk};
@@ -718,11 +744,13 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
                          " keys exceed this kernel's shared memory");
   if (B * H * Sq == 0)
     return Status::success();
-  attentionKernel<<<B * H * Sq, 128, sharedBytes>>>(
-      q.as<float>(), k.as<float>(), v.as<float>(),
-      mask ? mask->as<float>() : nullptr, dimsOf(scores),
-      mask ? broadcastStrides(scores, mask->shape) : Strides(), out.as<float>(),
-      H, Hkv, Sq, Sk, D, Dv, scale, causal);
+  MP_FLOAT_TYPES(
+      q.dtype, "attention",
+      attentionKernel<<<B * H * Sq, 128, sharedBytes>>>(
+          q.as<T>(), k.as<T>(), v.as<T>(), mask ? mask->as<T>() : nullptr,
+          dimsOf(scores),
+          mask ? broadcastStrides(scores, mask->shape) : Strides(),
+          out.as<T>(), H, Hkv, Sq, Sk, D, Dv, scale, causal));
   return launched("attention");
 }
 
@@ -765,8 +793,6 @@ Status copy(const Tensor &x, Tensor &out) {
 
 Status reduce(cpu::ReduceKind kind, const Tensor &x,
               const std::vector<int64_t> &axes, Tensor &out) {
-  if (x.dtype != DType::F32)
-    return typeError("reduce", x.dtype);
   Strides in = contiguous(x.shape), keptSt, redSt;
   std::vector<int64_t> kept, reduced;
   Dims keptDims, redDims;
@@ -788,16 +814,16 @@ Status reduce(cpu::ReduceKind kind, const Tensor &x,
     count *= d;
   if (n == 0)
     return Status::success();
-  reduceKernel<<<blocksFor(n), kThreads>>>(static_cast<int>(kind),
-                                           x.as<float>(), out.as<float>(), n,
-                                           keptDims, keptSt, redDims, redSt,
-                                           count);
+  MP_FLOAT_TYPES(x.dtype, "reduce",
+                 reduceKernel<<<blocksFor(n), kThreads>>>(
+                     static_cast<int>(kind), x.as<T>(), out.as<T>(), n,
+                     keptDims, keptSt, redDims, redSt, count));
   return launched("reduce");
 }
 
 Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
-  if (logits.dtype != DType::F32)
-    return typeError("cross_entropy", logits.dtype);
+  if (out.dtype != DType::F32)
+    return typeError("cross_entropy (result)", out.dtype);
   int64_t vocab = logits.shape.back();
   int64_t rows = vocab ? logits.numel() / vocab : 0;
   if (Status s = cudaStatus(cudaMemset(out.data, 0, sizeof(float)), "memset");
@@ -805,9 +831,10 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
     return s;
   if (rows == 0)
     return Status::success();
-  crossEntropyKernel<<<rows, kThreads>>>(logits.as<float>(), targets.data,
-                                         targets.dtype == DType::I64, vocab,
-                                         rows, out.as<float>());
+  MP_FLOAT_TYPES(logits.dtype, "cross_entropy",
+                 crossEntropyKernel<<<rows, kThreads>>>(
+                     logits.as<T>(), targets.data, targets.dtype == DType::I64,
+                     vocab, rows, out.as<float>()));
   return launched("cross_entropy");
 }
 

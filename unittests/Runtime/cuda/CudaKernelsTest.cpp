@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <random>
 
@@ -163,6 +164,71 @@ TEST_F(CudaKernels, TransposeExpandAndGatherMatchCpu) {
   ASSERT_TRUE(cuda::expand(small->d, wide.d));
   ASSERT_TRUE(cpu::expand(small->h, wideRef.h));
   expectNear(wide, wideRef.h, 0);
+}
+
+/// Runs `op` on fp16 and bf16 copies of fp32 device inputs and compares the
+/// result (cast back to fp32) with the CPU fp32 result at a per-dtype
+/// tolerance: fp16 has 11 significant bits, bf16 8.
+class CudaKernelsHalf : public CudaKernels {
+protected:
+  void compareInHalf(const std::vector<Pair *> &inputs, const Tensor &expected,
+                     const std::function<Status(std::vector<Tensor> &,
+                                                Tensor &)> &op) {
+    for (auto [dtype, tol] : {std::pair(DType::F16, 5e-3),
+                              std::pair(DType::BF16, 4e-2)}) {
+      std::vector<std::unique_ptr<Pair>> low;
+      std::vector<Tensor> args;
+      for (Pair *in : inputs) {
+        low.push_back(std::make_unique<Pair>(dtype, in->h.shape));
+        ASSERT_TRUE(cuda::cast(in->d, low.back()->d));
+        args.push_back(low.back()->d);
+      }
+      Pair out(dtype, expected.shape), back(DType::F32, expected.shape);
+      Status s = op(args, out.d);
+      ASSERT_TRUE(s) << dtypeName(dtype) << ": " << s.message;
+      ASSERT_TRUE(cuda::cast(out.d, back.d));
+      SCOPED_TRACE(dtypeName(dtype));
+      expectNear(back, expected, tol);
+    }
+  }
+};
+
+TEST_F(CudaKernelsHalf, NormsSoftmaxAndGeluInFp16AndBf16) {
+  auto x = random({4, 64}), s = random({64}, 0.5, 1.5), b = random({64});
+  Pair ref(DType::F32, {4, 64});
+  ASSERT_TRUE(cpu::layerNorm(x->h, s->h, &b->h, 1, 1e-5f, ref.h));
+  compareInHalf({x.get(), s.get(), b.get()}, ref.h,
+                [](std::vector<Tensor> &a, Tensor &o) {
+                  return cuda::layerNorm(a[0], a[1], &a[2], 1, 1e-5f, o);
+                });
+  ASSERT_TRUE(cpu::softmax(x->h, 1, ref.h));
+  compareInHalf({x.get()}, ref.h, [](std::vector<Tensor> &a, Tensor &o) {
+    return cuda::softmax(a[0], 1, o);
+  });
+  ASSERT_TRUE(cpu::unary(cpu::UnaryKind::Gelu, x->h, ref.h));
+  compareInHalf({x.get()}, ref.h, [](std::vector<Tensor> &a, Tensor &o) {
+    return cuda::unary(cpu::UnaryKind::Gelu, a[0], o);
+  });
+}
+
+TEST_F(CudaKernelsHalf, AttentionAndBiasLinearInFp16AndBf16) {
+  auto q = random({1, 4, 8, 16}, -1, 1), k = random({1, 2, 8, 16}, -1, 1),
+       v = random({1, 2, 8, 16}, -1, 1);
+  Pair ref(DType::F32, {1, 4, 8, 16});
+  ASSERT_TRUE(cpu::attention(q->h, k->h, v->h, nullptr, 0.25f, true, ref.h));
+  compareInHalf({q.get(), k.get(), v.get()}, ref.h,
+                [](std::vector<Tensor> &a, Tensor &o) {
+                  return cuda::attention(a[0], a[1], a[2], nullptr, 0.25f,
+                                         true, o);
+                });
+  auto x = random({8, 32}, -1, 1), w = random({32, 16}, -1, 1),
+       bias = random({16}, -1, 1);
+  Pair lin(DType::F32, {8, 16});
+  ASSERT_TRUE(cpu::linear(x->h, w->h, &bias->h, false, lin.h));
+  compareInHalf({x.get(), w.get(), bias.get()}, lin.h,
+                [](std::vector<Tensor> &a, Tensor &o) {
+                  return cuda::linear(a[0], a[1], &a[2], false, o);
+                });
 }
 
 } // namespace
