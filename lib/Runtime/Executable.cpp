@@ -722,14 +722,21 @@ static Status syntheticParameters(const program::Program &prog,
       return Status::error("parameter '" + p.name() + "' has unknown dtype");
     storage.emplace_back(t.bytes(), '\0');
     t.data = storage.back().data();
-    if (t.dtype == DType::F32)
+    bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F16 ||
+                   t.dtype == DType::BF16;
+    if (isFloat) {
+      std::vector<float> values(t.numel());
       for (int64_t j = 0; j < t.numel(); ++j) {
         uint64_t h = (static_cast<uint64_t>(i) << 40) ^ static_cast<uint64_t>(j);
         h ^= h >> 33;
         h *= 0xff51afd7ed558ccdULL;
         h ^= h >> 33;
-        t.as<float>()[j] = (static_cast<float>(h & 0xffffff) / 0xffffff - 0.5f) * 0.1f;
+        values[j] = (static_cast<float>(h & 0xffffff) / 0xffffff - 0.5f) * 0.1f;
       }
+      Tensor source{values.data(), DType::F32, t.shape};
+      if (Status s = cpu::cast(source, t); !s)
+        return s;
+    }
     bytes += static_cast<int64_t>(t.bytes());
     params.push_back(t);
   }
@@ -1004,11 +1011,17 @@ Status Executable::run(const std::vector<Tensor> &inputs,
     Status s = step.kernel();
     if (s && profiling)
       s = kernels->synchronize(); // time each kernel, not its launch
-    if (!s)
-      return Status::error(s.message.find("instruction") == 0
-                               ? s.message
-                               : "instruction '" + step.op + "' at '" +
-                                     step.location + "': " + s.message);
+    if (!s) {
+      bool halfOnCpu = kernels == &cpuKernelTable() &&
+                       (s.message.find("element type bf16") != std::string::npos ||
+                        s.message.find("element type f16") != std::string::npos);
+      return Status::error(
+          (s.message.find("instruction") == 0
+               ? s.message
+               : "instruction '" + step.op + "' at '" + step.location +
+                     "': " + s.message) +
+          (halfOnCpu ? " (fp16/bf16 programs run with --device cuda)" : ""));
+    }
     if (profiling) {
       stepSeconds[i] += std::chrono::duration<double>(
                             std::chrono::steady_clock::now() - start)

@@ -54,7 +54,7 @@ struct SequenceParallelPass
     auto grid = module.lookupSymbol<shard::GridOp>("tp");
     auto func = module.lookupSymbol<func::FuncOp>("main");
     if (!grid || !func) {
-      module.emitError() << "mp-sequence-parallel runs after "
+      emitError(module.getLoc()) << "mp-sequence-parallel runs after "
                             "mp-tensor-parallel (no 'tp' grid or 'main')";
       return signalPassFailure();
     }

@@ -241,7 +241,7 @@ struct TensorParallelPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (tp < 1) {
-      module.emitError() << "tensor-parallel size must be >= 1, got "
+      emitError(module.getLoc()) << "tensor-parallel size must be >= 1, got "
                          << static_cast<int64_t>(tp);
       return signalPassFailure();
     }
@@ -249,7 +249,7 @@ struct TensorParallelPass
       return;
     auto func = module.lookupSymbol<func::FuncOp>("main");
     if (!func) {
-      module.emitError() << "no 'main' function to parallelize";
+      emitError(module.getLoc()) << "no 'main' function to parallelize";
       return signalPassFailure();
     }
     if (failed(parallelize(module, func)))
@@ -406,7 +406,13 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
   }
 
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  for (OpOperand &operand : ret->getOpOperands()) {
+  for (OpOperand &result : ret->getOpOperands()) {
+    // The LM head feeds a result, possibly through a cast back to fp32.
+    OpOperand *use = &result;
+    if (auto castOp = result.get().getDefiningOp<CastOp>();
+        castOp && castOp->hasOneUse())
+      use = &castOp.getInputMutable();
+    OpOperand &operand = *use;
     auto head = operand.get().getDefiningOp<LinearOp>();
     if (!head || inLayer(head) || !head.getWeight().getDefiningOp<GetParamOp>())
       continue;
@@ -426,7 +432,7 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
     SmallVector<int64_t> local(full.getShape());
     local.back() /= tp;
     head.getResult().setType(RankedTensorType::get(local, full.getElementType()));
-    OpBuilder b(ret);
+    OpBuilder b(operand.getOwner());
     auto gather = shard::AllGatherOp::create(
         b, head.getLoc(), full, FlatSymbolRefAttr::get(&getContext(), kGridName),
         b.getDenseI16ArrayAttr({0}), head.getResult(),

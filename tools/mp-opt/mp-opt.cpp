@@ -70,7 +70,8 @@ static llvm::cl::opt<bool> syntheticWeights(
 static llvm::cl::opt<std::string> parallelize(
     "mp-parallelize",
     llvm::cl::desc("Raise and partition in one step, e.g. \"tp=2 sp=true\" "
-                   "(tp: tensor-parallel size; sp: sequence parallelism). "
+                   "(tp: tensor-parallel size; sp: sequence parallelism; "
+                   "dtype=bf16|f16: storage precision). "
                    "With --artifact, the unpartitioned program is stored in "
                    "DIR/reference for mp-run --verify"),
     llvm::cl::value_desc("options"), llvm::cl::cat(targetCategory));
@@ -81,6 +82,7 @@ static std::string referenceIR;
 struct ParallelOptions {
   int64_t tp = 1;
   bool sp = false;
+  std::string dtype; // empty: keep fp32
 };
 
 /// Parses "tp=2 sp=true" (spaces or commas; a bare "sp" means true).
@@ -107,8 +109,14 @@ static bool parseParallelOptions(llvm::StringRef spec, ParallelOptions &out,
         error = "sp expects true or false, got '" + value.str() + "'";
         return false;
       }
+    } else if (key == "dtype") {
+      if (value != "bf16" && value != "f16" && value != "f32") {
+        error = "dtype expects bf16, f16 or f32, got '" + value.str() + "'";
+        return false;
+      }
+      out.dtype = value == "f32" ? "" : value.str();
     } else {
-      error = "unknown option '" + key.str() + "' (known: tp, sp)";
+      error = "unknown option '" + key.str() + "' (known: tp, sp, dtype)";
       return false;
     }
   }
@@ -130,6 +138,9 @@ static LogicalResult runParallelize(ModuleOp module) {
   }
   PassManager raise(module.getContext());
   raise.addPass(mp::createMPRaise());
+  if (!options.dtype.empty())
+    raise.addPass(mp::createMPConvertPrecision(
+        mp::MPConvertPrecisionOptions{options.dtype}));
   if (failed(raise.run(module)))
     return failure();
   llvm::raw_string_ostream os(referenceIR);

@@ -107,4 +107,21 @@ def MPSequenceParallel : Pass<"mp-sequence-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
 }
 
+def MPConvertPrecision : Pass<"mp-convert-precision", "mlir::ModuleOp"> {
+  let summary = "store parameters and activations in fp16 or bf16";
+  let description = [{
+    Converts every fp32 parameter, constant and activation of `main` to
+    `dtype` (bf16 or f16); kernels still accumulate in fp32. The function's
+    fp32 inputs and outputs stay fp32 (a cast at the boundary), and so does
+    a cross-entropy loss. Parameters remember their stored type
+    (`source_type`), which the artifact writer converts from (rounding to
+    nearest even).
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "storage type: bf16 or f16">,
+  ];
+  let dependentDialects = ["mp::MPDialect"];
+}
+
 #endif // MP_TRANSFORMS_PASSES_TD

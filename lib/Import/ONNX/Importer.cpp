@@ -249,7 +249,7 @@ LogicalResult Importer::declareParam(const onnx::TensorProto &init,
       Shape(init.dims().begin(), init.dims().end()), elemType);
   auto param = ParamOp::create(builder, loc, init.name(), type, nullptr,
                                nullptr, nullptr, nullptr, nullptr,
-                               nullptr, nullptr);
+                               nullptr, nullptr, nullptr);
   values[init.name()] = Entry{Value(), std::nullopt, init.name(), type};
   if (options.shapeOnly)
     return success();

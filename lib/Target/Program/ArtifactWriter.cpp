@@ -84,8 +84,48 @@ std::string constantBytes(DenseElementsAttr attr) {
   return bytes;
 }
 
-/// Reads a parameter's data from where the importer recorded it.
+/// Converts little-endian fp32 bytes to bf16 or fp16 (round to nearest even).
+std::string narrowFloats(const std::string &f32, Type target) {
+  const llvm::fltSemantics &sem = cast<FloatType>(target).getFloatSemantics();
+  size_t n = f32.size() / 4;
+  std::string out(n * 2, '\0');
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, f32.data() + 4 * i, 4);
+    APFloat f(v);
+    bool lost;
+    f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+    uint16_t bits = static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
+    std::memcpy(out.data() + 2 * i, &bits, 2);
+  }
+  return out;
+}
+
+LogicalResult readStoredParamData(ParamOp param, std::string &bytes);
+
+/// Reads a parameter's data, converted to its type when it was narrowed
+/// after import (`source_type`).
 LogicalResult readParamData(ParamOp param, std::string &bytes) {
+  if (failed(readStoredParamData(param, bytes)))
+    return failure();
+  auto source = param.getSourceType();
+  Type elem = param.getTensorType().getElementType();
+  if (source && *source != elem) {
+    if (!source->isF32() || !(elem.isBF16() || elem.isF16()))
+      return param.emitError() << "cannot convert stored " << *source
+                               << " data to " << elem;
+    bytes = narrowFloats(bytes, elem);
+  }
+  if (static_cast<int64_t>(bytes.size()) != byteSize(param.getType()))
+    return param.emitError() << "parameter '" << param.getSymName() << "' has "
+                             << bytes.size() << " bytes of data for "
+                             << param.getType();
+  return success();
+}
+
+/// Reads a parameter's data from where the importer recorded it, in the
+/// type it is stored in.
+LogicalResult readStoredParamData(ParamOp param, std::string &bytes) {
   if (!param.getFile())
     return param.emitError()
            << "parameter '" << param.getSymName()
@@ -95,6 +135,7 @@ LogicalResult readParamData(ParamOp param, std::string &bytes) {
   if (auto offset = param.getOffset()) {
     std::ifstream in(file, std::ios::binary);
     int64_t length = static_cast<int64_t>(*param.getLength());
+    // (The length is of the stored type.)
     bytes.resize(length);
     if (!in || !in.seekg(static_cast<int64_t>(*offset)) ||
         !in.read(bytes.data(), length))
@@ -106,10 +147,6 @@ LogicalResult readParamData(ParamOp param, std::string &bytes) {
   }
   if (!readONNXInitializer(file, param.getSymName().str(), bytes, error))
     return param.emitError() << error;
-  if (static_cast<int64_t>(bytes.size()) != byteSize(param.getType()))
-    return param.emitError() << "parameter '" << param.getSymName() << "' has "
-                             << bytes.size() << " bytes of data for "
-                             << param.getType();
   return success();
 }
 

@@ -87,21 +87,24 @@ LogicalResult ParamOp::verify() {
   if (getOffset() && static_cast<int64_t>(*getOffset()) < 0)
     return emitOpError() << "offset " << static_cast<int64_t>(*getOffset())
                          << " is negative";
+  // The data is stored in `source_type` when the parameter was narrowed.
+  RankedTensorType stored =
+      getSourceType() ? type.clone(*getSourceType()) : type;
   if (getLength()) {
-    int64_t bits = type.getElementTypeBitWidth();
-    int64_t expected = type.getNumElements() * ((bits + 7) / 8);
+    int64_t bits = stored.getElementTypeBitWidth();
+    int64_t expected = stored.getNumElements() * ((bits + 7) / 8);
     int64_t length = static_cast<int64_t>(*getLength());
     if (length != expected)
       return emitOpError() << "data length " << length
                            << " does not match the " << expected << " bytes of "
-                           << type;
+                           << stored;
   }
   if (auto preview = getPreview()) {
-    if (preview->getElementType() != type.getElementType())
+    if (preview->getElementType() != stored.getElementType())
       return emitOpError() << "preview element type "
                            << preview->getElementType()
                            << " differs from the parameter's "
-                           << type.getElementType();
+                           << stored.getElementType();
     if (preview->getNumElements() > type.getNumElements())
       return emitOpError() << "preview has more values than the parameter";
   }

@@ -33,6 +33,9 @@ def MP_ParamOp : MP_Op<"param", [Symbol,
     block-slice r of every group (a fused QKV weight is sharded per q, k and
     v). `type` stays the global type; `mp.get_param` returns the local one.
 
+    `source_type`, when set, is the element type the data is stored in (the
+    parameter was converted to a lower precision after import).
+
     ```mlir
     mp.param @h.0.attn.c_attn.weight : tensor<32x96xf32> {file = "gpt2.onnx"}
     ```
@@ -45,7 +48,8 @@ def MP_ParamOp : MP_Op<"param", [Symbol,
                        OptionalAttr<ElementsAttr>:$preview,
                        OptionalAttr<FlatSymbolRefAttr>:$grid,
                        OptionalAttr<I64Attr>:$shard_axis,
-                       OptionalAttr<I64Attr>:$shard_groups);
+                       OptionalAttr<I64Attr>:$shard_groups,
+                       OptionalAttr<TypeAttr>:$source_type);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{

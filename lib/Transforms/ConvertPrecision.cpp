@@ -1,0 +1,113 @@
+//===- ConvertPrecision.cpp - fp32 -> bf16/f16 storage --------------------===//
+//
+// Retypes every fp32 value of `main` (and the parameters and constants it
+// reads) to the target type. The ops are elementwise in their element type,
+// so retyping values keeps every op valid; fp32 enters and leaves `main`
+// through casts so that callers (mp-run's .npy files) keep fp32.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mp {
+#define GEN_PASS_DEF_MPCONVERTPRECISION
+#include "mp/Transforms/Passes.h.inc"
+} // namespace mp
+
+using namespace mlir;
+using namespace mp;
+
+namespace {
+
+bool isF32Tensor(Type t) {
+  auto tensor = dyn_cast<RankedTensorType>(t);
+  return tensor && tensor.getElementType().isF32();
+}
+
+RankedTensorType retype(Type t, Type elem) {
+  return cast<RankedTensorType>(t).clone(elem);
+}
+
+struct ConvertPrecisionPass
+    : public mp::impl::MPConvertPrecisionBase<ConvertPrecisionPass> {
+  using MPConvertPrecisionBase::MPConvertPrecisionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    OpBuilder b(&getContext());
+    Type target;
+    if (dtype == "bf16")
+      target = b.getBF16Type();
+    else if (dtype == "f16")
+      target = b.getF16Type();
+    else {
+      emitError(module.getLoc()) << "mp-convert-precision: dtype must be bf16 or f16, "
+                            "got '"
+                         << dtype << "'";
+      return signalPassFailure();
+    }
+    auto func = module.lookupSymbol<func::FuncOp>("main");
+    if (!func) {
+      emitError(module.getLoc()) << "no 'main' function";
+      return signalPassFailure();
+    }
+
+    for (ParamOp param : module.getOps<ParamOp>())
+      if (isF32Tensor(param.getType())) {
+        param.setSourceTypeAttr(TypeAttr::get(b.getF32Type()));
+        param.setTypeAttr(TypeAttr::get(retype(param.getType(), target)));
+      }
+
+    Block &body = func.getBody().front();
+    // Inputs stay fp32 at the boundary.
+    b.setInsertionPointToStart(&body);
+    for (BlockArgument arg : body.getArguments()) {
+      if (!isF32Tensor(arg.getType()))
+        continue;
+      auto castOp = CastOp::create(b, arg.getLoc(), retype(arg.getType(), target),
+                                   arg);
+      arg.replaceAllUsesExcept(castOp.getResult(), castOp);
+    }
+    body.walk([&](Operation *op) {
+      if (isa<CastOp>(op) && op->getBlock() == &body &&
+          op->getOperand(0).getDefiningOp() == nullptr)
+        return; // the boundary casts just made
+      if (isa<CrossEntropyOp>(op))
+        return; // the loss stays fp32
+      if (auto constant = dyn_cast<ConstantOp>(op)) {
+        auto attr = dyn_cast<DenseElementsAttr>(constant.getValue());
+        if (attr && attr.getElementType().isF32()) {
+          auto type = retype(attr.getType(), target);
+          const llvm::fltSemantics &sem =
+              cast<FloatType>(target).getFloatSemantics();
+          DenseElementsAttr converted = attr.mapValues(
+              target, [&](const APFloat &v) {
+                APFloat f = v;
+                bool lost;
+                f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+                return f.bitcastToAPInt();
+              });
+          constant.setValueAttr(converted);
+          constant.getResult().setType(type);
+        }
+        return;
+      }
+      for (Value result : op->getResults())
+        if (isF32Tensor(result.getType()))
+          result.setType(retype(result.getType(), target));
+    });
+    // Outputs go back to fp32.
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    b.setInsertionPoint(ret);
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Type declared = func.getResultTypes()[operand.getOperandNumber()];
+      if (operand.get().getType() != declared && isF32Tensor(declared))
+        operand.set(CastOp::create(b, ret.getLoc(), declared, operand.get()));
+    }
+  }
+};
+
+} // namespace

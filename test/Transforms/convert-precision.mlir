@@ -1,0 +1,38 @@
+// RUN: mp-opt %s --mp-convert-precision=dtype=bf16 --split-input-file | FileCheck %s
+// RUN: mp-opt %s --mp-convert-precision=dtype=f16 --split-input-file | FileCheck %s --check-prefix=F16
+
+// Tests that parameters, constants and activations become bf16 while the
+// function's fp32 inputs and outputs keep fp32 through boundary casts.
+// CHECK-LABEL: mp.param @w : tensor<8x4xbf16> {file = "x.onnx", length = 128 : i64, offset = 0 : i64, source_type = f32}
+// CHECK: func.func @main(%[[X:.*]]: tensor<2x8xf32>) -> tensor<2x4xf32>
+// CHECK: %[[XB:.*]] = mp.cast %[[X]] : tensor<2x8xf32> to tensor<2x8xbf16>
+// CHECK: %[[W:.*]] = mp.get_param @w : tensor<8x4xbf16>
+// CHECK: %[[C:.*]] = mp.constant dense<5.000000e-01> : tensor<bf16>
+// CHECK: %[[Y:.*]] = mp.linear %[[XB]], %[[W]] : (tensor<2x8xbf16>, tensor<8x4xbf16>) -> tensor<2x4xbf16>
+// CHECK: %[[Z:.*]] = mp.mul %[[Y]], %[[C]] : (tensor<2x4xbf16>, tensor<bf16>) -> tensor<2x4xbf16>
+// CHECK: %[[O:.*]] = mp.cast %[[Z]] : tensor<2x4xbf16> to tensor<2x4xf32>
+// CHECK: return %[[O]] : tensor<2x4xf32>
+// F16: mp.param @w : tensor<8x4xf16>
+// F16: mp.linear {{.*}} -> tensor<2x4xf16>
+mp.param @w : tensor<8x4xf32> {file = "x.onnx", offset = 0 : i64, length = 128 : i64}
+func.func @main(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+  %w = mp.get_param @w : tensor<8x4xf32>
+  %c = mp.constant dense<0.5> : tensor<f32>
+  %y = mp.linear %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %z = mp.mul %y, %c : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  return %z : tensor<2x4xf32>
+}
+
+// -----
+
+// Tests that integer values and a cross-entropy loss keep their types.
+// CHECK-LABEL: mp.param @t : tensor<4x4xbf16>
+// CHECK: mp.embedding {{.*}} -> tensor<2x3x4xbf16>
+// CHECK: mp.cross_entropy {{.*}} : (tensor<2x3x4xbf16>, tensor<2x3xi64>) -> tensor<f32>
+mp.param @t : tensor<4x4xf32> {file = "x.onnx"}
+func.func @main(%ids: tensor<2x3xi64>) -> tensor<f32> {
+  %t = mp.get_param @t : tensor<4x4xf32>
+  %e = mp.embedding %t, %ids : (tensor<4x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  %l = mp.cross_entropy %e, %ids : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
