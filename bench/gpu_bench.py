@@ -4,8 +4,8 @@
 
   - the GPT-2-small shape (12 layers, hidden 768, 12 heads, vocab 50304,
     batch 4 x 128 tokens, forward, fp32), and
-  - one GPT layer with hidden 4096 (32 heads, 2048 tokens, fp32; bf16 is
-    pending: the CUDA backend's norms and attention are fp32-only so far).
+  - one GPT layer with hidden 4096 (32 heads, 2048 tokens), in fp32 and in
+    bf16 (fp32 accumulation on both sides).
 
 mp-run uses the synthetic-weight artifacts from scripts/gpu-prepare.sh; the
 PyTorch models use random weights of the same shapes (the timing does not
@@ -25,9 +25,10 @@ sys.path.insert(0, os.path.join(ROOT, "models"))
 sys.dont_write_bytecode = True
 import gen_tiny  # noqa: E402
 
-CASES = [
-    ("gpt2_small", dict(layers=12, hidden=768, heads=12, vocab=50304), 4, 128),
-    ("layer4096", dict(layers=1, hidden=4096, heads=32, vocab=256), 1, 2048),
+CASES = [  # (artifact, config, batch, seq, dtype)
+    ("gpt2_small", dict(layers=12, hidden=768, heads=12, vocab=50304), 4, 128, torch.float32),
+    ("layer4096", dict(layers=1, hidden=4096, heads=32, vocab=256), 1, 2048, torch.float32),
+    ("layer4096_bf16", dict(layers=1, hidden=4096, heads=32, vocab=256), 1, 2048, torch.bfloat16),
 ]
 
 
@@ -37,10 +38,10 @@ def flops(cfg, batch, seq):
     return l * layer + 2 * t * h * v
 
 
-def torch_ms(cfg, batch, seq, iterations):
+def torch_ms(cfg, batch, seq, dtype, iterations):
     torch.manual_seed(0)
     model = gen_tiny.GPT2(dict(cfg, max_positions=seq, activation="gelu_erf"),
-                          tied=True).cuda().eval()
+                          tied=True).cuda().to(dtype).eval()
     ids = torch.randint(0, cfg["vocab"], (batch, seq), device="cuda")
     with torch.no_grad():
         for _ in range(2):
@@ -77,13 +78,13 @@ def main():
     parser.add_argument("--work", default="/tmp")
     args = parser.parse_args()
     print("GPU:", torch.cuda.get_device_name(0), "| PyTorch", torch.__version__)
-    for name, cfg, batch, seq in CASES:
+    for name, cfg, batch, seq, dtype in CASES:
         tokens, f = batch * seq, flops(cfg, batch, seq)
-        t = torch_ms(cfg, batch, seq, args.iterations)
+        t = torch_ms(cfg, batch, seq, dtype, args.iterations)
         m = mp_ms(args.carry, name, cfg, batch, seq, args.iterations, args.work)
-        print("%s (batch %d x %d, fp32): PyTorch %.2f ms (%.0f tokens/s, %.1f TFLOP/s); "
+        print("%s (batch %d x %d, %s): PyTorch %.2f ms (%.0f tokens/s, %.1f TFLOP/s); "
               "mp-run %.2f ms (%.0f tokens/s, %.1f TFLOP/s); ratio mp/PyTorch %.2fx"
-              % (name, batch, seq, t, tokens / t * 1e3, f / t / 1e9, m,
+              % (name, batch, seq, str(dtype).replace("torch.", ""), t, tokens / t * 1e3, f / t / 1e9, m,
                  tokens / m * 1e3, f / m / 1e9, t / m))
     return 0
 

@@ -40,6 +40,10 @@ for m in gpt2 gpt2_untied bert llama llama_range; do
       --input input_ids=models/$m/inputs/input_ids.npy --output-dir '$OUT/$m' &&
     $PY test/Runtime/compare_npy.py '$OUT/$m' models/$m/outputs"
 done
+check "gpt2 in bf16 on the GPU vs PyTorch (fp32 reference, bf16 tolerance)" bash -c "
+  '$CARRY/bin/mp-run' '$CARRY/artifacts/gpt2_bf16' --device cuda \
+    --input input_ids=models/gpt2/inputs/input_ids.npy --output-dir '$OUT/gpt2_bf16' &&
+  $PY test/Runtime/compare_npy.py '$OUT/gpt2_bf16' models/gpt2/outputs --tolerance 3e-2"
 check "benchmark vs PyTorch" timeout 300 $PY bench/gpu_bench.py --carry "$CARRY"
 
 echo

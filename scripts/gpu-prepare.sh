@@ -28,6 +28,8 @@ echo "gpu-prepare: compiling artifacts..."
 for m in gpt2 gpt2_untied bert llama llama_range; do
   build/bin/mp-opt "models/$m/model.onnx" --artifact "$CARRY/artifacts/$m" >/dev/null
 done
+build/bin/mp-opt models/gpt2/model.onnx --mp-parallelize="tp=1 dtype=bf16" \
+  --artifact "$CARRY/artifacts/gpt2_bf16" >/dev/null
 # Benchmarks with synthetic weights (the real ones would not fit the carry).
 tmp=$(mktemp -d)
 /usr/bin/python3 models/gen_gpt3_shape.py --layers 12 --hidden 768 --heads 12 \
@@ -38,6 +40,8 @@ build/bin/mp-opt "$tmp/gpt2_small/model.onnx" --mp-shape-only --mp-synthetic-wei
   --vocab 256 --seq 2048 --batch 1 -o "$tmp/layer4096" >/dev/null
 build/bin/mp-opt "$tmp/layer4096/model.onnx" --mp-shape-only --mp-synthetic-weights \
   --artifact "$CARRY/artifacts/layer4096_synthetic" >/dev/null
+build/bin/mp-opt "$tmp/layer4096/model.onnx" --mp-shape-only --mp-synthetic-weights \
+  --mp-parallelize="tp=1 dtype=bf16" --artifact "$CARRY/artifacts/layer4096_bf16_synthetic" >/dev/null
 rm -rf "$tmp"
 du -sh "$CARRY/bin" "$CARRY/lib" "$CARRY/artifacts"
 echo "gpu-prepare: done; carry $CARRY and run scripts/gpu-check.sh on the GPU machine"
