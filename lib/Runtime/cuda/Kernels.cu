@@ -369,7 +369,7 @@ __global__ void softmaxLastKernel(const T *x, T *o, int64_t dim) {
   float sum;
   float m = rowMaxExpSum(row, dim, shared, sum);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    out[i] = fromF<T>(m == -INFINITY ? 0.0f : expf(toF(row[i]) - m) / sum);
+    out[i] = fromF<T>(sum > 0 ? expf(toF(row[i]) - m) / sum : 0.0f);
 }
 
 template <typename T>
@@ -383,8 +383,9 @@ __global__ void softmaxStridedKernel(const T *x, T *o, int64_t outer,
       m = fmaxf(m, toF(x[base + a * inner]));
     for (int64_t a = 0; a < dim; ++a)
       sum += expf(toF(x[base + a * inner]) - m);
-    for (int64_t a = 0; a < dim; ++a)
-      o[base + a * inner] = fromF<T>(expf(toF(x[base + a * inner]) - m) / sum);
+    for (int64_t a = 0; a < dim; ++a) // a fully masked row gives zeros
+      o[base + a * inner] =
+          fromF<T>(sum > 0 ? expf(toF(x[base + a * inner]) - m) / sum : 0.0f);
   }
 }
 
