@@ -27,19 +27,6 @@ namespace mp::rt {
 
 using Shape = std::vector<int64_t>;
 
-static bool broadcast(const Shape &a, const Shape &b, Shape &out) {
-  size_t rank = std::max(a.size(), b.size());
-  out.assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return false;
-    out[i] = da == 1 ? db : da;
-  }
-  return true;
-}
-
 static int64_t product(const Shape &s, size_t from = 0,
                        size_t to = std::string::npos) {
   int64_t n = 1;
@@ -145,8 +132,8 @@ Status Binder::bindBinary(Executable::Step &step) {
   if (Status s = arity(isWhere ? 3 : 2, 1); !s)
     return s;
   Shape shape;
-  if (!broadcast(in(0).shape, in(1).shape, shape) ||
-      (isWhere && !broadcast(Shape(shape), in(2).shape, shape)))
+  if (!broadcastShapes(in(0).shape, in(1).shape, shape) ||
+      (isWhere && !broadcastShapes(shape, in(2).shape, shape)))
     return fail("operands do not broadcast");
   if (Status s = expectShape("result", out().shape, shape); !s)
     return s;
@@ -217,7 +204,7 @@ Status Binder::bindMatmul(Executable::Step &step) {
     b.push_back(1);
   Shape batch;
   if (a.back() != b[b.size() - 2] ||
-      !broadcast(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2),
+      !broadcastShapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2),
                  batch))
     return fail("operand shapes " + formatShape(in(0).shape) + " and " +
                 formatShape(in(1).shape) + " do not multiply");
@@ -315,7 +302,7 @@ Status Binder::bindAttention(Executable::Step &step) {
                 formatShape(k.shape) + " and value " + formatShape(v.shape) +
                 " do not fit together");
   Shape scores = {q.shape[0], q.shape[1], q.shape[2], k.shape[2]}, bshape;
-  if (mask && (!broadcast(scores, mask->shape, bshape) || bshape != scores))
+  if (mask && (!broadcastShapes(scores, mask->shape, bshape) || bshape != scores))
     return fail("mask shape " + formatShape(mask->shape) +
                 " does not broadcast to " + formatShape(scores));
   if (Status s = expectShape("result", out().shape,
@@ -519,7 +506,7 @@ Status Binder::bindShapeOp(Executable::Step &step) {
     if (Status s = arity(1, 1); !s)
       return s;
     Shape shape;
-    if (!broadcast(in(0).shape, out().shape, shape) || shape != out().shape)
+    if (!broadcastShapes(in(0).shape, out().shape, shape) || shape != out().shape)
       return fail("cannot broadcast " + formatShape(in(0).shape) + " to " +
                   formatShape(out().shape));
     const Tensor x = in(0);

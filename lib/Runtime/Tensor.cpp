@@ -1,6 +1,8 @@
 //===- Tensor.cpp - runtime tensors ---------------------------------------===//
 #include "mp/Runtime/Tensor.h"
 
+#include <algorithm>
+
 namespace mp::rt {
 
 size_t dtypeSize(DType type) {
@@ -41,6 +43,21 @@ std::string formatShape(const std::vector<int64_t> &shape) {
   for (size_t i = 0; i < shape.size(); ++i)
     s += (i ? "x" : "") + std::to_string(shape[i]);
   return s;
+}
+
+bool broadcastShapes(const std::vector<int64_t> &a,
+                     const std::vector<int64_t> &b, std::vector<int64_t> &out) {
+  size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> result(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return false;
+    result[i] = da == 1 ? db : da;
+  }
+  out = std::move(result); // `out` may alias `a` or `b`
+  return true;
 }
 
 } // namespace mp::rt

@@ -33,7 +33,12 @@ struct Tensor {
   template <typename T> T *as() const { return static_cast<T *>(data); }
 };
 
+/// "2x3x4" ("scalar" for rank 0), for messages.
 std::string formatShape(const std::vector<int64_t> &shape);
+
+/// The numpy broadcast of two shapes; false when they do not broadcast.
+bool broadcastShapes(const std::vector<int64_t> &a,
+                     const std::vector<int64_t> &b, std::vector<int64_t> &out);
 
 /// Result of an operation that can fail on user input: ok, or a message
 /// that says what was expected and what was found.

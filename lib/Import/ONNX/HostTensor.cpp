@@ -122,18 +122,22 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
   return strides;
 }
 
-bool broadcastShapes(const std::vector<int64_t> &a,
-                     const std::vector<int64_t> &b, std::vector<int64_t> &out) {
-  size_t rank = std::max(a.size(), b.size());
-  out.assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return false;
-    out[i] = da == 1 ? db : da;
+SliceRange normalizeSlice(int64_t dim, int64_t start, int64_t end,
+                          int64_t step) {
+  if (dim == 0)
+    return {0, 0, 0};
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::max(std::clamp<int64_t>(end, 0, dim), start);
+    return {start, end, (end - start + step - 1) / step};
   }
-  return true;
+  start = std::clamp<int64_t>(start, 0, dim - 1);
+  end = std::min(std::clamp<int64_t>(end, -1, dim - 1), start);
+  return {start, end, (start - end - step - 1) / (-step)};
 }
 
 //===----------------------------------------------------------------------===//
@@ -563,23 +567,12 @@ bool Folder::slice() {
   std::vector<int64_t> start(rank, 0), step(rank, 1), shape = x.shape;
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
-    int64_t dim = x.shape[a], s = starts[i], e = ends[i], st = steps[i];
+    int64_t st = steps[i];
     if (st == 0)
       return fail("slice step is zero");
-    if (s < 0)
-      s += dim;
-    if (e < 0)
-      e += dim;
-    if (st > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      shape[a] = e > s ? (e - s + st - 1) / st : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      shape[a] = s > e ? (s - e - st - 1) / (-st) : 0;
-    }
-    start[a] = s;
+    SliceRange range = normalizeSlice(x.shape[a], starts[i], ends[i], st);
+    shape[a] = range.count;
+    start[a] = range.start;
     step[a] = st;
   }
   std::vector<int64_t> inStrides = stridesOf(x.shape);

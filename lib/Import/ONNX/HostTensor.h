@@ -8,6 +8,8 @@
 #ifndef MP_LIB_IMPORT_ONNX_HOSTTENSOR_H
 #define MP_LIB_IMPORT_ONNX_HOSTTENSOR_H
 
+#include "mp/Runtime/Tensor.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -71,9 +73,17 @@ const onnx::AttributeProto *findAttr(const onnx::NodeProto &node,
 int64_t intAttr(const onnx::NodeProto &node, const std::string &name,
                 int64_t def);
 
-/// Numpy broadcast of two shapes; false when incompatible.
-bool broadcastShapes(const std::vector<int64_t> &a,
-                     const std::vector<int64_t> &b, std::vector<int64_t> &out);
+using mp::rt::broadcastShapes;
+using mp::rt::formatShape;
+
+/// ONNX Slice on one dimension of size `dim`: negative positions count from
+/// the end, both ends are clamped; `limit` is exclusive (-1 allowed for a
+/// negative step) and `count` the number of elements taken.
+struct SliceRange {
+  int64_t start, limit, count;
+};
+SliceRange normalizeSlice(int64_t dim, int64_t start, int64_t end,
+                          int64_t step);
 
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
 

@@ -37,15 +37,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-std::string formatShape(const Shape &shape) {
-  if (shape.empty())
-    return "scalar";
-  std::string s;
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "x" : "") + std::to_string(shape[i]);
-  return s;
-}
-
 /// The op types the importer handles (ONNX default domain).
 const llvm::StringSet<> &supportedOps() {
   static const llvm::StringSet<> ops = {"MatMul",
@@ -1087,26 +1078,13 @@ LogicalResult emitSlice(NodeEmitter &e) {
     FailureOr<int64_t> a = e.axis(axes[i], rank);
     if (failed(a))
       return failure();
-    int64_t dim = in[*a], s = (*starts)[i], t = (*ends)[i], st = steps[i];
+    int64_t st = steps[i];
     if (st == 0)
       return e.error() << "step of axis " << *a << " is zero";
-    if (s < 0)
-      s += dim;
-    if (t < 0)
-      t += dim;
-    if (st > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      t = std::clamp<int64_t>(t, 0, dim);
-      t = std::max(t, s);
-      shape[*a] = (t - s + st - 1) / st;
-    } else {
-      s = std::clamp<int64_t>(s, 0, dim - 1);
-      t = std::clamp<int64_t>(t, -1, dim - 1);
-      t = std::min(t, s);
-      shape[*a] = (s - t - st - 1) / (-st);
-    }
-    start[*a] = s;
-    limit[*a] = t;
+    SliceRange range = normalizeSlice(in[*a], (*starts)[i], (*ends)[i], st);
+    shape[*a] = range.count;
+    start[*a] = range.start;
+    limit[*a] = range.limit;
     stride[*a] = st;
   }
   e.setOutput(0, SliceOp::create(e.b(), e.loc, e.like(0, shape), x,
