@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace mp::rt::cpu {
@@ -36,6 +37,24 @@ template <class F> void parallelRange(int64_t n, bool parallel, F &&f) {
     if (b < e)
       f(b, e);
   }
+}
+
+/// Calls f with an unsigned type of the element size (moving bytes).
+template <class F> void dispatchBytes(size_t size, F &&f) {
+  switch (size) {
+  case 1: f(uint8_t{}); break;
+  case 2: f(uint16_t{}); break;
+  case 4: f(uint32_t{}); break;
+  default: f(uint64_t{}); break;
+  }
+}
+
+/// The bits of `from` read as a `To` of the same size.
+template <class To, class From> inline To bitCast(From from) {
+  static_assert(sizeof(To) == sizeof(From), "sizes differ");
+  To to;
+  std::memcpy(&to, &from, sizeof(To));
+  return to;
 }
 
 inline Status typeError(const char *kernel, DType t) {

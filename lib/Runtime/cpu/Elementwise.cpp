@@ -147,15 +147,6 @@ template <class F> bool dispatchArith(DType t, F &&f) {
   }
 }
 
-/// Calls f with an unsigned type of the element size (moving bytes).
-template <class F> void dispatchBytes(size_t size, F &&f) {
-  switch (size) {
-  case 1: f(uint8_t{}); break;
-  case 2: f(uint16_t{}); break;
-  case 4: f(uint32_t{}); break;
-  default: f(uint64_t{}); break;
-  }
-}
 
 
 
@@ -163,16 +154,8 @@ template <class F> void dispatchBytes(size_t size, F &&f) {
 // f16 / bf16 conversions (round to nearest even)
 //===----------------------------------------------------------------------===//
 
-inline uint32_t floatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float bitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+inline uint32_t floatBits(float f) { return bitCast<uint32_t>(f); }
+inline float bitsFloat(uint32_t u) { return bitCast<float>(u); }
 
 inline float halfToFloat(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000) << 16;

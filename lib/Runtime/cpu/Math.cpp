@@ -23,17 +23,8 @@ namespace mp::rt::cpu {
 namespace {
 
 
-inline float bitsToFloat(int32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-inline int32_t floatToBits(float f) {
-  int32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+inline float bitsToFloat(int32_t u) { return bitCast<float>(u); }
+inline int32_t floatToBits(float f) { return bitCast<int32_t>(f); }
 
 /// exp(x), ~1 ulp for normal results; NaN propagates, +-inf give inf / 0.
 /// Branch-free so that loops over it vectorize.

@@ -18,14 +18,6 @@ namespace {
 
 
 
-template <class F> void dispatchBytes(size_t size, F &&f) {
-  switch (size) {
-  case 1: f(uint8_t{}); break;
-  case 2: f(uint16_t{}); break;
-  case 4: f(uint32_t{}); break;
-  default: f(uint64_t{}); break;
-  }
-}
 
 
 int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
@@ -223,36 +215,49 @@ Status slice(const Tensor &x, const std::vector<int64_t> &starts,
   return Status::success();
 }
 
-Status concat(const std::vector<const Tensor *> &inputs, int64_t axis,
-              Tensor &out) {
-  for (const Tensor *t : inputs)
-    if (t->dtype != out.dtype)
-      return mismatch("concat", t->dtype, out.dtype);
-  const size_t es = dtypeSize(out.dtype);
-  const int64_t outer = product(out.shape, 0, size_t(axis));
+namespace {
+/// Copies between `whole` and its `parts` laid side by side along `axis`:
+/// into `whole` for concat, out of it for split.
+void copyParts(void *whole, const std::vector<int64_t> &wholeShape,
+               const std::vector<const Tensor *> &parts, int64_t axis,
+               size_t elementSize, bool intoWhole) {
+  const int64_t outer = product(wholeShape, 0, size_t(axis));
   std::vector<size_t> chunk, offset;
   size_t row = 0;
-  for (const Tensor *t : inputs) {
-    size_t c = size_t(product(t->shape, size_t(axis), t->shape.size())) * es;
-    chunk.push_back(c);
+  for (const Tensor *t : parts) {
+    chunk.push_back(size_t(product(t->shape, size_t(axis), t->shape.size())) *
+                    elementSize);
     offset.push_back(row);
-    row += c;
+    row += chunk.back();
   }
-  char *dst = static_cast<char *>(out.data);
-  const int64_t n = int64_t(inputs.size());
-  parallelRange(outer * n, shouldParallelize(int64_t(out.bytes() / 8)),
+  char *base = static_cast<char *>(whole);
+  const int64_t n = int64_t(parts.size());
+  parallelRange(outer * n, shouldParallelize(int64_t(outer * row / 8)),
                 [&](int64_t b, int64_t e) {
                   for (int64_t it = b; it < e; ++it) {
                     const int64_t o = it / n;
                     const size_t i = size_t(it % n);
                     if (!chunk[i])
                       continue;
-                    std::memcpy(dst + size_t(o) * row + offset[i],
-                                static_cast<const char *>(inputs[i]->data) +
-                                    size_t(o) * chunk[i],
-                                chunk[i]);
+                    char *w = base + size_t(o) * row + offset[i];
+                    char *p = static_cast<char *>(parts[i]->data) +
+                              size_t(o) * chunk[i];
+                    if (intoWhole)
+                      std::memcpy(w, p, chunk[i]);
+                    else
+                      std::memcpy(p, w, chunk[i]);
                   }
                 });
+}
+} // namespace
+
+Status concat(const std::vector<const Tensor *> &inputs, int64_t axis,
+              Tensor &out) {
+  for (const Tensor *t : inputs)
+    if (t->dtype != out.dtype)
+      return mismatch("concat", t->dtype, out.dtype);
+  copyParts(out.data, out.shape, inputs, axis, dtypeSize(out.dtype),
+            /*intoWhole=*/true);
   return Status::success();
 }
 
@@ -260,30 +265,9 @@ Status split(const Tensor &x, int64_t axis, const std::vector<Tensor *> &outs) {
   for (const Tensor *t : outs)
     if (t->dtype != x.dtype)
       return mismatch("split", x.dtype, t->dtype);
-  const size_t es = dtypeSize(x.dtype);
-  const int64_t outer = product(x.shape, 0, size_t(axis));
-  std::vector<size_t> chunk, offset;
-  size_t row = 0;
-  for (const Tensor *t : outs) {
-    size_t c = size_t(product(t->shape, size_t(axis), t->shape.size())) * es;
-    chunk.push_back(c);
-    offset.push_back(row);
-    row += c;
-  }
-  const char *src = static_cast<const char *>(x.data);
-  const int64_t n = int64_t(outs.size());
-  parallelRange(outer * n, shouldParallelize(int64_t(x.bytes() / 8)),
-                [&](int64_t b, int64_t e) {
-                  for (int64_t it = b; it < e; ++it) {
-                    const int64_t o = it / n;
-                    const size_t i = size_t(it % n);
-                    if (!chunk[i])
-                      continue;
-                    std::memcpy(static_cast<char *>(outs[i]->data) +
-                                    size_t(o) * chunk[i],
-                                src + size_t(o) * row + offset[i], chunk[i]);
-                  }
-                });
+  std::vector<const Tensor *> parts(outs.begin(), outs.end());
+  copyParts(x.data, x.shape, parts, axis, dtypeSize(x.dtype),
+            /*intoWhole=*/false);
   return Status::success();
 }
 
