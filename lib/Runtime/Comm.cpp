@@ -8,13 +8,17 @@
 namespace mp::rt {
 
 namespace {
-/// Splits a shape around `axis`: [outer, axis, inner].
-void around(const Tensor &t, int64_t axis, int64_t &outer, int64_t &inner) {
-  outer = inner = 1;
+/// A rank's part of a tensor split along `axis` is, in row-major order,
+/// `outer` blocks of `block` bytes (the local tensor `local`).
+void blocksOf(const Tensor &local, int64_t axis, int64_t &outer,
+              size_t &block) {
+  outer = 1;
+  int64_t inner = 1;
   for (int64_t d = 0; d < axis; ++d)
-    outer *= t.shape[d];
-  for (size_t d = axis + 1; d < t.shape.size(); ++d)
-    inner *= t.shape[d];
+    outer *= local.shape[d];
+  for (size_t d = axis; d < local.shape.size(); ++d)
+    inner *= local.shape[d];
+  block = static_cast<size_t>(inner) * dtypeSize(local.dtype);
 }
 
 Status checkAxis(const Tensor &local, const Tensor &full, int64_t axis,
@@ -107,62 +111,82 @@ std::unique_ptr<Communicator> makeSingleProcessCommunicator() {
   return std::make_unique<SingleProcess>();
 }
 
+Status Communicator::copy2D(void *dst, size_t dstPitch, const void *src,
+                            size_t srcPitch, size_t width, size_t height) {
+  for (size_t row = 0; row < height; ++row)
+    std::memmove(static_cast<uint8_t *>(dst) + row * dstPitch,
+                 static_cast<const uint8_t *>(src) + row * srcPitch, width);
+  return Status::success();
+}
+
+Status Communicator::scratch(size_t bytes, void *&ptr) {
+  hostScratch.resize(bytes);
+  ptr = hostScratch.data();
+  return Status::success();
+}
+
+Status Communicator::transposeBlocks(const void *src, void *dst, int64_t rows,
+                                     int64_t cols, size_t block) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (Status s = copy2D(static_cast<uint8_t *>(dst) + r * block, rows * block,
+                          static_cast<const uint8_t *>(src) + r * cols * block,
+                          block, block, cols);
+        !s)
+      return s;
+  return Status::success();
+}
+
 Status Communicator::allReduceSum(const Tensor &in, Tensor &out) {
   if (in.numel() != out.numel() || in.dtype != out.dtype)
     return Status::error("all_reduce: input and result differ");
   if (in.data != out.data)
-    std::memcpy(out.data, in.data, in.bytes());
+    if (Status s = copy2D(out.data, 0, in.data, 0, in.bytes(), 1); !s)
+      return s;
   return allReduceRaw(out.data, out.numel(), out.dtype);
 }
 
 Status Communicator::allGather(const Tensor &in, Tensor &out, int64_t axis) {
   if (Status s = checkAxis(in, out, axis, size(), "all_gather"); !s)
     return s;
-  int64_t outer, inner;
-  around(in, axis, outer, inner);
-  size_t block = in.shape[axis] * inner * dtypeSize(in.dtype);
+  int64_t outer;
+  size_t block;
+  blocksOf(in, axis, outer, block);
   if (outer == 1)
     return allGatherRaw(in.data, out.data, in.bytes());
-  std::vector<uint8_t> tmp(out.bytes());
-  if (Status s = allGatherRaw(in.data, tmp.data(), in.bytes()); !s)
+  void *tmp;
+  if (Status s = scratch(out.bytes(), tmp); !s)
     return s;
-  auto *dst = static_cast<uint8_t *>(out.data);
-  for (int r = 0; r < size(); ++r)
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(dst + (o * size() + r) * block,
-                  tmp.data() + (r * outer + o) * block, block);
-  return Status::success();
+  if (Status s = allGatherRaw(in.data, tmp, in.bytes()); !s)
+    return s;
+  return transposeBlocks(tmp, out.data, size(), outer, block); // [r][o] -> [o][r]
 }
 
 Status Communicator::reduceScatterSum(const Tensor &in, Tensor &out,
                                       int64_t axis) {
   if (Status s = checkAxis(out, in, axis, size(), "reduce_scatter"); !s)
     return s;
-  int64_t outer, inner;
-  around(out, axis, outer, inner);
-  size_t block = out.shape[axis] * inner * dtypeSize(in.dtype);
+  int64_t outer;
+  size_t block;
+  blocksOf(out, axis, outer, block);
   if (outer == 1)
     return reduceScatterRaw(in.data, out.data, out.numel(), out.dtype);
-  std::vector<uint8_t> tmp(in.bytes());
-  const auto *src = static_cast<const uint8_t *>(in.data);
-  for (int r = 0; r < size(); ++r)
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(tmp.data() + (r * outer + o) * block,
-                  src + (o * size() + r) * block, block);
-  return reduceScatterRaw(tmp.data(), out.data, out.numel(), out.dtype);
+  void *tmp;
+  if (Status s = scratch(in.bytes(), tmp); !s)
+    return s;
+  if (Status s = transposeBlocks(in.data, tmp, outer, size(), block); !s)
+    return s; // [o][r] -> [r][o]
+  return reduceScatterRaw(tmp, out.data, out.numel(), out.dtype);
 }
 
 Status Communicator::allSlice(const Tensor &in, Tensor &out, int64_t axis) {
   if (Status s = checkAxis(out, in, axis, size(), "all_slice"); !s)
     return s;
-  int64_t outer, inner;
-  around(out, axis, outer, inner);
-  size_t block = out.shape[axis] * inner * dtypeSize(in.dtype);
-  const auto *src = static_cast<const uint8_t *>(in.data);
-  auto *dst = static_cast<uint8_t *>(out.data);
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(dst + o * block, src + (o * size() + rank()) * block, block);
-  return Status::success();
+  int64_t outer;
+  size_t block;
+  blocksOf(out, axis, outer, block);
+  return copy2D(out.data, block,
+                static_cast<const uint8_t *>(in.data) + rank() * block,
+                size() * block, block, outer);
 }
 
 } // namespace mp::rt

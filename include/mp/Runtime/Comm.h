@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mp::rt {
 
@@ -25,13 +26,13 @@ public:
   virtual bool deviceMemory() const { return false; }
 
   /// out = sum over ranks of in (same shape).
-  virtual Status allReduceSum(const Tensor &in, Tensor &out);
+  Status allReduceSum(const Tensor &in, Tensor &out);
   /// out = concatenation along `axis` of every rank's `in`, in rank order.
-  virtual Status allGather(const Tensor &in, Tensor &out, int64_t axis);
+  Status allGather(const Tensor &in, Tensor &out, int64_t axis);
   /// out = this rank's slice along `axis` of the sum over ranks of `in`.
-  virtual Status reduceScatterSum(const Tensor &in, Tensor &out, int64_t axis);
+  Status reduceScatterSum(const Tensor &in, Tensor &out, int64_t axis);
   /// out = this rank's slice along `axis` of `in` (no communication).
-  virtual Status allSlice(const Tensor &in, Tensor &out, int64_t axis);
+  Status allSlice(const Tensor &in, Tensor &out, int64_t axis);
 
   /// Point-to-point (pipeline stage boundaries): blocking send of `t`'s
   /// bytes to rank `peer` of this communicator, and the matching receive.
@@ -52,6 +53,18 @@ protected:
   /// Sums rank-major blocks of `count` elements; rank r keeps block r.
   virtual Status reduceScatterRaw(const void *in, void *out, int64_t count,
                                   DType dtype) = 0;
+  /// Copies `height` rows of `width` bytes between pitched layouts, in the
+  /// memory the backend works on (host by default).
+  virtual Status copy2D(void *dst, size_t dstPitch, const void *src,
+                        size_t srcPitch, size_t width, size_t height);
+  /// A scratch buffer of at least `bytes`, valid until the next call.
+  virtual Status scratch(size_t bytes, void *&ptr);
+
+private:
+  /// dst block (c, r) = src block (r, c) of a rows x cols grid of blocks.
+  Status transposeBlocks(const void *src, void *dst, int64_t rows,
+                         int64_t cols, size_t block);
+  std::vector<uint8_t> hostScratch;
 };
 
 /// This rank's coordinates in a row-major grid of `gridShape`.

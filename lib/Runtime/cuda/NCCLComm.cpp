@@ -42,15 +42,6 @@ bool ncclType(DType t, ncclDataType_t &out) {
   return false;
 }
 
-void around(const Tensor &t, int64_t axis, int64_t &outer, size_t &block) {
-  outer = 1;
-  int64_t inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= t.shape[d];
-  for (size_t d = axis; d < t.shape.size(); ++d)
-    inner *= t.shape[d];
-  block = static_cast<size_t>(inner) * dtypeSize(t.dtype);
-}
 
 /// A scratch device buffer, grown on demand.
 struct Scratch {
@@ -75,88 +66,6 @@ public:
   int size() const override { return ranks; }
   const char *backend() const override { return "NCCL"; }
   bool deviceMemory() const override { return true; }
-
-  Status allReduceSum(const Tensor &in, Tensor &out) override {
-    ncclDataType_t type;
-    if (!ncclType(in.dtype, type))
-      return Status::error("all_reduce: unsupported element type");
-    return ncclStatus(ncclAllReduce(in.data, out.data, in.numel(), type,
-                                    ncclSum, comm, cudaStreamLegacy),
-                      "ncclAllReduce");
-  }
-
-  Status allGather(const Tensor &in, Tensor &out, int64_t axis) override {
-    int64_t outer;
-    size_t block;
-    around(in, axis, outer, block);
-    if (outer == 1)
-      return ncclStatus(ncclAllGather(in.data, out.data, in.bytes(), ncclInt8,
-                                      comm, cudaStreamLegacy),
-                        "ncclAllGather");
-    if (Status s = scratch.reserve(out.bytes()); !s)
-      return s;
-    if (Status s = ncclStatus(ncclAllGather(in.data, scratch.data, in.bytes(),
-                                            ncclInt8, comm, cudaStreamLegacy),
-                              "ncclAllGather");
-        !s)
-      return s;
-    // scratch[r][o] -> out[o][r]
-    for (int r = 0; r < ranks; ++r)
-      if (Status s = cudaStatus(
-              cudaMemcpy2DAsync(static_cast<uint8_t *>(out.data) + r * block,
-                                ranks * block,
-                                static_cast<uint8_t *>(scratch.data) +
-                                    r * outer * block,
-                                block, block, outer, cudaMemcpyDeviceToDevice,
-                                cudaStreamLegacy),
-              "all_gather layout");
-          !s)
-        return s;
-    return Status::success();
-  }
-
-  Status reduceScatterSum(const Tensor &in, Tensor &out, int64_t axis) override {
-    ncclDataType_t type;
-    if (!ncclType(in.dtype, type))
-      return Status::error("reduce_scatter: unsupported element type");
-    int64_t outer;
-    size_t block;
-    around(out, axis, outer, block);
-    const void *src = in.data;
-    if (outer > 1) {
-      if (Status s = scratch.reserve(in.bytes()); !s)
-        return s;
-      // in[o][r] -> scratch[r][o]
-      for (int r = 0; r < ranks; ++r)
-        if (Status s = cudaStatus(
-                cudaMemcpy2DAsync(static_cast<uint8_t *>(scratch.data) +
-                                      r * outer * block,
-                                  block,
-                                  static_cast<const uint8_t *>(in.data) +
-                                      r * block,
-                                  ranks * block, block, outer,
-                                  cudaMemcpyDeviceToDevice, cudaStreamLegacy),
-                "reduce_scatter layout");
-            !s)
-          return s;
-      src = scratch.data;
-    }
-    return ncclStatus(ncclReduceScatter(src, out.data, out.numel(), type,
-                                        ncclSum, comm, cudaStreamLegacy),
-                      "ncclReduceScatter");
-  }
-
-  Status allSlice(const Tensor &in, Tensor &out, int64_t axis) override {
-    int64_t outer;
-    size_t block;
-    around(out, axis, outer, block);
-    return cudaStatus(
-        cudaMemcpy2DAsync(out.data, block,
-                          static_cast<const uint8_t *>(in.data) + rankId * block,
-                          ranks * block, block, outer, cudaMemcpyDeviceToDevice,
-                          cudaStreamLegacy),
-        "all_slice");
-  }
 
   Status send(const Tensor &t, int peer) override {
     return ncclStatus(ncclSend(t.data, t.bytes(), ncclInt8, peer, comm,
@@ -188,21 +97,48 @@ public:
   }
 
 protected:
-  // The tensor-level operations above are all overridden.
-  Status allReduceRaw(void *, int64_t, DType) override {
-    return Status::error("unused");
+  Status allReduceRaw(void *data, int64_t count, DType dtype) override {
+    ncclDataType_t type;
+    if (!ncclType(dtype, type))
+      return Status::error("all_reduce: unsupported element type");
+    return ncclStatus(ncclAllReduce(data, data, count, type, ncclSum, comm,
+                                    cudaStreamLegacy),
+                      "ncclAllReduce");
   }
-  Status allGatherRaw(const void *, void *, size_t) override {
-    return Status::error("unused");
+  Status allGatherRaw(const void *in, void *out, size_t bytes) override {
+    return ncclStatus(
+        ncclAllGather(in, out, bytes, ncclInt8, comm, cudaStreamLegacy),
+        "ncclAllGather");
   }
-  Status reduceScatterRaw(const void *, void *, int64_t, DType) override {
-    return Status::error("unused");
+  Status reduceScatterRaw(const void *in, void *out, int64_t count,
+                          DType dtype) override {
+    ncclDataType_t type;
+    if (!ncclType(dtype, type))
+      return Status::error("reduce_scatter: unsupported element type");
+    return ncclStatus(ncclReduceScatter(in, out, count, type, ncclSum, comm,
+                                        cudaStreamLegacy),
+                      "ncclReduceScatter");
+  }
+  Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
+                size_t width, size_t height) override {
+    if (height == 1) // pitches may be 0 for a single row
+      dstPitch = srcPitch = width;
+    return cudaStatus(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width,
+                                        height, cudaMemcpyDeviceToDevice,
+                                        cudaStreamLegacy),
+                      "device copy");
+  }
+  Status scratch(size_t bytes, void *&ptr) override {
+    if (Status s = deviceScratch.reserve(bytes); !s)
+      return s;
+    ptr = deviceScratch.data;
+    return Status::success();
   }
 
 private:
   ncclComm_t comm;
   int rankId, ranks;
-  Scratch scratch;
+  Scratch deviceScratch;
 };
 
 int localRank() {
