@@ -282,17 +282,21 @@ Status gatherBytes(const Tensor &x, Tensor &out, const Strides &st,
 // Rows: norms and softmax (one block per row, kThreads threads)
 //===----------------------------------------------------------------------===//
 
-__device__ float blockSum(float v, float *shared) {
+/// Reduces `v` over the block with `combine` (identity `init`); every thread
+/// gets the result. `shared` holds one float per warp.
+template <typename Combine>
+__device__ float blockReduce(float v, float *shared, float init,
+                             Combine combine) {
   for (int o = 16; o > 0; o /= 2)
-    v += __shfl_down_sync(0xffffffff, v, o);
+    v = combine(v, __shfl_down_sync(0xffffffff, v, o));
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (lane == 0)
     shared[warp] = v;
   __syncthreads();
-  v = threadIdx.x < blockDim.x / 32 ? shared[lane] : 0.0f;
+  v = threadIdx.x < blockDim.x / 32 ? shared[lane] : init;
   if (warp == 0)
     for (int o = 16; o > 0; o /= 2)
-      v += __shfl_down_sync(0xffffffff, v, o);
+      v = combine(v, __shfl_down_sync(0xffffffff, v, o));
   if (threadIdx.x == 0)
     shared[0] = v;
   __syncthreads();
@@ -301,23 +305,14 @@ __device__ float blockSum(float v, float *shared) {
   return total;
 }
 
+__device__ float blockSum(float v, float *shared) {
+  return blockReduce(v, shared, 0.0f,
+                     [](float a, float b) { return a + b; });
+}
+
 __device__ float blockMax(float v, float *shared) {
-  for (int o = 16; o > 0; o /= 2)
-    v = fmaxf(v, __shfl_down_sync(0xffffffff, v, o));
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0)
-    shared[warp] = v;
-  __syncthreads();
-  v = threadIdx.x < blockDim.x / 32 ? shared[lane] : -FLT_MAX;
-  if (warp == 0)
-    for (int o = 16; o > 0; o /= 2)
-      v = fmaxf(v, __shfl_down_sync(0xffffffff, v, o));
-  if (threadIdx.x == 0)
-    shared[0] = v;
-  __syncthreads();
-  float total = shared[0];
-  __syncthreads();
-  return total;
+  return blockReduce(v, shared, -FLT_MAX,
+                     [](float a, float b) { return fmaxf(a, b); });
 }
 
 template <typename T>
