@@ -76,21 +76,31 @@ Status readNpy(const std::string &path, HostBuffer &out) {
   return Status::success();
 }
 
-Status writeFileAtomically(const std::string &path, const std::string &bytes) {
+Status writeFileAtomically(const std::string &path,
+                           const std::vector<std::string_view> &pieces) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
+  bool written;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out)
       return Status::error("cannot write '" + tmp + "'");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush())
-      return Status::error("failed writing '" + tmp + "' (disk full?)");
+    for (std::string_view piece : pieces)
+      out.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+    written = static_cast<bool>(out.flush());
+  }
+  if (!written) {
+    std::remove(tmp.c_str());
+    return Status::error("failed writing '" + tmp + "' (disk full?)");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     return Status::error("cannot rename '" + tmp + "' to '" + path + "'");
   }
   return Status::success();
+}
+
+Status writeFileAtomically(const std::string &path, const std::string &bytes) {
+  return writeFileAtomically(path, std::vector<std::string_view>{bytes});
 }
 
 Status writeNpy(const std::string &path, const Tensor &tensor) {

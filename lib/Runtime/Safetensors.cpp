@@ -43,11 +43,11 @@ Status SafetensorsWriter::finish() {
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   uint64_t len = text.size();
-  std::string file(reinterpret_cast<char *>(&len), 8);
-  file += text;
+  std::vector<std::string_view> pieces = {
+      std::string_view(reinterpret_cast<const char *>(&len), 8), text};
   for (const std::string &d : data)
-    file += d;
-  return writeFileAtomically(path, file);
+    pieces.push_back(d);
+  return writeFileAtomically(path, pieces);
 }
 
 Status SafetensorsFile::open(const std::string &path,

@@ -5,6 +5,8 @@
 #include "mp/Runtime/Tensor.h"
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace mp::rt {
 
@@ -25,6 +27,10 @@ Status writeNpy(const std::string &path, const Tensor &tensor);
 /// Writes `bytes` to `path` through a temporary file in the same directory
 /// that is renamed into place, so a reader never sees half a file.
 Status writeFileAtomically(const std::string &path, const std::string &bytes);
+/// The same for a file made of `pieces` in order (nothing is concatenated
+/// in memory: parameter files can be gigabytes).
+Status writeFileAtomically(const std::string &path,
+                           const std::vector<std::string_view> &pieces);
 
 } // namespace mp::rt
 

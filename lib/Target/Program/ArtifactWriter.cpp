@@ -385,9 +385,10 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   }
   int64_t ranks = static_cast<int64_t>(params.size());
   for (int64_t rank = 0; rank < ranks; ++rank) {
-    std::string shard = param.getGrid()
-                            ? shardOf(bytes, param, rank, ranks)
-                            : bytes;
+    // Replicated parameters: every rank's file gets the bytes (moved last).
+    std::string shard = param.getGrid() ? shardOf(bytes, param, rank, ranks)
+                        : rank + 1 == ranks ? std::move(bytes)
+                                            : bytes;
     uint32_t crc = static_cast<uint32_t>(
         crc32(crc32(0L, Z_NULL, 0),
               reinterpret_cast<const Bytef *>(shard.data()),
