@@ -33,18 +33,12 @@ RankedTensorType tensorType(Value v) {
 
 /// Ops that compute each sequence position on its own (and keep shapes).
 bool isPerPosition(Operation *op) {
-  if (isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp,
-          SigmoidOp, ReluOp, SiluOp, CosOp, SinOp, GeluOp, CastOp, DropoutOp,
-          RMSNormOp>(op))
+  if (isUnaryElementwise(op) || isa<RMSNormOp>(op))
     return true;
   if (auto ln = dyn_cast<LayerNormOp>(op))
     return static_cast<int64_t>(ln.getAxis()) == -1 ||
            static_cast<int64_t>(ln.getAxis()) == ln.getType().getRank() - 1;
   return false;
-}
-
-bool isBroadcastingElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, WhereOp, CompareOp>(op);
 }
 
 struct SequenceParallelPass

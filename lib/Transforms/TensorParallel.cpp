@@ -79,11 +79,9 @@ std::optional<Dims> propagate(Operation *op, const Dims &in) {
   auto same = [&]() -> std::optional<Dims> {
     return Dims(op->getNumResults(), in[0]);
   };
-  if (isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp,
-          SigmoidOp, ReluOp, SiluOp, CosOp, SinOp, GeluOp, CastOp, DropoutOp>(
-          op))
+  if (isUnaryElementwise(op))
     return same();
-  if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, WhereOp, CompareOp>(op)) {
+  if (isBroadcastingElementwise(op)) {
     int64_t rank = tensorType(op->getResult(0)).getRank(), common = -1;
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
       int64_t offset = rank - tensorType(operand).getRank();

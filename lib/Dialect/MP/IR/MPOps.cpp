@@ -529,5 +529,15 @@ LogicalResult ExpandOp::verify() {
   return success();
 }
 
+bool mp::isUnaryElementwise(Operation *op) {
+  return isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp,
+             SigmoidOp, ReluOp, SiluOp, CosOp, SinOp, GeluOp, CastOp,
+             DropoutOp>(op);
+}
+
+bool mp::isBroadcastingElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, WhereOp, CompareOp>(op);
+}
+
 #define GET_OP_CLASSES
 #include "mp/Dialect/MP/IR/MPOps.cpp.inc"
