@@ -1,14 +1,14 @@
 //===- CudaKernels.h - CUDA kernels -------------------------------*- C++ -*-===//
 //
 // The same operations and semantics as mp/Runtime/Kernels.h, on tensors whose
-// data lives in device memory, run on the default stream. Float kernels take
-// fp32, fp16 and bf16 tensors and compute in fp32; GEMMs use cuBLAS with fp32
-// accumulation. This header needs no
-// CUDA headers; the library exists when CMake found the CUDA toolkit
-// (MP_ENABLE_CUDA).
+// data lives in device memory, queued on the rank's compute stream (NCCL
+// uses a second, communication stream; see lib/Runtime/cuda/Streams.h).
+// Float kernels take fp32, fp16 and bf16 tensors and compute in fp32; GEMMs
+// use cuBLAS with fp32 accumulation. This header needs no CUDA headers; the
+// library exists when CMake found the CUDA toolkit (MP_ENABLE_CUDA).
 //
 // The executor binds them through the CUDA kernel table (mp-run --device
-// cuda). NCCL is not wired yet. Never run on a GPU so far: see the CUDA issue.
+// cuda). Not yet run on a GPU: see the CUDA issue.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MP_RUNTIME_CUDAKERNELS_H

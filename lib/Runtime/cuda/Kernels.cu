@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/CudaKernels.h"
 
+#include "Streams.h"
+
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -33,12 +35,6 @@ struct Dims {
 struct Strides {
   int64_t s[kMaxRank] = {};
 };
-
-Status cudaStatus(cudaError_t err, const char *what) {
-  if (err == cudaSuccess)
-    return Status::success();
-  return Status::error(std::string(what) + ": " + cudaGetErrorString(err));
-}
 
 Status launched(const char *kernel) {
   return cudaStatus(cudaGetLastError(), kernel);
@@ -263,10 +259,10 @@ Status moveBytes(const Tensor &in, void *out, const std::vector<int64_t> &shape,
   Dims dims = dimsOf(shape);
   int grid = blocksFor(n);
   switch (dtypeSize(in.dtype)) {
-  case 1: moveElements<<<grid, kThreads>>>(in.as<uint8_t>(), static_cast<uint8_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
-  case 2: moveElements<<<grid, kThreads>>>(in.as<uint16_t>(), static_cast<uint16_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
-  case 4: moveElements<<<grid, kThreads>>>(in.as<uint32_t>(), static_cast<uint32_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
-  case 8: moveElements<<<grid, kThreads>>>(in.as<uint64_t>(), static_cast<uint64_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
+  case 1: moveElements<<<grid, kThreads, 0, computeStream()>>>(in.as<uint8_t>(), static_cast<uint8_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
+  case 2: moveElements<<<grid, kThreads, 0, computeStream()>>>(in.as<uint16_t>(), static_cast<uint16_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
+  case 4: moveElements<<<grid, kThreads, 0, computeStream()>>>(in.as<uint32_t>(), static_cast<uint32_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
+  case 8: moveElements<<<grid, kThreads, 0, computeStream()>>>(in.as<uint64_t>(), static_cast<uint64_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
   default: return typeError(kernel, in.dtype);
   }
   return launched(kernel);
@@ -462,7 +458,9 @@ __global__ void addBiasKernel(void *o, DType t, const void *bias, int64_t n,
 cublasHandle_t blasHandle() {
   static cublasHandle_t handle = [] {
     cublasHandle_t h = nullptr;
-    cublasCreate(&h);
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
+      return static_cast<cublasHandle_t>(nullptr);
+    cublasSetStream(h, computeStream());
     return h;
   }();
   return handle;
@@ -578,16 +576,28 @@ Status allocate(size_t bytes, void **ptr) {
   return cudaStatus(cudaMalloc(ptr, std::max<size_t>(bytes, 1)), "cudaMalloc");
 }
 void release(void *ptr) { cudaFree(ptr); }
+/// Host copies are ordered on the compute stream and complete on return.
+static Status hostCopy(void *dst, const void *src, size_t bytes,
+                       cudaMemcpyKind kind, const char *what) {
+  if (Status s = cudaStatus(
+          cudaMemcpyAsync(dst, src, bytes, kind, computeStream()), what);
+      !s)
+    return s;
+  return cudaStatus(cudaStreamSynchronize(computeStream()), what);
+}
 Status copyToDevice(void *dst, const void *src, size_t bytes) {
-  return cudaStatus(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice),
-                    "cudaMemcpy to device");
+  return hostCopy(dst, src, bytes, cudaMemcpyHostToDevice, "copy to device");
 }
 Status copyToHost(void *dst, const void *src, size_t bytes) {
-  return cudaStatus(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
-                    "cudaMemcpy to host");
+  return hostCopy(dst, src, bytes, cudaMemcpyDeviceToHost, "copy to host");
 }
 Status synchronize() {
-  return cudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  if (Status s = cudaStatus(cudaStreamSynchronize(commStream()),
+                            "synchronize (communication stream)");
+      !s)
+    return s;
+  return cudaStatus(cudaStreamSynchronize(computeStream()),
+                    "synchronize (compute stream)");
 }
 
 Status binary(cpu::BinaryKind kind, const Tensor &a, const Tensor &b,
@@ -596,7 +606,7 @@ Status binary(cpu::BinaryKind kind, const Tensor &a, const Tensor &b,
   if (n == 0)
     return Status::success();
   MP_FLOAT_TYPES(a.dtype, "binary",
-                 binaryKernel<<<blocksFor(n), kThreads>>>(
+                 binaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
                      static_cast<int>(kind), a.as<T>(), b.as<T>(), out.as<T>(),
                      n, dimsOf(out.shape), broadcastStrides(out.shape, a.shape),
                      broadcastStrides(out.shape, b.shape)));
@@ -608,7 +618,7 @@ Status compare(cpu::CompareKind kind, const Tensor &a, const Tensor &b,
   int64_t n = out.numel();
   if (n == 0)
     return Status::success();
-  compareKernel<<<blocksFor(n), kThreads>>>(
+  compareKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
       static_cast<int>(kind), a.data, b.data, a.dtype, out.as<uint8_t>(), n,
       dimsOf(out.shape), broadcastStrides(out.shape, a.shape),
       broadcastStrides(out.shape, b.shape));
@@ -621,7 +631,7 @@ Status where(const Tensor &cond, const Tensor &a, const Tensor &b,
   if (n == 0)
     return Status::success();
   MP_FLOAT_TYPES(a.dtype, "where",
-                 whereKernel<<<blocksFor(n), kThreads>>>(
+                 whereKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
                      cond.as<uint8_t>(), a.as<T>(), b.as<T>(), out.as<T>(), n,
                      dimsOf(out.shape), broadcastStrides(out.shape, cond.shape),
                      broadcastStrides(out.shape, a.shape),
@@ -634,7 +644,7 @@ Status unary(cpu::UnaryKind kind, const Tensor &x, Tensor &out) {
   if (n == 0)
     return Status::success();
   MP_FLOAT_TYPES(x.dtype, "unary",
-                 unaryKernel<<<blocksFor(n), kThreads>>>(
+                 unaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
                      static_cast<int>(kind), x.as<T>(), out.as<T>(), n));
   return launched("unary");
 }
@@ -643,7 +653,7 @@ Status cast(const Tensor &x, Tensor &out) {
   int64_t n = x.numel();
   if (n == 0)
     return Status::success();
-  castKernel<<<blocksFor(n), kThreads>>>(x.data, x.dtype, out.data, out.dtype,
+  castKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(x.data, x.dtype, out.data, out.dtype,
                                          n);
   return launched("cast");
 }
@@ -658,7 +668,7 @@ Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
     return s;
   if (!bias || out.numel() == 0)
     return Status::success();
-  addBiasKernel<<<blocksFor(out.numel()), kThreads>>>(out.data, out.dtype,
+  addBiasKernel<<<blocksFor(out.numel()), kThreads, 0, computeStream()>>>(out.data, out.dtype,
                                                       bias->data, out.numel(), n);
   return launched("linear bias");
 }
@@ -694,7 +704,7 @@ Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
   if (rows == 0)
     return Status::success();
   MP_FLOAT_TYPES(x.dtype, "layer_norm",
-                 layerNormKernel<<<rows, kThreads>>>(
+                 layerNormKernel<<<rows, kThreads, 0, computeStream()>>>(
                      x.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr,
                      out.as<T>(), inner, epsilon, false));
   return launched("layer_norm");
@@ -707,7 +717,7 @@ Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
   if (rows == 0)
     return Status::success();
   MP_FLOAT_TYPES(x.dtype, "rms_norm",
-                 layerNormKernel<<<rows, kThreads>>>(
+                 layerNormKernel<<<rows, kThreads, 0, computeStream()>>>(
                      x.as<T>(), scale.as<T>(), static_cast<const T *>(nullptr),
                      out.as<T>(), inner, epsilon, true));
   return launched("rms_norm");
@@ -722,9 +732,9 @@ Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
     return Status::success();
   MP_FLOAT_TYPES(
       x.dtype, "softmax",
-      if (inner == 1) softmaxLastKernel<<<outer, kThreads>>>(x.as<T>(),
+      if (inner == 1) softmaxLastKernel<<<outer, kThreads, 0, computeStream()>>>(x.as<T>(),
                                                              out.as<T>(), dim);
-      else softmaxStridedKernel<<<blocksFor(outer * inner), kThreads>>>(
+      else softmaxStridedKernel<<<blocksFor(outer * inner), kThreads, 0, computeStream()>>>(
           x.as<T>(), out.as<T>(), outer, dim, inner));
   return launched("softmax");
 }
@@ -742,7 +752,7 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
     return Status::success();
   MP_FLOAT_TYPES(
       q.dtype, "attention",
-      attentionKernel<<<B * H * Sq, 128, sharedBytes>>>(
+      attentionKernel<<<B * H * Sq, 128, sharedBytes, computeStream()>>>(
           q.as<T>(), k.as<T>(), v.as<T>(), mask ? mask->as<T>() : nullptr,
           dimsOf(scores),
           mask ? broadcastStrides(scores, mask->shape) : Strides(),
@@ -760,7 +770,7 @@ Status gather(const Tensor &x, const Tensor &indices, int64_t axis,
   int64_t count = indices.numel(), total = outer * count * inner;
   if (total == 0)
     return Status::success();
-  gatherRowsKernel<<<blocksFor(total), kThreads>>>(
+  gatherRowsKernel<<<blocksFor(total), kThreads, 0, computeStream()>>>(
       x.as<uint8_t>(), indices.data, indices.dtype == DType::I64,
       out.as<uint8_t>(), outer, count, x.shape[axis], inner);
   return launched("gather");
@@ -782,8 +792,8 @@ Status expand(const Tensor &x, Tensor &out) {
 }
 
 Status copy(const Tensor &x, Tensor &out) {
-  return cudaStatus(cudaMemcpy(out.data, x.data, x.bytes(),
-                               cudaMemcpyDeviceToDevice),
+  return cudaStatus(cudaMemcpyAsync(out.data, x.data, x.bytes(),
+                                    cudaMemcpyDeviceToDevice, computeStream()),
                     "copy");
 }
 
@@ -811,7 +821,7 @@ Status reduce(cpu::ReduceKind kind, const Tensor &x,
   if (n == 0)
     return Status::success();
   MP_FLOAT_TYPES(x.dtype, "reduce",
-                 reduceKernel<<<blocksFor(n), kThreads>>>(
+                 reduceKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
                      static_cast<int>(kind), x.as<T>(), out.as<T>(), n,
                      keptDims, keptSt, redDims, redSt, count));
   return launched("reduce");
@@ -822,13 +832,14 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
     return typeError("cross_entropy (result)", out.dtype);
   int64_t vocab = logits.shape.back();
   int64_t rows = vocab ? logits.numel() / vocab : 0;
-  if (Status s = cudaStatus(cudaMemset(out.data, 0, sizeof(float)), "memset");
+  if (Status s = cudaStatus(cudaMemsetAsync(out.data, 0, sizeof(float),
+                                            computeStream()), "memset");
       !s)
     return s;
   if (rows == 0)
     return Status::success();
   MP_FLOAT_TYPES(logits.dtype, "cross_entropy",
-                 crossEntropyKernel<<<rows, kThreads>>>(
+                 crossEntropyKernel<<<rows, kThreads, 0, computeStream()>>>(
                      logits.as<T>(), targets.data, targets.dtype == DType::I64,
                      vocab, rows, out.as<float>()));
   return launched("cross_entropy");
@@ -846,10 +857,10 @@ Status trilu(const Tensor &x, bool upper, int64_t k, Tensor &out) {
   if (n == 0)
     return Status::success();
   switch (dtypeSize(x.dtype)) {
-  case 1: triluKernel<<<blocksFor(n), kThreads>>>(x.as<uint8_t>(), out.as<uint8_t>(), n, rows, cols, upper, k); break;
-  case 2: triluKernel<<<blocksFor(n), kThreads>>>(x.as<uint16_t>(), out.as<uint16_t>(), n, rows, cols, upper, k); break;
-  case 4: triluKernel<<<blocksFor(n), kThreads>>>(x.as<uint32_t>(), out.as<uint32_t>(), n, rows, cols, upper, k); break;
-  case 8: triluKernel<<<blocksFor(n), kThreads>>>(x.as<uint64_t>(), out.as<uint64_t>(), n, rows, cols, upper, k); break;
+  case 1: triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(x.as<uint8_t>(), out.as<uint8_t>(), n, rows, cols, upper, k); break;
+  case 2: triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(x.as<uint16_t>(), out.as<uint16_t>(), n, rows, cols, upper, k); break;
+  case 4: triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(x.as<uint32_t>(), out.as<uint32_t>(), n, rows, cols, upper, k); break;
+  case 8: triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(x.as<uint64_t>(), out.as<uint64_t>(), n, rows, cols, upper, k); break;
   default: return typeError("trilu", x.dtype);
   }
   return launched("trilu");
@@ -902,7 +913,7 @@ Status vocabEmbedding(const Tensor &table, const Tensor &ids, int64_t offset,
   int64_t total = ids.numel() * rowBytes;
   if (total == 0)
     return Status::success();
-  vocabEmbeddingKernel<<<blocksFor(total), kThreads>>>(
+  vocabEmbeddingKernel<<<blocksFor(total), kThreads, 0, computeStream()>>>(
       table.as<uint8_t>(), ids.data, ids.dtype == DType::I64,
       out.as<uint8_t>(), ids.numel(), rows, rowBytes, offset);
   return launched("vocab-parallel embedding");

@@ -1,11 +1,15 @@
 //===- NCCLComm.cpp - collectives over NCCL on device memory --------------===//
 //
 // Same layout rules as the host communicator (chunks along any axis); the
-// rank-major packing happens on the device with 2-D copies. Everything runs
-// on the legacy default stream, so it is ordered with the kernels.
+// rank-major packing happens on the device with 2-D copies. Collectives and
+// copies run on the communication stream, ordered with the compute stream's
+// kernels by events (cuda/Streams.h): each waits for the kernels queued
+// before it, and the kernels queued after it wait for it.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Comm.h"
+
+#include "Streams.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -23,10 +27,16 @@ Status ncclStatus(ncclResult_t r, const char *what) {
   return Status::error(std::string(what) + " failed: " + ncclGetErrorString(r));
 }
 
-Status cudaStatus(cudaError_t err, const char *what) {
-  if (err == cudaSuccess)
-    return Status::success();
-  return Status::error(std::string(what) + ": " + cudaGetErrorString(err));
+using cuda::cudaStatus;
+
+/// Runs `enqueue` (work on the communication stream) between the compute
+/// stream's earlier and later work.
+template <typename Enqueue> Status onCommStream(Enqueue enqueue) {
+  if (Status s = cuda::commWaitsForCompute(); !s)
+    return s;
+  if (Status s = enqueue(cuda::commStream()); !s)
+    return s;
+  return cuda::computeWaitsForComm();
 }
 
 bool ncclType(DType t, ncclDataType_t &out) {
@@ -68,14 +78,18 @@ public:
   bool deviceMemory() const override { return true; }
 
   Status send(const Tensor &t, int peer) override {
-    return ncclStatus(ncclSend(t.data, t.bytes(), ncclInt8, peer, comm,
-                               cudaStreamLegacy),
-                      "ncclSend");
+    return onCommStream([&](cudaStream_t stream) {
+      return ncclStatus(
+          ncclSend(t.data, t.bytes(), ncclInt8, peer, comm, stream),
+          "ncclSend");
+    });
   }
   Status recv(Tensor &t, int peer) override {
-    return ncclStatus(ncclRecv(t.data, t.bytes(), ncclInt8, peer, comm,
-                               cudaStreamLegacy),
-                      "ncclRecv");
+    return onCommStream([&](cudaStream_t stream) {
+      return ncclStatus(
+          ncclRecv(t.data, t.bytes(), ncclInt8, peer, comm, stream),
+          "ncclRecv");
+    });
   }
 
   Status split(const std::vector<int64_t> &gridShape, int64_t axis,
@@ -101,32 +115,39 @@ protected:
     ncclDataType_t type;
     if (!ncclType(dtype, type))
       return Status::error("all_reduce: unsupported element type");
-    return ncclStatus(ncclAllReduce(data, data, count, type, ncclSum, comm,
-                                    cudaStreamLegacy),
-                      "ncclAllReduce");
+    return onCommStream([&](cudaStream_t stream) {
+      return ncclStatus(
+          ncclAllReduce(data, data, count, type, ncclSum, comm, stream),
+          "ncclAllReduce");
+    });
   }
   Status allGatherRaw(const void *in, void *out, size_t bytes) override {
-    return ncclStatus(
-        ncclAllGather(in, out, bytes, ncclInt8, comm, cudaStreamLegacy),
-        "ncclAllGather");
+    return onCommStream([&](cudaStream_t stream) {
+      return ncclStatus(ncclAllGather(in, out, bytes, ncclInt8, comm, stream),
+                        "ncclAllGather");
+    });
   }
   Status reduceScatterRaw(const void *in, void *out, int64_t count,
                           DType dtype) override {
     ncclDataType_t type;
     if (!ncclType(dtype, type))
       return Status::error("reduce_scatter: unsupported element type");
-    return ncclStatus(ncclReduceScatter(in, out, count, type, ncclSum, comm,
-                                        cudaStreamLegacy),
-                      "ncclReduceScatter");
+    return onCommStream([&](cudaStream_t stream) {
+      return ncclStatus(
+          ncclReduceScatter(in, out, count, type, ncclSum, comm, stream),
+          "ncclReduceScatter");
+    });
   }
   Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
                 size_t width, size_t height) override {
     if (height == 1) // pitches may be 0 for a single row
       dstPitch = srcPitch = width;
-    return cudaStatus(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width,
-                                        height, cudaMemcpyDeviceToDevice,
-                                        cudaStreamLegacy),
-                      "device copy");
+    return onCommStream([&](cudaStream_t stream) {
+      return cudaStatus(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width,
+                                          height, cudaMemcpyDeviceToDevice,
+                                          stream),
+                        "device copy");
+    });
   }
   Status scratch(size_t bytes, void *&ptr) override {
     if (Status s = deviceScratch.reserve(bytes); !s)
