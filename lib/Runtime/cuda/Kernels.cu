@@ -1,14 +1,16 @@
 //===- Kernels.cu - CUDA kernels ------------------------------------------===//
 //
-// Straightforward first versions: one thread per output element with
-// broadcast strides for elementwise ops, one block per row for norms and
-// softmax, one block per query row for attention, cuBLAS for GEMMs. They are
-// written for correctness against the CPU kernels first; fused/tiled
-// versions come with GPU benchmarking.
+// First versions, written for correctness against the CPU kernels: one
+// thread per output element with broadcast strides for elementwise ops, one
+// block per row for norms and softmax, cuBLAS for GEMMs, and attention as two
+// strided-batched cuBLAS GEMMs around a masked-softmax kernel, in chunks of
+// bounded scratch (the plans are in Plans.h, tested on the CPU). A fused
+// (flash) attention kernel comes with GPU benchmarking.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/CudaKernels.h"
 
+#include "Plans.h"
 #include "Streams.h"
 
 #include <cublas_v2.h>
@@ -24,17 +26,7 @@ namespace mp::rt::cuda {
 
 namespace {
 
-constexpr int kMaxRank = 8;
 constexpr int kThreads = 256;
-
-/// Shape and per-operand strides passed by value to kernels.
-struct Dims {
-  int rank = 0;
-  int64_t size[kMaxRank] = {};
-};
-struct Strides {
-  int64_t s[kMaxRank] = {};
-};
 
 Status launched(const char *kernel) {
   return cudaStatus(cudaGetLastError(), kernel);
@@ -48,37 +40,6 @@ Status typeError(const char *kernel, DType t) {
 int blocksFor(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads,
                                             65535LL * 16));
-}
-
-Dims dimsOf(const std::vector<int64_t> &shape) {
-  Dims d;
-  d.rank = static_cast<int>(shape.size());
-  for (int i = 0; i < d.rank; ++i)
-    d.size[i] = shape[i];
-  return d;
-}
-
-/// Strides of `in` aligned to `out`'s dims; 0 where `in` broadcasts.
-Strides broadcastStrides(const std::vector<int64_t> &out,
-                         const std::vector<int64_t> &in) {
-  Strides st;
-  int64_t stride = 1;
-  int offset = static_cast<int>(out.size() - in.size());
-  for (int i = static_cast<int>(in.size()) - 1; i >= 0; --i) {
-    st.s[i + offset] = in[i] == 1 ? 0 : stride;
-    stride *= in[i];
-  }
-  return st;
-}
-
-__device__ int64_t offsetOf(int64_t index, const Dims &dims,
-                            const Strides &st) {
-  int64_t off = 0;
-  for (int d = dims.rank - 1; d >= 0; --d) {
-    off += (index % dims.size[d]) * st.s[d];
-    index /= dims.size[d];
-  }
-  return off;
 }
 
 __device__ double load(const void *p, DType t, int64_t i) {
@@ -380,52 +341,38 @@ __global__ void softmaxStridedKernel(const T *x, T *o, int64_t outer,
   }
 }
 
-/// One block per (batch, head, query): scores in shared memory, softmax,
-/// then the weighted sum of values.
+/// One block per score row of an attention chunk: hides the keys causality
+/// hides, adds the mask, and writes the softmax as probabilities (in place
+/// when T is float). Chunk row r is global row rowBase + r of [B*H*Sq, Sk].
 template <typename T>
-__global__ void attentionKernel(const T *q, const T *k, const T *v,
-                                const T *mask, Dims maskDims,
-                                Strides maskStrides, T *o, int64_t H,
-                                int64_t Hkv, int64_t Sq, int64_t Sk,
-                                int64_t D, int64_t Dv, float scale,
-                                bool causal) {
-  extern __shared__ float scores[];
+__global__ void attentionSoftmaxKernel(const float *scores, T *probs,
+                                       int64_t keys, int64_t queries,
+                                       int64_t rowBase, bool causal,
+                                       const T *mask, Dims maskDims,
+                                       Strides maskStrides) {
   __shared__ float shared[32];
-  int64_t i = blockIdx.x % Sq, h = (blockIdx.x / Sq) % H, b = blockIdx.x / (Sq * H);
-  int64_t hk = h / (H / Hkv);
-  const T *qrow = q + ((b * H + h) * Sq + i) * D;
-  const T *kbase = k + (b * Hkv + hk) * Sk * D;
-  const T *vbase = v + (b * Hkv + hk) * Sk * Dv;
+  const int64_t row = rowBase + blockIdx.x, i = row % queries;
+  const float *in = scores + blockIdx.x * keys;
+  T *out = probs + blockIdx.x * keys;
+  auto logit = [&](int64_t j) {
+    if (!keyVisible(i, j, queries, keys, causal))
+      return -INFINITY;
+    float s = in[j];
+    if (mask)
+      s += toF(mask[offsetOf(row * keys + j, maskDims, maskStrides)]);
+    return s;
+  };
   float m = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < Sk; j += blockDim.x) {
-    float s = -INFINITY;
-    if (!causal || j <= i + (Sk - Sq)) {
-      s = 0;
-      for (int64_t d = 0; d < D; ++d)
-        s += toF(qrow[d]) * toF(kbase[j * D + d]);
-      s *= scale;
-      if (mask)
-        s += toF(mask[offsetOf(((b * H + h) * Sq + i) * Sk + j, maskDims,
-                               maskStrides)]);
-    }
-    scores[j] = s;
-    m = fmaxf(m, s);
-  }
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x)
+    m = fmaxf(m, logit(j));
   m = blockMax(m, shared);
   float sum = 0;
-  for (int64_t j = threadIdx.x; j < Sk; j += blockDim.x) {
-    float p = m == -INFINITY ? 0.0f : expf(scores[j] - m);
-    scores[j] = p;
-    sum += p;
-  }
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x)
+    sum += expf(logit(j) - m);
   sum = blockSum(sum, shared);
-  T *out = o + ((b * H + h) * Sq + i) * Dv;
-  for (int64_t d = threadIdx.x; d < Dv; d += blockDim.x) {
-    float acc = 0;
-    for (int64_t j = 0; j < Sk; ++j)
-      acc += scores[j] * toF(vbase[j * Dv + d]);
-    out[d] = fromF<T>(sum > 0 ? acc / sum : 0.0f);
-  }
+  // A row that sees no key gives zeros, as on the CPU.
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x)
+    out[j] = fromF<T>(sum > 0 ? expf(logit(j) - m) / sum : 0.0f);
 }
 
 __global__ void gatherRowsKernel(const uint8_t *x, const void *idx, bool idx64,
@@ -444,11 +391,11 @@ __global__ void gatherRowsKernel(const uint8_t *x, const void *idx, bool idx64,
   }
 }
 
-__global__ void addBiasKernel(void *o, DType t, const void *bias, int64_t n,
-                              int64_t cols) {
+template <typename T>
+__global__ void addBiasKernel(T *o, const T *bias, int64_t n, int64_t cols) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
-    store(o, t, i, load(o, t, i) + load(bias, t, i % cols));
+    o[i] = fromF<T>(toF(o[i]) + toF(bias[i % cols]));
 }
 
 //===----------------------------------------------------------------------===//
@@ -475,31 +422,72 @@ bool gemmType(DType t, cudaDataType &out) {
   }
 }
 
-/// Row-major C[M,N] = A[M,K] · B (B is [K,N], or [N,K] when transB), with
-/// fp32 accumulation, `batch` times at the given element strides.
-Status gemm(DType t, const void *a, const void *b, void *c, int64_t M,
-            int64_t N, int64_t K, bool transB, int64_t batch = 1,
-            int64_t strideA = 0, int64_t strideB = 0, int64_t strideC = 0) {
-  cudaDataType type;
-  if (!gemmType(t, type))
-    return typeError("gemm", t);
+const uint8_t *elementAt(const void *base, int64_t offset, DType t) {
+  return static_cast<const uint8_t *>(base) + offset * dtypeSize(t);
+}
+
+/// Zeros the `batch` blocks of C a GEMM with no inner dimension writes.
+Status zeroGemmResult(const RowMajorGemm &g, void *c, DType cType) {
+  size_t width = g.m * g.n * dtypeSize(cType);
+  size_t pitch = g.batch > 1 ? g.strideC * dtypeSize(cType) : width;
+  return cudaStatus(
+      cudaMemset2DAsync(const_cast<uint8_t *>(elementAt(c, g.offsetC, cType)),
+                        pitch, 0, width, g.batch, computeStream()),
+      "gemm (empty inner dimension)");
+}
+
+/// Runs a row-major GEMM plan (mp/Runtime/cuda/Plans.h): A and B of
+/// `abType`, C of `cType`, fp32 accumulation, C = alpha · A · op(B).
+Status gemm(const RowMajorGemm &g, DType abType, const void *a, const void *b,
+            DType cType, void *c, float alpha = 1.0f) {
+  cudaDataType ab, ct;
+  if (!gemmType(abType, ab))
+    return typeError("gemm", abType);
+  if (!gemmType(cType, ct))
+    return typeError("gemm (result)", cType);
+  if (g.m * g.n * g.batch == 0)
+    return Status::success();
+  if (g.k == 0)
+    return zeroGemmResult(g, c, cType);
   cublasHandle_t h = blasHandle();
   if (!h)
     return Status::error("cublasCreate failed (no usable GPU?)");
-  float alpha = 1.0f, beta = 0.0f;
-  // Column-major view: C^T[N,M] = op(B)^T[N,K] · A^T[K,M].
+  const ColumnMajorGemm cm = columnMajor(g);
+  const float beta = 0.0f;
   cublasStatus_t s = cublasGemmStridedBatchedEx(
-      h, transB ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N),
-      static_cast<int>(M), static_cast<int>(K), &alpha, b, type,
-      static_cast<int>(transB ? K : N), strideB, a, type, static_cast<int>(K),
-      strideA, &beta, c, type, static_cast<int>(N), strideC,
-      static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      h, cm.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
+      static_cast<int>(cm.m), static_cast<int>(cm.n), static_cast<int>(cm.k),
+      &alpha, elementAt(b, cm.offsetFirst, abType), ab,
+      static_cast<int>(cm.ldFirst), cm.strideFirst,
+      elementAt(a, cm.offsetSecond, abType), ab,
+      static_cast<int>(cm.ldSecond), cm.strideSecond, &beta,
+      const_cast<uint8_t *>(elementAt(c, cm.offsetC, cType)), ct,
+      static_cast<int>(cm.ldC), cm.strideC, static_cast<int>(cm.batch),
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS)
     return Status::error(std::string("cuBLAS GEMM failed: ") +
                          cublasGetStatusString(s));
   return Status::success();
 }
 
+/// Scratch for attention scores, grown on demand (cudaFree waits for the
+/// work using the old one); attention chunks keep it within the budget.
+Status attentionScratch(size_t bytes, void **ptr) {
+  static void *data = nullptr;
+  static size_t size = 0;
+  if (bytes > size) {
+    cudaFree(data);
+    data = nullptr;
+    size = 0;
+    if (Status s = cudaStatus(cudaMalloc(&data, bytes), "cudaMalloc (attention scores)");
+        !s)
+      return s;
+    size = bytes;
+  }
+  *ptr = data;
+  return Status::success();
+}
+constexpr int64_t kAttentionScratchBudget = 256LL << 20;
 
 template <typename T>
 __global__ void reduceKernel(int kind, const T *x, T *o, int64_t n,
@@ -660,39 +648,32 @@ Status cast(const Tensor &x, Tensor &out) {
 
 Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
               bool transposeWeight, Tensor &out) {
-  int64_t k = x.shape.back(), n = out.shape.back();
-  int64_t m = k ? x.numel() / k : 0;
-  if (Status s = gemm(x.dtype, x.data, weight.data, out.data, m, n, k,
-                      transposeWeight);
+  RowMajorGemm g;
+  g.k = x.shape.back();
+  g.n = out.shape.back();
+  g.m = g.k ? x.numel() / g.k : 0;
+  g.transB = transposeWeight;
+  if (Status s = gemm(g, x.dtype, x.data, weight.data, out.dtype, out.data);
       !s)
     return s;
-  if (!bias || out.numel() == 0)
+  int64_t n = out.numel();
+  if (!bias || n == 0)
     return Status::success();
-  addBiasKernel<<<blocksFor(out.numel()), kThreads, 0, computeStream()>>>(out.data, out.dtype,
-                                                      bias->data, out.numel(), n);
+  MP_FLOAT_TYPES(out.dtype, "linear bias",
+                 addBiasKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+                     out.as<T>(), bias->as<T>(), n, g.n));
   return launched("linear bias");
 }
 
 Status matmul(const Tensor &a, const Tensor &b, Tensor &out) {
-  std::vector<int64_t> as = a.shape, bs = b.shape;
-  if (as.size() == 1)
-    as.insert(as.begin(), 1);
-  if (bs.size() == 1)
-    bs.push_back(1);
-  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
-  int64_t batchA = 1, batchB = 1;
-  for (size_t i = 0; i + 2 < as.size(); ++i)
-    batchA *= as[i];
-  for (size_t i = 0; i + 2 < bs.size(); ++i)
-    batchB *= bs[i];
-  int64_t batch = std::max(batchA, batchB);
-  if (batchB == 1) // a shared right operand: one GEMM over all rows
-    return gemm(a.dtype, a.data, b.data, out.data, batchA * M, N, K, false);
-  if (batchA == batchB || batchA == 1)
-    return gemm(a.dtype, a.data, b.data, out.data, M, N, K, false, batch,
-                batchA == 1 ? 0 : M * K, K * N, M * N);
-  return Status::error("matmul: this batch broadcast is not supported on "
-                       "CUDA yet");
+  std::string error;
+  std::vector<RowMajorGemm> plan = matmulPlan(a.shape, b.shape, error);
+  if (!error.empty())
+    return Status::error(error);
+  for (const RowMajorGemm &g : plan)
+    if (Status s = gemm(g, a.dtype, a.data, b.data, out.dtype, out.data); !s)
+      return s;
+  return Status::success();
 }
 
 Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
@@ -739,25 +720,58 @@ Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
   return launched("softmax");
 }
 
+/// Attention chunk by chunk: scores = scale · Q·K^T (fp32, strided-batched
+/// over (batch, kv head) pairs, the query heads of a group as one block of
+/// rows), a masked softmax into probabilities, then out = P·V.
 Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor *mask, float scale, bool causal, Tensor &out) {
-  int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
-  int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
-  std::vector<int64_t> scores = {B, H, Sq, Sk};
-  size_t sharedBytes = Sk * sizeof(float);
-  if (sharedBytes > 48 * 1024)
-    return Status::error("attention: " + std::to_string(Sk) +
-                         " keys exceed this kernel's shared memory");
-  if (B * H * Sq == 0)
+  const AttentionShape shape{q.shape[0], q.shape[1], k.shape[1], q.shape[2],
+                             k.shape[2], q.shape[3], v.shape[3]};
+  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0)
+    return Status::error("attention: query heads do not group into the "
+                         "key/value heads");
+  if (out.numel() == 0)
     return Status::success();
-  MP_FLOAT_TYPES(
-      q.dtype, "attention",
-      attentionKernel<<<B * H * Sq, 128, sharedBytes, computeStream()>>>(
-          q.as<T>(), k.as<T>(), v.as<T>(), mask ? mask->as<T>() : nullptr,
-          dimsOf(scores),
-          mask ? broadcastStrides(scores, mask->shape) : Strides(),
-          out.as<T>(), H, Hkv, Sq, Sk, D, Dv, scale, causal));
-  return launched("attention");
+  if (shape.keys == 0) // no key to attend to: zeros, as on the CPU
+    return cudaStatus(cudaMemsetAsync(out.data, 0, out.bytes(), computeStream()),
+                      "attention");
+  const DType t = q.dtype;
+  const bool separateProbs = t != DType::F32;
+  const int64_t bytesPerScore =
+      sizeof(float) + (separateProbs ? dtypeSize(t) : 0);
+  const std::vector<int64_t> full = {shape.batch, shape.heads, shape.queries,
+                                     shape.keys};
+  const Dims maskDims = dimsOf(full);
+  const Strides maskStrides =
+      mask ? broadcastStrides(full, mask->shape) : Strides();
+  for (const AttentionChunk &c :
+       attentionChunks(shape, bytesPerScore, kAttentionScratchBudget)) {
+    const int64_t rows = c.pairs * c.rows;
+    void *scratch = nullptr;
+    if (Status s = attentionScratch(rows * shape.keys * bytesPerScore, &scratch);
+        !s)
+      return s;
+    float *scores = static_cast<float *>(scratch);
+    void *probs = separateProbs ? static_cast<void *>(scores + rows * shape.keys)
+                                : scratch;
+    if (Status s = gemm(attentionScoresGemm(shape, c), t, q.data, k.data,
+                        DType::F32, scores, scale);
+        !s)
+      return s;
+    MP_FLOAT_TYPES(
+        t, "attention",
+        attentionSoftmaxKernel<<<rows, kThreads, 0, computeStream()>>>(
+            scores, static_cast<T *>(probs), shape.keys, shape.queries,
+            c.rowBase(shape), causal, mask ? mask->as<T>() : nullptr,
+            maskDims, maskStrides));
+    if (Status s = launched("attention softmax"); !s)
+      return s;
+    if (Status s = gemm(attentionValuesGemm(shape, c), t, probs, v.data, t,
+                        out.data);
+        !s)
+      return s;
+  }
+  return Status::success();
 }
 
 Status gather(const Tensor &x, const Tensor &indices, int64_t axis,

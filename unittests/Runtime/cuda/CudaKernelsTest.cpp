@@ -142,6 +142,34 @@ TEST_F(CudaKernels, CausalGroupedQueryAttentionMatchesCpu) {
   expectNear(out, ref.h, 1e-4);
 }
 
+TEST_F(CudaKernels, MaskedDecodeStepAttentionMatchesCpu) {
+  // 3 queries over a 9-key cache, causal, plus a per-key additive mask.
+  auto q = random({2, 2, 3, 8}), k = random({2, 2, 9, 8}),
+       v = random({2, 2, 9, 4}), mask = random({2, 1, 1, 9});
+  Pair out(DType::F32, {2, 2, 3, 4}), ref(DType::F32, {2, 2, 3, 4});
+  ASSERT_TRUE(cuda::attention(q->d, k->d, v->d, &mask->d, 0.3f, true, out.d));
+  ASSERT_TRUE(cpu::attention(q->h, k->h, v->h, &mask->h, 0.3f, true, ref.h));
+  expectNear(out, ref.h, 1e-4);
+}
+
+TEST_F(CudaKernels, AttentionOverManyKeysMatchesCpu) {
+  // More keys than one block's shared memory could hold as scores.
+  auto q = random({1, 2, 4, 8}, -0.5, 0.5), k = random({1, 2, 20000, 8}),
+       v = random({1, 2, 20000, 4});
+  Pair out(DType::F32, {1, 2, 4, 4}), ref(DType::F32, {1, 2, 4, 4});
+  ASSERT_TRUE(cuda::attention(q->d, k->d, v->d, nullptr, 0.3f, false, out.d));
+  ASSERT_TRUE(cpu::attention(q->h, k->h, v->h, nullptr, 0.3f, false, ref.h));
+  expectNear(out, ref.h, 1e-4);
+}
+
+TEST_F(CudaKernels, BroadcastBatchedMatmulMatchesCpu) {
+  auto a = random({2, 1, 4, 5}), b = random({1, 3, 5, 6});
+  Pair out(DType::F32, {2, 3, 4, 6}), ref(DType::F32, {2, 3, 4, 6});
+  ASSERT_TRUE(cuda::matmul(a->d, b->d, out.d));
+  ASSERT_TRUE(cpu::matmul(a->h, b->h, ref.h));
+  expectNear(out, ref.h, 1e-5);
+}
+
 TEST_F(CudaKernels, TransposeExpandAndGatherMatchCpu) {
   auto x = random({2, 3, 4, 5});
   Pair out(DType::F32, {2, 4, 3, 5}), ref(DType::F32, {2, 4, 3, 5});

@@ -1,0 +1,147 @@
+//===- Plans.cpp - the CUDA backend's index arithmetic --------------------===//
+#include "Plans.h"
+
+#include "mp/Runtime/Tensor.h"
+
+#include <functional>
+#include <numeric>
+
+namespace mp::rt::cuda {
+
+namespace {
+
+int64_t product(const std::vector<int64_t> &v) {
+  return std::accumulate(v.begin(), v.end(), int64_t(1),
+                         std::multiplies<int64_t>());
+}
+
+/// The element offset of batch element `index` of `batch` in an operand
+/// whose batch dims are `own` (1 where it broadcasts), `matrix` elements
+/// per batch element.
+int64_t batchOffset(int64_t index, const std::vector<int64_t> &batch,
+                    const std::vector<int64_t> &own, int64_t matrix) {
+  int64_t offset = 0, stride = matrix;
+  for (size_t d = batch.size(); d-- > 0;) {
+    int64_t coord = index % batch[d];
+    index /= batch[d];
+    if (own[d] != 1)
+      offset += coord * stride;
+    stride *= own[d];
+  }
+  return offset;
+}
+
+} // namespace
+
+std::vector<RowMajorGemm> matmulPlan(std::vector<int64_t> a,
+                                     std::vector<int64_t> b,
+                                     std::string &error) {
+  if (a.empty() || b.empty()) {
+    error = "matmul: operands must have rank >= 1";
+    return {};
+  }
+  std::string shapes = formatShape(a) + " and " + formatShape(b);
+  if (a.size() == 1)
+    a.insert(a.begin(), 1);
+  if (b.size() == 1)
+    b.push_back(1);
+  RowMajorGemm g;
+  g.m = a[a.size() - 2];
+  g.k = a.back();
+  g.n = b.back();
+  if (b[b.size() - 2] != g.k) {
+    error = "matmul: inner dimensions of " + shapes + " differ";
+    return {};
+  }
+  std::vector<int64_t> aBatch(a.begin(), a.end() - 2),
+      bBatch(b.begin(), b.end() - 2);
+  size_t rank = std::max(aBatch.size(), bBatch.size());
+  aBatch.insert(aBatch.begin(), rank - aBatch.size(), 1);
+  bBatch.insert(bBatch.begin(), rank - bBatch.size(), 1);
+  std::vector<int64_t> batch(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (aBatch[d] != bBatch[d] && aBatch[d] != 1 && bBatch[d] != 1) {
+      error = "matmul: batch dimensions of " + shapes + " do not broadcast";
+      return {};
+    }
+    batch[d] = aBatch[d] == 1 ? bBatch[d] : aBatch[d];
+  }
+  int64_t count = product(batch);
+  if (product(bBatch) == 1) { // one shared right operand: one tall GEMM
+    g.m *= count;
+    return {g};
+  }
+  g.strideB = g.k * g.n;
+  g.strideC = g.m * g.n;
+  if (aBatch == bBatch || product(aBatch) == 1) {
+    g.batch = count;
+    g.strideA = product(aBatch) == 1 ? 0 : g.m * g.k;
+    return {g};
+  }
+  // Both sides broadcast along different dims: one GEMM per batch element.
+  std::vector<RowMajorGemm> calls;
+  for (int64_t i = 0; i < count; ++i) {
+    RowMajorGemm one = g;
+    one.strideB = one.strideC = 0;
+    one.offsetA = batchOffset(i, batch, aBatch, g.m * g.k);
+    one.offsetB = batchOffset(i, batch, bBatch, g.k * g.n);
+    one.offsetC = i * g.m * g.n;
+    calls.push_back(one);
+  }
+  return calls;
+}
+
+std::vector<AttentionChunk> attentionChunks(const AttentionShape &s,
+                                            int64_t bytesPerScore,
+                                            int64_t budgetBytes) {
+  std::vector<AttentionChunk> chunks;
+  const int64_t rowsPerPair = s.rowsPerPair(), pairs = s.pairs();
+  if (rowsPerPair == 0 || pairs == 0)
+    return chunks;
+  const int64_t rowBytes = std::max<int64_t>(s.keys * bytesPerScore, 1);
+  const int64_t pairBytes = rowsPerPair * rowBytes;
+  if (pairBytes <= budgetBytes) {
+    const int64_t step = std::max<int64_t>(budgetBytes / pairBytes, 1);
+    for (int64_t p = 0; p < pairs; p += step)
+      chunks.push_back({p, std::min(step, pairs - p), 0, rowsPerPair});
+    return chunks;
+  }
+  const int64_t step = std::max<int64_t>(budgetBytes / rowBytes, 1);
+  for (int64_t p = 0; p < pairs; ++p)
+    for (int64_t r = 0; r < rowsPerPair; r += step)
+      chunks.push_back({p, 1, r, std::min(step, rowsPerPair - r)});
+  return chunks;
+}
+
+RowMajorGemm attentionScoresGemm(const AttentionShape &s,
+                                 const AttentionChunk &c) {
+  RowMajorGemm g;
+  g.m = c.rows;
+  g.n = s.keys;
+  g.k = s.headDim;
+  g.transB = true;
+  g.batch = c.pairs;
+  g.strideA = s.rowsPerPair() * s.headDim;
+  g.strideB = s.keys * s.headDim;
+  g.strideC = c.rows * s.keys;
+  g.offsetA = c.rowBase(s) * s.headDim;
+  g.offsetB = c.firstPair * s.keys * s.headDim;
+  return g;
+}
+
+RowMajorGemm attentionValuesGemm(const AttentionShape &s,
+                                 const AttentionChunk &c) {
+  RowMajorGemm g;
+  g.m = c.rows;
+  g.n = s.valueDim;
+  g.k = s.keys;
+  g.batch = c.pairs;
+  g.strideA = c.rows * s.keys;
+  g.strideB = s.keys * s.valueDim;
+  g.strideC = s.rowsPerPair() * s.valueDim;
+  g.offsetB = c.firstPair * s.keys * s.valueDim;
+  g.offsetC = c.rowBase(s) * s.valueDim;
+  return g;
+}
+
+} // namespace mp::rt::cuda

@@ -1,0 +1,177 @@
+//===- Plans.h - the CUDA backend's index arithmetic, testable on a CPU -*- C++ -*-===//
+//
+// What the CUDA kernels compute is decided on the host: the cuBLAS calls a
+// matmul or an attention becomes, how attention is cut into chunks that fit
+// its scratch, and which scores a mask or causality hides. That arithmetic
+// lives here, in plain C++ (the few functions kernels also call are marked
+// MP_HOST_DEVICE), so the CPU unit tests run it against the CPU kernels on
+// machines without a GPU (unittests/Runtime/CudaPlansTest.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_RUNTIME_CUDA_PLANS_H
+#define MP_RUNTIME_CUDA_PLANS_H
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#ifdef __CUDACC__
+#define MP_HOST_DEVICE __host__ __device__
+#else
+#define MP_HOST_DEVICE
+#endif
+
+namespace mp::rt::cuda {
+
+constexpr int kMaxRank = 8;
+
+/// A shape and per-operand element strides, passed to kernels by value.
+struct Dims {
+  int rank = 0;
+  int64_t size[kMaxRank] = {};
+};
+struct Strides {
+  int64_t s[kMaxRank] = {};
+};
+
+inline Dims dimsOf(const std::vector<int64_t> &shape) {
+  Dims d;
+  d.rank = static_cast<int>(shape.size());
+  for (int i = 0; i < d.rank; ++i)
+    d.size[i] = shape[i];
+  return d;
+}
+
+/// Strides of `in` aligned to `out`'s dims (numpy broadcasting); 0 where
+/// `in` broadcasts.
+inline Strides broadcastStrides(const std::vector<int64_t> &out,
+                                const std::vector<int64_t> &in) {
+  Strides st;
+  int64_t stride = 1;
+  int offset = static_cast<int>(out.size() - in.size());
+  for (int i = static_cast<int>(in.size()) - 1; i >= 0; --i) {
+    st.s[i + offset] = in[i] == 1 ? 0 : stride;
+    stride *= in[i];
+  }
+  return st;
+}
+
+/// The element offset, under `st`, of the `index`-th element (row-major) of
+/// `dims`.
+MP_HOST_DEVICE inline int64_t offsetOf(int64_t index, const Dims &dims,
+                                       const Strides &st) {
+  int64_t off = 0;
+  for (int d = dims.rank - 1; d >= 0; --d) {
+    off += (index % dims.size[d]) * st.s[d];
+    index /= dims.size[d];
+  }
+  return off;
+}
+
+//===----------------------------------------------------------------------===//
+// GEMMs
+//===----------------------------------------------------------------------===//
+
+/// Row-major C[M,N] = alpha · A[M,K] · op(B), op(B) = B[K,N], or B[N,K]
+/// transposed when `transB`; `batch` times, operand i at `offset +
+/// i * stride` elements from its base pointer.
+struct RowMajorGemm {
+  int64_t m = 0, n = 0, k = 0;
+  bool transB = false;
+  int64_t batch = 1;
+  int64_t strideA = 0, strideB = 0, strideC = 0;
+  int64_t offsetA = 0, offsetB = 0, offsetC = 0;
+};
+
+/// The same GEMM as cublasGemmStridedBatchedEx sees it (column-major):
+/// C^T[N,M] = op(B)^T · A^T, so cuBLAS's first operand is our B and its
+/// second our A (never transposed). Fields are in the call's argument order.
+struct ColumnMajorGemm {
+  bool transFirst = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t ldFirst = 0, strideFirst = 0, offsetFirst = 0;
+  int64_t ldSecond = 0, strideSecond = 0, offsetSecond = 0;
+  int64_t ldC = 0, strideC = 0, offsetC = 0;
+  int64_t batch = 1;
+};
+
+inline ColumnMajorGemm columnMajor(const RowMajorGemm &g) {
+  ColumnMajorGemm c;
+  c.transFirst = g.transB;
+  c.m = g.n;
+  c.n = g.m;
+  c.k = g.k;
+  c.ldFirst = g.transB ? g.k : g.n;
+  c.strideFirst = g.strideB;
+  c.offsetFirst = g.offsetB;
+  c.ldSecond = g.k;
+  c.strideSecond = g.strideA;
+  c.offsetSecond = g.offsetA;
+  c.ldC = g.n;
+  c.strideC = g.strideC;
+  c.offsetC = g.offsetC;
+  c.batch = g.batch;
+  return c;
+}
+
+/// The GEMMs of an ONNX MatMul (numpy broadcasting of the batch dims, 1-D
+/// operands promoted). One strided-batched call when the batch dims of `a`
+/// and `b` are equal or one side has none; otherwise one call per batch
+/// element. Empty with `error` set for shapes that do not broadcast.
+std::vector<RowMajorGemm> matmulPlan(std::vector<int64_t> a,
+                                     std::vector<int64_t> b,
+                                     std::string &error);
+
+//===----------------------------------------------------------------------===//
+// Attention as two strided-batched GEMMs around a masked softmax
+//===----------------------------------------------------------------------===//
+
+/// q [B,H,Sq,D], k [B,Hkv,Sk,D], v [B,Hkv,Sk,Dv] (H a multiple of Hkv).
+struct AttentionShape {
+  int64_t batch, heads, kvHeads, queries, keys, headDim, valueDim;
+  int64_t group() const { return heads / kvHeads; }
+  /// The query heads of one (batch, kv head) pair are contiguous in q and in
+  /// the output: group() * queries rows.
+  int64_t rowsPerPair() const { return group() * queries; }
+  int64_t pairs() const { return batch * kvHeads; }
+};
+
+/// A part of the attention that fits the scratch: `pairs` whole (batch, kv
+/// head) pairs from `firstPair`, or, when one pair is too big, `rows` of the
+/// rows of pair `firstPair` from `firstRow`. Scores are [pairs, rows, keys].
+struct AttentionChunk {
+  int64_t firstPair = 0, pairs = 1, firstRow = 0, rows = 0;
+  /// Global score row (of B*H*Sq, i.e. ((b*H + h)*Sq + i)) of chunk row 0;
+  /// chunk row r is global row rowBase() + r.
+  int64_t rowBase(const AttentionShape &s) const {
+    return firstPair * s.rowsPerPair() + firstRow;
+  }
+};
+
+/// Chunks covering the attention, each at most `budgetBytes` of scores at
+/// `bytesPerScore` (whatever a score row needs, fp32 logits plus
+/// probabilities); at least one row per chunk.
+std::vector<AttentionChunk> attentionChunks(const AttentionShape &s,
+                                            int64_t bytesPerScore,
+                                            int64_t budgetBytes);
+
+/// scores[pairs, rows, keys] = scale · Q · K^T for a chunk (offsets into q,
+/// k and the chunk's scores buffer).
+RowMajorGemm attentionScoresGemm(const AttentionShape &s,
+                                 const AttentionChunk &c);
+/// out = P · V for a chunk (offsets into the probabilities, v and out).
+RowMajorGemm attentionValuesGemm(const AttentionShape &s,
+                                 const AttentionChunk &c);
+
+/// Whether query `i` of `queries` may see key `j` of `keys`: always, or,
+/// when causal, keys up to its own position with the queries aligned to the
+/// last keys (a decode step sees the whole cache).
+MP_HOST_DEVICE inline bool keyVisible(int64_t i, int64_t j, int64_t queries,
+                                      int64_t keys, bool causal) {
+  return !causal || j <= i + (keys - queries);
+}
+
+} // namespace mp::rt::cuda
+
+#endif // MP_RUNTIME_CUDA_PLANS_H

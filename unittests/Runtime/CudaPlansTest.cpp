@@ -1,0 +1,294 @@
+//===- CudaPlansTest.cpp - the CUDA backend's plans, run on the CPU -------===//
+//
+// The cuBLAS calls the CUDA backend makes for matmuls and attention, and its
+// attention chunks and masking, executed here by a host model of
+// cublasGemmStridedBatchedEx (column-major, exactly as documented) and the
+// softmax the masked-softmax kernel computes, and compared with the CPU
+// kernels. This checks every index, stride and leading dimension the GPU
+// would get, without a GPU.
+//
+//===----------------------------------------------------------------------===//
+#include "Plans.h"
+
+#include "mp/Runtime/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <ostream>
+#include <random>
+
+using namespace mp::rt;
+using namespace mp::rt::cuda;
+
+namespace {
+
+/// cublasGemmStridedBatchedEx(transa = c.transFirst, transb = N) on host
+/// memory: C[i + j*ldc] = alpha · sum_l opA(i, l) · B[l + j*ldb], per batch.
+void hostCublas(const ColumnMajorGemm &c, float alpha, const float *first,
+                const float *second, float *out) {
+  for (int64_t p = 0; p < c.batch; ++p) {
+    const float *A = first + c.offsetFirst + p * c.strideFirst;
+    const float *B = second + c.offsetSecond + p * c.strideSecond;
+    float *C = out + c.offsetC + p * c.strideC;
+    for (int64_t j = 0; j < c.n; ++j)
+      for (int64_t i = 0; i < c.m; ++i) {
+        double acc = 0;
+        for (int64_t l = 0; l < c.k; ++l) {
+          float a = c.transFirst ? A[l + i * c.ldFirst] : A[i + l * c.ldFirst];
+          acc += double(a) * B[l + j * c.ldSecond];
+        }
+        C[i + j * c.ldC] = static_cast<float>(alpha * acc);
+      }
+  }
+}
+
+/// What the CUDA backend's gemm() asks cuBLAS for.
+void runPlan(const RowMajorGemm &g, const float *a, const float *b, float *c,
+             float alpha = 1.0f) {
+  hostCublas(columnMajor(g), alpha, b, a, c);
+}
+
+struct Host {
+  std::vector<float> data;
+  Tensor t;
+  explicit Host(std::vector<int64_t> shape) {
+    t = Tensor{nullptr, DType::F32, shape};
+    data.assign(t.numel(), 0.0f);
+    t.data = data.data();
+  }
+};
+
+class CudaPlans : public ::testing::Test {
+public:
+  Host random(std::vector<int64_t> shape) {
+    Host h(std::move(shape));
+    std::uniform_real_distribution<float> dist(-1, 1);
+    for (float &x : h.data)
+      x = dist(rng);
+    return h;
+  }
+  static void expectNear(const Host &got, const Host &want, double tol) {
+    ASSERT_EQ(got.data.size(), want.data.size());
+    for (size_t i = 0; i < want.data.size(); ++i)
+      ASSERT_NEAR(got.data[i], want.data[i], tol) << "element " << i;
+  }
+  std::mt19937 rng{11};
+};
+
+//===----------------------------------------------------------------------===//
+// Matmul
+//===----------------------------------------------------------------------===//
+
+void expectMatmulPlanMatchesCpu(Host &a, Host &b,
+                                std::vector<int64_t> outShape,
+                                size_t expectedCalls) {
+  std::string error;
+  std::vector<RowMajorGemm> plan = matmulPlan(a.t.shape, b.t.shape, error);
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(plan.size(), expectedCalls);
+  Host got(outShape), want(outShape);
+  for (const RowMajorGemm &g : plan)
+    runPlan(g, a.data.data(), b.data.data(), got.data.data());
+  ASSERT_TRUE(cpu::matmul(a.t, b.t, want.t));
+  for (size_t i = 0; i < want.data.size(); ++i)
+    ASSERT_NEAR(got.data[i], want.data[i], 1e-5) << "element " << i;
+}
+
+TEST_F(CudaPlans, MatmulWithSharedRightOperandIsOneTallGemm) {
+  Host a = random({2, 3, 4, 5}), b = random({5, 6});
+  expectMatmulPlanMatchesCpu(a, b, {2, 3, 4, 6}, 1);
+}
+
+TEST_F(CudaPlans, MatmulBatchedAndBroadcastLeftAreStridedBatched) {
+  Host a = random({2, 3, 4, 5}), b = random({2, 3, 5, 6});
+  expectMatmulPlanMatchesCpu(a, b, {2, 3, 4, 6}, 1);
+  Host a1 = random({4, 5}), b1 = random({3, 5, 2});
+  expectMatmulPlanMatchesCpu(a1, b1, {3, 4, 2}, 1);
+}
+
+TEST_F(CudaPlans, MatmulBroadcastOnBothSidesIsOneGemmPerBatch) {
+  Host a = random({2, 1, 4, 5}), b = random({1, 3, 5, 6});
+  expectMatmulPlanMatchesCpu(a, b, {2, 3, 4, 6}, 6);
+}
+
+TEST_F(CudaPlans, MatmulOfVectors) {
+  Host a = random({5}), b = random({5, 3});
+  expectMatmulPlanMatchesCpu(a, b, {3}, 1);
+  Host m = random({2, 4, 5}), v = random({5});
+  expectMatmulPlanMatchesCpu(m, v, {2, 4}, 1);
+}
+
+TEST_F(CudaPlans, MatmulRejectsShapesThatDoNotFit) {
+  std::string error;
+  EXPECT_TRUE(matmulPlan({2, 3}, {4, 5}, error).empty());
+  EXPECT_NE(error.find("inner dimensions of 2x3 and 4x5"),
+            std::string::npos)
+      << error;
+  error.clear();
+  EXPECT_TRUE(matmulPlan({2, 3, 4}, {3, 4, 5}, error).empty());
+  EXPECT_NE(error.find("do not broadcast"), std::string::npos) << error;
+}
+
+TEST_F(CudaPlans, LinearWithTransposedWeight) {
+  Host x = random({3, 4, 8}), w = random({6, 8}), got({3, 4, 6}),
+       want({3, 4, 6});
+  RowMajorGemm g;
+  g.m = 12;
+  g.n = 6;
+  g.k = 8;
+  g.transB = true;
+  runPlan(g, x.data.data(), w.data.data(), got.data.data());
+  ASSERT_TRUE(cpu::linear(x.t, w.t, nullptr, true, want.t));
+  expectNear(got, want, 1e-5);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// The CUDA attention's host side and kernel, step by step, on the CPU.
+Host planAttention(const Host &q, const Host &k, const Host &v,
+                   const Host *mask, float scale, bool causal,
+                   int64_t budgetBytes, size_t *chunkCount = nullptr) {
+  const AttentionShape s{q.t.shape[0], q.t.shape[1], k.t.shape[1],
+                         q.t.shape[2], k.t.shape[2], q.t.shape[3],
+                         v.t.shape[3]};
+  Host out({s.batch, s.heads, s.queries, s.valueDim});
+  const std::vector<int64_t> full = {s.batch, s.heads, s.queries, s.keys};
+  const Dims maskDims = dimsOf(full);
+  const Strides maskStrides =
+      mask ? broadcastStrides(full, mask->t.shape) : Strides();
+  std::vector<AttentionChunk> chunks = attentionChunks(s, 4, budgetBytes);
+  if (chunkCount)
+    *chunkCount = chunks.size();
+  for (const AttentionChunk &c : chunks) {
+    const int64_t rows = c.pairs * c.rows;
+    EXPECT_LE(rows * s.keys * 4, std::max<int64_t>(budgetBytes, s.keys * 4));
+    std::vector<float> scores(rows * s.keys, std::nanf(""));
+    runPlan(attentionScoresGemm(s, c), q.data.data(), k.data.data(),
+            scores.data(), scale);
+    // attentionSoftmaxKernel, one row at a time.
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = c.rowBase(s) + r, i = row % s.queries;
+      float *p = scores.data() + r * s.keys;
+      std::vector<float> logit(s.keys);
+      float m = -std::numeric_limits<float>::max(), sum = 0;
+      for (int64_t j = 0; j < s.keys; ++j) {
+        logit[j] = keyVisible(i, j, s.queries, s.keys, causal)
+                       ? p[j] + (mask ? mask->data[offsetOf(row * s.keys + j,
+                                                            maskDims,
+                                                            maskStrides)]
+                                      : 0.0f)
+                       : -INFINITY;
+        m = std::max(m, logit[j]);
+      }
+      for (int64_t j = 0; j < s.keys; ++j)
+        sum += std::exp(logit[j] - m);
+      for (int64_t j = 0; j < s.keys; ++j)
+        p[j] = sum > 0 ? std::exp(logit[j] - m) / sum : 0.0f;
+    }
+    runPlan(attentionValuesGemm(s, c), scores.data(), v.data.data(),
+            out.data.data());
+  }
+  return out;
+}
+
+struct AttentionCase {
+  std::vector<int64_t> q, k, v, mask;
+  bool causal;
+  int64_t budget;
+  size_t chunks;
+};
+
+void PrintTo(const AttentionCase &c, std::ostream *os) {
+  auto shape = [&](const std::vector<int64_t> &v) {
+    *os << "[";
+    for (size_t i = 0; i < v.size(); ++i)
+      *os << (i ? "," : "") << v[i];
+    *os << "]";
+  };
+  *os << "q";
+  shape(c.q);
+  *os << " k";
+  shape(c.k);
+  *os << " v";
+  shape(c.v);
+  *os << " mask";
+  shape(c.mask);
+  *os << (c.causal ? " causal" : "") << " budget " << c.budget;
+}
+
+void expectAttentionPlanMatchesCpu(CudaPlans &test, const AttentionCase &c,
+                                   Host &q, Host &k, Host &v) {
+  Host mask = test.random(c.mask.empty() ? std::vector<int64_t>{1}
+                                                    : c.mask);
+  const Host *m = c.mask.empty() ? nullptr : &mask;
+  size_t chunks = 0;
+  Host got = planAttention(q, k, v, m, 0.3f, c.causal, c.budget, &chunks);
+  Host want({q.t.shape[0], q.t.shape[1], q.t.shape[2], v.t.shape[3]});
+  ASSERT_TRUE(cpu::attention(q.t, k.t, v.t, m ? &m->t : nullptr, 0.3f,
+                             c.causal, want.t));
+  EXPECT_EQ(chunks, c.chunks);
+  for (size_t i = 0; i < want.data.size(); ++i)
+    ASSERT_NEAR(got.data[i], want.data[i], 1e-5) << "element " << i;
+}
+
+} // namespace
+
+class CudaAttentionPlans : public CudaPlans,
+                           public ::testing::WithParamInterface<AttentionCase> {
+};
+
+TEST_P(CudaAttentionPlans, MatchesCpuAttention) {
+  const AttentionCase &c = GetParam();
+  Host q = random(c.q), k = random(c.k), v = random(c.v);
+  expectAttentionPlanMatchesCpu(*this, c, q, k, v);
+}
+
+// Budgets in bytes of fp32 scores: everything at once, a few (batch, kv
+// head) pairs per chunk, and rows of one pair per chunk.
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, CudaAttentionPlans,
+    ::testing::Values(
+        // Multi-head, causal, all in one chunk.
+        AttentionCase{{2, 3, 5, 4}, {2, 3, 5, 4}, {2, 3, 5, 6}, {}, true,
+                      1 << 20, 1},
+        // Grouped query heads (4 over 2), two pairs per chunk.
+        AttentionCase{{2, 4, 3, 8}, {2, 2, 3, 8}, {2, 2, 3, 8}, {}, true,
+                      2 * 2 * 3 * 3 * 4, 2},
+        // A decode step: 2 queries see a 7-key cache, causal, mask per key.
+        AttentionCase{{1, 2, 2, 4}, {1, 2, 7, 4}, {1, 2, 7, 4}, {1, 1, 1, 7},
+                      true, 1 << 20, 1},
+        // A full [B,1,Sq,Sk] mask, not causal, rows of one pair per chunk
+        // (3 rows of 4 keys a chunk: 2 chunks per pair).
+        AttentionCase{{2, 1, 5, 4}, {2, 1, 4, 4}, {2, 1, 4, 3}, {2, 1, 5, 4},
+                      false, 3 * 4 * 4, 4},
+        // Grouped heads with the group's rows split across chunks.
+        AttentionCase{{1, 6, 4, 2}, {1, 2, 4, 2}, {1, 2, 4, 2}, {}, true,
+                      5 * 4 * 4, 6}));
+
+TEST_F(CudaPlans, AttentionRowsThatSeeNoKeyAreZero) {
+  // More queries than keys under causality: the first rows see nothing.
+  Host q = random({1, 1, 4, 2}), k = random({1, 1, 2, 2}),
+       v = random({1, 1, 2, 3});
+  Host got = planAttention(q, k, v, nullptr, 1.0f, true, 1 << 20);
+  Host want({1, 1, 4, 3});
+  ASSERT_TRUE(cpu::attention(q.t, k.t, v.t, nullptr, 1.0f, true, want.t));
+  expectNear(got, want, 1e-6);
+  for (int j = 0; j < 3; ++j)
+    EXPECT_EQ(got.data[j], 0.0f);
+}
+
+TEST_F(CudaPlans, AttentionChunksCoverEveryRowOnce) {
+  AttentionShape s{3, 8, 2, 5, 9, 4, 4};
+  for (int64_t budget : {int64_t(1), int64_t(9 * 4 * 7), int64_t(1) << 30}) {
+    std::vector<int> seen(s.pairs() * s.rowsPerPair(), 0);
+    for (const AttentionChunk &c : attentionChunks(s, 4, budget))
+      for (int64_t r = 0; r < c.pairs * c.rows; ++r)
+        ++seen[c.rowBase(s) + r];
+    for (int n : seen)
+      ASSERT_EQ(n, 1) << "budget " << budget;
+  }
+}
