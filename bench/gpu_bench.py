@@ -10,12 +10,17 @@
 mp-run uses the synthetic-weight artifacts from scripts/gpu-prepare.sh; the
 PyTorch models use random weights of the same shapes (the timing does not
 depend on the values). Prints tokens/s, achieved TFLOP/s and the ratio.
+
+`--device cpu` runs the same harness on the CPU (PyTorch on the CPU,
+mp-run --device cpu, fp32 cases only): a rehearsal of the GPU check on a
+machine without a GPU (scripts/gpu-check.sh --dry-run), not a benchmark.
 """
 import argparse
 import os
 import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import torch
@@ -38,33 +43,41 @@ def flops(cfg, batch, seq):
     return l * layer + 2 * t * h * v
 
 
-def torch_ms(cfg, batch, seq, dtype, iterations):
+def timed_ms(run, device):
+    """Milliseconds one call of `run` takes on `device`."""
+    if device != "cuda":
+        start = time.perf_counter()
+        run()
+        return (time.perf_counter() - start) * 1e3
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    run()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
+
+
+def torch_ms(cfg, batch, seq, dtype, iterations, warmup, device):
     torch.manual_seed(0)
     model = gen_tiny.GPT2(dict(cfg, max_positions=seq, activation="gelu_erf"),
-                          tied=True).cuda().to(dtype).eval()
-    ids = torch.randint(0, cfg["vocab"], (batch, seq), device="cuda")
+                          tied=True).to(device).to(dtype).eval()
+    ids = torch.randint(0, cfg["vocab"], (batch, seq), device=device)
     with torch.no_grad():
-        for _ in range(2):
+        for _ in range(warmup):
             model(ids)
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        times = []
-        for _ in range(iterations):
-            start.record()
-            model(ids)
-            end.record()
+        if device == "cuda":
             torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
+        times = [timed_ms(lambda: model(ids), device) for _ in range(iterations)]
     return sorted(times)[len(times) // 2]
 
 
-def mp_ms(carry, name, cfg, batch, seq, iterations, work):
+def mp_ms(carry, name, cfg, batch, seq, iterations, warmup, device, work):
     ids = os.path.join(work, name + "_ids.npy")
     np.save(ids, np.random.default_rng(1).integers(0, cfg["vocab"], (batch, seq)).astype(np.int64))
     out = subprocess.run([os.path.join(carry, "bin", "mp-run"),
                           os.path.join(carry, "artifacts", name + "_synthetic"),
-                          "--device", "cuda", "--input", "input_ids=" + ids,
-                          "--warmup", "2", "--iterations", str(iterations)],
+                          "--device", device, "--input", "input_ids=" + ids,
+                          "--warmup", str(warmup), "--iterations", str(iterations)],
                          check=True, capture_output=True, text=True).stdout
     print(out, end="")
     return float(re.search(r"([0-9.]+) ms/run \(median", out).group(1))
@@ -75,15 +88,24 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--carry", default=os.path.join(ROOT, "build-gpu-carry"))
     parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--work", default="/tmp")
     args = parser.parse_args()
-    print("GPU:", torch.cuda.get_device_name(0), "| PyTorch", torch.__version__)
+    if args.device == "cuda":
+        print("GPU:", torch.cuda.get_device_name(0), "| PyTorch", torch.__version__)
+    else:
+        print("rehearsal on the CPU (not a benchmark) | PyTorch", torch.__version__)
     for name, cfg, batch, seq, dtype in CASES:
+        if args.device == "cpu" and dtype != torch.float32:
+            print("%s: skipped on the CPU (mp-run runs fp16/bf16 programs on CUDA only)" % name)
+            continue
         tokens, f = batch * seq, flops(cfg, batch, seq)
-        t = torch_ms(cfg, batch, seq, dtype, args.iterations)
-        m = mp_ms(args.carry, name, cfg, batch, seq, args.iterations, args.work)
+        t = torch_ms(cfg, batch, seq, dtype, args.iterations, args.warmup, args.device)
+        m = mp_ms(args.carry, name, cfg, batch, seq, args.iterations, args.warmup,
+                  args.device, args.work)
         print("%s (batch %d x %d, %s): PyTorch %.2f ms (%.0f tokens/s, %.1f TFLOP/s); "
-              "mp-run %.2f ms (%.0f tokens/s, %.1f TFLOP/s); ratio mp/PyTorch %.2fx"
+              "mp-run %.2f ms (%.0f tokens/s, %.1f TFLOP/s); mp-run speed / PyTorch speed %.2fx"
               % (name, batch, seq, str(dtype).replace("torch.", ""), t, tokens / t * 1e3, f / t / 1e9, m,
                  tokens / m * 1e3, f / m / 1e9, t / m))
     return 0

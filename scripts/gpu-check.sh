@@ -4,24 +4,54 @@
 # benchmark against PyTorch on the same GPU. Uses build-gpu-carry/ from
 # scripts/gpu-prepare.sh (run that where the toolchain is). Prints a summary
 # line; exits non-zero if anything failed. Fits in a few minutes.
+#
+# --dry-run rehearses the whole check on a machine without a GPU: the same
+# steps with --device cpu (fp32 only; the CUDA tests skip), to catch a broken
+# script before it costs GPU time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+DEVICE=cuda
+if [ "${1:-}" = "--dry-run" ]; then
+  DEVICE=cpu
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/gpu-check.sh [--dry-run]" >&2
+  exit 2
+fi
+
 CARRY=${MP_GPU_CARRY:-build-gpu-carry}
+# Logs go to $OUT (the device tool brings that folder back), model outputs
+# to a scratch folder.
 OUT=${OUT:-/tmp/mp-gpu-check}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$OUT"
 if [ ! -x "$CARRY/bin/mp-run" ]; then
   echo "gpu-check: $CARRY/bin/mp-run is missing: run scripts/gpu-prepare.sh first" >&2
   exit 2
 fi
-if ! nvidia-smi -L; then
-  echo "gpu-check: no GPU is visible here" >&2
+CARRY=$(cd "$CARRY" && pwd)
+if [ "$DEVICE" = cuda ] && ! nvidia-smi -L; then
+  echo "gpu-check: no GPU is visible here (scripts/gpu-check.sh --dry-run rehearses on the CPU)" >&2
   exit 2
 fi
 PY=${PYTHON:-python3}
-NCCL_LIB=$($PY -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="$PWD/$CARRY/lib:/usr/local/cuda/lib64:${NCCL_LIB}:${LD_LIBRARY_PATH:-}"
+# CUDA's libraries come from the machine: its toolkit, else the nvidia-*
+# Python packages PyTorch brings.
+LIBS="$CARRY/lib"
+SITE=$($PY -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  found=$(find /usr/local/cuda/lib64/ /usr/local/cuda/lib/ $(for d in $SITE; do echo "$d/nvidia/"; done) \
+            -name "$lib" -print -quit 2>/dev/null)
+  [ -n "$found" ] && LIBS="$LIBS:$(dirname "$found")"
+done
+export LD_LIBRARY_PATH="$LIBS:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
+if missing=$(ldd "$CARRY/bin/mp-run" | grep "not found"); then
+  echo "gpu-check: mp-run cannot find these libraries here:" >&2
+  echo "$missing" >&2
+  exit 2
+fi
 
 passed=0
 failed=0
@@ -33,18 +63,32 @@ check() { # name, command...
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "gpu-check: FAILED: $name"; fi
 }
 
-check "CUDA kernels vs CPU kernels" "$CARRY/bin/mp-cuda-tests"
+# On a GPU a skipped kernel test is a failure: it means the GPU was not used.
+cuda_tests() {
+  "$CARRY/bin/mp-cuda-tests" 2>&1 | tee "$OUT/cuda-tests.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
+  if [ "$DEVICE" = cuda ] && grep -q "SKIPPED \]" "$OUT/cuda-tests.log"; then
+    echo "gpu-check: CUDA kernel tests were skipped on a GPU machine" >&2
+    return 1
+  fi
+}
+check "CUDA kernels vs CPU kernels" cuda_tests
 for m in gpt2 gpt2_untied bert llama llama_range; do
-  check "$m on the GPU vs PyTorch" bash -c "
-    '$CARRY/bin/mp-run' '$CARRY/artifacts/$m' --device cuda \
-      --input input_ids=models/$m/inputs/input_ids.npy --output-dir '$OUT/$m' &&
-    $PY test/Runtime/compare_npy.py '$OUT/$m' models/$m/outputs"
+  check "$m on $DEVICE vs PyTorch" bash -c "
+    '$CARRY/bin/mp-run' '$CARRY/artifacts/$m' --device $DEVICE \
+      --input input_ids=models/$m/inputs/input_ids.npy --output-dir '$WORK/$m' &&
+    $PY test/Runtime/compare_npy.py '$WORK/$m' models/$m/outputs"
 done
-check "gpt2 in bf16 on the GPU vs PyTorch (fp32 reference, bf16 tolerance)" bash -c "
-  '$CARRY/bin/mp-run' '$CARRY/artifacts/gpt2_bf16' --device cuda \
-    --input input_ids=models/gpt2/inputs/input_ids.npy --output-dir '$OUT/gpt2_bf16' &&
-  $PY test/Runtime/compare_npy.py '$OUT/gpt2_bf16' models/gpt2/outputs --tolerance 3e-2"
-check "benchmark vs PyTorch" timeout 300 $PY bench/gpu_bench.py --carry "$CARRY"
+if [ "$DEVICE" = cuda ]; then
+  check "gpt2 in bf16 on the GPU vs PyTorch (fp32 reference, bf16 tolerance)" bash -c "
+    '$CARRY/bin/mp-run' '$CARRY/artifacts/gpt2_bf16' --device cuda \
+      --input input_ids=models/gpt2/inputs/input_ids.npy --output-dir '$WORK/gpt2_bf16' &&
+    $PY test/Runtime/compare_npy.py '$WORK/gpt2_bf16' models/gpt2/outputs --tolerance 3e-2"
+  check "benchmark vs PyTorch" timeout 300 $PY bench/gpu_bench.py --carry "$CARRY" --work "$WORK"
+else
+  check "benchmark harness on the CPU" timeout 600 $PY bench/gpu_bench.py \
+    --carry "$CARRY" --work "$WORK" --device cpu --iterations 1 --warmup 0
+fi
 
 echo
 echo "$passed passed, $failed failed"

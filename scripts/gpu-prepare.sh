@@ -2,22 +2,37 @@
 # Prepares what scripts/gpu-check.sh needs on a GPU machine, which has CUDA
 # and PyTorch but neither LLVM/MLIR nor the runtime's other libraries
 # (protobuf, OpenBLAS): builds the runtime here with nvcc for Hopper (sm_90,
-# compiler and MPI off) and compiles the artifacts there. Everything goes to
-# build-gpu-carry/ (about 45 MiB), to be carried to the GPU machine.
+# compiler and MPI off, in build-gpu/) and compiles the artifacts here. What
+# the GPU machine needs goes to build-gpu-carry/ (about 50 MiB; the device
+# tool takes at most 64 MiB with the working tree), to be carried there.
+#
+# --skip-main-build uses the compiler already built in $MP_BUILD_DIR (build/)
+# instead of installing and building first (the test suite's rehearsal).
+# MP_GPU_BUILD and MP_GPU_CARRY move the two folders.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-CARRY=build-gpu-carry
-scripts/bootstrap.sh
-scripts/build.sh
+CARRY=${MP_GPU_CARRY:-build-gpu-carry}
+BUILD=${MP_GPU_BUILD:-build-gpu}
+MAIN=${MP_BUILD_DIR:-build}
+LIMIT_MIB=60
+if [ "${1:-}" = "--skip-main-build" ]; then
+  [ -x "$MAIN/bin/mp-opt" ] || { echo "gpu-prepare: $MAIN/bin/mp-opt is missing: build first" >&2; exit 2; }
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/gpu-prepare.sh [--skip-main-build]" >&2
+  exit 2
+else
+  scripts/bootstrap.sh
+  scripts/build.sh
+fi
 rm -rf "$CARRY" && mkdir -p "$CARRY/bin" "$CARRY/lib" "$CARRY/artifacts"
 
 echo "gpu-prepare: building the runtime for sm_90 (compiler and MPI off)..."
-cmake -G Ninja -S . -B "$CARRY/build" -DCMAKE_BUILD_TYPE=Release \
+cmake -G Ninja -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
   -DMP_BUILD_COMPILER=OFF -DMP_ENABLE_MPI=OFF -DMP_ENABLE_CUDA=ON \
-  -DMP_NATIVE_CPU=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >"$CARRY/configure.log"
-cmake --build "$CARRY/build" -j "$(nproc)" --target mp-run mp-cuda-tests
-cp "$CARRY/build/bin/mp-run" "$CARRY/build/bin/mp-cuda-tests" "$CARRY/bin/"
+  -DMP_NATIVE_CPU=OFF -DMP_CUDA_ARCHITECTURES=90 >"$BUILD.configure.log"
+cmake --build "$BUILD" -j "$(nproc)" --target mp-run mp-cuda-tests
+cp "$BUILD/bin/mp-run" "$BUILD/bin/mp-cuda-tests" "$CARRY/bin/"
 strip "$CARRY/bin/"*
 # Libraries the GPU image lacks (CUDA's own come from the machine).
 for lib in libprotobuf.so.32 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libgomp.so.1; do
@@ -26,22 +41,27 @@ done
 
 echo "gpu-prepare: compiling artifacts..."
 for m in gpt2 gpt2_untied bert llama llama_range; do
-  build/bin/mp-opt "models/$m/model.onnx" --artifact "$CARRY/artifacts/$m" >/dev/null
+  "$MAIN/bin/mp-opt" "models/$m/model.onnx" --artifact "$CARRY/artifacts/$m" >/dev/null
 done
-build/bin/mp-opt models/gpt2/model.onnx --mp-parallelize="tp=1 dtype=bf16" \
+"$MAIN/bin/mp-opt" models/gpt2/model.onnx --mp-parallelize="tp=1 dtype=bf16" \
   --artifact "$CARRY/artifacts/gpt2_bf16" >/dev/null
 # Benchmarks with synthetic weights (the real ones would not fit the carry).
 tmp=$(mktemp -d)
 /usr/bin/python3 models/gen_gpt3_shape.py --layers 12 --hidden 768 --heads 12 \
   --vocab 50304 --seq 128 --batch 4 -o "$tmp/gpt2_small" >/dev/null
-build/bin/mp-opt "$tmp/gpt2_small/model.onnx" --mp-shape-only --mp-synthetic-weights \
+"$MAIN/bin/mp-opt" "$tmp/gpt2_small/model.onnx" --mp-shape-only --mp-synthetic-weights \
   --artifact "$CARRY/artifacts/gpt2_small_synthetic" >/dev/null
 /usr/bin/python3 models/gen_gpt3_shape.py --layers 1 --hidden 4096 --heads 32 \
   --vocab 256 --seq 2048 --batch 1 -o "$tmp/layer4096" >/dev/null
-build/bin/mp-opt "$tmp/layer4096/model.onnx" --mp-shape-only --mp-synthetic-weights \
+"$MAIN/bin/mp-opt" "$tmp/layer4096/model.onnx" --mp-shape-only --mp-synthetic-weights \
   --artifact "$CARRY/artifacts/layer4096_synthetic" >/dev/null
-build/bin/mp-opt "$tmp/layer4096/model.onnx" --mp-shape-only --mp-synthetic-weights \
+"$MAIN/bin/mp-opt" "$tmp/layer4096/model.onnx" --mp-shape-only --mp-synthetic-weights \
   --mp-parallelize="tp=1 dtype=bf16" --artifact "$CARRY/artifacts/layer4096_bf16_synthetic" >/dev/null
 rm -rf "$tmp"
 du -sh "$CARRY/bin" "$CARRY/lib" "$CARRY/artifacts"
+size=$(du -sm "$CARRY" | cut -f1)
+if [ "$size" -ge "$LIMIT_MIB" ]; then
+  echo "gpu-prepare: error: $CARRY is $size MiB, over the $LIMIT_MIB MiB the GPU check may carry" >&2
+  exit 1
+fi
 echo "gpu-prepare: done; carry $CARRY and run scripts/gpu-check.sh on the GPU machine"

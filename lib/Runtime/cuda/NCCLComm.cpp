@@ -15,6 +15,7 @@
 #include <nccl.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <cstring>
 
 namespace mp::rt {
@@ -162,12 +163,24 @@ private:
   Scratch deviceScratch;
 };
 
-int localRank() {
-  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                          "SLURM_LOCALID"})
+/// The first of the launchers' variables that is set, or `fallback`.
+int launcherValue(std::initializer_list<const char *> vars, int fallback) {
+  for (const char *var : vars)
     if (const char *v = std::getenv(var))
       return std::atoi(v);
-  return 0;
+  return fallback;
+}
+
+int localRank() {
+  return launcherValue({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                        "SLURM_LOCALID"},
+                       0);
+}
+
+int localRankCount() {
+  return launcherValue({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                        "SLURM_NTASKS_PER_NODE"},
+                       1);
 }
 
 } // namespace
@@ -180,6 +193,13 @@ Status makeDeviceCommunicator(Communicator &host,
     return s;
   if (devices == 0)
     return Status::error("no GPU is visible");
+  // NCCL refuses two ranks on one GPU; say so before it does, less clearly.
+  if (localRankCount() > devices)
+    return Status::error(
+        std::to_string(localRankCount()) + " ranks run on this node but " +
+        std::to_string(devices) +
+        " GPU(s) are visible; NCCL needs one GPU per rank (start at most " +
+        std::to_string(devices) + " ranks per node, or use --device cpu)");
   if (Status s = cudaStatus(cudaSetDevice(localRank() % devices),
                             "cudaSetDevice");
       !s)
