@@ -56,8 +56,8 @@ Status copy(const Tensor &x, Tensor &out);
 Status reduce(cpu::ReduceKind kind, const Tensor &x,
               const std::vector<int64_t> &axes, Tensor &out);
 Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out);
-/// Not on CUDA yet (einsum only appears in constant subgraphs the importer
-/// folds): returns an error.
+/// On the host through the CPU kernel (einsum only appears in small
+/// constant-like subgraphs): fp32 and fp64.
 Status einsum(const std::string &equation,
               const std::vector<const Tensor *> &inputs, Tensor &out);
 Status trilu(const Tensor &x, bool upper, int64_t k, Tensor &out);

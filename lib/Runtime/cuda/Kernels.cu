@@ -859,10 +859,28 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
   return launched("cross_entropy");
 }
 
-Status einsum(const std::string &, const std::vector<const Tensor *> &,
-              Tensor &) {
-  return Status::error("einsum is not supported on CUDA yet; run with "
-                       "--device cpu");
+/// Einsum appears only in small constant-like subgraphs (the importer folds
+/// most of them), so it runs on the host: the operands are copied out, the
+/// CPU kernel runs, and the result is copied back.
+Status einsum(const std::string &equation,
+              const std::vector<const Tensor *> &inputs, Tensor &out) {
+  std::vector<std::vector<uint8_t>> bytes(inputs.size());
+  std::vector<Tensor> host(inputs.size());
+  std::vector<const Tensor *> operands;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    bytes[i].resize(inputs[i]->bytes());
+    if (Status s = copyToHost(bytes[i].data(), inputs[i]->data,
+                              inputs[i]->bytes());
+        !s)
+      return s;
+    host[i] = Tensor{bytes[i].data(), inputs[i]->dtype, inputs[i]->shape};
+    operands.push_back(&host[i]);
+  }
+  std::vector<uint8_t> result(out.bytes());
+  Tensor hostOut{result.data(), out.dtype, out.shape};
+  if (Status s = cpu::einsum(equation, operands, hostOut); !s)
+    return s;
+  return copyToDevice(out.data, result.data(), out.bytes());
 }
 
 Status trilu(const Tensor &x, bool upper, int64_t k, Tensor &out) {

@@ -170,6 +170,14 @@ TEST_F(CudaKernels, BroadcastBatchedMatmulMatchesCpu) {
   expectNear(out, ref.h, 1e-5);
 }
 
+TEST_F(CudaKernels, EinsumMatchesCpu) {
+  auto a = random({2, 3, 4}), b = random({4, 5});
+  Pair out(DType::F32, {2, 5, 3}), ref(DType::F32, {2, 5, 3});
+  ASSERT_TRUE(cuda::einsum("bij,jk->bki", {&a->d, &b->d}, out.d));
+  ASSERT_TRUE(cpu::einsum("bij,jk->bki", {&a->h, &b->h}, ref.h));
+  expectNear(out, ref.h, 1e-5);
+}
+
 TEST_F(CudaKernels, TransposeExpandAndGatherMatchCpu) {
   auto x = random({2, 3, 4, 5});
   Pair out(DType::F32, {2, 4, 3, 5}), ref(DType::F32, {2, 4, 3, 5});
