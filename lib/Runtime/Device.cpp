@@ -57,7 +57,7 @@ Status hostVocabEmbedding(const Tensor &table, const Tensor &ids,
 
 const KernelTable &cpuKernelTable() {
   static const KernelTable table = {
-      "cpu",         always,            hostAllocate,      std::free,      hostCopy,
+      "cpu",         0,                 always,            hostAllocate,      std::free,      hostCopy,
       hostCopy,      nothing,           cpu::binary,    cpu::compare,
       cpu::where,    cpu::unary,        cpu::cast,      cpu::matmul,
       cpu::linear,   cpu::layerNorm,    cpu::rmsNorm,   cpu::softmax,

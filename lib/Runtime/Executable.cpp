@@ -63,6 +63,21 @@ private:
     return i < inst.operands_size() && inst.operands(i) >= 0 ? &in(i) : nullptr;
   }
   Tensor &out(int i = 0) { return exe.buffers[inst.results(i)]; }
+  /// Every operand and result within the device's kernel rank limit.
+  Status checkRanks() {
+    size_t limit = exe.kernels->maxRank;
+    if (limit == 0)
+      return Status::success();
+    std::vector<int> ids(inst.operands().begin(), inst.operands().end());
+    ids.insert(ids.end(), inst.results().begin(), inst.results().end());
+    for (int id : ids)
+      if (id >= 0 && exe.buffers[id].shape.size() > limit)
+        return fail("a tensor of rank " +
+                    std::to_string(exe.buffers[id].shape.size()) +
+                    " exceeds the " + exe.kernels->name + " kernels' " +
+                    std::to_string(limit) + " dimensions");
+    return Status::success();
+  }
 
   const program::Attribute *attr(const std::string &name) {
     for (const auto &a : inst.attributes())
@@ -646,6 +661,8 @@ Status Binder::bind(Executable::Step &step) {
           (inst.op() == "layer_norm" && i == 2) ||
           (inst.op() == "attention" && i == 3)))
       return fail("operand " + std::to_string(i) + " is missing");
+  if (Status s = checkRanks(); !s)
+    return s;
   const std::string &op = inst.op();
   if (kBinary.count(op) || op == "compare" || op == "where")
     return bindBinary(step);

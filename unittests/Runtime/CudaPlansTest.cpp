@@ -292,3 +292,41 @@ TEST_F(CudaPlans, AttentionChunksCoverEveryRowOnce) {
       ASSERT_EQ(n, 1) << "budget " << budget;
   }
 }
+
+TEST_F(CudaPlans, CoalescingKeepsEveryOffset) {
+  struct Case {
+    std::vector<int64_t> out, a, b;
+    int rank; // after coalescing
+  };
+  for (const Case &c : {Case{{4, 3, 5}, {4, 3, 5}, {4, 3, 5}, 1},
+                        Case{{4, 3, 5}, {4, 3, 5}, {5}, 2},
+                        Case{{2, 1, 3, 4}, {2, 1, 3, 4}, {2, 1, 1, 4}, 3},
+                        Case{{2, 3, 4, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}, 3},
+                        Case{{1, 1}, {1}, {1, 1}, 0}}) {
+    Dims dims = dimsOf(c.out), merged = dims;
+    Strides sa = broadcastStrides(c.out, c.a), sb = broadcastStrides(c.out, c.b);
+    Strides ma = sa, mb = sb;
+    coalesce(merged, {&ma, &mb});
+    EXPECT_EQ(merged.rank, c.rank);
+    int64_t n = 1;
+    for (int64_t d : c.out)
+      n *= d;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(offsetOf(i, merged, ma), offsetOf(i, dims, sa)) << i;
+      ASSERT_EQ(offsetOf(i, merged, mb), offsetOf(i, dims, sb)) << i;
+    }
+  }
+  // A transpose's two views: only the dims that stay together merge.
+  std::vector<int64_t> shape = {2, 3, 4, 5};
+  Dims dims = dimsOf({2, 4, 5, 3}), merged = dims; // x.transpose(0, 2, 3, 1)
+  Strides in, out;
+  in.s[0] = 60, in.s[1] = 5, in.s[2] = 1, in.s[3] = 20;
+  out.s[0] = 60, out.s[1] = 15, out.s[2] = 3, out.s[3] = 1;
+  Strides mi = in, mo = out;
+  coalesce(merged, {&mi, &mo});
+  EXPECT_EQ(merged.rank, 3);
+  for (int64_t i = 0; i < 120; ++i) {
+    ASSERT_EQ(offsetOf(i, merged, mi), offsetOf(i, dims, in)) << i;
+    ASSERT_EQ(offsetOf(i, merged, mo), offsetOf(i, dims, out)) << i;
+  }
+}

@@ -22,6 +22,8 @@ bool parseDevice(const std::string &name, Device &device);
 
 struct KernelTable {
   const char *name;
+  /// The most dimensions a tensor may have (0: no limit).
+  size_t maxRank;
   /// Whether the device can be used here; `reason` says why not.
   bool (*available)(std::string &reason);
   // Memory.

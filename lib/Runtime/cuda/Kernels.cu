@@ -210,14 +210,15 @@ Strides contiguous(const std::vector<int64_t> &shape) {
 
 /// Moves the elements of an index space `shape` between two strided views.
 Status moveBytes(const Tensor &in, void *out, const std::vector<int64_t> &shape,
-                 const Strides &inSt, int64_t inBase, const Strides &outSt,
-                 int64_t outBase, const char *kernel) {
+                 Strides inSt, int64_t inBase, Strides outSt, int64_t outBase,
+                 const char *kernel) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
   if (n == 0)
     return Status::success();
   Dims dims = dimsOf(shape);
+  coalesce(dims, {&inSt, &outSt});
   int grid = blocksFor(n);
   switch (dtypeSize(in.dtype)) {
   case 1: moveElements<<<grid, kThreads, 0, computeStream()>>>(in.as<uint8_t>(), static_cast<uint8_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
@@ -593,11 +594,14 @@ Status binary(cpu::BinaryKind kind, const Tensor &a, const Tensor &b,
   int64_t n = out.numel();
   if (n == 0)
     return Status::success();
+  Dims dims = dimsOf(out.shape);
+  Strides sa = broadcastStrides(out.shape, a.shape),
+          sb = broadcastStrides(out.shape, b.shape);
+  coalesce(dims, {&sa, &sb});
   MP_FLOAT_TYPES(a.dtype, "binary",
                  binaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
                      static_cast<int>(kind), a.as<T>(), b.as<T>(), out.as<T>(),
-                     n, dimsOf(out.shape), broadcastStrides(out.shape, a.shape),
-                     broadcastStrides(out.shape, b.shape)));
+                     n, dims, sa, sb));
   return launched("binary");
 }
 
@@ -606,10 +610,13 @@ Status compare(cpu::CompareKind kind, const Tensor &a, const Tensor &b,
   int64_t n = out.numel();
   if (n == 0)
     return Status::success();
+  Dims dims = dimsOf(out.shape);
+  Strides sa = broadcastStrides(out.shape, a.shape),
+          sb = broadcastStrides(out.shape, b.shape);
+  coalesce(dims, {&sa, &sb});
   compareKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
       static_cast<int>(kind), a.data, b.data, a.dtype, out.as<uint8_t>(), n,
-      dimsOf(out.shape), broadcastStrides(out.shape, a.shape),
-      broadcastStrides(out.shape, b.shape));
+      dims, sa, sb);
   return launched("compare");
 }
 
@@ -618,12 +625,15 @@ Status where(const Tensor &cond, const Tensor &a, const Tensor &b,
   int64_t n = out.numel();
   if (n == 0)
     return Status::success();
+  Dims dims = dimsOf(out.shape);
+  Strides sc = broadcastStrides(out.shape, cond.shape),
+          sa = broadcastStrides(out.shape, a.shape),
+          sb = broadcastStrides(out.shape, b.shape);
+  coalesce(dims, {&sc, &sa, &sb});
   MP_FLOAT_TYPES(a.dtype, "where",
                  whereKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
                      cond.as<uint8_t>(), a.as<T>(), b.as<T>(), out.as<T>(), n,
-                     dimsOf(out.shape), broadcastStrides(out.shape, cond.shape),
-                     broadcastStrides(out.shape, a.shape),
-                     broadcastStrides(out.shape, b.shape)));
+                     dims, sc, sa, sb));
   return launched("where");
 }
 
@@ -741,9 +751,9 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
       sizeof(float) + (separateProbs ? dtypeSize(t) : 0);
   const std::vector<int64_t> full = {shape.batch, shape.heads, shape.queries,
                                      shape.keys};
-  const Dims maskDims = dimsOf(full);
-  const Strides maskStrides =
-      mask ? broadcastStrides(full, mask->shape) : Strides();
+  Dims maskDims = dimsOf(full);
+  Strides maskStrides = mask ? broadcastStrides(full, mask->shape) : Strides();
+  coalesce(maskDims, {&maskStrides});
   for (const AttentionChunk &c :
        attentionChunks(shape, bytesPerScore, kAttentionScratchBudget)) {
     const int64_t rows = c.pairs * c.rows;
@@ -829,6 +839,8 @@ Status reduce(cpu::ReduceKind kind, const Tensor &x,
   }
   keptDims = dimsOf(kept);
   redDims = dimsOf(reduced);
+  coalesce(keptDims, {&keptSt});
+  coalesce(redDims, {&redSt});
   int64_t n = out.numel(), count = 1;
   for (int64_t d : reduced)
     count *= d;

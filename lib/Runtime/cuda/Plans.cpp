@@ -33,6 +33,32 @@ int64_t batchOffset(int64_t index, const std::vector<int64_t> &batch,
 
 } // namespace
 
+void coalesce(Dims &dims, std::initializer_list<Strides *> operands) {
+  Dims merged;
+  std::vector<Strides> strides(operands.size());
+  for (int d = 0; d < dims.rank; ++d) {
+    if (dims.size[d] == 1)
+      continue;
+    int last = merged.rank - 1;
+    bool joins = last >= 0;
+    size_t i = 0;
+    for (const Strides *st : operands)
+      joins = joins && strides[i++].s[last] == st->s[d] * dims.size[d];
+    if (!joins) {
+      last = merged.rank++;
+      merged.size[last] = 1;
+    }
+    merged.size[last] *= dims.size[d];
+    i = 0;
+    for (const Strides *st : operands)
+      strides[i++].s[last] = st->s[d];
+  }
+  dims = merged;
+  size_t i = 0;
+  for (Strides *st : operands)
+    *st = strides[i++];
+}
+
 std::vector<RowMajorGemm> matmulPlan(std::vector<int64_t> a,
                                      std::vector<int64_t> b,
                                      std::string &error) {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@
 
 namespace mp::rt::cuda {
 
+/// The most dimensions a CUDA kernel takes (the executor checks every
+/// tensor against it when it binds a program to the CUDA kernels).
 constexpr int kMaxRank = 8;
 
 /// A shape and per-operand element strides, passed to kernels by value.
@@ -68,6 +71,12 @@ MP_HOST_DEVICE inline int64_t offsetOf(int64_t index, const Dims &dims,
   }
   return off;
 }
+
+/// Merges adjacent dims that every operand walks as one (outer stride =
+/// inner stride x inner size) and drops dims of size 1, so kernels divide
+/// less per element: a same-shape elementwise op becomes one dim. Every
+/// index keeps its offsets.
+void coalesce(Dims &dims, std::initializer_list<Strides *> operands);
 
 //===----------------------------------------------------------------------===//
 // GEMMs

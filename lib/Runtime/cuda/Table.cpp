@@ -2,6 +2,8 @@
 #include "mp/Runtime/CudaKernels.h"
 #include "mp/Runtime/Device.h"
 
+#include "Plans.h"
+
 namespace mp::rt {
 
 static bool gpuAvailable(std::string &reason) {
@@ -10,7 +12,7 @@ static bool gpuAvailable(std::string &reason) {
 
 const KernelTable *cudaKernelTable() {
   static const KernelTable table = {
-      "cuda",         gpuAvailable,       cuda::allocate,     cuda::release,   cuda::copyToDevice,
+      "cuda",         cuda::kMaxRank,     gpuAvailable,       cuda::allocate,     cuda::release,   cuda::copyToDevice,
       cuda::copyToHost, cuda::synchronize, cuda::binary,   cuda::compare,
       cuda::where,    cuda::unary,        cuda::cast,      cuda::matmul,
       cuda::linear,   cuda::layerNorm,    cuda::rmsNorm,   cuda::softmax,
