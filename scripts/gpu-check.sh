@@ -63,9 +63,12 @@ check() { # name, command...
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "gpu-check: FAILED: $name"; fi
 }
 
+# Every step has a time limit, so the whole check ends within 8 minutes even
+# if something hangs (kernel tests 60 s, sanitizer 90 s, models 20 s each,
+# benchmark 180 s: 450 s in all).
 # On a GPU a skipped kernel test is a failure: it means the GPU was not used.
 cuda_tests() {
-  "$CARRY/bin/mp-cuda-tests" 2>&1 | tee "$OUT/cuda-tests.log"
+  timeout 60 "$CARRY/bin/mp-cuda-tests" 2>&1 | tee "$OUT/cuda-tests.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
   if [ "$DEVICE" = cuda ] && grep -q "SKIPPED \]" "$OUT/cuda-tests.log"; then
     echo "gpu-check: CUDA kernel tests were skipped on a GPU machine" >&2
@@ -73,18 +76,39 @@ cuda_tests() {
   fi
 }
 check "CUDA kernels vs CPU kernels" cuda_tests
+
+# The kernel tests again under compute-sanitizer's memcheck (out-of-bounds
+# and misaligned accesses, API errors), where the tool can run here.
+sanitized_tests() {
+  if ! command -v compute-sanitizer >/dev/null; then
+    echo "compute-sanitizer is not installed here: not counted"
+    return 0
+  fi
+  timeout 90 compute-sanitizer --tool memcheck "$CARRY/bin/mp-cuda-tests" \
+    >"$OUT/cuda-tests-memcheck.log" 2>&1
+  local rc=$?
+  tail -5 "$OUT/cuda-tests-memcheck.log"
+  if ! grep -q "ERROR SUMMARY" "$OUT/cuda-tests-memcheck.log"; then
+    echo "compute-sanitizer could not check this device: not counted"
+    return 0
+  fi
+  grep -q "ERROR SUMMARY: 0 errors" "$OUT/cuda-tests-memcheck.log" && [ "$rc" -eq 0 ]
+}
+if [ "$DEVICE" = cuda ]; then
+  check "CUDA kernels under compute-sanitizer memcheck" sanitized_tests
+fi
 for m in gpt2 gpt2_untied bert llama llama_range; do
   check "$m on $DEVICE vs PyTorch" bash -c "
-    '$CARRY/bin/mp-run' '$CARRY/artifacts/$m' --device $DEVICE \
+    timeout 20 '$CARRY/bin/mp-run' '$CARRY/artifacts/$m' --device $DEVICE \
       --input input_ids=models/$m/inputs/input_ids.npy --output-dir '$WORK/$m' &&
     $PY test/Runtime/compare_npy.py '$WORK/$m' models/$m/outputs"
 done
 if [ "$DEVICE" = cuda ]; then
   check "gpt2 in bf16 on the GPU vs PyTorch (fp32 reference, bf16 tolerance)" bash -c "
-    '$CARRY/bin/mp-run' '$CARRY/artifacts/gpt2_bf16' --device cuda \
+    timeout 20 '$CARRY/bin/mp-run' '$CARRY/artifacts/gpt2_bf16' --device cuda \
       --input input_ids=models/gpt2/inputs/input_ids.npy --output-dir '$WORK/gpt2_bf16' &&
     $PY test/Runtime/compare_npy.py '$WORK/gpt2_bf16' models/gpt2/outputs --tolerance 3e-2"
-  check "benchmark vs PyTorch" timeout 300 $PY bench/gpu_bench.py --carry "$CARRY" --work "$WORK"
+  check "benchmark vs PyTorch" timeout 180 $PY bench/gpu_bench.py --carry "$CARRY" --work "$WORK"
 else
   check "benchmark harness on the CPU" timeout 600 $PY bench/gpu_bench.py \
     --carry "$CARRY" --work "$WORK" --device cpu --iterations 1 --warmup 0
