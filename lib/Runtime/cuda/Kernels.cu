@@ -853,22 +853,38 @@ Status reduce(cpu::ReduceKind kind, const Tensor &x,
   return launched("reduce");
 }
 
+/// The mean loss accumulates in fp32 (in `out` itself when it is fp32, else
+/// in a device float, then cast to fp16/bf16).
 Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
-  if (out.dtype != DType::F32)
-    return typeError("cross_entropy (result)", out.dtype);
+  float *sum = out.dtype == DType::F32 ? out.as<float>() : nullptr;
+  if (!sum) {
+    if (out.dtype != DType::F16 && out.dtype != DType::BF16)
+      return typeError("cross_entropy (result)", out.dtype);
+    static float *accumulator = nullptr;
+    if (!accumulator)
+      if (Status s = cudaStatus(cudaMalloc(&accumulator, sizeof(float)),
+                                "cudaMalloc (cross_entropy)");
+          !s)
+        return s;
+    sum = accumulator;
+  }
   int64_t vocab = logits.shape.back();
   int64_t rows = vocab ? logits.numel() / vocab : 0;
-  if (Status s = cudaStatus(cudaMemsetAsync(out.data, 0, sizeof(float),
-                                            computeStream()), "memset");
+  if (Status s = cudaStatus(
+          cudaMemsetAsync(sum, 0, sizeof(float), computeStream()), "memset");
       !s)
     return s;
-  if (rows == 0)
+  if (rows > 0) {
+    MP_FLOAT_TYPES(logits.dtype, "cross_entropy",
+                   crossEntropyKernel<<<rows, kThreads, 0, computeStream()>>>(
+                       logits.as<T>(), targets.data,
+                       targets.dtype == DType::I64, vocab, rows, sum));
+    if (Status s = launched("cross_entropy"); !s)
+      return s;
+  }
+  if (sum == out.data)
     return Status::success();
-  MP_FLOAT_TYPES(logits.dtype, "cross_entropy",
-                 crossEntropyKernel<<<rows, kThreads, 0, computeStream()>>>(
-                     logits.as<T>(), targets.data, targets.dtype == DType::I64,
-                     vocab, rows, out.as<float>()));
-  return launched("cross_entropy");
+  return cast(Tensor{sum, DType::F32, out.shape}, out);
 }
 
 /// Einsum appears only in small constant-like subgraphs (the importer folds

@@ -170,6 +170,23 @@ TEST_F(CudaKernels, BroadcastBatchedMatmulMatchesCpu) {
   expectNear(out, ref.h, 1e-5);
 }
 
+TEST_F(CudaKernels, CrossEntropyMatchesCpuInFp32AndBf16Results) {
+  auto logits = random({6, 50});
+  Pair targets(DType::I64, {6});
+  int64_t values[6] = {0, 49, 7, 7, 13, 21};
+  std::memcpy(targets.h.data, values, sizeof(values));
+  targets.upload();
+  Pair loss(DType::F32, {}), ref(DType::F32, {});
+  ASSERT_TRUE(cuda::crossEntropy(logits->d, targets.d, loss.d));
+  ASSERT_TRUE(cpu::crossEntropy(logits->h, targets.h, ref.h));
+  expectNear(loss, ref.h, 1e-5);
+  // A bf16 program's loss: accumulated in fp32, stored in bf16.
+  Pair low(DType::BF16, {}), back(DType::F32, {});
+  ASSERT_TRUE(cuda::crossEntropy(logits->d, targets.d, low.d));
+  ASSERT_TRUE(cuda::cast(low.d, back.d));
+  expectNear(back, ref.h, 1e-2);
+}
+
 TEST_F(CudaKernels, EinsumMatchesCpu) {
   auto a = random({2, 3, 4}), b = random({4, 5});
   Pair out(DType::F32, {2, 5, 3}), ref(DType::F32, {2, 5, 3});
