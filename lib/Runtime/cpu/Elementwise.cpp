@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Kernels.h"
 #include "Common.h"
+#include "mp/Runtime/IntegerArithmetic.h"
 
 #include <omp.h>
 
@@ -299,44 +300,6 @@ template <class F> bool dispatchCastType(DType t, F &&f) {
 //===----------------------------------------------------------------------===//
 // Binary ops
 //===----------------------------------------------------------------------===//
-
-template <class T> inline T wrapAdd(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return T(U(a) + U(b));
-}
-template <class T> inline T wrapSub(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return T(U(a) - U(b));
-}
-template <class T> inline T wrapMul(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return T(U(a) * U(b));
-}
-template <class T> inline T intDiv(T a, T b) {
-  if (b == 0)
-    return 0; // undefined; never trap
-  if (b == -1)
-    return wrapSub<T>(0, a);
-  return T(a / b);
-}
-template <class T> inline T intPow(T base, T exp) {
-  if (exp < 0) {
-    if (base == 1)
-      return 1;
-    if (base == -1)
-      return (exp & 1) ? T(-1) : T(1);
-    return 0; // |1 / base^n| < 1 truncates to 0 (base 0: undefined)
-  }
-  T result = 1;
-  while (exp) {
-    if (exp & 1)
-      result = wrapMul(result, base);
-    exp = T(exp >> 1);
-    if (exp)
-      base = wrapMul(base, base);
-  }
-  return result;
-}
 
 template <class T, class Op>
 void binaryLoop(const Plan &p, const T *a, const T *b, T *o, Op op) {

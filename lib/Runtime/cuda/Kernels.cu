@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/CudaKernels.h"
+#include "mp/Runtime/IntegerArithmetic.h"
 
 #include "Plans.h"
 #include "Streams.h"
@@ -116,6 +117,25 @@ __global__ void binaryKernel(int kind, const T *a, const T *b, T *o, int64_t n,
     case 4: r = powf(x, y); break;
     }
     o[i] = fromF<T>(r);
+  }
+}
+
+/// Integer binary ops with the CPU kernels' semantics (IntegerArithmetic.h).
+template <typename T>
+__global__ void integerBinaryKernel(int kind, const T *a, const T *b, T *o,
+                                    int64_t n, Dims dims, Strides sa,
+                                    Strides sb) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    T x = a[offsetOf(i, dims, sa)], y = b[offsetOf(i, dims, sb)], r = 0;
+    switch (kind) {
+    case 0: r = wrapAdd(x, y); break;
+    case 1: r = wrapSub(x, y); break;
+    case 2: r = wrapMul(x, y); break;
+    case 3: r = intDiv(x, y); break;
+    case 4: r = intPow(x, y); break;
+    }
+    o[i] = r;
   }
 }
 
@@ -598,10 +618,16 @@ Status binary(cpu::BinaryKind kind, const Tensor &a, const Tensor &b,
   Strides sa = broadcastStrides(out.shape, a.shape),
           sb = broadcastStrides(out.shape, b.shape);
   coalesce(dims, {&sa, &sb});
-  MP_FLOAT_TYPES(a.dtype, "binary",
-                 binaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
-                     static_cast<int>(kind), a.as<T>(), b.as<T>(), out.as<T>(),
-                     n, dims, sa, sb));
+  const int k = static_cast<int>(kind);
+  switch (a.dtype) {
+  case DType::I64: integerBinaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(k, a.as<int64_t>(), b.as<int64_t>(), out.as<int64_t>(), n, dims, sa, sb); break;
+  case DType::I32: integerBinaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(k, a.as<int32_t>(), b.as<int32_t>(), out.as<int32_t>(), n, dims, sa, sb); break;
+  case DType::I8: integerBinaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(k, a.as<int8_t>(), b.as<int8_t>(), out.as<int8_t>(), n, dims, sa, sb); break;
+  default:
+    MP_FLOAT_TYPES(a.dtype, "binary",
+                   binaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+                       k, a.as<T>(), b.as<T>(), out.as<T>(), n, dims, sa, sb));
+  }
   return launched("binary");
 }
 
@@ -630,10 +656,14 @@ Status where(const Tensor &cond, const Tensor &a, const Tensor &b,
           sa = broadcastStrides(out.shape, a.shape),
           sb = broadcastStrides(out.shape, b.shape);
   coalesce(dims, {&sc, &sa, &sb});
-  MP_FLOAT_TYPES(a.dtype, "where",
-                 whereKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
-                     cond.as<uint8_t>(), a.as<T>(), b.as<T>(), out.as<T>(), n,
-                     dims, sc, sa, sb));
+  // Any element type: only bytes move.
+  switch (dtypeSize(a.dtype)) {
+  case 1: whereKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(cond.as<uint8_t>(), a.as<uint8_t>(), b.as<uint8_t>(), out.as<uint8_t>(), n, dims, sc, sa, sb); break;
+  case 2: whereKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(cond.as<uint8_t>(), a.as<uint16_t>(), b.as<uint16_t>(), out.as<uint16_t>(), n, dims, sc, sa, sb); break;
+  case 4: whereKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(cond.as<uint8_t>(), a.as<uint32_t>(), b.as<uint32_t>(), out.as<uint32_t>(), n, dims, sc, sa, sb); break;
+  case 8: whereKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(cond.as<uint8_t>(), a.as<uint64_t>(), b.as<uint64_t>(), out.as<uint64_t>(), n, dims, sc, sa, sb); break;
+  default: return typeError("where", a.dtype);
+  }
   return launched("where");
 }
 

@@ -187,6 +187,33 @@ TEST_F(CudaKernels, CrossEntropyMatchesCpuInFp32AndBf16Results) {
   expectNear(back, ref.h, 1e-2);
 }
 
+TEST_F(CudaKernels, IntegerBinaryAndWhereMatchCpu) {
+  Pair a(DType::I64, {2, 3}), b(DType::I64, {3}), out(DType::I64, {2, 3}),
+      ref(DType::I64, {2, 3});
+  int64_t av[6] = {7, -7, 3, 0, 9, -2}, bv[3] = {2, -1, 3};
+  std::memcpy(a.h.data, av, sizeof(av));
+  std::memcpy(b.h.data, bv, sizeof(bv));
+  a.upload();
+  b.upload();
+  for (auto kind : {cpu::BinaryKind::Add, cpu::BinaryKind::Sub,
+                    cpu::BinaryKind::Mul, cpu::BinaryKind::Div,
+                    cpu::BinaryKind::Pow}) {
+    ASSERT_TRUE(cuda::binary(kind, a.d, b.d, out.d));
+    ASSERT_TRUE(cpu::binary(kind, a.h, b.h, ref.h));
+    std::vector<uint8_t> got = out.download();
+    EXPECT_EQ(std::memcmp(got.data(), ref.h.data, ref.h.bytes()), 0)
+        << "binary kind " << static_cast<int>(kind);
+  }
+  Pair cond(DType::Bool, {3});
+  uint8_t cv[3] = {1, 0, 1};
+  std::memcpy(cond.h.data, cv, sizeof(cv));
+  cond.upload();
+  ASSERT_TRUE(cuda::where(cond.d, a.d, b.d, out.d));
+  ASSERT_TRUE(cpu::where(cond.h, a.h, b.h, ref.h));
+  std::vector<uint8_t> got = out.download();
+  EXPECT_EQ(std::memcmp(got.data(), ref.h.data, ref.h.bytes()), 0);
+}
+
 TEST_F(CudaKernels, EinsumMatchesCpu) {
   auto a = random({2, 3, 4}), b = random({4, 5});
   Pair out(DType::F32, {2, 5, 3}), ref(DType::F32, {2, 5, 3});

@@ -1,0 +1,62 @@
+//===- IntegerArithmetic.h - integer binary ops, CPU and CUDA ------*- C++ -*-===//
+//
+// The integer semantics of the binary ops, shared by the CPU kernels and the
+// CUDA kernels (compiled as host and device code there): two's-complement
+// wrap-around instead of undefined overflow, truncating division that never
+// traps, and exact integer powers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_RUNTIME_INTEGERARITHMETIC_H
+#define MP_RUNTIME_INTEGERARITHMETIC_H
+
+#include <type_traits>
+
+#ifdef __CUDACC__
+#define MP_INT_HOST_DEVICE __host__ __device__
+#else
+#define MP_INT_HOST_DEVICE
+#endif
+
+namespace mp::rt {
+
+template <class T> MP_INT_HOST_DEVICE inline T wrapAdd(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return T(U(a) + U(b));
+}
+template <class T> MP_INT_HOST_DEVICE inline T wrapSub(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return T(U(a) - U(b));
+}
+template <class T> MP_INT_HOST_DEVICE inline T wrapMul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return T(U(a) * U(b));
+}
+template <class T> MP_INT_HOST_DEVICE inline T intDiv(T a, T b) {
+  if (b == 0)
+    return 0; // undefined; never trap
+  if (b == -1)
+    return wrapSub<T>(0, a);
+  return T(a / b);
+}
+template <class T> MP_INT_HOST_DEVICE inline T intPow(T base, T exp) {
+  if (exp < 0) {
+    if (base == 1)
+      return 1;
+    if (base == -1)
+      return (exp & 1) ? T(-1) : T(1);
+    return 0; // |1 / base^n| < 1 truncates to 0 (base 0: undefined)
+  }
+  T result = 1;
+  while (exp) {
+    if (exp & 1)
+      result = wrapMul(result, base);
+    exp = T(exp >> 1);
+    if (exp)
+      base = wrapMul(base, base);
+  }
+  return result;
+}
+
+} // namespace mp::rt
+
+#endif // MP_RUNTIME_INTEGERARITHMETIC_H
