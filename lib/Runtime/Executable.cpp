@@ -336,9 +336,11 @@ Status Binder::bindAttention(Executable::Step &step) {
 }
 
 /// Indices come from user input: out-of-range ones are an error, not a
-/// stray read.
+/// stray read. Gather indices may count from the end ([-dim, dim)); class
+/// targets may not (`allowNegative` false: [0, dim)).
 static Status checkIndices(const KernelTable *k, const Tensor &device,
-                           int64_t dim, const std::string &where) {
+                           int64_t dim, const std::string &where,
+                           bool allowNegative = true) {
   // Device indices are checked from a host copy (they are small: token ids).
   std::vector<uint8_t> host;
   Tensor indices = device;
@@ -351,7 +353,7 @@ static Status checkIndices(const KernelTable *k, const Tensor &device,
   for (int64_t i = 0; i < indices.numel(); ++i) {
     int64_t j = indices.dtype == DType::I64 ? indices.as<int64_t>()[i]
                                             : indices.as<int32_t>()[i];
-    if (j < -dim || j >= dim)
+    if (j < (allowNegative ? -dim : 0) || j >= dim)
       return Status::error(where + ": index " + std::to_string(j) +
                            " is out of range [0, " + std::to_string(dim) + ")");
   }
@@ -374,7 +376,9 @@ Status Binder::bindGather(Executable::Step &step) {
     std::string where = "instruction 'cross_entropy' at '" + inst.location() + "'";
     int64_t vocab = logits.shape.back();
     step.kernel = [kernels, logits, targets, o, vocab, where]() mutable {
-      if (Status s = checkIndices(kernels, targets, vocab, where); !s)
+      if (Status s = checkIndices(kernels, targets, vocab, where,
+                                  /*allowNegative=*/false);
+          !s)
         return s;
       return kernels->crossEntropy(logits, targets, o);
     };

@@ -681,6 +681,8 @@ Status cast(const Tensor &x, Tensor &out) {
   int64_t n = x.numel();
   if (n == 0)
     return Status::success();
+  if (x.dtype == out.dtype) // exact, also for 64-bit integers
+    return copy(x, out);
   castKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(x.data, x.dtype, out.data, out.dtype,
                                          n);
   return launched("cast");
@@ -691,7 +693,7 @@ Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
   RowMajorGemm g;
   g.k = x.shape.back();
   g.n = out.shape.back();
-  g.m = g.k ? x.numel() / g.k : 0;
+  g.m = out.numel() / std::max<int64_t>(g.n, 1); // also when k == 0
   g.transB = transposeWeight;
   if (Status s = gemm(g, x.dtype, x.data, weight.data, out.dtype, out.data);
       !s)

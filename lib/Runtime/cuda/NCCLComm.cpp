@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
 #include <cstring>
@@ -62,8 +63,13 @@ struct Scratch {
     if (bytes <= size)
       return Status::success();
     cudaFree(data);
+    data = nullptr;
+    size = 0;
+    if (Status s = cudaStatus(cudaMalloc(&data, bytes), "cudaMalloc (NCCL scratch)");
+        !s)
+      return s;
     size = bytes;
-    return cudaStatus(cudaMalloc(&data, bytes), "cudaMalloc (NCCL scratch)");
+    return Status::success();
   }
   ~Scratch() { cudaFree(data); }
 };
@@ -139,15 +145,31 @@ protected:
           "ncclReduceScatter");
     });
   }
+  /// One contiguous copy when the rows are back to back, a 2-D copy when
+  /// the pitches fit cudaMemcpy2D (below 2 GiB), else a copy per row.
   Status copy2D(void *dst, size_t dstPitch, const void *src, size_t srcPitch,
                 size_t width, size_t height) override {
-    if (height == 1) // pitches may be 0 for a single row
-      dstPitch = srcPitch = width;
+    constexpr size_t kMaxPitch = (size_t(1) << 31) - 1;
     return onCommStream([&](cudaStream_t stream) {
-      return cudaStatus(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width,
-                                          height, cudaMemcpyDeviceToDevice,
-                                          stream),
-                        "device copy");
+      auto *d = static_cast<uint8_t *>(dst);
+      const auto *s = static_cast<const uint8_t *>(src);
+      if (height == 1 || (dstPitch == width && srcPitch == width))
+        return cudaStatus(cudaMemcpyAsync(d, s, width * height,
+                                          cudaMemcpyDeviceToDevice, stream),
+                          "device copy");
+      if (dstPitch <= kMaxPitch && srcPitch <= kMaxPitch)
+        return cudaStatus(cudaMemcpy2DAsync(d, dstPitch, s, srcPitch, width,
+                                            height, cudaMemcpyDeviceToDevice,
+                                            stream),
+                          "device copy");
+      for (size_t r = 0; r < height; ++r)
+        if (Status st = cudaStatus(
+                cudaMemcpyAsync(d + r * dstPitch, s + r * srcPitch, width,
+                                cudaMemcpyDeviceToDevice, stream),
+                "device copy");
+            !st)
+          return st;
+      return Status::success();
     });
   }
   Status scratch(size_t bytes, void *&ptr) override {
