@@ -520,7 +520,13 @@ __global__ void reduceKernel(int kind, const T *x, T *o, int64_t n,
     float acc = kind == 2 ? -INFINITY : kind == 3 ? INFINITY : 0.0f;
     for (int64_t r = 0; r < count; ++r) {
       float v = toF(x[base + offsetOf(r, redDims, redSt)]);
-      acc = kind == 2 ? fmaxf(acc, v) : kind == 3 ? fminf(acc, v) : acc + v;
+      // Max and min propagate NaN, as on the CPU (fmaxf/fminf would drop it).
+      if (kind == 2)
+        acc = (v > acc || isnan(v)) && !isnan(acc) ? v : acc;
+      else if (kind == 3)
+        acc = (v < acc || isnan(v)) && !isnan(acc) ? v : acc;
+      else
+        acc += v;
     }
     o[i] = fromF<T>(kind == 1 ? acc / count : acc);
   }
