@@ -491,22 +491,10 @@ Status gemm(const RowMajorGemm &g, DType abType, const void *a, const void *b,
   return Status::success();
 }
 
-/// Scratch for attention scores, grown on demand (cudaFree waits for the
-/// work using the old one); attention chunks keep it within the budget.
-Status attentionScratch(size_t bytes, void **ptr) {
-  static void *data = nullptr;
-  static size_t size = 0;
-  if (bytes > size) {
-    cudaFree(data);
-    data = nullptr;
-    size = 0;
-    if (Status s = cudaStatus(cudaMalloc(&data, bytes), "cudaMalloc (attention scores)");
-        !s)
-      return s;
-    size = bytes;
-  }
-  *ptr = data;
-  return Status::success();
+/// Attention scores; attention chunks keep it within the budget.
+DeviceScratch &attentionScratch() {
+  static DeviceScratch scratch("cudaMalloc (attention scores)");
+  return scratch;
 }
 constexpr int64_t kAttentionScratchBudget = 256LL << 20;
 
@@ -795,10 +783,11 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
   for (const AttentionChunk &c :
        attentionChunks(shape, bytesPerScore, kAttentionScratchBudget)) {
     const int64_t rows = c.pairs * c.rows;
-    void *scratch = nullptr;
-    if (Status s = attentionScratch(rows * shape.keys * bytesPerScore, &scratch);
+    if (Status s =
+            attentionScratch().reserve(rows * shape.keys * bytesPerScore);
         !s)
       return s;
+    void *scratch = attentionScratch().get();
     float *scores = static_cast<float *>(scratch);
     void *probs = separateProbs ? static_cast<void *>(scores + rows * shape.keys)
                                 : scratch;
@@ -898,13 +887,10 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
   if (!sum) {
     if (out.dtype != DType::F16 && out.dtype != DType::BF16)
       return typeError("cross_entropy (result)", out.dtype);
-    static float *accumulator = nullptr;
-    if (!accumulator)
-      if (Status s = cudaStatus(cudaMalloc(&accumulator, sizeof(float)),
-                                "cudaMalloc (cross_entropy)");
-          !s)
-        return s;
-    sum = accumulator;
+    static DeviceScratch accumulator("cudaMalloc (cross_entropy)");
+    if (Status s = accumulator.reserve(sizeof(float)); !s)
+      return s;
+    sum = static_cast<float *>(accumulator.get());
   }
   int64_t vocab = logits.shape.back();
   int64_t rows = vocab ? logits.numel() / vocab : 0;

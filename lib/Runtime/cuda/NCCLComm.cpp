@@ -55,25 +55,6 @@ bool ncclType(DType t, ncclDataType_t &out) {
 }
 
 
-/// A scratch device buffer, grown on demand.
-struct Scratch {
-  void *data = nullptr;
-  size_t size = 0;
-  Status reserve(size_t bytes) {
-    if (bytes <= size)
-      return Status::success();
-    cudaFree(data);
-    data = nullptr;
-    size = 0;
-    if (Status s = cudaStatus(cudaMalloc(&data, bytes), "cudaMalloc (NCCL scratch)");
-        !s)
-      return s;
-    size = bytes;
-    return Status::success();
-  }
-  ~Scratch() { cudaFree(data); }
-};
-
 class NCCLCommunicator : public Communicator {
 public:
   NCCLCommunicator(ncclComm_t comm, int rank, int size)
@@ -175,14 +156,14 @@ protected:
   Status scratch(size_t bytes, void *&ptr) override {
     if (Status s = deviceScratch.reserve(bytes); !s)
       return s;
-    ptr = deviceScratch.data;
+    ptr = deviceScratch.get();
     return Status::success();
   }
 
 private:
   ncclComm_t comm;
   int rankId, ranks;
-  Scratch deviceScratch;
+  cuda::DeviceScratch deviceScratch{"cudaMalloc (NCCL scratch)"};
 };
 
 /// The first of the launchers' variables that is set, or `fallback`.

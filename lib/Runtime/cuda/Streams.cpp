@@ -48,6 +48,18 @@ cudaStream_t commStream() {
   return stream;
 }
 
+Status DeviceScratch::reserve(size_t bytes) {
+  if (bytes <= size)
+    return Status::success();
+  cudaFree(data);
+  data = nullptr;
+  size = 0;
+  if (Status s = cudaStatus(cudaMalloc(&data, bytes), what); !s)
+    return s;
+  size = bytes;
+  return Status::success();
+}
+
 Status commWaitsForCompute() {
   static cudaEvent_t event = makeEvent();
   return order(computeStream(), commStream(), event);

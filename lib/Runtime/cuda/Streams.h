@@ -1,4 +1,4 @@
-//===- Streams.h - the compute and communication streams ----------*- C++ -*-===//
+//===- Streams.h - streams and scratch of the CUDA backend ---------*- C++ -*-===//
 //
 // Each rank (process) runs its kernels and cuBLAS calls on one compute stream
 // and its NCCL collectives and their packing copies on one communication
@@ -29,6 +29,24 @@ Status commWaitsForCompute();
 Status computeWaitsForComm();
 
 Status cudaStatus(cudaError_t err, const char *what);
+
+/// A device buffer grown on demand (cudaFree waits for the work still using
+/// the old one); `what` names it in allocation errors.
+class DeviceScratch {
+public:
+  explicit DeviceScratch(const char *what) : what(what) {}
+  ~DeviceScratch() { cudaFree(data); }
+  DeviceScratch(const DeviceScratch &) = delete;
+  DeviceScratch &operator=(const DeviceScratch &) = delete;
+  /// At least `bytes` at get() until the next reserve.
+  Status reserve(size_t bytes);
+  void *get() const { return data; }
+
+private:
+  const char *what;
+  void *data = nullptr;
+  size_t size = 0;
+};
 
 } // namespace mp::rt::cuda
 
