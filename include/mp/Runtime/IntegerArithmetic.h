@@ -9,36 +9,32 @@
 #ifndef MP_RUNTIME_INTEGERARITHMETIC_H
 #define MP_RUNTIME_INTEGERARITHMETIC_H
 
-#include <type_traits>
+#include "mp/Runtime/HostDevice.h"
 
-#ifdef __CUDACC__
-#define MP_INT_HOST_DEVICE __host__ __device__
-#else
-#define MP_INT_HOST_DEVICE
-#endif
+#include <type_traits>
 
 namespace mp::rt {
 
-template <class T> MP_INT_HOST_DEVICE inline T wrapAdd(T a, T b) {
+template <class T> MP_HOST_DEVICE inline T wrapAdd(T a, T b) {
   using U = std::make_unsigned_t<T>;
   return T(U(a) + U(b));
 }
-template <class T> MP_INT_HOST_DEVICE inline T wrapSub(T a, T b) {
+template <class T> MP_HOST_DEVICE inline T wrapSub(T a, T b) {
   using U = std::make_unsigned_t<T>;
   return T(U(a) - U(b));
 }
-template <class T> MP_INT_HOST_DEVICE inline T wrapMul(T a, T b) {
+template <class T> MP_HOST_DEVICE inline T wrapMul(T a, T b) {
   using U = std::make_unsigned_t<T>;
   return T(U(a) * U(b));
 }
-template <class T> MP_INT_HOST_DEVICE inline T intDiv(T a, T b) {
+template <class T> MP_HOST_DEVICE inline T intDiv(T a, T b) {
   if (b == 0)
     return 0; // undefined; never trap
   if (b == -1)
     return wrapSub<T>(0, a);
   return T(a / b);
 }
-template <class T> MP_INT_HOST_DEVICE inline T intPow(T base, T exp) {
+template <class T> MP_HOST_DEVICE inline T intPow(T base, T exp) {
   if (exp < 0) {
     if (base == 1)
       return 1;

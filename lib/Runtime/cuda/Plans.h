@@ -17,11 +17,7 @@
 #include <string>
 #include <vector>
 
-#ifdef __CUDACC__
-#define MP_HOST_DEVICE __host__ __device__
-#else
-#define MP_HOST_DEVICE
-#endif
+#include "mp/Runtime/HostDevice.h"
 
 namespace mp::rt::cuda {
 
