@@ -125,6 +125,21 @@ Status Communicator::scratch(size_t bytes, void *&ptr) {
   return Status::success();
 }
 
+size_t Communicator::packingBytes(const Tensor &local, const Tensor &full,
+                                  int64_t axis) {
+  int64_t outer;
+  size_t block;
+  blocksOf(local, axis, outer, block);
+  return outer == 1 ? 0 : full.bytes();
+}
+
+Status Communicator::reserveScratch(size_t bytes) {
+  if (bytes == 0)
+    return Status::success();
+  void *ptr;
+  return scratch(bytes, ptr);
+}
+
 Status Communicator::transposeBlocks(const void *src, void *dst, int64_t rows,
                                      int64_t cols, size_t block) {
   for (int64_t r = 0; r < rows; ++r)

@@ -19,7 +19,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <sys/stat.h>
 
@@ -29,10 +31,10 @@ using Shape = std::vector<int64_t>;
 
 static int64_t product(const Shape &s, size_t from = 0,
                        size_t to = std::string::npos) {
-  int64_t n = 1;
-  for (size_t i = from; i < std::min(to, s.size()); ++i)
-    n *= s[i];
-  return n;
+  const auto begin = s.begin() + std::min(from, s.size());
+  const auto end = s.begin() + std::min(to, s.size());
+  return std::accumulate(begin, std::max(begin, end), int64_t(1),
+                         std::multiplies<int64_t>());
 }
 
 /// Binds one instruction: checks its operands and builds its kernel call.
@@ -328,6 +330,9 @@ Status Binder::bindAttention(Executable::Step &step) {
   float scale = static_cast<float>(floatAttr("scale", 1.0));
   bool causal = intAttr("causal") != 0;
   std::optional<Tensor> m = mask ? std::optional<Tensor>(*mask) : std::nullopt;
+  if (kernels->attentionScratch)
+    exe.kernelScratch =
+        std::max(exe.kernelScratch, kernels->attentionScratch(q, k, v));
   Tensor o = out();
   step.kernel = [kernels, q, k, v, m, scale, causal, o]() mutable {
     return kernels->attention(q, k, v, m ? &*m : nullptr, scale, causal, o);
@@ -373,6 +378,9 @@ Status Binder::bindGather(Executable::Step &step) {
     if (targets.dtype != DType::I64 && targets.dtype != DType::I32)
       return fail("targets must be i64 or i32");
     Tensor o = out();
+    if (kernels->crossEntropyScratch)
+      exe.kernelScratch =
+          std::max(exe.kernelScratch, kernels->crossEntropyScratch(o));
     std::string where = "instruction 'cross_entropy' at '" + inst.location() + "'";
     int64_t vocab = logits.shape.back();
     step.kernel = [kernels, logits, targets, o, vocab, where]() mutable {
@@ -460,6 +468,9 @@ Status Binder::bindCollective(Executable::Step &step) {
                 formatShape(full.shape) + " do not fit axis " +
                 std::to_string(axis) + " over " + std::to_string(groupSize) +
                 " ranks");
+  if (op != "all_slice")
+    exe.commScratch[gridAxis] = std::max(
+        exe.commScratch[gridAxis], Communicator::packingBytes(local, full, axis));
   if (op == "all_gather")
     step.kernel = [kernels, comm, x, o, axis]() mutable {
       return comm->allGather(x, o, axis);
@@ -955,14 +966,39 @@ Status Executable::load(const std::string &dir,
     if (prog.buffers(id).kind() != program::Buffer::ARENA)
       return Status::error("an input is bound to a non-arena buffer");
 
+  exe->commScratch.assign(exe->axisComms.size(), 0);
   for (const auto &inst : prog.instructions()) {
     Step step;
     if (Status s = Binder(*exe, inst).bind(step); !s)
       return s;
     exe->steps.push_back(std::move(step));
   }
+  if (Status s = exe->reserveScratch(); !s)
+    return s;
   out = std::move(exe);
   return Status::success();
+}
+
+/// Scratch is allocated here, once, for the largest need of any step, so
+/// that out-of-memory shows at load and no step allocates while running.
+Status Executable::reserveScratch() {
+  if (kernelScratch && kernels->reserveScratch)
+    if (Status s = kernels->reserveScratch(kernelScratch); !s)
+      return Status::error("cannot allocate " + std::to_string(kernelScratch) +
+                           " bytes of kernel scratch: " + s.message);
+  for (size_t axis = 0; axis < axisComms.size(); ++axis)
+    if (Status s = axisComms[axis]->reserveScratch(commScratch[axis]); !s)
+      return Status::error("cannot allocate " +
+                           std::to_string(commScratch[axis]) +
+                           " bytes of communication scratch: " + s.message);
+  return Status::success();
+}
+
+int64_t Executable::scratchBytes() const {
+  size_t total = kernels->reserveScratch ? kernelScratch : 0;
+  for (size_t bytes : commScratch)
+    total += bytes;
+  return static_cast<int64_t>(total);
 }
 
 Executable::~Executable() {

@@ -294,13 +294,23 @@ int main(int argc, char **argv) {
   if (!o.quiet && exe->syntheticWeights())
     std::printf("mp-run: note: synthetic (random) weights: outputs are "
                 "meaningless, timings are not\n");
-  if (!o.quiet)
+  if (!o.quiet) {
+    char scratch[48] = "";
+    const double scratchBytes = static_cast<double>(exe->scratchBytes());
+    if (scratchBytes >= 1048576.0)
+      std::snprintf(scratch, sizeof scratch, ", scratch %.1f MiB",
+                    scratchBytes / 1048576.0);
+    else if (scratchBytes > 0)
+      std::snprintf(scratch, sizeof scratch, ", scratch %.1f KiB",
+                    scratchBytes / 1024.0);
     std::printf("mp-run: %s: %zu instructions, arena %.1f MiB, parameters "
-                "%.1f MiB, loaded in %.2f s, %s, %d threads, %d rank(s) (%s)\n",
+                "%.1f MiB%s, loaded in %.2f s, %s, %d threads, %d rank(s) "
+                "(%s)\n",
                 o.artifact.c_str(), exe->numInstructions(),
                 exe->arenaBytes() / 1048576.0, exe->parameterBytes() / 1048576.0,
-                loadSeconds, deviceName(device), cpu::getNumThreads(), rankCount,
-                comm->backend());
+                scratch, loadSeconds, deviceName(device), cpu::getNumThreads(),
+                rankCount, comm->backend());
+  }
   for (int i = 0; i < o.warmup; ++i)
     if (Status s = exe->run(inputs, outputs); !s)
       abortRun(s.message);

@@ -131,6 +131,45 @@ TEST_F(CudaPlans, MatmulRejectsShapesThatDoNotFit) {
   EXPECT_NE(error.find("do not broadcast"), std::string::npos) << error;
 }
 
+/// Runs what the integer GEMM kernel computes, element by element, for a
+/// matmul of int32 operands and compares it with cpu::matmul exactly.
+void expectIntegerMatmulMatchesCpu(std::vector<int64_t> aShape,
+                                   std::vector<int64_t> bShape,
+                                   std::vector<int64_t> outShape,
+                                   std::mt19937 &rng) {
+  auto make = [&](std::vector<int64_t> shape, std::vector<int32_t> &data) {
+    Tensor t{nullptr, DType::I32, std::move(shape)};
+    data.resize(size_t(t.numel()));
+    std::uniform_int_distribution<int32_t> dist(
+        std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
+    for (int32_t &x : data) // large values: products and sums wrap
+      x = dist(rng);
+    t.data = data.data();
+    return t;
+  };
+  std::vector<int32_t> aData, bData, got, want;
+  Tensor a = make(aShape, aData), b = make(bShape, bData);
+  Tensor wantT = make(outShape, want);
+  got.assign(want.size(), 0);
+  std::string error;
+  for (const RowMajorGemm &g : matmulPlan(aShape, bShape, error))
+    for (int64_t p = 0; p < g.batch; ++p)
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = 0; j < g.n; ++j)
+          got[size_t(gemmOffsetC(g, p, i, j))] =
+              integerGemmElement(g, aData.data(), bData.data(), p, i, j);
+  ASSERT_EQ(error, "");
+  ASSERT_TRUE(cpu::matmul(a, b, wantT));
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(got[i], want[i]) << "element " << i;
+}
+
+TEST_F(CudaPlans, IntegerMatmulWrapsAsOnTheCpu) {
+  expectIntegerMatmulMatchesCpu({2, 3, 4}, {4, 5}, {2, 3, 5}, rng);
+  expectIntegerMatmulMatchesCpu({2, 1, 3, 4}, {1, 2, 4, 2}, {2, 2, 3, 2}, rng);
+  expectIntegerMatmulMatchesCpu({4}, {3, 4, 2}, {3, 2}, rng);
+}
+
 TEST_F(CudaPlans, LinearWithTransposedWeight) {
   Host x = random({3, 4, 8}), w = random({6, 8}), got({3, 4, 6}),
        want({3, 4, 6});
@@ -291,6 +330,24 @@ TEST_F(CudaPlans, AttentionChunksCoverEveryRowOnce) {
     for (int n : seen)
       ASSERT_EQ(n, 1) << "budget " << budget;
   }
+}
+
+TEST_F(CudaPlans, AttentionScratchIsTheLargestChunkWithinTheBudget) {
+  AttentionShape s{3, 8, 2, 5, 9, 4, 4};
+  const int64_t perScore = attentionBytesPerScore(2, /*fp32=*/false);
+  EXPECT_EQ(perScore, 6); // fp32 logit + bf16 probability
+  EXPECT_EQ(attentionBytesPerScore(4, /*fp32=*/true), 4);
+  const int64_t all = s.pairs() * s.rowsPerPair() * s.keys * perScore;
+  EXPECT_EQ(attentionScratchBytes(s, perScore, int64_t(1) << 30), all);
+  // Two pairs per chunk; then rows of one pair; then one row (at least).
+  const int64_t pair = s.rowsPerPair() * s.keys * perScore;
+  EXPECT_EQ(attentionScratchBytes(s, perScore, 2 * pair + 1), 2 * pair);
+  EXPECT_EQ(attentionScratchBytes(s, perScore, 3 * s.keys * perScore),
+            3 * s.keys * perScore);
+  EXPECT_EQ(attentionScratchBytes(s, perScore, 1), s.keys * perScore);
+  EXPECT_EQ(attentionScratchBytes(AttentionShape{0, 8, 2, 5, 9, 4, 4},
+                                  perScore, 1 << 20),
+            0);
 }
 
 TEST_F(CudaPlans, CoalescingKeepsEveryOffset) {

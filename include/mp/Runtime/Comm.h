@@ -34,6 +34,15 @@ public:
   /// out = this rank's slice along `axis` of `in` (no communication).
   Status allSlice(const Tensor &in, Tensor &out, int64_t axis);
 
+  /// The scratch allGather (of `local` into `full`) or reduceScatterSum (of
+  /// `full` into `local`) along `axis` needs to pack blocks: 0 when `axis`
+  /// is outermost, else `full`'s bytes.
+  static size_t packingBytes(const Tensor &local, const Tensor &full,
+                             int64_t axis);
+  /// Allocates `bytes` of scratch now, so that collectives needing no more
+  /// do not allocate while a program runs.
+  Status reserveScratch(size_t bytes);
+
   /// Point-to-point (pipeline stage boundaries): blocking send of `t`'s
   /// bytes to rank `peer` of this communicator, and the matching receive.
   virtual Status send(const Tensor &t, int peer) = 0;

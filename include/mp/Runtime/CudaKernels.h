@@ -4,7 +4,10 @@
 // data lives in device memory, queued on the rank's compute stream (NCCL
 // uses a second, communication stream; see lib/Runtime/cuda/Streams.h).
 // Float kernels take fp32, fp16 and bf16 tensors and compute in fp32; GEMMs
-// use cuBLAS with fp32 accumulation. This header needs no CUDA headers; the
+// use cuBLAS with fp32 accumulation. Where the CPU kernels also take fp64,
+// integers or bools (elementwise, compare, cast, softmax, reduce, matmul),
+// so do these, with the CPU's semantics: fp64 computes in fp64, integers
+// wrap, casts saturate (IntegerArithmetic.h). This header needs no CUDA headers; the
 // library exists when CMake found the CUDA toolkit (MP_ENABLE_CUDA).
 //
 // The executor binds them through the CUDA kernel table (mp-run --device
@@ -56,6 +59,15 @@ Status copy(const Tensor &x, Tensor &out);
 Status reduce(cpu::ReduceKind kind, const Tensor &x,
               const std::vector<int64_t> &axes, Tensor &out);
 Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out);
+/// The device scratch attention and crossEntropy need beyond their operands
+/// for these tensors. The executor reserves the largest need of a program
+/// when it loads it, so no kernel allocates while the program runs (a kernel
+/// called directly grows the scratch on first use).
+size_t attentionScratchBytes(const Tensor &q, const Tensor &k, const Tensor &v);
+size_t crossEntropyScratchBytes(const Tensor &out);
+Status reserveScratch(size_t bytes);
+/// The kernel scratch held now.
+size_t scratchBytes();
 /// On the host through the CPU kernel (einsum only appears in small
 /// constant-like subgraphs): fp32 and fp64.
 Status einsum(const std::string &equation,

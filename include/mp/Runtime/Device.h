@@ -59,6 +59,12 @@ struct KernelTable {
   /// zeros for the others.
   Status (*vocabEmbedding)(const Tensor &table, const Tensor &ids,
                            int64_t offset, Tensor &out);
+  // Scratch (null where kernels need none): what attention and
+  // crossEntropy need for these tensors, and its allocation, which the
+  // executor makes once at load for the program's largest need.
+  size_t (*attentionScratch)(const Tensor &q, const Tensor &k, const Tensor &v);
+  size_t (*crossEntropyScratch)(const Tensor &out);
+  Status (*reserveScratch)(size_t bytes);
 };
 
 const KernelTable &cpuKernelTable();

@@ -42,6 +42,9 @@ public:
   const std::vector<IOSpec> &outputs() const { return outputSpecs; }
   int64_t arenaBytes() const { return arenaSize; }
   int64_t parameterBytes() const { return paramBytes; }
+  /// Scratch reserved at load beyond the arena: attention scores on a GPU,
+  /// and the packing of collectives along inner axes.
+  int64_t scratchBytes() const;
   /// Parameters are deterministic random values (no weight files).
   bool syntheticWeights() const { return synthetic; }
   size_t numInstructions() const { return steps.size(); }
@@ -86,6 +89,9 @@ private:
   Communicator *comm = nullptr;
   std::unique_ptr<Communicator> ownedComm;
   std::vector<std::unique_ptr<Communicator>> axisComms; // one per grid axis
+  size_t kernelScratch = 0;          // the largest need of a kernel
+  std::vector<size_t> commScratch;   // the largest need per grid axis
+  Status reserveScratch();
   std::vector<double> stepSeconds;
   std::vector<int64_t> stepCalls;
 };

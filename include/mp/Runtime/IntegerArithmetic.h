@@ -3,7 +3,8 @@
 // The integer semantics of the binary ops, shared by the CPU kernels and the
 // CUDA kernels (compiled as host and device code there): two's-complement
 // wrap-around instead of undefined overflow, truncating division that never
-// traps, and exact integer powers.
+// traps, exact integer powers, and float-to-integer casts that saturate
+// instead of being undefined.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MP_RUNTIME_INTEGERARITHMETIC_H
@@ -11,6 +12,7 @@
 
 #include "mp/Runtime/HostDevice.h"
 
+#include <cstdint>
 #include <type_traits>
 
 namespace mp::rt {
@@ -51,6 +53,18 @@ template <class T> MP_HOST_DEVICE inline T intPow(T base, T exp) {
       base = wrapMul(base, base);
   }
   return result;
+}
+
+/// A float cast to integer type I: truncated toward zero, NaN to 0, values
+/// outside int64 saturated to its range, then narrowed with wrap-around.
+template <class I> MP_HOST_DEVICE inline I saturatingToInt(double v) {
+  if (v != v)
+    return 0;
+  if (v >= 9.2233720368547758e18)
+    return I(INT64_MAX);
+  if (v <= -9.2233720368547758e18)
+    return I(INT64_MIN);
+  return I(static_cast<int64_t>(v));
 }
 
 } // namespace mp::rt

@@ -235,16 +235,6 @@ template <class T> inline float halfValue(T h) {
     return bf16ToFloat(h.bits);
 }
 
-template <class I> inline I floatToInt(double v) {
-  if (v != v)
-    return 0;
-  if (v >= 9.2233720368547758e18)
-    return I(std::numeric_limits<int64_t>::max());
-  if (v <= -9.2233720368547758e18)
-    return I(std::numeric_limits<int64_t>::min());
-  return I(static_cast<int64_t>(v)); // truncates; narrowing wraps
-}
-
 template <class D, class S> inline D convert(S s) {
   if constexpr (std::is_same_v<S, Boolean>) {
     // 0 or 1.
@@ -277,7 +267,7 @@ template <class D, class S> inline D convert(S s) {
     else // integers convert exactly to double below 2^53: one rounding
       return D{doubleToBf16(double(s))};
   } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
-    return floatToInt<D>(double(s));
+    return saturatingToInt<D>(double(s));
   } else {
     return static_cast<D>(s);
   }

@@ -43,60 +43,88 @@ int blocksFor(int64_t n) {
                                             65535LL * 16));
 }
 
-__device__ double load(const void *p, DType t, int64_t i) {
-  switch (t) {
-  case DType::F32: return static_cast<const float *>(p)[i];
-  case DType::F64: return static_cast<const double *>(p)[i];
-  case DType::F16: return __half2float(static_cast<const __half *>(p)[i]);
-  case DType::BF16:
-    return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
-  case DType::I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
-  case DType::I32: return static_cast<const int32_t *>(p)[i];
-  case DType::I8: return static_cast<const int8_t *>(p)[i];
-  case DType::Bool: return static_cast<const uint8_t *>(p)[i];
-  }
-  return 0;
-}
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
 
-__device__ void store(void *p, DType t, int64_t i, double v) {
-  switch (t) {
-  case DType::F32: static_cast<float *>(p)[i] = static_cast<float>(v); return;
-  case DType::F64: static_cast<double *>(p)[i] = v; return;
-  case DType::F16: static_cast<__half *>(p)[i] = __float2half(static_cast<float>(v)); return;
-  case DType::BF16:
-    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16(static_cast<float>(v));
-    return;
-  case DType::I64: static_cast<int64_t *>(p)[i] = static_cast<int64_t>(v); return;
-  case DType::I32: static_cast<int32_t *>(p)[i] = static_cast<int32_t>(v); return;
-  case DType::I8: static_cast<int8_t *>(p)[i] = static_cast<int8_t>(v); return;
-  case DType::Bool: static_cast<uint8_t *>(p)[i] = v != 0; return;
-  }
-}
+/// The device type of each DType: Bool is uint8_t (0 or 1), I8 is int8_t.
+/// A kernel computes in Compute<T>: fp32 for fp32, fp16 and bf16 (fp16 and
+/// bf16 are storage formats), fp64 for fp64, the integer itself for
+/// integers and bool for Bool.
+template <typename T> struct ComputeOf { using type = T; };
+template <> struct ComputeOf<__half> { using type = float; };
+template <> struct ComputeOf<__nv_bfloat16> { using type = float; };
+template <> struct ComputeOf<uint8_t> { using type = bool; };
+template <typename T> using Compute = typename ComputeOf<T>::type;
 
-/// Float element types compute in fp32 (fp16/bf16 are storage formats).
-__device__ __forceinline__ float toF(float v) { return v; }
-__device__ __forceinline__ float toF(__half v) { return __half2float(v); }
-__device__ __forceinline__ float toF(__nv_bfloat16 v) {
+template <typename T> __device__ __forceinline__ Compute<T> toC(T v) {
+  return v;
+}
+template <> __device__ __forceinline__ float toC(__half v) {
+  return __half2float(v);
+}
+template <> __device__ __forceinline__ float toC(__nv_bfloat16 v) {
   return __bfloat162float(v);
 }
-template <typename T> __device__ __forceinline__ T fromF(float v);
-template <> __device__ __forceinline__ float fromF<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half fromF<__half>(float v) {
+template <> __device__ __forceinline__ bool toC(uint8_t v) { return v != 0; }
+
+template <typename T> __device__ __forceinline__ T fromC(Compute<T> v) {
+  return v;
+}
+template <> __device__ __forceinline__ __half fromC<__half>(float v) {
   return __float2half(v);
 }
-template <>
-__device__ __forceinline__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) {
+template <> __device__ __forceinline__ __nv_bfloat16 fromC<__nv_bfloat16>(float v) {
   return __float2bfloat16(v);
 }
 
-/// Runs `body` with `T` bound to the C++ type of a float DType.
-#define MP_FLOAT_TYPES(dtype, kernel, ...)                                    \
+/// fp32 and fp64 overloads of the math functions the kernels call.
+#define MP_MATH_OVERLOADS(name)                                               \
+  __device__ __forceinline__ float m_##name(float v) { return name##f(v); }   \
+  __device__ __forceinline__ double m_##name(double v) { return name(v); }
+MP_MATH_OVERLOADS(exp)
+MP_MATH_OVERLOADS(log)
+MP_MATH_OVERLOADS(sqrt)
+MP_MATH_OVERLOADS(tanh)
+MP_MATH_OVERLOADS(erfc)
+MP_MATH_OVERLOADS(erf)
+MP_MATH_OVERLOADS(cos)
+MP_MATH_OVERLOADS(sin)
+#undef MP_MATH_OVERLOADS
+__device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
+
+/// Runs the statements with `T` bound to the device type of `dtype`, or
+/// returns an unsupported-type error for `kernel`: MP_FLOAT_TYPES for the
+/// fp32-computing types, MP_REAL_TYPES adds fp64, MP_INTEGER_TYPES, and
+/// MP_ALL_TYPES for every DType.
+#define MP_CASE(dt, type, ...)                                                \
+  case DType::dt: { using T = type; __VA_ARGS__; break; }
+#define MP_FLOAT_CASES(...)                                                   \
+  MP_CASE(F32, float, __VA_ARGS__)                                            \
+  MP_CASE(F16, __half, __VA_ARGS__)                                           \
+  MP_CASE(BF16, __nv_bfloat16, __VA_ARGS__)
+#define MP_INTEGER_CASES(...)                                                 \
+  MP_CASE(I64, int64_t, __VA_ARGS__)                                          \
+  MP_CASE(I32, int32_t, __VA_ARGS__)                                          \
+  MP_CASE(I8, int8_t, __VA_ARGS__)
+#define MP_SWITCH_TYPES(dtype, kernel, ...)                                   \
   switch (dtype) {                                                            \
-  case DType::F32: { using T = float; __VA_ARGS__; break; }                   \
-  case DType::F16: { using T = __half; __VA_ARGS__; break; }                  \
-  case DType::BF16: { using T = __nv_bfloat16; __VA_ARGS__; break; }          \
+    __VA_ARGS__                                                               \
   default: return typeError(kernel, dtype);                                   \
   }
+#define MP_FLOAT_TYPES(dtype, kernel, ...)                                    \
+  MP_SWITCH_TYPES(dtype, kernel, MP_FLOAT_CASES(__VA_ARGS__))
+#define MP_REAL_TYPES(dtype, kernel, ...)                                     \
+  MP_SWITCH_TYPES(dtype, kernel, MP_FLOAT_CASES(__VA_ARGS__)                  \
+                                     MP_CASE(F64, double, __VA_ARGS__))
+#define MP_INTEGER_TYPES(dtype, kernel, ...)                                  \
+  MP_SWITCH_TYPES(dtype, kernel, MP_INTEGER_CASES(__VA_ARGS__))
+#define MP_ALL_TYPES(dtype, kernel, ...)                                      \
+  MP_SWITCH_TYPES(dtype, kernel, MP_FLOAT_CASES(__VA_ARGS__)                  \
+                  MP_CASE(F64, double, __VA_ARGS__)                           \
+                  MP_INTEGER_CASES(__VA_ARGS__)                               \
+                  MP_CASE(Bool, uint8_t, __VA_ARGS__))
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -107,16 +135,16 @@ __global__ void binaryKernel(int kind, const T *a, const T *b, T *o, int64_t n,
                              Dims dims, Strides sa, Strides sb) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    float x = toF(a[offsetOf(i, dims, sa)]), y = toF(b[offsetOf(i, dims, sb)]);
-    float r = 0;
+    Compute<T> x = toC(a[offsetOf(i, dims, sa)]),
+               y = toC(b[offsetOf(i, dims, sb)]), r = 0;
     switch (kind) {
     case 0: r = x + y; break;
     case 1: r = x - y; break;
     case 2: r = x * y; break;
     case 3: r = x / y; break;
-    case 4: r = powf(x, y); break;
+    case 4: r = m_pow(x, y); break;
     }
-    o[i] = fromF<T>(r);
+    o[i] = fromC<T>(r);
   }
 }
 
@@ -139,13 +167,14 @@ __global__ void integerBinaryKernel(int kind, const T *a, const T *b, T *o,
   }
 }
 
-__global__ void compareKernel(int kind, const void *a, const void *b,
-                              DType t, uint8_t *o, int64_t n, Dims dims,
-                              Strides sa, Strides sb) {
+/// Compares in Compute<T>: exactly for 64-bit integers, bools as 0 or 1.
+template <typename T>
+__global__ void compareKernel(int kind, const T *a, const T *b, uint8_t *o,
+                              int64_t n, Dims dims, Strides sa, Strides sb) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    double x = load(a, t, offsetOf(i, dims, sa));
-    double y = load(b, t, offsetOf(i, dims, sb));
+    Compute<T> x = toC(a[offsetOf(i, dims, sa)]),
+               y = toC(b[offsetOf(i, dims, sb)]);
     bool r = false;
     switch (kind) {
     case 0: r = x == y; break;
@@ -169,40 +198,76 @@ __global__ void whereKernel(const uint8_t *c, const T *a, const T *b, T *o,
                                     : b[offsetOf(i, dims, sb)];
 }
 
+/// Float unary ops in Compute<T>, with the CPU kernels' formulas.
 template <typename T>
 __global__ void unaryKernel(int kind, const T *x, T *o, int64_t n) {
+  using C = Compute<T>;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    float v = toF(x[i]), r = 0;
+    const C v = toC(x[i]), one = 1;
+    C r = 0;
     switch (static_cast<cpu::UnaryKind>(kind)) {
     case cpu::UnaryKind::Neg: r = -v; break;
-    case cpu::UnaryKind::Exp: r = expf(v); break;
-    case cpu::UnaryKind::Log: r = logf(v); break;
-    case cpu::UnaryKind::Sqrt: r = sqrtf(v); break;
-    case cpu::UnaryKind::Rsqrt: r = rsqrtf(v); break;
-    case cpu::UnaryKind::Reciprocal: r = 1.0f / v; break;
-    case cpu::UnaryKind::Tanh: r = tanhf(v); break;
-    case cpu::UnaryKind::Erf: r = erff(v); break;
-    case cpu::UnaryKind::Sigmoid: r = 1.0f / (1.0f + expf(-v)); break;
-    case cpu::UnaryKind::Relu: r = v > 0 ? v : 0.0f; break;
-    case cpu::UnaryKind::Silu: r = v / (1.0f + expf(-v)); break;
-    case cpu::UnaryKind::Gelu: r = 0.5f * v * (1.0f + erff(v * 0.70710678f)); break;
-    case cpu::UnaryKind::GeluTanh:
-      r = 0.5f * v *
-          (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+    case cpu::UnaryKind::Exp: r = m_exp(v); break;
+    case cpu::UnaryKind::Log: r = m_log(v); break;
+    case cpu::UnaryKind::Sqrt: r = m_sqrt(v); break;
+    case cpu::UnaryKind::Rsqrt: r = one / m_sqrt(v); break;
+    case cpu::UnaryKind::Reciprocal: r = one / v; break;
+    case cpu::UnaryKind::Tanh: r = m_tanh(v); break;
+    case cpu::UnaryKind::Erf: r = m_erf(v); break;
+    case cpu::UnaryKind::Sigmoid: r = one / (one + m_exp(-v)); break;
+    case cpu::UnaryKind::Relu: r = v < 0 ? C(0) : v; break; // NaN stays NaN
+    case cpu::UnaryKind::Silu: r = v / (one + m_exp(-v)); break;
+    case cpu::UnaryKind::Gelu:
+      r = C(0.5) * v * m_erfc(v * C(-0.70710678118654752440));
       break;
-    case cpu::UnaryKind::Cos: r = cosf(v); break;
-    case cpu::UnaryKind::Sin: r = sinf(v); break;
+    case cpu::UnaryKind::GeluTanh: {
+      // x * sigmoid(2u) = 0.5 x (1 + tanh(u)), without cancellation.
+      C u = C(0.79788456080286535588) * (v + C(0.044715) * v * v * v);
+      r = v / (one + m_exp(C(-2) * u));
+      break;
     }
-    o[i] = fromF<T>(r);
+    case cpu::UnaryKind::Cos: r = m_cos(v); break;
+    case cpu::UnaryKind::Sin: r = m_sin(v); break;
+    }
+    o[i] = fromC<T>(r);
   }
 }
 
-__global__ void castKernel(const void *x, DType from, void *o, DType to,
-                           int64_t n) {
+/// The integer unary ops the CPU has: negation (wrapping) and relu.
+template <typename T>
+__global__ void integerUnaryKernel(bool relu, const T *x, T *o, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
-    store(o, to, i, load(x, from, i));
+    o[i] = relu ? (x[i] < 0 ? T(0) : x[i]) : wrapSub(T(0), x[i]);
+}
+
+/// One element converted as the CPU's cast does: through fp32 from fp16
+/// and bf16, one rounding from integers and fp64, floats to integers
+/// saturating (IntegerArithmetic.h), integers narrowed with wrap-around,
+/// anything to Bool as != 0.
+template <typename D, typename S> __device__ D convertElement(S s) {
+  const Compute<S> v = toC(s);
+  if constexpr (std::is_same_v<D, uint8_t>)
+    return v != 0;
+  else if constexpr (std::is_same_v<D, __half>)
+    return std::is_same_v<Compute<S>, float> ? __float2half(float(v))
+                                             : __double2half(double(v));
+  else if constexpr (std::is_same_v<D, __nv_bfloat16>)
+    return std::is_same_v<Compute<S>, float> ? __float2bfloat16(float(v))
+                                             : __double2bfloat16(double(v));
+  else if constexpr (std::is_integral_v<D> &&
+                     std::is_floating_point_v<Compute<S>>)
+    return saturatingToInt<D>(double(v));
+  else
+    return static_cast<D>(v);
+}
+
+template <typename D, typename S>
+__global__ void castKernel(const S *x, D *o, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    o[i] = convertElement<D>(x[i]);
 }
 
 /// Copies elements of `elemBytes` to out[i] from in[offsetOf(i)].
@@ -261,10 +326,9 @@ Status gatherBytes(const Tensor &x, Tensor &out, const Strides &st,
 //===----------------------------------------------------------------------===//
 
 /// Reduces `v` over the block with `combine` (identity `init`); every thread
-/// gets the result. `shared` holds one float per warp.
-template <typename Combine>
-__device__ float blockReduce(float v, float *shared, float init,
-                             Combine combine) {
+/// gets the result. `shared` holds one V per warp.
+template <typename V, typename Combine>
+__device__ V blockReduce(V v, V *shared, V init, Combine combine) {
   for (int o = 16; o > 0; o /= 2)
     v = combine(v, __shfl_down_sync(0xffffffff, v, o));
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -278,19 +342,18 @@ __device__ float blockReduce(float v, float *shared, float init,
   if (threadIdx.x == 0)
     shared[0] = v;
   __syncthreads();
-  float total = shared[0];
+  V total = shared[0];
   __syncthreads();
   return total;
 }
 
-__device__ float blockSum(float v, float *shared) {
-  return blockReduce(v, shared, 0.0f,
-                     [](float a, float b) { return a + b; });
+template <typename V> __device__ V blockSum(V v, V *shared) {
+  return blockReduce(v, shared, V(0), [](V a, V b) { return a + b; });
 }
 
-__device__ float blockMax(float v, float *shared) {
-  return blockReduce(v, shared, -FLT_MAX,
-                     [](float a, float b) { return fmaxf(a, b); });
+template <typename V> __device__ V blockMax(V v, V *shared) {
+  return blockReduce(v, shared, V(-INFINITY),
+                     [](V a, V b) { return a > b ? a : b; });
 }
 
 template <typename T>
@@ -301,7 +364,7 @@ __global__ void layerNormKernel(const T *x, const T *scale, const T *bias,
   T *out = o + blockIdx.x * inner;
   float sum = 0;
   for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
-    sum += rms ? toF(row[i]) * toF(row[i]) : toF(row[i]);
+    sum += rms ? toC(row[i]) * toC(row[i]) : toC(row[i]);
   float mean = rms ? 0.0f : blockSum(sum, shared) / inner;
   float var;
   if (rms) {
@@ -309,56 +372,59 @@ __global__ void layerNormKernel(const T *x, const T *scale, const T *bias,
   } else {
     float sq = 0;
     for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
-      sq += (toF(row[i]) - mean) * (toF(row[i]) - mean);
+      sq += (toC(row[i]) - mean) * (toC(row[i]) - mean);
     var = blockSum(sq, shared) / inner;
   }
   float inv = rsqrtf(var + eps);
   for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
-    out[i] = fromF<T>((toF(row[i]) - mean) * inv * toF(scale[i]) +
-                      (bias ? toF(bias[i]) : 0.0f));
+    out[i] = fromC<T>((toC(row[i]) - mean) * inv * toC(scale[i]) +
+                      (bias ? toC(bias[i]) : 0.0f));
 }
 
 /// The block's max of a row and the sum of exp(x - max): a stable softmax
-/// denominator.
+/// denominator, in Compute<T>.
 template <typename T>
-__device__ float rowMaxExpSum(const T *row, int64_t n, float *shared,
-                              float &sum) {
-  float m = -FLT_MAX;
+__device__ Compute<T> rowMaxExpSum(const T *row, int64_t n,
+                                   Compute<T> *shared, Compute<T> &sum) {
+  using C = Compute<T>;
+  C m = -INFINITY;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    m = fmaxf(m, toF(row[i]));
+    m = toC(row[i]) > m ? toC(row[i]) : m;
   m = blockMax(m, shared);
-  float s = 0;
+  C s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    s += expf(toF(row[i]) - m);
+    s += m_exp(toC(row[i]) - m);
   sum = blockSum(s, shared);
   return m;
 }
 
 template <typename T>
 __global__ void softmaxLastKernel(const T *x, T *o, int64_t dim) {
-  __shared__ float shared[32];
+  using C = Compute<T>;
+  __shared__ C shared[32];
   const T *row = x + blockIdx.x * dim;
   T *out = o + blockIdx.x * dim;
-  float sum;
-  float m = rowMaxExpSum(row, dim, shared, sum);
+  C sum;
+  C m = rowMaxExpSum(row, dim, shared, sum);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    out[i] = fromF<T>(sum > 0 ? expf(toF(row[i]) - m) / sum : 0.0f);
+    out[i] = fromC<T>(sum > 0 ? m_exp(toC(row[i]) - m) / sum : C(0));
 }
 
 template <typename T>
 __global__ void softmaxStridedKernel(const T *x, T *o, int64_t outer,
                                      int64_t dim, int64_t inner) {
+  using C = Compute<T>;
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
        t < outer * inner; t += (int64_t)gridDim.x * blockDim.x) {
     int64_t base = (t / inner) * dim * inner + t % inner;
-    float m = -FLT_MAX, sum = 0;
+    C m = -INFINITY, sum = 0;
     for (int64_t a = 0; a < dim; ++a)
-      m = fmaxf(m, toF(x[base + a * inner]));
+      m = toC(x[base + a * inner]) > m ? toC(x[base + a * inner]) : m;
     for (int64_t a = 0; a < dim; ++a)
-      sum += expf(toF(x[base + a * inner]) - m);
+      sum += m_exp(toC(x[base + a * inner]) - m);
     for (int64_t a = 0; a < dim; ++a) // a fully masked row gives zeros
-      o[base + a * inner] =
-          fromF<T>(sum > 0 ? expf(toF(x[base + a * inner]) - m) / sum : 0.0f);
+      o[base + a * inner] = fromC<T>(
+          sum > 0 ? m_exp(toC(x[base + a * inner]) - m) / sum : C(0));
   }
 }
 
@@ -380,7 +446,7 @@ __global__ void attentionSoftmaxKernel(const float *scores, T *probs,
       return -INFINITY;
     float s = in[j];
     if (mask)
-      s += toF(mask[offsetOf(row * keys + j, maskDims, maskStrides)]);
+      s += toC(mask[offsetOf(row * keys + j, maskDims, maskStrides)]);
     return s;
   };
   float m = -FLT_MAX;
@@ -393,7 +459,7 @@ __global__ void attentionSoftmaxKernel(const float *scores, T *probs,
   sum = blockSum(sum, shared);
   // A row that sees no key gives zeros, as on the CPU.
   for (int64_t j = threadIdx.x; j < keys; j += blockDim.x)
-    out[j] = fromF<T>(sum > 0 ? expf(logit(j) - m) / sum : 0.0f);
+    out[j] = fromC<T>(sum > 0 ? expf(logit(j) - m) / sum : 0.0f);
 }
 
 __global__ void gatherRowsKernel(const uint8_t *x, const void *idx, bool idx64,
@@ -416,7 +482,7 @@ template <typename T>
 __global__ void addBiasKernel(T *o, const T *bias, int64_t n, int64_t cols) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
-    o[i] = fromF<T>(toF(o[i]) + toF(bias[i % cols]));
+    o[i] = fromC<T>(toC(o[i]) + toC(bias[i % cols]));
 }
 
 //===----------------------------------------------------------------------===//
@@ -439,6 +505,7 @@ bool gemmType(DType t, cudaDataType &out) {
   case DType::F32: out = CUDA_R_32F; return true;
   case DType::F16: out = CUDA_R_16F; return true;
   case DType::BF16: out = CUDA_R_16BF; return true;
+  case DType::F64: out = CUDA_R_64F; return true;
   default: return false;
   }
 }
@@ -458,13 +525,14 @@ Status zeroGemmResult(const RowMajorGemm &g, void *c, DType cType) {
 }
 
 /// Runs a row-major GEMM plan (mp/Runtime/cuda/Plans.h): A and B of
-/// `abType`, C of `cType`, fp32 accumulation, C = alpha · A · op(B).
+/// `abType`, C of `cType`, C = alpha · A · op(B), accumulated in fp32 (fp64
+/// for fp64 operands, which need an fp64 C).
 Status gemm(const RowMajorGemm &g, DType abType, const void *a, const void *b,
             DType cType, void *c, float alpha = 1.0f) {
   cudaDataType ab, ct;
   if (!gemmType(abType, ab))
     return typeError("gemm", abType);
-  if (!gemmType(cType, ct))
+  if (!gemmType(cType, ct) || (abType == DType::F64) != (cType == DType::F64))
     return typeError("gemm (result)", cType);
   if (g.m * g.n * g.batch == 0)
     return Status::success();
@@ -474,49 +542,130 @@ Status gemm(const RowMajorGemm &g, DType abType, const void *a, const void *b,
   if (!h)
     return Status::error("cublasCreate failed (no usable GPU?)");
   const ColumnMajorGemm cm = columnMajor(g);
+  // Alpha and beta have the compute type.
+  const bool fp64 = abType == DType::F64;
   const float beta = 0.0f;
+  const double alpha64 = alpha, beta64 = 0.0;
   cublasStatus_t s = cublasGemmStridedBatchedEx(
       h, cm.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
       static_cast<int>(cm.m), static_cast<int>(cm.n), static_cast<int>(cm.k),
-      &alpha, elementAt(b, cm.offsetFirst, abType), ab,
-      static_cast<int>(cm.ldFirst), cm.strideFirst,
-      elementAt(a, cm.offsetSecond, abType), ab,
-      static_cast<int>(cm.ldSecond), cm.strideSecond, &beta,
+      fp64 ? static_cast<const void *>(&alpha64) : &alpha,
+      elementAt(b, cm.offsetFirst, abType), ab, static_cast<int>(cm.ldFirst),
+      cm.strideFirst, elementAt(a, cm.offsetSecond, abType), ab,
+      static_cast<int>(cm.ldSecond), cm.strideSecond,
+      fp64 ? static_cast<const void *>(&beta64) : &beta,
       const_cast<uint8_t *>(elementAt(c, cm.offsetC, cType)), ct,
       static_cast<int>(cm.ldC), cm.strideC, static_cast<int>(cm.batch),
-      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      fp64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS)
     return Status::error(std::string("cuBLAS GEMM failed: ") +
                          cublasGetStatusString(s));
   return Status::success();
 }
 
-/// Attention scores; attention chunks keep it within the budget.
-DeviceScratch &attentionScratch() {
-  static DeviceScratch scratch("cudaMalloc (attention scores)");
+/// One thread per element of C (integer matmuls are rare and small).
+template <typename T>
+__global__ void integerGemmKernel(RowMajorGemm g, const T *a, const T *b,
+                                  T *c) {
+  const int64_t total = g.batch * g.m * g.n;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t j = t % g.n, i = (t / g.n) % g.m, batch = t / (g.m * g.n);
+    c[gemmOffsetC(g, batch, i, j)] = integerGemmElement(g, a, b, batch, i, j);
+  }
+}
+
+Status integerGemm(const RowMajorGemm &g, const Tensor &a, const Tensor &b,
+                   Tensor &c) {
+  const int64_t total = g.batch * g.m * g.n;
+  if (total == 0)
+    return Status::success();
+  MP_INTEGER_TYPES(a.dtype, "matmul",
+                   integerGemmKernel<<<blocksFor(total), kThreads, 0,
+                                       computeStream()>>>(
+                       g, a.as<T>(), b.as<T>(), c.as<T>()));
+  return launched("matmul");
+}
+
+/// Scratch of the kernels on the compute stream: attention scores (chunks
+/// keep them within kAttentionScratchBudget) and the cross-entropy
+/// accumulator. Stream order keeps one kernel's use apart from the next's.
+/// The executor reserves the largest need at load (reserveScratch).
+DeviceScratch &kernelScratch() {
+  static DeviceScratch scratch("cudaMalloc (kernel scratch)");
   return scratch;
 }
-constexpr int64_t kAttentionScratchBudget = 256LL << 20;
 
+AttentionShape attentionShapeOf(const Tensor &q, const Tensor &k,
+                                const Tensor &v) {
+  return {q.shape[0], q.shape[1], k.shape[1], q.shape[2],
+          k.shape[2], q.shape[3], v.shape[3]};
+}
+
+int64_t bytesPerScoreOf(DType t) {
+  return attentionBytesPerScore(dtypeSize(t), t == DType::F32);
+}
+
+/// Sums accumulate as on the CPU: floats in fp64, integers in 64 bits with
+/// wrap-around.
+template <typename T> struct SumOf { using type = double; };
+template <> struct SumOf<int64_t> { using type = int64_t; };
+template <> struct SumOf<int32_t> { using type = int64_t; };
+
+template <typename A> __device__ __forceinline__ A accumulate(A acc, A v) {
+  if constexpr (std::is_integral_v<A>)
+    return wrapAdd(acc, v);
+  else
+    return acc + v;
+}
+
+/// The identity of max (`largest` false) or min: +-inf for floats, the
+/// integer type's limits for integers.
+template <typename V> __device__ __forceinline__ V extremeOf(bool largest) {
+  if constexpr (std::is_floating_point_v<V>)
+    return largest ? V(INFINITY) : V(-INFINITY);
+  else if constexpr (sizeof(V) == 8)
+    return largest ? V(INT64_MAX) : V(INT64_MIN);
+  else if constexpr (sizeof(V) == 4)
+    return largest ? V(INT32_MAX) : V(INT32_MIN);
+  else
+    return largest ? V(INT8_MAX) : V(INT8_MIN);
+}
+
+/// One thread per output element: kind 0 sum, 1 mean (integers truncate,
+/// an empty integer mean is 0), 2 max, 3 min (both propagate NaN, as on the
+/// CPU).
 template <typename T>
 __global__ void reduceKernel(int kind, const T *x, T *o, int64_t n,
                              Dims keptDims, Strides keptSt, Dims redDims,
                              Strides redSt, int64_t count) {
+  using V = Compute<T>;
+  using A = typename SumOf<V>::type;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t base = offsetOf(i, keptDims, keptSt);
-    float acc = kind == 2 ? -INFINITY : kind == 3 ? INFINITY : 0.0f;
-    for (int64_t r = 0; r < count; ++r) {
-      float v = toF(x[base + offsetOf(r, redDims, redSt)]);
-      // Max and min propagate NaN, as on the CPU (fmaxf/fminf would drop it).
-      if (kind == 2)
-        acc = (v > acc || isnan(v)) && !isnan(acc) ? v : acc;
-      else if (kind == 3)
-        acc = (v < acc || isnan(v)) && !isnan(acc) ? v : acc;
-      else
-        acc += v;
+    const T *in = x + offsetOf(i, keptDims, keptSt);
+    auto element = [&](int64_t r) { return toC(in[offsetOf(r, redDims, redSt)]); };
+    if (kind <= 1) {
+      A sum = 0;
+      for (int64_t r = 0; r < count; ++r)
+        sum = accumulate(sum, A(element(r)));
+      if (kind == 1) {
+        if constexpr (std::is_integral_v<A>)
+          sum = count ? sum / count : 0;
+        else
+          sum /= count;
+      }
+      o[i] = fromC<T>(V(sum));
+    } else {
+      V acc = extremeOf<V>(kind == 3);
+      for (int64_t r = 0; r < count; ++r) {
+        V v = element(r);
+        bool better = kind == 2 ? v > acc : v < acc;
+        if ((better || v != v) && acc == acc)
+          acc = v;
+      }
+      o[i] = fromC<T>(acc);
     }
-    o[i] = fromF<T>(kind == 1 ? acc / count : acc);
   }
 }
 
@@ -531,7 +680,7 @@ __global__ void crossEntropyKernel(const T *logits, const void *targets,
   if (threadIdx.x == 0) {
     int64_t t = t64 ? static_cast<const int64_t *>(targets)[blockIdx.x]
                     : static_cast<const int32_t *>(targets)[blockIdx.x];
-    atomicAdd(out, (logf(sum) + m - toF(row[t])) / rows);
+    atomicAdd(out, (logf(sum) + m - toC(row[t])) / rows);
   }
 }
 
@@ -613,14 +762,14 @@ Status binary(cpu::BinaryKind kind, const Tensor &a, const Tensor &b,
           sb = broadcastStrides(out.shape, b.shape);
   coalesce(dims, {&sa, &sb});
   const int k = static_cast<int>(kind);
+  const int grid = blocksFor(n);
   switch (a.dtype) {
-  case DType::I64: integerBinaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(k, a.as<int64_t>(), b.as<int64_t>(), out.as<int64_t>(), n, dims, sa, sb); break;
-  case DType::I32: integerBinaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(k, a.as<int32_t>(), b.as<int32_t>(), out.as<int32_t>(), n, dims, sa, sb); break;
-  case DType::I8: integerBinaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(k, a.as<int8_t>(), b.as<int8_t>(), out.as<int8_t>(), n, dims, sa, sb); break;
+    MP_INTEGER_CASES(integerBinaryKernel<<<grid, kThreads, 0, computeStream()>>>(
+        k, a.as<T>(), b.as<T>(), out.as<T>(), n, dims, sa, sb))
   default:
-    MP_FLOAT_TYPES(a.dtype, "binary",
-                   binaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
-                       k, a.as<T>(), b.as<T>(), out.as<T>(), n, dims, sa, sb));
+    MP_REAL_TYPES(a.dtype, "binary",
+                  binaryKernel<<<grid, kThreads, 0, computeStream()>>>(
+                      k, a.as<T>(), b.as<T>(), out.as<T>(), n, dims, sa, sb));
   }
   return launched("binary");
 }
@@ -634,9 +783,10 @@ Status compare(cpu::CompareKind kind, const Tensor &a, const Tensor &b,
   Strides sa = broadcastStrides(out.shape, a.shape),
           sb = broadcastStrides(out.shape, b.shape);
   coalesce(dims, {&sa, &sb});
-  compareKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
-      static_cast<int>(kind), a.data, b.data, a.dtype, out.as<uint8_t>(), n,
-      dims, sa, sb);
+  MP_ALL_TYPES(a.dtype, "compare",
+               compareKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+                   static_cast<int>(kind), a.as<T>(), b.as<T>(),
+                   out.as<uint8_t>(), n, dims, sa, sb));
   return launched("compare");
 }
 
@@ -665,10 +815,28 @@ Status unary(cpu::UnaryKind kind, const Tensor &x, Tensor &out) {
   int64_t n = x.numel();
   if (n == 0)
     return Status::success();
-  MP_FLOAT_TYPES(x.dtype, "unary",
-                 unaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
-                     static_cast<int>(kind), x.as<T>(), out.as<T>(), n));
+  const int grid = blocksFor(n);
+  const bool integerKind =
+      kind == cpu::UnaryKind::Neg || kind == cpu::UnaryKind::Relu;
+  switch (x.dtype) {
+    MP_INTEGER_CASES(
+        if (!integerKind) return typeError("unary", x.dtype);
+        integerUnaryKernel<<<grid, kThreads, 0, computeStream()>>>(
+            kind == cpu::UnaryKind::Relu, x.as<T>(), out.as<T>(), n))
+  default:
+    MP_REAL_TYPES(x.dtype, "unary",
+                  unaryKernel<<<grid, kThreads, 0, computeStream()>>>(
+                      static_cast<int>(kind), x.as<T>(), out.as<T>(), n));
+  }
   return launched("unary");
+}
+
+/// Casts from source type S to out's element type.
+template <typename S> static Status castFrom(const S *x, Tensor &out, int64_t n) {
+  MP_ALL_TYPES(out.dtype, "cast (result)",
+               castKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+                   x, out.as<T>(), n));
+  return launched("cast");
 }
 
 Status cast(const Tensor &x, Tensor &out) {
@@ -677,9 +845,8 @@ Status cast(const Tensor &x, Tensor &out) {
     return Status::success();
   if (x.dtype == out.dtype) // exact, also for 64-bit integers
     return copy(x, out);
-  castKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(x.data, x.dtype, out.data, out.dtype,
-                                         n);
-  return launched("cast");
+  MP_ALL_TYPES(x.dtype, "cast", return castFrom(x.as<T>(), out, n));
+  return Status::success();
 }
 
 Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
@@ -706,8 +873,13 @@ Status matmul(const Tensor &a, const Tensor &b, Tensor &out) {
   std::vector<RowMajorGemm> plan = matmulPlan(a.shape, b.shape, error);
   if (!error.empty())
     return Status::error(error);
+  const bool integer = a.dtype == DType::I64 || a.dtype == DType::I32 ||
+                       a.dtype == DType::I8;
   for (const RowMajorGemm &g : plan)
-    if (Status s = gemm(g, a.dtype, a.data, b.data, out.dtype, out.data); !s)
+    if (Status s = integer ? integerGemm(g, a, b, out)
+                           : gemm(g, a.dtype, a.data, b.data, out.dtype,
+                                  out.data);
+        !s)
       return s;
   return Status::success();
 }
@@ -747,7 +919,7 @@ Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
   int64_t outer = dim * inner ? x.numel() / (dim * inner) : 0;
   if (outer == 0)
     return Status::success();
-  MP_FLOAT_TYPES(
+  MP_REAL_TYPES(
       x.dtype, "softmax",
       if (inner == 1) softmaxLastKernel<<<outer, kThreads, 0, computeStream()>>>(x.as<T>(),
                                                              out.as<T>(), dim);
@@ -761,8 +933,7 @@ Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
 /// rows), a masked softmax into probabilities, then out = P·V.
 Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor *mask, float scale, bool causal, Tensor &out) {
-  const AttentionShape shape{q.shape[0], q.shape[1], k.shape[1], q.shape[2],
-                             k.shape[2], q.shape[3], v.shape[3]};
+  const AttentionShape shape = attentionShapeOf(q, k, v);
   if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0)
     return Status::error("attention: query heads do not group into the "
                          "key/value heads");
@@ -773,8 +944,7 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
                       "attention");
   const DType t = q.dtype;
   const bool separateProbs = t != DType::F32;
-  const int64_t bytesPerScore =
-      sizeof(float) + (separateProbs ? dtypeSize(t) : 0);
+  const int64_t bytesPerScore = bytesPerScoreOf(t);
   const std::vector<int64_t> full = {shape.batch, shape.heads, shape.queries,
                                      shape.keys};
   Dims maskDims = dimsOf(full);
@@ -783,11 +953,10 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
   for (const AttentionChunk &c :
        attentionChunks(shape, bytesPerScore, kAttentionScratchBudget)) {
     const int64_t rows = c.pairs * c.rows;
-    if (Status s =
-            attentionScratch().reserve(rows * shape.keys * bytesPerScore);
+    if (Status s = kernelScratch().reserve(rows * shape.keys * bytesPerScore);
         !s)
       return s;
-    void *scratch = attentionScratch().get();
+    void *scratch = kernelScratch().get();
     float *scores = static_cast<float *>(scratch);
     void *probs = separateProbs ? static_cast<void *>(scores + rows * shape.keys)
                                 : scratch;
@@ -873,10 +1042,18 @@ Status reduce(cpu::ReduceKind kind, const Tensor &x,
     count *= d;
   if (n == 0)
     return Status::success();
-  MP_FLOAT_TYPES(x.dtype, "reduce",
-                 reduceKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
-                     static_cast<int>(kind), x.as<T>(), out.as<T>(), n,
-                     keptDims, keptSt, redDims, redSt, count));
+  auto launch = [&](auto *typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    reduceKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+        static_cast<int>(kind), typed, out.as<T>(), n, keptDims, keptSt,
+        redDims, redSt, count);
+  };
+  switch (x.dtype) {
+    MP_CASE(I64, int64_t, launch(x.as<T>()))
+    MP_CASE(I32, int32_t, launch(x.as<T>()))
+  default:
+    MP_REAL_TYPES(x.dtype, "reduce", launch(x.as<T>()));
+  }
   return launched("reduce");
 }
 
@@ -887,10 +1064,9 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
   if (!sum) {
     if (out.dtype != DType::F16 && out.dtype != DType::BF16)
       return typeError("cross_entropy (result)", out.dtype);
-    static DeviceScratch accumulator("cudaMalloc (cross_entropy)");
-    if (Status s = accumulator.reserve(sizeof(float)); !s)
+    if (Status s = kernelScratch().reserve(sizeof(float)); !s)
       return s;
-    sum = static_cast<float *>(accumulator.get());
+    sum = static_cast<float *>(kernelScratch().get());
   }
   int64_t vocab = logits.shape.back();
   int64_t rows = vocab ? logits.numel() / vocab : 0;
@@ -910,6 +1086,23 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
     return Status::success();
   return cast(Tensor{sum, DType::F32, out.shape}, out);
 }
+
+size_t attentionScratchBytes(const Tensor &q, const Tensor &k,
+                             const Tensor &v) {
+  const AttentionShape shape = attentionShapeOf(q, k, v);
+  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0)
+    return 0; // attention() rejects it
+  return static_cast<size_t>(attentionScratchBytes(
+      shape, bytesPerScoreOf(q.dtype), kAttentionScratchBudget));
+}
+
+size_t crossEntropyScratchBytes(const Tensor &out) {
+  return out.dtype == DType::F32 ? 0 : sizeof(float);
+}
+
+Status reserveScratch(size_t bytes) { return kernelScratch().reserve(bytes); }
+
+size_t scratchBytes() { return kernelScratch().capacity(); }
 
 /// Einsum appears only in small constant-like subgraphs (the importer folds
 /// most of them), so it runs on the host: the operands are copied out, the

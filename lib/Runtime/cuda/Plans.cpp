@@ -139,6 +139,14 @@ std::vector<AttentionChunk> attentionChunks(const AttentionShape &s,
   return chunks;
 }
 
+int64_t attentionScratchBytes(const AttentionShape &s, int64_t bytesPerScore,
+                              int64_t budgetBytes) {
+  int64_t bytes = 0;
+  for (const AttentionChunk &c : attentionChunks(s, bytesPerScore, budgetBytes))
+    bytes = std::max(bytes, c.pairs * c.rows * s.keys * bytesPerScore);
+  return bytes;
+}
+
 RowMajorGemm attentionScoresGemm(const AttentionShape &s,
                                  const AttentionChunk &c) {
   RowMajorGemm g;

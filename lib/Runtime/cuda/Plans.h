@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "mp/Runtime/HostDevice.h"
+#include "mp/Runtime/IntegerArithmetic.h"
 
 namespace mp::rt::cuda {
 
@@ -88,6 +89,38 @@ struct RowMajorGemm {
   int64_t strideA = 0, strideB = 0, strideC = 0;
   int64_t offsetA = 0, offsetB = 0, offsetC = 0;
 };
+
+/// Element offsets, from the operands' base pointers, of A[batch][i][kk],
+/// op(B)[batch][kk][j] and C[batch][i][j] (A and C rows are contiguous).
+MP_HOST_DEVICE inline int64_t gemmOffsetA(const RowMajorGemm &g,
+                                          int64_t batch, int64_t i,
+                                          int64_t kk) {
+  return g.offsetA + batch * g.strideA + i * g.k + kk;
+}
+MP_HOST_DEVICE inline int64_t gemmOffsetB(const RowMajorGemm &g,
+                                          int64_t batch, int64_t kk,
+                                          int64_t j) {
+  return g.offsetB + batch * g.strideB + (g.transB ? j * g.k + kk : kk * g.n + j);
+}
+MP_HOST_DEVICE inline int64_t gemmOffsetC(const RowMajorGemm &g,
+                                          int64_t batch, int64_t i,
+                                          int64_t j) {
+  return g.offsetC + batch * g.strideC + i * g.n + j;
+}
+
+/// C[batch][i][j] of an integer GEMM with the CPU kernel's wrap-around
+/// (cuBLAS has no integer GEMM of these types; a CUDA kernel computes
+/// each element with this).
+template <class T>
+MP_HOST_DEVICE inline T integerGemmElement(const RowMajorGemm &g, const T *a,
+                                           const T *b, int64_t batch,
+                                           int64_t i, int64_t j) {
+  T acc = 0;
+  for (int64_t kk = 0; kk < g.k; ++kk)
+    acc = wrapAdd(acc, wrapMul(a[gemmOffsetA(g, batch, i, kk)],
+                               b[gemmOffsetB(g, batch, kk, j)]));
+  return acc;
+}
 
 /// The same GEMM as cublasGemmStridedBatchedEx sees it (column-major):
 /// C^T[N,M] = op(B)^T · A^T, so cuBLAS's first operand is our B and its
@@ -160,6 +193,21 @@ struct AttentionChunk {
 std::vector<AttentionChunk> attentionChunks(const AttentionShape &s,
                                             int64_t bytesPerScore,
                                             int64_t budgetBytes);
+
+/// The scores of a chunk stay within this (the CUDA attention's scratch).
+constexpr int64_t kAttentionScratchBudget = 256LL << 20;
+
+/// Scratch bytes per score: its fp32 logit and, when the element type is not
+/// fp32, its probability in that type (fp32 probabilities overwrite the
+/// logits).
+inline int64_t attentionBytesPerScore(int64_t elementBytes, bool fp32) {
+  return 4 + (fp32 ? 0 : elementBytes);
+}
+
+/// The scratch the chunks of `attentionChunks(s, bytesPerScore, budget)`
+/// need: the largest chunk's scores.
+int64_t attentionScratchBytes(const AttentionShape &s, int64_t bytesPerScore,
+                              int64_t budgetBytes);
 
 /// scores[pairs, rows, keys] = scale · Q · K^T for a chunk (offsets into q,
 /// k and the chunk's scores buffer).

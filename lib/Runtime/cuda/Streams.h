@@ -41,6 +41,7 @@ public:
   /// At least `bytes` at get() until the next reserve.
   Status reserve(size_t bytes);
   void *get() const { return data; }
+  size_t capacity() const { return size; }
 
 private:
   const char *what;

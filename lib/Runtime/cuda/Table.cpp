@@ -19,7 +19,8 @@ const KernelTable *cudaKernelTable() {
       cuda::reduce,   cuda::attention,    cuda::gather,    cuda::crossEntropy,
       cuda::einsum,   cuda::trilu,        cuda::transpose, cuda::slice,
       cuda::concat,   cuda::split,        cuda::expand,    cuda::copy,
-      cuda::vocabEmbedding};
+      cuda::vocabEmbedding, cuda::attentionScratchBytes,
+      cuda::crossEntropyScratchBytes, cuda::reserveScratch};
   return &table;
 }
 

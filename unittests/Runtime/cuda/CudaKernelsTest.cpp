@@ -10,9 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <functional>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <random>
 
 using namespace mp::rt;
@@ -162,6 +164,24 @@ TEST_F(CudaKernels, AttentionOverManyKeysMatchesCpu) {
   expectNear(out, ref.h, 1e-4);
 }
 
+TEST_F(CudaKernels, AttentionNeedsNoMoreScratchThanTheExecutorReserves) {
+  // What the executor reserves at load (attentionScratchBytes) is all the
+  // attention uses: it runs without growing the scratch.
+  auto q = random({2, 4, 32, 16}), k = random({2, 2, 3000, 16}),
+       v = random({2, 2, 3000, 16});
+  Pair out(DType::F32, {2, 4, 32, 16}), ref(DType::F32, {2, 4, 32, 16});
+  const size_t before = cuda::scratchBytes();
+  const size_t need = cuda::attentionScratchBytes(q->d, k->d, v->d);
+  EXPECT_EQ(need, size_t(2 * 2) * 2 * 32 * 3000 * sizeof(float)); // one chunk
+  ASSERT_TRUE(cuda::reserveScratch(need));
+  const size_t reserved = cuda::scratchBytes();
+  EXPECT_EQ(reserved, std::max(before, need));
+  ASSERT_TRUE(cuda::attention(q->d, k->d, v->d, nullptr, 0.25f, true, out.d));
+  ASSERT_TRUE(cpu::attention(q->h, k->h, v->h, nullptr, 0.25f, true, ref.h));
+  expectNear(out, ref.h, 1e-4);
+  EXPECT_EQ(cuda::scratchBytes(), reserved);
+}
+
 TEST_F(CudaKernels, BroadcastBatchedMatmulMatchesCpu) {
   auto a = random({2, 1, 4, 5}), b = random({1, 3, 5, 6});
   Pair out(DType::F32, {2, 3, 4, 6}), ref(DType::F32, {2, 3, 4, 6});
@@ -244,6 +264,178 @@ TEST_F(CudaKernels, TransposeExpandAndGatherMatchCpu) {
   ASSERT_TRUE(cuda::expand(small->d, wide.d));
   ASSERT_TRUE(cpu::expand(small->h, wideRef.h));
   expectNear(wide, wideRef.h, 0);
+}
+
+//===----------------------------------------------------------------------===//
+// The CPU's other element types (fp64, integers, bool) on CUDA
+//===----------------------------------------------------------------------===//
+
+bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::F64 || t == DType::F16 ||
+         t == DType::BF16;
+}
+
+/// A host tensor owning its bytes.
+struct HostTensor {
+  std::vector<uint8_t> bytes;
+  Tensor t;
+  HostTensor(DType dtype, std::vector<int64_t> shape) {
+    t = Tensor{nullptr, dtype, std::move(shape)};
+    bytes.resize(t.bytes());
+    t.data = bytes.data();
+  }
+};
+
+template <class S> HostTensor hostOf(DType dtype, std::vector<S> values) {
+  HostTensor h(dtype, {static_cast<int64_t>(values.size())});
+  std::memcpy(h.t.data, values.data(), h.t.bytes());
+  return h;
+}
+
+class CudaKernelsTypes : public CudaKernels {
+protected:
+  /// A device tensor of `dtype` holding `source` converted by the CPU cast.
+  std::unique_ptr<Pair> converted(DType dtype, const Tensor &source) {
+    auto p = std::make_unique<Pair>(dtype, source.shape);
+    EXPECT_TRUE(cpu::cast(source, p->h));
+    p->upload();
+    return p;
+  }
+  std::unique_ptr<Pair> randomOf(DType dtype, std::vector<int64_t> shape,
+                                 double lo, double hi) {
+    HostTensor src(DType::F64, std::move(shape));
+    std::uniform_real_distribution<double> dist(lo, hi);
+    for (int64_t i = 0; i < src.t.numel(); ++i)
+      src.t.as<double>()[i] = dist(rng);
+    return converted(dtype, src.t);
+  }
+  /// Integers and bools bit for bit; floats within `tol` relative (NaN
+  /// equals NaN: NaN payloads may differ).
+  void expectSame(Pair &got, const Tensor &want, double tol) {
+    std::vector<uint8_t> bytes = got.download();
+    if (!isFloat(want.dtype)) {
+      EXPECT_EQ(std::memcmp(bytes.data(), want.data, want.bytes()), 0);
+      return;
+    }
+    HostTensor g(DType::F64, want.shape), w(DType::F64, want.shape);
+    ASSERT_TRUE(cpu::cast(Tensor{bytes.data(), want.dtype, want.shape}, g.t));
+    ASSERT_TRUE(cpu::cast(want, w.t));
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      double a = g.t.as<double>()[i], b = w.t.as<double>()[i];
+      if (std::isnan(b) || std::isinf(b)) {
+        EXPECT_TRUE(std::isnan(b) ? std::isnan(a) : a == b)
+            << "element " << i << ": " << a << " vs " << b;
+        continue;
+      }
+      ASSERT_NEAR(a, b, tol * (1 + std::abs(b))) << "element " << i;
+    }
+  }
+};
+
+TEST_F(CudaKernelsTypes, Fp64ElementwiseSoftmaxReduceAndMatmulMatchCpu) {
+  const double tol = 1e-12;
+  auto a = randomOf(DType::F64, {3, 4}, 0.1, 2), b = randomOf(DType::F64, {4}, 0.1, 2);
+  Pair out(DType::F64, {3, 4}), ref(DType::F64, {3, 4});
+  for (auto kind : {cpu::BinaryKind::Add, cpu::BinaryKind::Sub,
+                    cpu::BinaryKind::Mul, cpu::BinaryKind::Div,
+                    cpu::BinaryKind::Pow}) {
+    ASSERT_TRUE(cuda::binary(kind, a->d, b->d, out.d));
+    ASSERT_TRUE(cpu::binary(kind, a->h, b->h, ref.h));
+    SCOPED_TRACE("binary " + std::to_string(static_cast<int>(kind)));
+    expectSame(out, ref.h, tol);
+  }
+  for (int kind = 0; kind <= static_cast<int>(cpu::UnaryKind::Sin); ++kind) {
+    ASSERT_TRUE(cuda::unary(static_cast<cpu::UnaryKind>(kind), a->d, out.d));
+    ASSERT_TRUE(cpu::unary(static_cast<cpu::UnaryKind>(kind), a->h, ref.h));
+    SCOPED_TRACE("unary " + std::to_string(kind));
+    expectSame(out, ref.h, tol);
+  }
+  for (int64_t axis : {0, 1}) {
+    ASSERT_TRUE(cuda::softmax(a->d, axis, out.d));
+    ASSERT_TRUE(cpu::softmax(a->h, axis, ref.h));
+    expectSame(out, ref.h, tol);
+  }
+  Pair rows(DType::F64, {3}), rowsRef(DType::F64, {3});
+  for (int kind = 0; kind <= static_cast<int>(cpu::ReduceKind::Min); ++kind) {
+    ASSERT_TRUE(cuda::reduce(static_cast<cpu::ReduceKind>(kind), a->d, {1}, rows.d));
+    ASSERT_TRUE(cpu::reduce(static_cast<cpu::ReduceKind>(kind), a->h, {1}, rowsRef.h));
+    expectSame(rows, rowsRef.h, tol);
+  }
+  auto m = randomOf(DType::F64, {2, 3, 4}, -1, 1), n = randomOf(DType::F64, {4, 5}, -1, 1);
+  Pair prod(DType::F64, {2, 3, 5}), prodRef(DType::F64, {2, 3, 5});
+  ASSERT_TRUE(cuda::matmul(m->d, n->d, prod.d));
+  ASSERT_TRUE(cpu::matmul(m->h, n->h, prodRef.h));
+  expectSame(prod, prodRef.h, tol);
+}
+
+TEST_F(CudaKernelsTypes, IntegerUnaryReduceAndMatmulWrapAsOnTheCpu) {
+  const int32_t lo = std::numeric_limits<int32_t>::min(),
+                hi = std::numeric_limits<int32_t>::max();
+  HostTensor src = hostOf<int32_t>(DType::I32, {lo, hi, -5, 0, 7, lo + 1});
+  src.t.shape = {2, 3};
+  auto x = converted(DType::I32, src.t);
+  Pair out(DType::I32, {2, 3}), ref(DType::I32, {2, 3});
+  for (auto kind : {cpu::UnaryKind::Neg, cpu::UnaryKind::Relu}) {
+    ASSERT_TRUE(cuda::unary(kind, x->d, out.d));
+    ASSERT_TRUE(cpu::unary(kind, x->h, ref.h));
+    expectSame(out, ref.h, 0);
+  }
+  EXPECT_FALSE(cuda::unary(cpu::UnaryKind::Exp, x->d, out.d));
+  for (DType t : {DType::I32, DType::I64}) {
+    auto xt = converted(t, src.t);
+    Pair cols(t, {3}), colsRef(t, {3});
+    for (int kind = 0; kind <= static_cast<int>(cpu::ReduceKind::Min); ++kind) {
+      ASSERT_TRUE(cuda::reduce(static_cast<cpu::ReduceKind>(kind), xt->d, {0}, cols.d));
+      ASSERT_TRUE(cpu::reduce(static_cast<cpu::ReduceKind>(kind), xt->h, {0}, colsRef.h));
+      SCOPED_TRACE(std::string(dtypeName(t)) + " reduce " + std::to_string(kind));
+      expectSame(cols, colsRef.h, 0);
+    }
+    Pair prod(t, {2, 2}), prodRef(t, {2, 2});
+    HostTensor wsrc = hostOf<int32_t>(DType::I32, {hi, 3, -2, lo, 9, hi});
+    wsrc.t.shape = {3, 2};
+    auto w = converted(t, wsrc.t);
+    ASSERT_TRUE(cuda::matmul(xt->d, w->d, prod.d));
+    ASSERT_TRUE(cpu::matmul(xt->h, w->h, prodRef.h));
+    SCOPED_TRACE(std::string(dtypeName(t)) + " matmul");
+    expectSame(prod, prodRef.h, 0);
+  }
+}
+
+TEST_F(CudaKernelsTypes, Int64CompareIsExactAboveTwoToThe53) {
+  const int64_t big = int64_t(1) << 53;
+  HostTensor av = hostOf<int64_t>(DType::I64, {big + 1, big, -big - 1});
+  HostTensor bv = hostOf<int64_t>(DType::I64, {big, big + 1, -big});
+  auto a = converted(DType::I64, av.t), b = converted(DType::I64, bv.t);
+  Pair out(DType::Bool, {3}), ref(DType::Bool, {3});
+  for (int kind = 0; kind <= static_cast<int>(cpu::CompareKind::Ge); ++kind) {
+    ASSERT_TRUE(cuda::compare(static_cast<cpu::CompareKind>(kind), a->d, b->d, out.d));
+    ASSERT_TRUE(cpu::compare(static_cast<cpu::CompareKind>(kind), a->h, b->h, ref.h));
+    SCOPED_TRACE("compare " + std::to_string(kind));
+    expectSame(out, ref.h, 0);
+  }
+}
+
+TEST_F(CudaKernelsTypes, CastsMatchCpuForEveryPairOfTypes) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  HostTensor floats = hostOf<double>(
+      DType::F64, {0.0, -0.0, 1.5, -2.5, 0.1, 65504.0, 1e10, -1e30, 3e38,
+                   1e300, nan, -7.75});
+  HostTensor ints = hostOf<int64_t>(
+      DType::I64, {0, 1, -1, 127, 128, -129, int64_t(1) << 31,
+                   -(int64_t(1) << 31) - 1, (int64_t(1) << 53) + 1,
+                   std::numeric_limits<int64_t>::max(),
+                   std::numeric_limits<int64_t>::min(), 65519});
+  const DType all[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
+                       DType::I64, DType::I32, DType::I8, DType::Bool};
+  for (DType from : all)
+    for (DType to : all) {
+      auto x = converted(from, isFloat(from) ? floats.t : ints.t);
+      Pair out(to, x->h.shape), ref(to, x->h.shape);
+      ASSERT_TRUE(cuda::cast(x->d, out.d));
+      ASSERT_TRUE(cpu::cast(x->h, ref.h));
+      SCOPED_TRACE(std::string(dtypeName(from)) + " to " + dtypeName(to));
+      expectSame(out, ref.h, 0);
+    }
 }
 
 /// Runs `op` on fp16 and bf16 copies of fp32 device inputs and compares the
