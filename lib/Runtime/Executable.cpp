@@ -982,10 +982,11 @@ Status Executable::load(const std::string &dir,
 /// Scratch is allocated here, once, for the largest need of any step, so
 /// that out-of-memory shows at load and no step allocates while running.
 Status Executable::reserveScratch() {
-  if (kernelScratch && kernels->reserveScratch)
-    if (Status s = kernels->reserveScratch(kernelScratch); !s)
-      return Status::error("cannot allocate " + std::to_string(kernelScratch) +
-                           " bytes of kernel scratch: " + s.message);
+  if (kernels->prepare)
+    if (Status s = kernels->prepare(kernelScratch); !s)
+      return Status::error("cannot prepare the " + std::string(kernels->name) +
+                           " kernels (" + std::to_string(kernelScratch) +
+                           " bytes of scratch): " + s.message);
   for (size_t axis = 0; axis < axisComms.size(); ++axis)
     if (Status s = axisComms[axis]->reserveScratch(commScratch[axis]); !s)
       return Status::error("cannot allocate " +
@@ -995,7 +996,7 @@ Status Executable::reserveScratch() {
 }
 
 int64_t Executable::scratchBytes() const {
-  size_t total = kernels->reserveScratch ? kernelScratch : 0;
+  size_t total = kernels->prepare ? kernelScratch : 0;
   for (size_t bytes : commScratch)
     total += bytes;
   return static_cast<int64_t>(total);

@@ -899,6 +899,22 @@ TEST(KernelSoftmax, LastAndMiddleAxes) {
   Buf out(DType::F32, {2, 3});
   ASSERT_TRUE(softmax(x.t, 1, out.t).ok);
   expectExact(out, {0, 0, 0, 0.5, 0, 0.5});
+  // The same along a middle axis (the strided path), and a NaN makes its
+  // whole row NaN on both paths (the CUDA kernels do the same).
+  for (DType dt : {DType::F32, DType::F64}) {
+    Buf t = fromValues(dt, {3, 2}, {-INFINITY, 0, -INFINITY, NAN, -INFINITY, 0});
+    Buf tOut(dt, {3, 2});
+    ASSERT_TRUE(softmax(t.t, 0, tOut.t).ok);
+    for (int64_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(tOut.get(2 * i), 0.0) << dtypeName(dt) << " row " << i;
+      EXPECT_TRUE(std::isnan(tOut.get(2 * i + 1))) << dtypeName(dt) << " row " << i;
+    }
+    Buf r = fromValues(dt, {1, 3}, {1, NAN, 2});
+    Buf rOut(dt, {1, 3});
+    ASSERT_TRUE(softmax(r.t, 1, rOut.t).ok);
+    for (int64_t i = 0; i < 3; ++i)
+      EXPECT_TRUE(std::isnan(rOut.get(i))) << dtypeName(dt) << " element " << i;
+  }
 }
 
 TEST(KernelReduce, EveryKindSeveralAxes) {

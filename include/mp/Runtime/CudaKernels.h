@@ -65,7 +65,9 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out);
 /// called directly grows the scratch on first use).
 size_t attentionScratchBytes(const Tensor &q, const Tensor &k, const Tensor &v);
 size_t crossEntropyScratchBytes(const Tensor &out);
-Status reserveScratch(size_t bytes);
+/// Creates the streams and the cuBLAS handle and reserves `scratchBytes`
+/// of kernel scratch.
+Status prepare(size_t scratchBytes);
 /// The kernel scratch held now.
 size_t scratchBytes();
 /// On the host through the CPU kernel (einsum only appears in small

@@ -60,11 +60,12 @@ struct KernelTable {
   Status (*vocabEmbedding)(const Tensor &table, const Tensor &ids,
                            int64_t offset, Tensor &out);
   // Scratch (null where kernels need none): what attention and
-  // crossEntropy need for these tensors, and its allocation, which the
-  // executor makes once at load for the program's largest need.
+  // crossEntropy need for these tensors; and `prepare`, which the executor
+  // calls once at load with the program's largest need, so that running
+  // allocates nothing (scratch, library handles).
   size_t (*attentionScratch)(const Tensor &q, const Tensor &k, const Tensor &v);
   size_t (*crossEntropyScratch)(const Tensor &out);
-  Status (*reserveScratch)(size_t bytes);
+  Status (*prepare)(size_t scratchBytes);
 };
 
 const KernelTable &cpuKernelTable();

@@ -232,9 +232,10 @@ void unaryF64(UnaryKind kind, const double *x, double *y, int64_t n) {
       return 0.5 * v * std::erfc(v * -0.70710678118654752440);
     });
   case UnaryKind::GeluTanh:
+    // x * sigmoid(2u), as in fp32: no cancellation for negative x.
     return mapAny(x, y, n, [](double v) {
       double u = 0.79788456080286535588 * (v + 0.044715 * v * v * v);
-      return 0.5 * v * (1.0 + std::tanh(u));
+      return v / (1.0 + std::exp(-2.0 * u));
     });
   case UnaryKind::Cos: return mapAny(x, y, n, [](double v) { return std::cos(v); });
   case UnaryKind::Sin: return mapAny(x, y, n, [](double v) { return std::sin(v); });

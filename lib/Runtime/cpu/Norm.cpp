@@ -93,7 +93,7 @@ void softmaxStrided(const T *x, T *y, int64_t n, int64_t inner, T *mx, T *sum) {
     }
   }
   for (int64_t j = 0; j < inner; ++j)
-    sum[j] = sum[j] > 0 ? T(1) / sum[j] : T(0);
+    sum[j] = mx[j] == ninf ? T(0) : T(1) / sum[j]; // NaN stays NaN
   for (int64_t k = 0; k < n; ++k) {
     T *out = y + k * inner;
     for (int64_t j = 0; j < inner; ++j)
@@ -178,11 +178,13 @@ template <class T, ReduceKind K> struct Reducer {
   /// Reduces a contiguous run into a.
   static Acc run(Acc a, const T *x, int64_t n) {
     if constexpr (K == ReduceKind::Sum || K == ReduceKind::Mean) {
-      Acc s = 0;
+      // Integers add as unsigned: wrap-around, not signed overflow.
+      using Sum = std::conditional_t<std::is_integral_v<Acc>, uint64_t, Acc>;
+      Sum s = 0;
 #pragma omp simd reduction(+ : s)
       for (int64_t i = 0; i < n; ++i)
-        s += Acc(x[i]);
-      return combine2(a, s);
+        s += Sum(x[i]);
+      return combine2(a, Acc(s));
     } else {
       for (int64_t i = 0; i < n; ++i)
         a = combine(a, x[i]);

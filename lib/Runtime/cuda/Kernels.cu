@@ -22,6 +22,8 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <initializer_list>
+#include <type_traits>
 
 namespace mp::rt::cuda {
 
@@ -36,6 +38,22 @@ Status launched(const char *kernel) {
 Status typeError(const char *kernel, DType t) {
   return Status::error(std::string(kernel) + ": unsupported element type " +
                        dtypeName(t) + " on CUDA");
+}
+
+/// Every tensor given has the first's element type, as the CPU kernels
+/// check: a kernel indexes them all as one type.
+Status sameTypes(const char *kernel,
+                 std::initializer_list<const Tensor *> tensors) {
+  const DType t = (*tensors.begin())->dtype;
+  for (const Tensor *x : tensors)
+    if (x && x->dtype != t)
+      return Status::error(std::string(kernel) + ": element types differ (" +
+                           dtypeName(t) + " and " + dtypeName(x->dtype) + ")");
+  return Status::success();
+}
+
+bool isFloatType(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
 int blocksFor(int64_t n) {
@@ -407,7 +425,7 @@ __global__ void softmaxLastKernel(const T *x, T *o, int64_t dim) {
   C sum;
   C m = rowMaxExpSum(row, dim, shared, sum);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    out[i] = fromC<T>(sum > 0 ? m_exp(toC(row[i]) - m) / sum : C(0));
+    out[i] = fromC<T>(m == C(-INFINITY) ? C(0) : m_exp(toC(row[i]) - m) / sum);
 }
 
 template <typename T>
@@ -423,8 +441,9 @@ __global__ void softmaxStridedKernel(const T *x, T *o, int64_t outer,
     for (int64_t a = 0; a < dim; ++a)
       sum += m_exp(toC(x[base + a * inner]) - m);
     for (int64_t a = 0; a < dim; ++a) // a fully masked row gives zeros
-      o[base + a * inner] = fromC<T>(
-          sum > 0 ? m_exp(toC(x[base + a * inner]) - m) / sum : C(0));
+      o[base + a * inner] =
+          fromC<T>(m == C(-INFINITY) ? C(0)
+                                     : m_exp(toC(x[base + a * inner]) - m) / sum);
   }
 }
 
@@ -590,7 +609,7 @@ Status integerGemm(const RowMajorGemm &g, const Tensor &a, const Tensor &b,
 /// Scratch of the kernels on the compute stream: attention scores (chunks
 /// keep them within kAttentionScratchBudget) and the cross-entropy
 /// accumulator. Stream order keeps one kernel's use apart from the next's.
-/// The executor reserves the largest need at load (reserveScratch).
+/// The executor reserves the largest need at load (prepare).
 DeviceScratch &kernelScratch() {
   static DeviceScratch scratch("cudaMalloc (kernel scratch)");
   return scratch;
@@ -632,40 +651,86 @@ template <typename V> __device__ __forceinline__ V extremeOf(bool largest) {
     return largest ? V(INT8_MAX) : V(INT8_MIN);
 }
 
-/// One thread per output element: kind 0 sum, 1 mean (integers truncate,
-/// an empty integer mean is 0), 2 max, 3 min (both propagate NaN, as on the
-/// CPU).
+/// Max (kind 2) or min (kind 3) of acc and v, propagating NaN as the CPU
+/// does.
+template <typename V> __device__ __forceinline__ V pick(int kind, V acc, V v) {
+  const bool better = kind == 2 ? v > acc : v < acc;
+  return (better || v != v) && acc == acc ? v : acc;
+}
+
+/// A sum, or for kind 1 the mean of `count` elements (integers truncate; an
+/// empty integer mean is 0).
+template <typename A>
+__device__ __forceinline__ A finishSum(int kind, A sum, int64_t count) {
+  if (kind != 1)
+    return sum;
+  if constexpr (std::is_integral_v<A>)
+    return count ? sum / count : 0;
+  else
+    return sum / count;
+}
+
+/// Reduces elements index, index + stride, ... < count of one output:
+/// kind 0 sum, 1 mean, 2 max, 3 min. Sums are partial (finishSum comes
+/// after combining threads' parts).
+template <typename T, typename Element>
+__device__ void reduceRange(int kind, Element element, int64_t index,
+                            int64_t stride, int64_t count,
+                            typename SumOf<Compute<T>>::type &sum,
+                            Compute<T> &extreme) {
+  using V = Compute<T>;
+  using A = typename SumOf<V>::type;
+  sum = 0;
+  extreme = extremeOf<V>(kind == 3);
+  for (int64_t r = index; r < count; r += stride) {
+    if (kind <= 1)
+      sum = accumulate(sum, A(element(r)));
+    else
+      extreme = pick(kind, extreme, element(r));
+  }
+}
+
+/// One thread per output element (short reductions).
 template <typename T>
 __global__ void reduceKernel(int kind, const T *x, T *o, int64_t n,
                              Dims keptDims, Strides keptSt, Dims redDims,
                              Strides redSt, int64_t count) {
   using V = Compute<T>;
-  using A = typename SumOf<V>::type;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     const T *in = x + offsetOf(i, keptDims, keptSt);
     auto element = [&](int64_t r) { return toC(in[offsetOf(r, redDims, redSt)]); };
-    if (kind <= 1) {
-      A sum = 0;
-      for (int64_t r = 0; r < count; ++r)
-        sum = accumulate(sum, A(element(r)));
-      if (kind == 1) {
-        if constexpr (std::is_integral_v<A>)
-          sum = count ? sum / count : 0;
-        else
-          sum /= count;
-      }
-      o[i] = fromC<T>(V(sum));
-    } else {
-      V acc = extremeOf<V>(kind == 3);
-      for (int64_t r = 0; r < count; ++r) {
-        V v = element(r);
-        bool better = kind == 2 ? v > acc : v < acc;
-        if ((better || v != v) && acc == acc)
-          acc = v;
-      }
-      o[i] = fromC<T>(acc);
-    }
+    typename SumOf<V>::type sum;
+    V extreme;
+    reduceRange<T>(kind, element, 0, 1, count, sum, extreme);
+    o[i] = fromC<T>(kind <= 1 ? V(finishSum(kind, sum, count)) : extreme);
+  }
+}
+
+/// One block per output element (long reductions, e.g. a full sum).
+template <typename T>
+__global__ void reduceBlockKernel(int kind, const T *x, T *o, Dims keptDims,
+                                  Strides keptSt, Dims redDims, Strides redSt,
+                                  int64_t count) {
+  using V = Compute<T>;
+  using A = typename SumOf<V>::type;
+  __shared__ A sharedSums[32];
+  __shared__ V sharedExtremes[32];
+  const T *in = x + offsetOf(blockIdx.x, keptDims, keptSt);
+  auto element = [&](int64_t r) { return toC(in[offsetOf(r, redDims, redSt)]); };
+  A sum;
+  V extreme;
+  reduceRange<T>(kind, element, threadIdx.x, blockDim.x, count, sum, extreme);
+  if (kind <= 1) {
+    sum = blockReduce(sum, sharedSums, A(0),
+                      [](A a, A b) { return accumulate(a, b); });
+    if (threadIdx.x == 0)
+      o[blockIdx.x] = fromC<T>(V(finishSum(kind, sum, count)));
+  } else {
+    extreme = blockReduce(extreme, sharedExtremes, extremeOf<V>(kind == 3),
+                          [kind](V a, V b) { return pick(kind, a, b); });
+    if (threadIdx.x == 0)
+      o[blockIdx.x] = fromC<T>(extreme);
   }
 }
 
@@ -754,6 +819,8 @@ Status synchronize() {
 
 Status binary(cpu::BinaryKind kind, const Tensor &a, const Tensor &b,
               Tensor &out) {
+  if (Status s = sameTypes("binary", {&a, &b, &out}); !s)
+    return s;
   int64_t n = out.numel();
   if (n == 0)
     return Status::success();
@@ -776,6 +843,10 @@ Status binary(cpu::BinaryKind kind, const Tensor &a, const Tensor &b,
 
 Status compare(cpu::CompareKind kind, const Tensor &a, const Tensor &b,
                Tensor &out) {
+  if (Status s = sameTypes("compare", {&a, &b}); !s)
+    return s;
+  if (out.dtype != DType::Bool)
+    return typeError("compare (result)", out.dtype);
   int64_t n = out.numel();
   if (n == 0)
     return Status::success();
@@ -792,6 +863,10 @@ Status compare(cpu::CompareKind kind, const Tensor &a, const Tensor &b,
 
 Status where(const Tensor &cond, const Tensor &a, const Tensor &b,
              Tensor &out) {
+  if (Status s = sameTypes("where", {&a, &b, &out}); !s)
+    return s;
+  if (cond.dtype != DType::Bool)
+    return typeError("where (condition)", cond.dtype);
   int64_t n = out.numel();
   if (n == 0)
     return Status::success();
@@ -812,6 +887,8 @@ Status where(const Tensor &cond, const Tensor &a, const Tensor &b,
 }
 
 Status unary(cpu::UnaryKind kind, const Tensor &x, Tensor &out) {
+  if (Status s = sameTypes("unary", {&x, &out}); !s)
+    return s;
   int64_t n = x.numel();
   if (n == 0)
     return Status::success();
@@ -851,6 +928,8 @@ Status cast(const Tensor &x, Tensor &out) {
 
 Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
               bool transposeWeight, Tensor &out) {
+  if (Status s = sameTypes("linear", {&x, &weight, bias, &out}); !s)
+    return s;
   RowMajorGemm g;
   g.k = x.shape.back();
   g.n = out.shape.back();
@@ -869,6 +948,8 @@ Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
 }
 
 Status matmul(const Tensor &a, const Tensor &b, Tensor &out) {
+  if (Status s = sameTypes("matmul", {&a, &b, &out}); !s)
+    return s;
   std::string error;
   std::vector<RowMajorGemm> plan = matmulPlan(a.shape, b.shape, error);
   if (!error.empty())
@@ -886,6 +967,8 @@ Status matmul(const Tensor &a, const Tensor &b, Tensor &out) {
 
 Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
                  int64_t axis, float epsilon, Tensor &out) {
+  if (Status s = sameTypes("layer_norm", {&x, &scale, bias, &out}); !s)
+    return s;
   int64_t inner = 1;
   for (size_t d = axis; d < x.shape.size(); ++d)
     inner *= x.shape[d];
@@ -901,6 +984,8 @@ Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
 
 Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
                Tensor &out) {
+  if (Status s = sameTypes("rms_norm", {&x, &scale, &out}); !s)
+    return s;
   int64_t inner = x.shape.back();
   int64_t rows = inner ? x.numel() / inner : 0;
   if (rows == 0)
@@ -913,6 +998,8 @@ Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
 }
 
 Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
+  if (Status s = sameTypes("softmax", {&x, &out}); !s)
+    return s;
   int64_t dim = x.shape[axis], inner = 1;
   for (size_t d = axis + 1; d < x.shape.size(); ++d)
     inner *= x.shape[d];
@@ -933,6 +1020,10 @@ Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
 /// rows), a masked softmax into probabilities, then out = P·V.
 Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor *mask, float scale, bool causal, Tensor &out) {
+  if (Status s = sameTypes("attention", {&q, &k, &v, mask, &out}); !s)
+    return s;
+  if (!isFloatType(q.dtype))
+    return typeError("attention", q.dtype);
   const AttentionShape shape = attentionShapeOf(q, k, v);
   if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0)
     return Status::error("attention: query heads do not group into the "
@@ -1019,6 +1110,8 @@ Status copy(const Tensor &x, Tensor &out) {
 
 Status reduce(cpu::ReduceKind kind, const Tensor &x,
               const std::vector<int64_t> &axes, Tensor &out) {
+  if (Status s = sameTypes("reduce", {&x, &out}); !s)
+    return s;
   Strides in = contiguous(x.shape), keptSt, redSt;
   std::vector<int64_t> kept, reduced;
   Dims keptDims, redDims;
@@ -1042,11 +1135,19 @@ Status reduce(cpu::ReduceKind kind, const Tensor &x,
     count *= d;
   if (n == 0)
     return Status::success();
+  // A block per output once each thread of it gets a few elements.
+  const bool blockPerOutput = count >= 4 * kThreads && n <= INT32_MAX;
   auto launch = [&](auto *typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
-    reduceKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
-        static_cast<int>(kind), typed, out.as<T>(), n, keptDims, keptSt,
-        redDims, redSt, count);
+    if (blockPerOutput)
+      reduceBlockKernel<<<static_cast<unsigned>(n), kThreads, 0,
+                          computeStream()>>>(static_cast<int>(kind), typed,
+                                             out.as<T>(), keptDims, keptSt,
+                                             redDims, redSt, count);
+    else
+      reduceKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+          static_cast<int>(kind), typed, out.as<T>(), n, keptDims, keptSt,
+          redDims, redSt, count);
   };
   switch (x.dtype) {
     MP_CASE(I64, int64_t, launch(x.as<T>()))
@@ -1090,7 +1191,8 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
 size_t attentionScratchBytes(const Tensor &q, const Tensor &k,
                              const Tensor &v) {
   const AttentionShape shape = attentionShapeOf(q, k, v);
-  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0)
+  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0 ||
+      !isFloatType(q.dtype))
     return 0; // attention() rejects it
   return static_cast<size_t>(attentionScratchBytes(
       shape, bytesPerScoreOf(q.dtype), kAttentionScratchBudget));
@@ -1100,7 +1202,13 @@ size_t crossEntropyScratchBytes(const Tensor &out) {
   return out.dtype == DType::F32 ? 0 : sizeof(float);
 }
 
-Status reserveScratch(size_t bytes) { return kernelScratch().reserve(bytes); }
+Status prepare(size_t scratchBytes) {
+  computeStream(); // created now, not in the first step
+  commStream();
+  if (!blasHandle())
+    return Status::error("cublasCreate failed");
+  return kernelScratch().reserve(scratchBytes);
+}
 
 size_t scratchBytes() { return kernelScratch().capacity(); }
 

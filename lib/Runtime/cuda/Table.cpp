@@ -20,7 +20,7 @@ const KernelTable *cudaKernelTable() {
       cuda::einsum,   cuda::trilu,        cuda::transpose, cuda::slice,
       cuda::concat,   cuda::split,        cuda::expand,    cuda::copy,
       cuda::vocabEmbedding, cuda::attentionScratchBytes,
-      cuda::crossEntropyScratchBytes, cuda::reserveScratch};
+      cuda::crossEntropyScratchBytes, cuda::prepare};
   return &table;
 }
 

@@ -173,7 +173,7 @@ TEST_F(CudaKernels, AttentionNeedsNoMoreScratchThanTheExecutorReserves) {
   const size_t before = cuda::scratchBytes();
   const size_t need = cuda::attentionScratchBytes(q->d, k->d, v->d);
   EXPECT_EQ(need, size_t(2 * 2) * 2 * 32 * 3000 * sizeof(float)); // one chunk
-  ASSERT_TRUE(cuda::reserveScratch(need));
+  ASSERT_TRUE(cuda::prepare(need));
   const size_t reserved = cuda::scratchBytes();
   EXPECT_EQ(reserved, std::max(before, need));
   ASSERT_TRUE(cuda::attention(q->d, k->d, v->d, nullptr, 0.25f, true, out.d));
@@ -399,6 +399,67 @@ TEST_F(CudaKernelsTypes, IntegerUnaryReduceAndMatmulWrapAsOnTheCpu) {
     SCOPED_TRACE(std::string(dtypeName(t)) + " matmul");
     expectSame(prod, prodRef.h, 0);
   }
+}
+
+TEST_F(CudaKernelsTypes, LongReductionsUseABlockPerOutputAndMatchCpu) {
+  // 3 outputs of 40000 elements each (a block per output), and one of all
+  // 120000 (a full reduction), in fp32 (sums in fp64, as on the CPU), fp64
+  // and i64 (sums wrap), with a NaN that max and min must propagate.
+  for (DType t : {DType::F32, DType::F64, DType::I64}) {
+    SCOPED_TRACE(dtypeName(t));
+    auto x = randomOf(t, {3, 40000}, -1e6, 1e6);
+    if (t == DType::I64) { // near the limits: sums wrap
+      for (int64_t i = 0; i < 120000; i += 7)
+        x->h.as<int64_t>()[i] = std::numeric_limits<int64_t>::max() - i;
+      x->upload();
+    }
+    if (t == DType::F32) {
+      x->h.as<float>()[40000 + 123] = std::numeric_limits<float>::quiet_NaN();
+      x->upload();
+    }
+    for (int kind = 0; kind <= static_cast<int>(cpu::ReduceKind::Min); ++kind) {
+      SCOPED_TRACE("reduce " + std::to_string(kind));
+      const auto k = static_cast<cpu::ReduceKind>(kind);
+      Pair rows(t, {3}), rowsRef(t, {3}), all(t, {}), allRef(t, {});
+      ASSERT_TRUE(cuda::reduce(k, x->d, {1}, rows.d));
+      ASSERT_TRUE(cpu::reduce(k, x->h, {1}, rowsRef.h));
+      // fp32 results round an fp64 sum: summed in another order, it may
+      // round to the neighbouring float.
+      const double tol = t == DType::F32 ? 2e-7 : 1e-9;
+      expectSame(rows, rowsRef.h, tol);
+      ASSERT_TRUE(cuda::reduce(k, x->d, {0, 1}, all.d));
+      ASSERT_TRUE(cpu::reduce(k, x->h, {0, 1}, allRef.h));
+      expectSame(all, allRef.h, tol);
+    }
+  }
+}
+
+TEST_F(CudaKernelsTypes, SoftmaxOfMaskedAndNaNRowsMatchesCpu) {
+  // Rows of -inf give zeros; a NaN makes its row NaN; along either axis.
+  const double inf = std::numeric_limits<double>::infinity(),
+               nan = std::numeric_limits<double>::quiet_NaN();
+  HostTensor src = hostOf<double>(DType::F64, {-inf, -inf, -inf, 1, nan, 2,
+                                               0.5, -inf, 3});
+  src.t.shape = {3, 3};
+  for (DType t : {DType::F32, DType::F64})
+    for (int64_t axis : {0, 1}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " axis " + std::to_string(axis));
+      auto x = converted(t, src.t);
+      Pair out(t, {3, 3}), ref(t, {3, 3});
+      ASSERT_TRUE(cuda::softmax(x->d, axis, out.d));
+      ASSERT_TRUE(cpu::softmax(x->h, axis, ref.h));
+      expectSame(out, ref.h, 1e-6);
+    }
+}
+
+TEST_F(CudaKernelsTypes, MismatchedElementTypesAreErrors) {
+  auto a = randomOf(DType::I64, {2, 3}, -5, 5), b = randomOf(DType::I32, {3, 2}, -5, 5);
+  Pair out(DType::I64, {2, 2});
+  Status s = cuda::matmul(a->d, b->d, out.d);
+  EXPECT_FALSE(s);
+  EXPECT_NE(s.message.find("element types differ (i64 and i32)"), std::string::npos)
+      << s.message;
+  EXPECT_FALSE(cuda::binary(cpu::BinaryKind::Add, a->d, a->d, b->d));
 }
 
 TEST_F(CudaKernelsTypes, Int64CompareIsExactAboveTwoToThe53) {
