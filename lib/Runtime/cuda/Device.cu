@@ -1,0 +1,66 @@
+//===- Device.cu - CUDA devices, memory and kernel scratch ------------------===//
+#include "Common.cuh"
+
+namespace mp::rt::cuda {
+
+int deviceCount(std::string &reason) {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    reason = std::string("no usable GPU: ") + cudaGetErrorString(err);
+    return 0;
+  }
+  if (n == 0)
+    reason = "no GPU is visible";
+  return n;
+}
+
+Status allocate(size_t bytes, void **ptr) {
+  return cudaStatus(cudaMalloc(ptr, std::max<size_t>(bytes, 1)), "cudaMalloc");
+}
+
+void release(void *ptr) { cudaFree(ptr); }
+
+/// Host copies are ordered on the compute stream and complete on return.
+static Status hostCopy(void *dst, const void *src, size_t bytes,
+                       cudaMemcpyKind kind, const char *what) {
+  if (Status s = cudaStatus(
+          cudaMemcpyAsync(dst, src, bytes, kind, computeStream()), what);
+      !s)
+    return s;
+  return cudaStatus(cudaStreamSynchronize(computeStream()), what);
+}
+
+Status copyToDevice(void *dst, const void *src, size_t bytes) {
+  return hostCopy(dst, src, bytes, cudaMemcpyHostToDevice, "copy to device");
+}
+
+Status copyToHost(void *dst, const void *src, size_t bytes) {
+  return hostCopy(dst, src, bytes, cudaMemcpyDeviceToHost, "copy to host");
+}
+
+Status synchronize() {
+  if (Status s = cudaStatus(cudaStreamSynchronize(commStream()),
+                            "synchronize (communication stream)");
+      !s)
+    return s;
+  return cudaStatus(cudaStreamSynchronize(computeStream()),
+                    "synchronize (compute stream)");
+}
+
+DeviceScratch &kernelScratch() {
+  static DeviceScratch scratch("cudaMalloc (kernel scratch)");
+  return scratch;
+}
+
+Status prepare(size_t scratchBytes) {
+  computeStream(); // created now, not in the first step
+  commStream();
+  if (!blasHandle())
+    return Status::error("cublasCreate failed");
+  return kernelScratch().reserve(scratchBytes);
+}
+
+size_t scratchBytes() { return kernelScratch().capacity(); }
+
+} // namespace mp::rt::cuda

@@ -1,0 +1,294 @@
+//===- Linalg.cu - cuBLAS GEMMs, attention, einsum --------------------------===//
+//
+// Matmul and linear through cublasGemmStridedBatchedEx (fp32 accumulation,
+// fp64 for fp64) or an integer GEMM kernel; attention chunk by chunk as two
+// GEMMs around a masked softmax (plans in Plans.h); einsum on the host.
+//
+//===----------------------------------------------------------------------===//
+#include "Common.cuh"
+
+namespace mp::rt::cuda {
+
+namespace {
+
+/// One block per score row of an attention chunk: hides the keys causality
+/// hides, adds the mask, and writes the softmax as probabilities (in place
+/// when T is float). Chunk row r is global row rowBase + r of [B*H*Sq, Sk].
+template <typename T>
+__global__ void attentionSoftmaxKernel(const float *scores, T *probs,
+                                       int64_t keys, int64_t queries,
+                                       int64_t rowBase, bool causal,
+                                       const T *mask, Dims maskDims,
+                                       Strides maskStrides) {
+  __shared__ float shared[32];
+  const int64_t row = rowBase + blockIdx.x, i = row % queries;
+  const float *in = scores + blockIdx.x * keys;
+  T *out = probs + blockIdx.x * keys;
+  auto logit = [&](int64_t j) {
+    if (!keyVisible(i, j, queries, keys, causal))
+      return -INFINITY;
+    float s = in[j];
+    if (mask)
+      s += toC(mask[offsetOf(row * keys + j, maskDims, maskStrides)]);
+    return s;
+  };
+  float m = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x)
+    m = fmaxf(m, logit(j));
+  m = blockMax(m, shared);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x)
+    sum += expf(logit(j) - m);
+  sum = blockSum(sum, shared);
+  // A row that sees no key gives zeros, as on the CPU.
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x)
+    out[j] = fromC<T>(sum > 0 ? expf(logit(j) - m) / sum : 0.0f);
+}
+
+template <typename T>
+__global__ void addBiasKernel(T *o, const T *bias, int64_t n, int64_t cols) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    o[i] = fromC<T>(toC(o[i]) + toC(bias[i % cols]));
+}
+
+bool gemmType(DType t, cudaDataType &out) {
+  switch (t) {
+  case DType::F32: out = CUDA_R_32F; return true;
+  case DType::F16: out = CUDA_R_16F; return true;
+  case DType::BF16: out = CUDA_R_16BF; return true;
+  case DType::F64: out = CUDA_R_64F; return true;
+  default: return false;
+  }
+}
+
+const uint8_t *elementAt(const void *base, int64_t offset, DType t) {
+  return static_cast<const uint8_t *>(base) + offset * dtypeSize(t);
+}
+
+/// Zeros the `batch` blocks of C a GEMM with no inner dimension writes.
+Status zeroGemmResult(const RowMajorGemm &g, void *c, DType cType) {
+  size_t width = g.m * g.n * dtypeSize(cType);
+  size_t pitch = g.batch > 1 ? g.strideC * dtypeSize(cType) : width;
+  return cudaStatus(
+      cudaMemset2DAsync(const_cast<uint8_t *>(elementAt(c, g.offsetC, cType)),
+                        pitch, 0, width, g.batch, computeStream()),
+      "gemm (empty inner dimension)");
+}
+
+/// Runs a row-major GEMM plan (mp/Runtime/cuda/Plans.h): A and B of
+/// `abType`, C of `cType`, C = alpha · A · op(B), accumulated in fp32 (fp64
+/// for fp64 operands, which need an fp64 C).
+Status gemm(const RowMajorGemm &g, DType abType, const void *a, const void *b,
+            DType cType, void *c, float alpha = 1.0f) {
+  cudaDataType ab, ct;
+  if (!gemmType(abType, ab))
+    return typeError("gemm", abType);
+  if (!gemmType(cType, ct) || (abType == DType::F64) != (cType == DType::F64))
+    return typeError("gemm (result)", cType);
+  if (g.m * g.n * g.batch == 0)
+    return Status::success();
+  if (g.k == 0)
+    return zeroGemmResult(g, c, cType);
+  cublasHandle_t h = blasHandle();
+  if (!h)
+    return Status::error("cublasCreate failed (no usable GPU?)");
+  const ColumnMajorGemm cm = columnMajor(g);
+  // Alpha and beta have the compute type.
+  const bool fp64 = abType == DType::F64;
+  const float beta = 0.0f;
+  const double alpha64 = alpha, beta64 = 0.0;
+  cublasStatus_t s = cublasGemmStridedBatchedEx(
+      h, cm.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
+      static_cast<int>(cm.m), static_cast<int>(cm.n), static_cast<int>(cm.k),
+      fp64 ? static_cast<const void *>(&alpha64) : &alpha,
+      elementAt(b, cm.offsetFirst, abType), ab, static_cast<int>(cm.ldFirst),
+      cm.strideFirst, elementAt(a, cm.offsetSecond, abType), ab,
+      static_cast<int>(cm.ldSecond), cm.strideSecond,
+      fp64 ? static_cast<const void *>(&beta64) : &beta,
+      const_cast<uint8_t *>(elementAt(c, cm.offsetC, cType)), ct,
+      static_cast<int>(cm.ldC), cm.strideC, static_cast<int>(cm.batch),
+      fp64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return Status::error(std::string("cuBLAS GEMM failed: ") +
+                         cublasGetStatusString(s));
+  return Status::success();
+}
+
+/// One thread per element of C (integer matmuls are rare and small).
+template <typename T>
+__global__ void integerGemmKernel(RowMajorGemm g, const T *a, const T *b,
+                                  T *c) {
+  const int64_t total = g.batch * g.m * g.n;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t j = t % g.n, i = (t / g.n) % g.m, batch = t / (g.m * g.n);
+    c[gemmOffsetC(g, batch, i, j)] = integerGemmElement(g, a, b, batch, i, j);
+  }
+}
+
+Status integerGemm(const RowMajorGemm &g, const Tensor &a, const Tensor &b,
+                   Tensor &c) {
+  const int64_t total = g.batch * g.m * g.n;
+  if (total == 0)
+    return Status::success();
+  MP_INTEGER_TYPES(a.dtype, "matmul",
+                   integerGemmKernel<<<blocksFor(total), kThreads, 0,
+                                       computeStream()>>>(
+                       g, a.as<T>(), b.as<T>(), c.as<T>()));
+  return launched("matmul");
+}
+
+AttentionShape attentionShapeOf(const Tensor &q, const Tensor &k,
+                                const Tensor &v) {
+  return {q.shape[0], q.shape[1], k.shape[1], q.shape[2],
+          k.shape[2], q.shape[3], v.shape[3]};
+}
+
+int64_t bytesPerScoreOf(DType t) {
+  return attentionBytesPerScore(dtypeSize(t), t == DType::F32);
+}
+
+} // namespace
+
+cublasHandle_t blasHandle() {
+  static cublasHandle_t handle = [] {
+    cublasHandle_t h = nullptr;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
+      return static_cast<cublasHandle_t>(nullptr);
+    cublasSetStream(h, computeStream());
+    return h;
+  }();
+  return handle;
+}
+
+Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
+              bool transposeWeight, Tensor &out) {
+  if (Status s = sameTypes("linear", {&x, &weight, bias, &out}); !s)
+    return s;
+  RowMajorGemm g;
+  g.k = x.shape.back();
+  g.n = out.shape.back();
+  g.m = out.numel() / std::max<int64_t>(g.n, 1); // also when k == 0
+  g.transB = transposeWeight;
+  if (Status s = gemm(g, x.dtype, x.data, weight.data, out.dtype, out.data);
+      !s)
+    return s;
+  int64_t n = out.numel();
+  if (!bias || n == 0)
+    return Status::success();
+  MP_FLOAT_TYPES(out.dtype, "linear bias",
+                 addBiasKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+                     out.as<T>(), bias->as<T>(), n, g.n));
+  return launched("linear bias");
+}
+
+Status matmul(const Tensor &a, const Tensor &b, Tensor &out) {
+  if (Status s = sameTypes("matmul", {&a, &b, &out}); !s)
+    return s;
+  std::string error;
+  std::vector<RowMajorGemm> plan = matmulPlan(a.shape, b.shape, error);
+  if (!error.empty())
+    return Status::error(error);
+  const bool integer = a.dtype == DType::I64 || a.dtype == DType::I32 ||
+                       a.dtype == DType::I8;
+  for (const RowMajorGemm &g : plan)
+    if (Status s = integer ? integerGemm(g, a, b, out)
+                           : gemm(g, a.dtype, a.data, b.data, out.dtype,
+                                  out.data);
+        !s)
+      return s;
+  return Status::success();
+}
+
+/// Attention chunk by chunk: scores = scale · Q·K^T (fp32, strided-batched
+/// over (batch, kv head) pairs, the query heads of a group as one block of
+/// rows), a masked softmax into probabilities, then out = P·V.
+Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor *mask, float scale, bool causal, Tensor &out) {
+  if (Status s = sameTypes("attention", {&q, &k, &v, mask, &out}); !s)
+    return s;
+  if (!isFloatType(q.dtype))
+    return typeError("attention", q.dtype);
+  const AttentionShape shape = attentionShapeOf(q, k, v);
+  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0)
+    return Status::error("attention: query heads do not group into the "
+                         "key/value heads");
+  if (out.numel() == 0)
+    return Status::success();
+  if (shape.keys == 0) // no key to attend to: zeros, as on the CPU
+    return cudaStatus(cudaMemsetAsync(out.data, 0, out.bytes(), computeStream()),
+                      "attention");
+  const DType t = q.dtype;
+  const bool separateProbs = t != DType::F32;
+  const int64_t bytesPerScore = bytesPerScoreOf(t);
+  const std::vector<int64_t> full = {shape.batch, shape.heads, shape.queries,
+                                     shape.keys};
+  Dims maskDims = dimsOf(full);
+  Strides maskStrides = mask ? broadcastStrides(full, mask->shape) : Strides();
+  coalesce(maskDims, {&maskStrides});
+  for (const AttentionChunk &c :
+       attentionChunks(shape, bytesPerScore, kAttentionScratchBudget)) {
+    const int64_t rows = c.pairs * c.rows;
+    if (Status s = kernelScratch().reserve(rows * shape.keys * bytesPerScore);
+        !s)
+      return s;
+    void *scratch = kernelScratch().get();
+    float *scores = static_cast<float *>(scratch);
+    void *probs = separateProbs ? static_cast<void *>(scores + rows * shape.keys)
+                                : scratch;
+    if (Status s = gemm(attentionScoresGemm(shape, c), t, q.data, k.data,
+                        DType::F32, scores, scale);
+        !s)
+      return s;
+    MP_FLOAT_TYPES(
+        t, "attention",
+        attentionSoftmaxKernel<<<rows, kThreads, 0, computeStream()>>>(
+            scores, static_cast<T *>(probs), shape.keys, shape.queries,
+            c.rowBase(shape), causal, mask ? mask->as<T>() : nullptr,
+            maskDims, maskStrides));
+    if (Status s = launched("attention softmax"); !s)
+      return s;
+    if (Status s = gemm(attentionValuesGemm(shape, c), t, probs, v.data, t,
+                        out.data);
+        !s)
+      return s;
+  }
+  return Status::success();
+}
+
+size_t attentionScratchBytes(const Tensor &q, const Tensor &k,
+                             const Tensor &v) {
+  const AttentionShape shape = attentionShapeOf(q, k, v);
+  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0 ||
+      !isFloatType(q.dtype))
+    return 0; // attention() rejects it
+  return static_cast<size_t>(attentionScratchBytes(
+      shape, bytesPerScoreOf(q.dtype), kAttentionScratchBudget));
+}
+
+/// Einsum appears only in small constant-like subgraphs (the importer folds
+/// most of them), so it runs on the host: the operands are copied out, the
+/// CPU kernel runs, and the result is copied back.
+Status einsum(const std::string &equation,
+              const std::vector<const Tensor *> &inputs, Tensor &out) {
+  std::vector<std::vector<uint8_t>> bytes(inputs.size());
+  std::vector<Tensor> host(inputs.size());
+  std::vector<const Tensor *> operands;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    bytes[i].resize(inputs[i]->bytes());
+    if (Status s = copyToHost(bytes[i].data(), inputs[i]->data,
+                              inputs[i]->bytes());
+        !s)
+      return s;
+    host[i] = Tensor{bytes[i].data(), inputs[i]->dtype, inputs[i]->shape};
+    operands.push_back(&host[i]);
+  }
+  std::vector<uint8_t> result(out.bytes());
+  Tensor hostOut{result.data(), out.dtype, out.shape};
+  if (Status s = cpu::einsum(equation, operands, hostOut); !s)
+    return s;
+  return copyToDevice(out.data, result.data(), out.bytes());
+}
+
+} // namespace mp::rt::cuda
