@@ -166,10 +166,11 @@ Status Communicator::allGather(const Tensor &in, Tensor &out, int64_t axis) {
   int64_t outer;
   size_t block;
   blocksOf(in, axis, outer, block);
-  if (outer == 1)
+  const size_t packing = packingBytes(in, out, axis);
+  if (packing == 0)
     return allGatherRaw(in.data, out.data, in.bytes());
   void *tmp;
-  if (Status s = scratch(out.bytes(), tmp); !s)
+  if (Status s = scratch(packing, tmp); !s)
     return s;
   if (Status s = allGatherRaw(in.data, tmp, in.bytes()); !s)
     return s;
@@ -183,10 +184,11 @@ Status Communicator::reduceScatterSum(const Tensor &in, Tensor &out,
   int64_t outer;
   size_t block;
   blocksOf(out, axis, outer, block);
-  if (outer == 1)
+  const size_t packing = packingBytes(out, in, axis);
+  if (packing == 0)
     return reduceScatterRaw(in.data, out.data, out.numel(), out.dtype);
   void *tmp;
-  if (Status s = scratch(in.bytes(), tmp); !s)
+  if (Status s = scratch(packing, tmp); !s)
     return s;
   if (Status s = transposeBlocks(in.data, tmp, outer, size(), block); !s)
     return s; // [o][r] -> [r][o]
