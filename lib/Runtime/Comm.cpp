@@ -119,9 +119,28 @@ Status Communicator::copy2D(void *dst, size_t dstPitch, const void *src,
   return Status::success();
 }
 
-Status Communicator::scratch(size_t bytes, void *&ptr) {
+Status Communicator::ownScratch(size_t bytes, void *&ptr) {
   hostScratch.resize(bytes);
   ptr = hostScratch.data();
+  return Status::success();
+}
+
+void Communicator::lendScratch(void *ptr, size_t bytes) {
+  scratchLent = true;
+  lentScratch = ptr;
+  lentScratchBytes = bytes;
+}
+
+Status Communicator::scratch(size_t bytes, void *&ptr) {
+  if (!scratchLent)
+    return ownScratch(bytes, ptr);
+  if (bytes > lentScratchBytes)
+    return Status::error(std::string(backend()) +
+                         " communicator: packing needs " +
+                         std::to_string(bytes) +
+                         " bytes of scratch but the executable reserved " +
+                         std::to_string(lentScratchBytes) + " at load");
+  ptr = lentScratch;
   return Status::success();
 }
 
@@ -131,13 +150,6 @@ size_t Communicator::packingBytes(const Tensor &local, const Tensor &full,
   size_t block;
   blocksOf(local, axis, outer, block);
   return outer == 1 ? 0 : full.bytes();
-}
-
-Status Communicator::reserveScratch(size_t bytes) {
-  if (bytes == 0)
-    return Status::success();
-  void *ptr;
-  return scratch(bytes, ptr);
 }
 
 Status Communicator::transposeBlocks(const void *src, void *dst, int64_t rows,

@@ -64,7 +64,8 @@ const KernelTable &cpuKernelTable() {
       cpu::reduce,   cpu::attention,    cpu::gather,    cpu::crossEntropy,
       cpu::einsum,   cpu::trilu,        cpu::transpose, cpu::slice,
       cpu::concat,   cpu::split,        cpu::expand,    cpu::copy,
-      hostVocabEmbedding, nullptr,       nullptr,        nullptr};
+      hostVocabEmbedding, nullptr,       nullptr,        nullptr,
+      nullptr,       nullptr};
   return table;
 }
 

@@ -973,39 +973,50 @@ Status Executable::load(const std::string &dir,
       return s;
     exe->steps.push_back(std::move(step));
   }
-  if (Status s = exe->reserveScratch(); !s)
+  if (Status s = exe->allocateScratch(); !s)
     return s;
   out = std::move(exe);
   return Status::success();
 }
 
-/// Scratch is allocated here, once, for the largest need of any step, so
-/// that out-of-memory shows at load and no step allocates while running.
-Status Executable::reserveScratch() {
+/// Scratch is one block allocated here, once, for the largest need of any
+/// step (known only once every step is bound), so that out-of-memory shows
+/// at load and no step allocates while running. The kernels' part is lent
+/// while this executable runs (their scratch is per process); each axis
+/// communicator, owned by this executable, gets its part now.
+Status Executable::allocateScratch() {
   if (kernels->prepare)
-    if (Status s = kernels->prepare(kernelScratch); !s)
+    if (Status s = kernels->prepare(); !s)
       return Status::error("cannot prepare the " + std::string(kernels->name) +
-                           " kernels (" + std::to_string(kernelScratch) +
-                           " bytes of scratch): " + s.message);
-  for (size_t axis = 0; axis < axisComms.size(); ++axis)
-    if (Status s = axisComms[axis]->reserveScratch(commScratch[axis]); !s)
-      return Status::error("cannot allocate " +
-                           std::to_string(commScratch[axis]) +
-                           " bytes of communication scratch: " + s.message);
-  return Status::success();
-}
-
-int64_t Executable::scratchBytes() const {
-  size_t total = kernels->prepare ? kernelScratch : 0;
+                           " kernels: " + s.message);
+  auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  scratchSize = aligned(kernelScratch);
   for (size_t bytes : commScratch)
-    total += bytes;
-  return static_cast<int64_t>(total);
+    scratchSize += aligned(bytes);
+  if (scratchSize == 0)
+    return Status::success();
+  if (Status s = kernels->allocate(scratchSize, &scratch); !s) {
+    scratch = nullptr;
+    return Status::error("cannot allocate " + std::to_string(scratchSize) +
+                         " bytes of scratch (" + std::to_string(kernelScratch) +
+                         " for kernels, the rest for collectives): " +
+                         s.message);
+  }
+  size_t offset = aligned(kernelScratch);
+  for (size_t axis = 0; axis < axisComms.size(); ++axis) {
+    axisComms[axis]->lendScratch(static_cast<uint8_t *>(scratch) + offset,
+                                 commScratch[axis]);
+    offset += aligned(commScratch[axis]);
+  }
+  return Status::success();
 }
 
 Executable::~Executable() {
   if (!kernels)
     return;
   kernels->release(arena);
+  if (scratch)
+    kernels->release(scratch);
   if (deviceParams)
     kernels->release(deviceParams);
   if (deviceConstants)
@@ -1028,8 +1039,31 @@ Executable::profile() const {
   return rows;
 }
 
+namespace {
+/// Lends an executable's kernel scratch to the (per-process) kernels for the
+/// scope of one of its runs, error returns included.
+class KernelScratchLoan {
+public:
+  KernelScratchLoan(const KernelTable &kernels, void *ptr, size_t bytes)
+      : kernels(kernels) {
+    if (kernels.lendScratch)
+      kernels.lendScratch(ptr, bytes);
+  }
+  ~KernelScratchLoan() {
+    if (kernels.withdrawScratch)
+      kernels.withdrawScratch();
+  }
+  KernelScratchLoan(const KernelScratchLoan &) = delete;
+  KernelScratchLoan &operator=(const KernelScratchLoan &) = delete;
+
+private:
+  const KernelTable &kernels;
+};
+} // namespace
+
 Status Executable::run(const std::vector<Tensor> &inputs,
                        std::vector<Tensor> &outputs) {
+  KernelScratchLoan loan(*kernels, scratch, kernelScratch);
   if (inputs.size() != inputSpecs.size())
     return Status::error("expected " + std::to_string(inputSpecs.size()) +
                          " inputs, got " + std::to_string(inputs.size()));

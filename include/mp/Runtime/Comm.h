@@ -39,9 +39,12 @@ public:
   /// is outermost, else `full`'s bytes.
   static size_t packingBytes(const Tensor &local, const Tensor &full,
                              int64_t axis);
-  /// Allocates `bytes` of scratch now, so that collectives needing no more
-  /// do not allocate while a program runs.
-  Status reserveScratch(size_t bytes);
+  /// Packs through `bytes` at `ptr` (memory of the kind this communicator
+  /// works on, not owned, valid while it is used) instead of scratch of its
+  /// own: an executable lends the block it sized at load, so collectives
+  /// allocate nothing while a program runs. A collective needing more than
+  /// the lent block is an error.
+  void lendScratch(void *ptr, size_t bytes);
 
   /// Point-to-point (pipeline stage boundaries): blocking send of `t`'s
   /// bytes to rank `peer` of this communicator, and the matching receive.
@@ -66,14 +69,20 @@ protected:
   /// memory the backend works on (host by default).
   virtual Status copy2D(void *dst, size_t dstPitch, const void *src,
                         size_t srcPitch, size_t width, size_t height);
-  /// A scratch buffer of at least `bytes`, valid until the next call.
-  virtual Status scratch(size_t bytes, void *&ptr);
+  /// Scratch of its own of at least `bytes`, valid until the next call
+  /// (used when none is lent; host memory by default).
+  virtual Status ownScratch(size_t bytes, void *&ptr);
 
 private:
+  /// The lent scratch, or ownScratch when none is lent.
+  Status scratch(size_t bytes, void *&ptr);
   /// dst block (c, r) = src block (r, c) of a rows x cols grid of blocks.
   Status transposeBlocks(const void *src, void *dst, int64_t rows,
                          int64_t cols, size_t block);
   std::vector<uint8_t> hostScratch;
+  bool scratchLent = false;
+  void *lentScratch = nullptr;
+  size_t lentScratchBytes = 0;
 };
 
 /// This rank's coordinates in a row-major grid of `gridShape`.

@@ -60,16 +60,20 @@ Status reduce(cpu::ReduceKind kind, const Tensor &x,
               const std::vector<int64_t> &axes, Tensor &out);
 Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out);
 /// The device scratch attention and crossEntropy need beyond their operands
-/// for these tensors. The executor reserves the largest need of a program
-/// when it loads it, so no kernel allocates while the program runs (a kernel
-/// called directly grows the scratch on first use).
+/// for these tensors. An executable sizes one block for its program's
+/// largest need at load and lends it to the kernels while it runs, so no
+/// kernel allocates then; a kernel needing more than the block is an error.
+/// Kernels called with nothing lent (tests) use scratch of their own, grown
+/// on demand.
 size_t attentionScratchBytes(const Tensor &q, const Tensor &k, const Tensor &v);
 size_t crossEntropyScratchBytes(const Tensor &out);
-/// Creates the streams and the cuBLAS handle and reserves `scratchBytes`
-/// of kernel scratch.
-Status prepare(size_t scratchBytes);
-/// The kernel scratch held now.
-size_t scratchBytes();
+/// Creates the streams and the cuBLAS handle (at load, not in the first
+/// step).
+Status prepare();
+/// The kernels use `bytes` of device memory at `ptr` (not owned) for their
+/// scratch until withdrawScratch().
+void lendScratch(void *ptr, size_t bytes);
+void withdrawScratch();
 /// On the host through the CPU kernel (einsum only appears in small
 /// constant-like subgraphs): fp32 and fp64.
 Status einsum(const std::string &equation,

@@ -59,13 +59,16 @@ struct KernelTable {
   /// zeros for the others.
   Status (*vocabEmbedding)(const Tensor &table, const Tensor &ids,
                            int64_t offset, Tensor &out);
-  // Scratch (null where kernels need none): what attention and
-  // crossEntropy need for these tensors; and `prepare`, which the executor
-  // calls once at load with the program's largest need, so that running
-  // allocates nothing (scratch, library handles).
+  // Scratch and setup (null where kernels need none): what attention and
+  // crossEntropy need beyond their operands for these tensors; `prepare`,
+  // called once at load so that running creates nothing (streams, library
+  // handles); and the scratch an executable lends the kernels while it runs
+  // (memory from `allocate`, sized for its program's largest need).
   size_t (*attentionScratch)(const Tensor &q, const Tensor &k, const Tensor &v);
   size_t (*crossEntropyScratch)(const Tensor &out);
-  Status (*prepare)(size_t scratchBytes);
+  Status (*prepare)();
+  void (*lendScratch)(void *ptr, size_t bytes);
+  void (*withdrawScratch)();
 };
 
 const KernelTable &cpuKernelTable();

@@ -42,9 +42,11 @@ public:
   const std::vector<IOSpec> &outputs() const { return outputSpecs; }
   int64_t arenaBytes() const { return arenaSize; }
   int64_t parameterBytes() const { return paramBytes; }
-  /// Scratch reserved at load beyond the arena: attention scores on a GPU,
-  /// and the packing of collectives along inner axes.
-  int64_t scratchBytes() const;
+  /// Scratch allocated at load beyond the arena, as one block sized for the
+  /// program's largest needs: attention scores on a GPU, and the packing of
+  /// collectives along inner axes. Lent to the kernels while this runs and
+  /// to its communicators; freed with the executable.
+  int64_t scratchBytes() const { return static_cast<int64_t>(scratchSize); }
   /// Parameters are deterministic random values (no weight files).
   bool syntheticWeights() const { return synthetic; }
   size_t numInstructions() const { return steps.size(); }
@@ -91,7 +93,9 @@ private:
   std::vector<std::unique_ptr<Communicator>> axisComms; // one per grid axis
   size_t kernelScratch = 0;          // the largest need of a kernel
   std::vector<size_t> commScratch;   // the largest need per grid axis
-  Status reserveScratch();
+  void *scratch = nullptr;           // [kernels | axis 0 | axis 1 | ...]
+  size_t scratchSize = 0;
+  Status allocateScratch();
   std::vector<double> stepSeconds;
   std::vector<int64_t> stepCalls;
 };

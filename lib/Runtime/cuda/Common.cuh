@@ -199,7 +199,8 @@ cublasHandle_t blasHandle();
 /// Scratch of the kernels on the compute stream: attention scores (chunks
 /// keep them within kAttentionScratchBudget) and the cross-entropy
 /// accumulator. Stream order keeps one kernel's use apart from the next's.
-/// The executor reserves the largest need at load (prepare, Device.cu).
+/// The executable lends the block it sized for its program at load
+/// (lendScratch, Device.cu) while it runs.
 DeviceScratch &kernelScratch();
 
 } // namespace mp::rt::cuda

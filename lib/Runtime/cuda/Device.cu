@@ -49,18 +49,20 @@ Status synchronize() {
 }
 
 DeviceScratch &kernelScratch() {
-  static DeviceScratch scratch("cudaMalloc (kernel scratch)");
+  static DeviceScratch scratch("kernel scratch");
   return scratch;
 }
 
-Status prepare(size_t scratchBytes) {
+Status prepare() {
   computeStream(); // created now, not in the first step
   commStream();
   if (!blasHandle())
     return Status::error("cublasCreate failed");
-  return kernelScratch().reserve(scratchBytes);
+  return Status::success();
 }
 
-size_t scratchBytes() { return kernelScratch().capacity(); }
+void lendScratch(void *ptr, size_t bytes) { kernelScratch().lend(ptr, bytes); }
+
+void withdrawScratch() { kernelScratch().withdraw(); }
 
 } // namespace mp::rt::cuda

@@ -153,7 +153,7 @@ protected:
       return Status::success();
     });
   }
-  Status scratch(size_t bytes, void *&ptr) override {
+  Status ownScratch(size_t bytes, void *&ptr) override {
     if (Status s = deviceScratch.reserve(bytes); !s)
       return s;
     ptr = deviceScratch.get();
@@ -163,7 +163,7 @@ protected:
 private:
   ncclComm_t comm;
   int rankId, ranks;
-  cuda::DeviceScratch deviceScratch{"cudaMalloc (NCCL scratch)"};
+  cuda::DeviceScratch deviceScratch{"NCCL scratch"};
 };
 
 /// The first of the launchers' variables that is set, or `fallback`.

@@ -49,15 +49,36 @@ cudaStream_t commStream() {
 }
 
 Status DeviceScratch::reserve(size_t bytes) {
-  if (bytes <= size)
+  if (isLent)
+    return bytes <= lentBytes
+               ? Status::success()
+               : Status::error(std::string(what) + ": needs " +
+                               std::to_string(bytes) +
+                               " bytes but the executable reserved " +
+                               std::to_string(lentBytes) + " at load");
+  if (bytes <= ownedBytes)
     return Status::success();
-  cudaFree(data);
-  data = nullptr;
-  size = 0;
-  if (Status s = cudaStatus(cudaMalloc(&data, bytes), what); !s)
+  cudaFree(owned);
+  owned = nullptr;
+  ownedBytes = 0;
+  if (Status s = cudaStatus(cudaMalloc(&owned, bytes),
+                            (std::string("cudaMalloc (") + what + ")").c_str());
+      !s)
     return s;
-  size = bytes;
+  ownedBytes = bytes;
   return Status::success();
+}
+
+void DeviceScratch::lend(void *ptr, size_t bytes) {
+  isLent = true;
+  lent = ptr;
+  lentBytes = bytes;
+}
+
+void DeviceScratch::withdraw() {
+  isLent = false;
+  lent = nullptr;
+  lentBytes = 0;
 }
 
 Status commWaitsForCompute() {

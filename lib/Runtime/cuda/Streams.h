@@ -30,23 +30,33 @@ Status computeWaitsForComm();
 
 Status cudaStatus(cudaError_t err, const char *what);
 
-/// A device buffer grown on demand (cudaFree waits for the work still using
-/// the old one); `what` names it in allocation errors.
+/// Device scratch of one user (the kernels, or one NCCL communicator): a
+/// buffer lent by the executable that owns the memory (it sized it for the
+/// program at load), else one of its own grown on demand (kernels called
+/// directly, as in tests; cudaFree waits for the work still using the old
+/// buffer). `what` names it in errors.
 class DeviceScratch {
 public:
   explicit DeviceScratch(const char *what) : what(what) {}
-  ~DeviceScratch() { cudaFree(data); }
+  ~DeviceScratch() { cudaFree(owned); }
   DeviceScratch(const DeviceScratch &) = delete;
   DeviceScratch &operator=(const DeviceScratch &) = delete;
-  /// At least `bytes` at get() until the next reserve.
+  /// At least `bytes` at get() until the next reserve; an error naming both
+  /// sizes when a lent buffer is smaller (the executable's plan and the
+  /// kernel disagree).
   Status reserve(size_t bytes);
-  void *get() const { return data; }
-  size_t capacity() const { return size; }
+  /// Uses `bytes` at `ptr` (not owned) until withdraw().
+  void lend(void *ptr, size_t bytes);
+  void withdraw();
+  void *get() const { return isLent ? lent : owned; }
 
 private:
   const char *what;
-  void *data = nullptr;
-  size_t size = 0;
+  void *owned = nullptr;
+  size_t ownedBytes = 0;
+  bool isLent = false;
+  void *lent = nullptr;
+  size_t lentBytes = 0;
 };
 
 } // namespace mp::rt::cuda

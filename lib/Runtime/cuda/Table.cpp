@@ -20,7 +20,8 @@ const KernelTable *cudaKernelTable() {
       cuda::einsum,   cuda::trilu,        cuda::transpose, cuda::slice,
       cuda::concat,   cuda::split,        cuda::expand,    cuda::copy,
       cuda::vocabEmbedding, cuda::attentionScratchBytes,
-      cuda::crossEntropyScratchBytes, cuda::prepare};
+      cuda::crossEntropyScratchBytes, cuda::prepare,
+      cuda::lendScratch, cuda::withdrawScratch};
   return &table;
 }
 

@@ -71,6 +71,25 @@ TEST(MPIComm, AllGatherAndReduceScatterAlongAMiddleAxis) {
   EXPECT_EQ(sliced, local);
 }
 
+TEST(MPIComm, CollectivesPackInTheLentScratchOnly) {
+  std::unique_ptr<Communicator> group;
+  ASSERT_TRUE(world->split(kGrid, 1, group));
+  std::vector<float> local = {1, 2, 3, 4}, full(8), lent(8);
+  Tensor in = view(local, {2, 1, 2}), out = view(full, {2, 2, 2});
+  // Too small: every rank fails before communicating, so none waits.
+  group->lendScratch(lent.data(), 7 * sizeof(float));
+  Status s = group->allGather(in, out, 1);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message.find("MPI communicator: packing needs 32 bytes of "
+                           "scratch but the executable reserved 28"),
+            std::string::npos)
+      << s.message;
+  group->lendScratch(lent.data(), 8 * sizeof(float));
+  ASSERT_TRUE(group->allGather(in, out, 1));
+  EXPECT_EQ(full, (std::vector<float>{1, 2, 1, 2, 3, 4, 3, 4}));
+  EXPECT_EQ(lent, (std::vector<float>{1, 2, 3, 4, 1, 2, 3, 4})); // rank-major
+}
+
 TEST(MPIComm, SendAndReceiveAlongTheGroup) {
   std::unique_ptr<Communicator> group;
   ASSERT_TRUE(world->split(kGrid, 0, group));
