@@ -71,10 +71,10 @@ def torch_ms(cfg, batch, seq, dtype, iterations, warmup, device):
     return sorted(times)[len(times) // 2]
 
 
-def mp_ms(carry, name, cfg, batch, seq, iterations, warmup, device, work):
+def mp_ms(mp_run, carry, name, cfg, batch, seq, iterations, warmup, device, work):
     ids = os.path.join(work, name + "_ids.npy")
     np.save(ids, np.random.default_rng(1).integers(0, cfg["vocab"], (batch, seq)).astype(np.int64))
-    out = subprocess.run([os.path.join(carry, "bin", "mp-run"),
+    out = subprocess.run([mp_run,
                           os.path.join(carry, "artifacts", name + "_synthetic"),
                           "--device", device, "--input", "input_ids=" + ids,
                           "--warmup", str(warmup), "--iterations", str(iterations)],
@@ -87,6 +87,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--carry", default=os.path.join(ROOT, "build-gpu-carry"))
+    parser.add_argument("--mp-run", help="the mp-run to time (default: the carry's)")
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
@@ -102,7 +103,8 @@ def main():
             continue
         tokens, f = batch * seq, flops(cfg, batch, seq)
         t = torch_ms(cfg, batch, seq, dtype, args.iterations, args.warmup, args.device)
-        m = mp_ms(args.carry, name, cfg, batch, seq, args.iterations, args.warmup,
+        mp_run = args.mp_run or os.path.join(args.carry, "bin", "mp-run")
+        m = mp_ms(mp_run, args.carry, name, cfg, batch, seq, args.iterations, args.warmup,
                   args.device, args.work)
         print("%s (batch %d x %d, %s): PyTorch %.2f ms (%.0f tokens/s, %.1f TFLOP/s); "
               "mp-run %.2f ms (%.0f tokens/s, %.1f TFLOP/s); mp-run speed / PyTorch speed %.2fx"

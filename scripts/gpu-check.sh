@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The GPU check, on a machine with a GPU: the CUDA kernel tests, every bundled
-# model run on the GPU and compared with its PyTorch reference, and the GPU
-# benchmark against PyTorch on the same GPU. Uses build-gpu-carry/ from
-# scripts/gpu-prepare.sh (run that where the toolchain is). Prints a summary
-# line; exits non-zero if anything failed. Fits in a few minutes.
+# The GPU check, on a machine with a GPU: the runtime built there, the CUDA
+# kernel tests, every bundled model run on the GPU and compared with its
+# PyTorch reference, and the GPU benchmark against PyTorch on the same GPU.
+# Uses build-gpu-carry/ from scripts/gpu-prepare.sh (run that where the
+# compiler and the runtime's libraries are). Prints a summary line; exits
+# non-zero if anything failed. Fits in 8 minutes.
 #
 # --dry-run rehearses the whole check on a machine without a GPU: the same
 # steps with --device cpu (fp32 only; the CUDA tests skip), to catch a broken
@@ -40,18 +41,15 @@ PY=${PYTHON:-python3}
 # Python packages PyTorch brings.
 LIBS="$CARRY/lib"
 SITE=$($PY -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
+CUDA_DIRS="/usr/local/cuda/lib64/ /usr/local/cuda/lib/ $(for d in $SITE; do echo "$d/nvidia/"; done)"
+NCCL_LIB=
 for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
-  found=$(find /usr/local/cuda/lib64/ /usr/local/cuda/lib/ $(for d in $SITE; do echo "$d/nvidia/"; done) \
-            -name "$lib" -print -quit 2>/dev/null)
+  found=$(find $CUDA_DIRS -name "$lib" -print -quit 2>/dev/null)
   [ -n "$found" ] && LIBS="$LIBS:$(dirname "$found")"
+  [ "$lib" = libnccl.so.2 ] && NCCL_LIB=$found
 done
 export LD_LIBRARY_PATH="$LIBS:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
-if missing=$(ldd "$CARRY/bin/mp-run" | grep "not found"); then
-  echo "gpu-check: mp-run cannot find these libraries here:" >&2
-  echo "$missing" >&2
-  exit 2
-fi
 
 passed=0
 failed=0
@@ -64,11 +62,73 @@ check() { # name, command...
 }
 
 # Every step has a time limit, so the whole check ends within 8 minutes even
-# if something hangs (kernel tests 60 s, sanitizer 90 s, models 20 s each,
-# benchmark 180 s: 450 s in all).
+# if something hangs (runtime build 150 s, kernel tests 45 s, sanitizer
+# 75 s, models 15 s each, benchmark 120 s: 480 s in all).
+
+# The runtime built here from this working tree (compiler and MPI off,
+# sm_90) with this machine's compiler, CMake and CUDA toolkit, and the other
+# dependencies gpu-prepare.sh packed. If that fails, the steps after it run
+# the binaries gpu-prepare.sh built elsewhere, and this step counts as failed.
+# The rehearsal ignores the system prefix /usr, so that it proves the packed
+# dependencies suffice.
+build_runtime() {
+  local deps="$WORK/deps" build="$WORK/build" nvcc generator ncclinc
+  local ignore=()
+  [ "$DEVICE" = cpu ] && ignore=(-DCMAKE_IGNORE_PREFIX_PATH=/usr)
+  mkdir -p "$deps" && tar -C "$deps" -xJf "$CARRY/deps.tar.xz" || return 1
+  command -v cmake >/dev/null || { echo "gpu-check: no cmake here"; return 1; }
+  nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null) ||
+    { echo "gpu-check: no nvcc here"; return 1; }
+  [ -n "$NCCL_LIB" ] || { echo "gpu-check: no libnccl.so.2 here"; return 1; }
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  ncclinc=$(find /usr/local/cuda/include/ $(for d in $SITE; do echo "$d/nvidia/"; done) \
+              "$deps/include/" -name nccl.h -print -quit 2>/dev/null)
+  echo "cmake $(cmake --version | head -1), $($nvcc --version | tail -1), nccl.h from $ncclinc"
+  (
+    export LD_LIBRARY_PATH="$deps/lib:$LD_LIBRARY_PATH"
+    timeout 30 cmake "${generator[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
+      -DMP_BUILD_COMPILER=OFF -DMP_ENABLE_MPI=OFF -DMP_ENABLE_CUDA=ON \
+      -DMP_NATIVE_CPU=OFF -DMP_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" \
+      "${ignore[@]}" \
+      -DProtobuf_INCLUDE_DIR="$deps/include" -DProtobuf_LIBRARY="$CARRY/lib/libprotobuf.so.32" \
+      -DProtobuf_PROTOC_EXECUTABLE="$deps/bin/protoc" \
+      -DZLIB_INCLUDE_DIR="$deps/include" -DZLIB_LIBRARY="$CARRY/lib/libz.so.1" \
+      -Dnlohmann_json_DIR="$deps/share/cmake/nlohmann_json" \
+      -DMP_CBLAS_INCLUDE="$deps/include" -DMP_OPENBLAS="$CARRY/lib/libopenblas.so.0" \
+      -DGTEST_INCLUDE_DIR="$deps/include" -DGTEST_LIBRARY="$deps/lib/libgtest.a" \
+      -DGTEST_MAIN_LIBRARY="$deps/lib/libgtest_main.a" \
+      -DMP_NCCL="$NCCL_LIB" -DMP_NCCL_INCLUDE="$(dirname "$ncclinc")" \
+      -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$CARRY/lib" &&
+      timeout 120 cmake --build "$build" -j "$(nproc)" --target mp-run mp-cuda-tests
+  ) >"$OUT/runtime-build.log" 2>&1
+  local rc=$?
+  grep -E '^(Protobuf_INCLUDE_DIR|Protobuf_LIBRARY|GTEST_LIBRARY|ZLIB_LIBRARY|MP_OPENBLAS|MP_NCCL|CMAKE_CXX_COMPILER|CMAKE_CUDA_COMPILER):' \
+    "$build/CMakeCache.txt" >>"$OUT/runtime-build.log" 2>/dev/null
+  tail -n $([ "$rc" -eq 0 ] && echo 12 || echo 40) "$OUT/runtime-build.log"
+  [ "$rc" -eq 0 ] && [ -x "$build/bin/mp-run" ] && [ -x "$build/bin/mp-cuda-tests" ]
+}
+BIN="$CARRY/bin"
+if [ ! -f "$CARRY/deps.tar.xz" ]; then
+  echo "gpu-check: $CARRY/deps.tar.xz is missing: run scripts/gpu-prepare.sh again" >&2
+  exit 2
+fi
+check "the runtime built here (compiler off, sm_90)" build_runtime
+if [ -x "$WORK/build/bin/mp-run" ] && [ -x "$WORK/build/bin/mp-cuda-tests" ]; then
+  BIN="$WORK/build/bin"
+  echo "gpu-check: running the runtime built here"
+else
+  echo "gpu-check: running the binaries gpu-prepare.sh built instead"
+fi
+if missing=$(ldd "$BIN/mp-run" | grep "not found"); then
+  echo "gpu-check: $BIN/mp-run cannot find these libraries here:" >&2
+  echo "$missing" >&2
+  exit 2
+fi
+
 # On a GPU a skipped kernel test is a failure: it means the GPU was not used.
 cuda_tests() {
-  timeout 60 "$CARRY/bin/mp-cuda-tests" 2>&1 | tee "$OUT/cuda-tests.log"
+  timeout 45 "$BIN/mp-cuda-tests" 2>&1 | tee "$OUT/cuda-tests.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
   if [ "$DEVICE" = cuda ] && grep -q "SKIPPED \]" "$OUT/cuda-tests.log"; then
     echo "gpu-check: CUDA kernel tests were skipped on a GPU machine" >&2
@@ -84,7 +144,7 @@ sanitized_tests() {
     echo "compute-sanitizer is not installed here: not counted"
     return 0
   fi
-  timeout 90 compute-sanitizer --tool memcheck "$CARRY/bin/mp-cuda-tests" \
+  timeout 75 compute-sanitizer --tool memcheck "$BIN/mp-cuda-tests" \
     >"$OUT/cuda-tests-memcheck.log" 2>&1
   local rc=$?
   tail -5 "$OUT/cuda-tests-memcheck.log"
@@ -99,19 +159,20 @@ if [ "$DEVICE" = cuda ]; then
 fi
 for m in gpt2 gpt2_untied bert llama llama_range; do
   check "$m on $DEVICE vs PyTorch" bash -c "
-    timeout 20 '$CARRY/bin/mp-run' '$CARRY/artifacts/$m' --device $DEVICE \
+    timeout 15 '$BIN/mp-run' '$CARRY/artifacts/$m' --device $DEVICE \
       --input input_ids=models/$m/inputs/input_ids.npy --output-dir '$WORK/$m' &&
     $PY test/Runtime/compare_npy.py '$WORK/$m' models/$m/outputs"
 done
 if [ "$DEVICE" = cuda ]; then
   check "gpt2 in bf16 on the GPU vs PyTorch (fp32 reference, bf16 tolerance)" bash -c "
-    timeout 20 '$CARRY/bin/mp-run' '$CARRY/artifacts/gpt2_bf16' --device cuda \
+    timeout 15 '$BIN/mp-run' '$CARRY/artifacts/gpt2_bf16' --device cuda \
       --input input_ids=models/gpt2/inputs/input_ids.npy --output-dir '$WORK/gpt2_bf16' &&
     $PY test/Runtime/compare_npy.py '$WORK/gpt2_bf16' models/gpt2/outputs --tolerance 3e-2"
-  check "benchmark vs PyTorch" timeout 180 $PY bench/gpu_bench.py --carry "$CARRY" --work "$WORK"
+  check "benchmark vs PyTorch" timeout 120 $PY bench/gpu_bench.py --carry "$CARRY" \
+    --mp-run "$BIN/mp-run" --work "$WORK"
 else
   check "benchmark harness on the CPU" timeout 600 $PY bench/gpu_bench.py \
-    --carry "$CARRY" --work "$WORK" --device cpu --iterations 1 --warmup 0
+    --carry "$CARRY" --mp-run "$BIN/mp-run" --work "$WORK" --device cpu --iterations 1 --warmup 0
 fi
 
 echo

@@ -2,9 +2,10 @@
 # Prepares what scripts/gpu-check.sh needs on a GPU machine, which has CUDA
 # and PyTorch but neither LLVM/MLIR nor the runtime's other libraries
 # (protobuf, OpenBLAS): builds the runtime here with nvcc for Hopper (sm_90,
-# compiler and MPI off, in build-gpu/) and compiles the artifacts here. What
-# the GPU machine needs goes to build-gpu-carry/ (about 50 MiB; the device
-# tool takes at most 64 MiB with the working tree), to be carried there.
+# compiler and MPI off, in build-gpu/), packs what building it there needs,
+# and compiles the artifacts here. What the GPU machine needs goes to
+# build-gpu-carry/ (about 52 MiB; the device tool takes at most 64 MiB with
+# the working tree), to be carried there.
 #
 # --skip-main-build uses the compiler already built in $MP_BUILD_DIR (build/)
 # instead of installing and building first (the test suite's rehearsal).
@@ -35,9 +36,31 @@ cmake --build "$BUILD" -j "$(nproc)" --target mp-run mp-cuda-tests
 cp "$BUILD/bin/mp-run" "$BUILD/bin/mp-cuda-tests" "$CARRY/bin/"
 strip "$CARRY/bin/"*
 # Libraries the GPU image lacks (CUDA's own come from the machine).
-for lib in libprotobuf.so.32 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libgomp.so.1; do
-  cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')" "$CARRY/lib/"
+libpath() { ldconfig -p | awk -v l="$1" '$1 == l {print $NF; exit}'; }
+for lib in libprotobuf.so.32 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libgomp.so.1 libz.so.1; do
+  cp -L "$(libpath "$lib")" "$CARRY/lib/"
 done
+
+# What building the runtime there needs besides the machine's compiler,
+# CMake and CUDA toolkit (gpu-check.sh builds it there and falls back to the
+# binaries above if that fails): the headers of protobuf, zlib,
+# nlohmann_json, OpenBLAS, GoogleTest and NCCL, protoc, and GoogleTest's
+# static libraries, packed small (the libraries themselves are in lib/).
+echo "gpu-prepare: packing the runtime's build dependencies..."
+deps=$(mktemp -d)
+mkdir -p "$deps/include" "$deps/lib" "$deps/bin" "$deps/share/cmake"
+cp -rL /usr/include/google /usr/include/nlohmann /usr/include/gtest \
+  /usr/include/zlib.h /usr/include/zconf.h "$deps/include/"
+cblas=$(grep -m1 '^MP_CBLAS_INCLUDE:' "$BUILD/CMakeCache.txt" | cut -d= -f2)
+cp "$cblas/cblas.h" "$cblas/openblas_config.h" "$deps/include/"
+nccl=$(grep -m1 '^MP_NCCL:' "$BUILD/CMakeCache.txt" | cut -d= -f2)
+cp "$(dirname "$nccl")/../include/nccl.h" "$deps/include/"
+cp -rL /usr/share/cmake/nlohmann_json "$deps/share/cmake/"
+cp "$(command -v protoc)" "$deps/bin/"
+cp -L "$(libpath libprotoc.so.32)" "$deps/lib/"
+cp /usr/lib/x86_64-linux-gnu/libgtest.a /usr/lib/x86_64-linux-gnu/libgtest_main.a "$deps/lib/"
+tar -C "$deps" -cJf "$CARRY/deps.tar.xz" .
+rm -rf "$deps"
 
 echo "gpu-prepare: compiling artifacts..."
 for m in gpt2 gpt2_untied bert llama llama_range; do
@@ -58,7 +81,7 @@ tmp=$(mktemp -d)
 "$MAIN/bin/mp-opt" "$tmp/layer4096/model.onnx" --mp-shape-only --mp-synthetic-weights \
   --mp-parallelize="tp=1 dtype=bf16" --artifact "$CARRY/artifacts/layer4096_bf16_synthetic" >/dev/null
 rm -rf "$tmp"
-du -sh "$CARRY/bin" "$CARRY/lib" "$CARRY/artifacts"
+du -sh "$CARRY/bin" "$CARRY/lib" "$CARRY/artifacts" "$CARRY/deps.tar.xz"
 size=$(du -sm "$CARRY" | cut -f1)
 if [ "$size" -ge "$LIMIT_MIB" ]; then
   echo "gpu-prepare: error: $CARRY is $size MiB, over the $LIMIT_MIB MiB the GPU check may carry" >&2
