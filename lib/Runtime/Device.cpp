@@ -36,7 +36,7 @@ Status nothing() { return Status::success(); }
 bool always(std::string &) { return true; }
 
 Status hostVocabEmbedding(const Tensor &table, const Tensor &ids,
-                          int64_t offset, Tensor &out) {
+                          int64_t offset, int64_t vocab, Tensor &out) {
   int64_t rows = table.shape[0];
   size_t rowBytes = table.bytes() / std::max<int64_t>(rows, 1);
   auto *dst = static_cast<uint8_t *>(out.data);
@@ -44,7 +44,7 @@ Status hostVocabEmbedding(const Tensor &table, const Tensor &ids,
   for (int64_t i = 0; i < ids.numel(); ++i) {
     int64_t id = ids.dtype == DType::I64 ? ids.as<int64_t>()[i]
                                          : ids.as<int32_t>()[i];
-    int64_t local = id - offset;
+    int64_t local = (id < 0 ? id + vocab : id) - offset;
     if (local >= 0 && local < rows)
       std::memcpy(dst + i * rowBytes, src + local * rowBytes, rowBytes);
     else

@@ -360,7 +360,9 @@ static Status checkIndices(const KernelTable *k, const Tensor &device,
                                             : indices.as<int32_t>()[i];
     if (j < (allowNegative ? -dim : 0) || j >= dim)
       return Status::error(where + ": index " + std::to_string(j) +
-                           " is out of range [0, " + std::to_string(dim) + ")");
+                           " is out of range [" +
+                           (allowNegative ? std::to_string(-dim) : "0") + ", " +
+                           std::to_string(dim) + ")");
   }
   return Status::success();
 }
@@ -416,7 +418,7 @@ Status Binder::bindGather(Executable::Step &step) {
     step.kernel = [kernels, x, idx, o, offset, vocab, where]() mutable {
       if (Status s = checkIndices(kernels, idx, vocab, where); !s)
         return s;
-      return kernels->vocabEmbedding(x, idx, offset, o);
+      return kernels->vocabEmbedding(x, idx, offset, vocab, o);
     };
     return Status::success();
   }
@@ -823,40 +825,57 @@ static Status uploadAll(const KernelTable *k, std::vector<Tensor *> tensors,
   return Status::success();
 }
 
+/// What load checks before its first collective: the program, the device,
+/// and that this run has as many ranks as the artifact's grid.
+static Status openProgram(const std::string &dir, Device device, int ranksHere,
+                          program::Program &prog, const KernelTable *&kernels,
+                          int64_t &ranks) {
+  if (Status s = readProgram(dir, prog); !s)
+    return s;
+  kernels = &cpuKernelTable();
+  if (device == Device::CUDA) {
+    kernels = cudaKernelTable();
+    std::string reason;
+    if (!kernels)
+      return Status::error("--device cuda: this mp-run was built without "
+                           "CUDA (configure with the CUDA toolkit installed)");
+    if (!kernels->available(reason))
+      return Status::error("--device cuda: " + reason);
+  }
+  ranks = 1;
+  for (int64_t d : prog.grid_shape())
+    ranks *= d;
+  if (ranks != ranksHere)
+    return Status::error(
+        "artifact '" + dir + "' was compiled for " + std::to_string(ranks) +
+        " rank(s) but this run has " + std::to_string(ranksHere) +
+        (ranks > 1 ? "; launch it with mpirun -np " + std::to_string(ranks) +
+                         " mp-run ..."
+                   : "") +
+        (ranks > 1 && !haveMPI() ? " (this mp-run was built without MPI)"
+                                 : ""));
+  return Status::success();
+}
+
 Status Executable::load(const std::string &dir,
                         std::unique_ptr<Executable> &out, Communicator *comm,
                         Device device) {
-  program::Program prog;
-  if (Status s = readProgram(dir, prog); !s)
-    return s;
   auto exe = std::unique_ptr<Executable>(new Executable());
-  exe->kernels = &cpuKernelTable();
-  if (device == Device::CUDA) {
-    exe->kernels = cudaKernelTable();
-    std::string reason;
-    if (!exe->kernels)
-      return Status::error("--device cuda: this mp-run was built without "
-                           "CUDA (configure with the CUDA toolkit installed)");
-    if (!exe->kernels->available(reason))
-      return Status::error("--device cuda: " + reason);
-  }
   if (!comm) {
     exe->ownedComm = makeSingleProcessCommunicator();
     comm = exe->ownedComm.get();
   }
   exe->comm = comm;
-  for (int64_t d : prog.grid_shape())
-    exe->ranks *= d;
-  if (exe->ranks != comm->size())
-    return Status::error(
-        "artifact '" + dir + "' was compiled for " +
-        std::to_string(exe->ranks) + " rank(s) but this run has " +
-        std::to_string(comm->size()) +
-        (exe->ranks > 1 ? "; launch it with mpirun -np " +
-                              std::to_string(exe->ranks) + " mp-run ..."
-                        : "") +
-        (exe->ranks > 1 && !haveMPI() ? " (this mp-run was built without MPI)"
-                                      : ""));
+  program::Program prog;
+  Status opened =
+      openProgram(dir, device, comm->size(), prog, exe->kernels, exe->ranks);
+  // Splitting the grid is collective: a rank that cannot get there stops
+  // every rank here, rather than leaving the others waiting in the split.
+  if (anyRankFailed(*comm, !opened)) {
+    return opened ? Status::error("another rank could not open artifact '" +
+                                  dir + "' (its error says why)")
+                  : opened;
+  }
   // One communicator per grid axis (collectives name the axis they span).
   std::vector<int64_t> gridShape(prog.grid_shape().begin(),
                                  prog.grid_shape().end());
@@ -1091,6 +1110,9 @@ Status Executable::run(const std::vector<Tensor> &inputs,
     if (s && profiling)
       s = kernels->synchronize(); // time each kernel, not its launch
     if (!s) {
+      // Let the work already queued (e.g. a collective's copies) finish, so
+      // that the next run cannot race it on the arena.
+      (void)kernels->synchronize();
       bool halfOnCpu = kernels == &cpuKernelTable() &&
                        (s.message.find("element type bf16") != std::string::npos ||
                         s.message.find("element type f16") != std::string::npos);

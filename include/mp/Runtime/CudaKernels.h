@@ -85,7 +85,7 @@ Status concat(const std::vector<const Tensor *> &inputs, int64_t axis,
               Tensor &out);
 Status split(const Tensor &x, int64_t axis, const std::vector<Tensor *> &outs);
 Status vocabEmbedding(const Tensor &table, const Tensor &ids, int64_t offset,
-                      Tensor &out);
+                      int64_t vocab, Tensor &out);
 
 } // namespace mp::rt::cuda
 

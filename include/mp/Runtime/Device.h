@@ -56,9 +56,10 @@ struct KernelTable {
   decltype(&cpu::expand) expand;
   decltype(&cpu::copy) copy;
   /// Rows of `ids` within [offset, offset + rows) of a vocab-parallel table,
-  /// zeros for the others.
+  /// zeros for the others; negative ids count from the end of the whole
+  /// table of `vocab` rows, as in gather.
   Status (*vocabEmbedding)(const Tensor &table, const Tensor &ids,
-                           int64_t offset, Tensor &out);
+                           int64_t offset, int64_t vocab, Tensor &out);
   // Scratch and setup (null where kernels need none): what attention and
   // crossEntropy need beyond their operands for these tensors; `prepare`,
   // called once at load so that running creates nothing (streams, library

@@ -70,14 +70,14 @@ __global__ void gatherRowsKernel(const uint8_t *x, const void *idx, bool idx64,
 __global__ void vocabEmbeddingKernel(const uint8_t *table, const void *ids,
                                      bool ids64, uint8_t *out, int64_t count,
                                      int64_t rows, int64_t rowBytes,
-                                     int64_t offset) {
+                                     int64_t offset, int64_t vocab) {
   int64_t total = count * rowBytes;
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
        t += (int64_t)gridDim.x * blockDim.x) {
     int64_t k = t / rowBytes, byte = t % rowBytes;
     int64_t id = ids64 ? static_cast<const int64_t *>(ids)[k]
                        : static_cast<const int32_t *>(ids)[k];
-    int64_t local = id - offset;
+    int64_t local = (id < 0 ? id + vocab : id) - offset;
     out[t] = local >= 0 && local < rows ? table[local * rowBytes + byte] : 0;
   }
 }
@@ -162,7 +162,7 @@ Status split(const Tensor &x, int64_t axis, const std::vector<Tensor *> &outs) {
 }
 
 Status vocabEmbedding(const Tensor &table, const Tensor &ids, int64_t offset,
-                      Tensor &out) {
+                      int64_t vocab, Tensor &out) {
   int64_t rows = table.shape[0];
   int64_t rowBytes = rows ? static_cast<int64_t>(table.bytes()) / rows : 0;
   int64_t total = ids.numel() * rowBytes;
@@ -170,7 +170,7 @@ Status vocabEmbedding(const Tensor &table, const Tensor &ids, int64_t offset,
     return Status::success();
   vocabEmbeddingKernel<<<blocksFor(total), kThreads, 0, computeStream()>>>(
       table.as<uint8_t>(), ids.data, ids.dtype == DType::I64,
-      out.as<uint8_t>(), ids.numel(), rows, rowBytes, offset);
+      out.as<uint8_t>(), ids.numel(), rows, rowBytes, offset, vocab);
   return launched("vocab-parallel embedding");
 }
 
