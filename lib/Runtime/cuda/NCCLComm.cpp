@@ -9,14 +9,14 @@
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Comm.h"
 
+#include "Placement.h"
 #include "Streams.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <unistd.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <initializer_list>
 #include <cstring>
 
 namespace mp::rt {
@@ -166,60 +166,85 @@ private:
   cuda::DeviceScratch deviceScratch{"NCCL scratch"};
 };
 
-/// The first of the launchers' variables that is set, or `fallback`.
-int launcherValue(std::initializer_list<const char *> vars, int fallback) {
-  for (const char *var : vars)
-    if (const char *v = std::getenv(var))
-      return std::atoi(v);
-  return fallback;
+/// Every rank's `bytes`-byte record (`mine`, zero-padded), in rank order.
+Status exchange(Communicator &host, std::vector<uint8_t> mine, size_t bytes,
+                std::vector<uint8_t> &all) {
+  mine.resize(bytes, 0);
+  all.assign(bytes * host.size(), 0);
+  Tensor in{mine.data(), DType::I8, {static_cast<int64_t>(bytes)}};
+  Tensor out{all.data(), DType::I8,
+             {static_cast<int64_t>(bytes) * host.size()}};
+  return host.allGather(in, out, 0);
 }
 
-int localRank() {
-  return launcherValue({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                        "SLURM_LOCALID"},
-                       0);
+std::string hostName() {
+  char name[cuda::kHostBytes + 1] = {};
+  gethostname(name, cuda::kHostBytes);
+  return name;
 }
 
-int localRankCount() {
-  return launcherValue({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                        "SLURM_NTASKS_PER_NODE"},
-                       1);
+/// This rank's GPU: its index among its host's ranks, modulo the GPUs it
+/// sees (one each when the launcher gives every rank its own).
+Status pickGpu(const cuda::LocalRank &local, int &devices, std::string &uuid) {
+  if (Status s = cudaStatus(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+      !s)
+    return s;
+  if (devices == 0)
+    return Status::error("no GPU is visible");
+  const int device = local.index % devices;
+  if (Status s = cudaStatus(cudaSetDevice(device), "cudaSetDevice"); !s)
+    return s;
+  cudaDeviceProp prop;
+  if (Status s = cudaStatus(cudaGetDeviceProperties(&prop, device),
+                            "cudaGetDeviceProperties");
+      !s)
+    return s;
+  uuid.assign(prop.uuid.bytes, sizeof(prop.uuid.bytes));
+  return Status::success();
 }
 
 } // namespace
 
 Status makeDeviceCommunicator(Communicator &host,
                               std::unique_ptr<Communicator> &out) {
+  static_assert(sizeof(ncclUniqueId) == cuda::kNcclIdBytes);
+  // Every rank takes part in both exchanges whatever happens to it, so all
+  // reach the same verdict (Placement.h) and none waits for one that quit.
+  const std::string me = hostName();
+  std::vector<uint8_t> names;
+  if (Status s = exchange(host, {me.begin(), me.end()}, cuda::kHostBytes, names);
+      !s)
+    return s;
+  std::vector<std::string> hosts;
+  for (int r = 0; r < host.size(); ++r) {
+    const char *name = reinterpret_cast<const char *>(&names[r * cuda::kHostBytes]);
+    hosts.emplace_back(name, strnlen(name, cuda::kHostBytes));
+  }
+  cuda::RankPlacement mine;
+  mine.host = me;
   int devices = 0;
-  if (Status s = cudaStatus(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  if (Status s = pickGpu(cuda::localRankOf(hosts, host.rank()), devices, mine.gpu);
       !s)
-    return s;
-  if (devices == 0)
-    return Status::error("no GPU is visible");
-  // NCCL refuses two ranks on one GPU; say so before it does, less clearly.
-  if (localRankCount() > devices)
-    return Status::error(
-        std::to_string(localRankCount()) + " ranks run on this node but " +
-        std::to_string(devices) +
-        " GPU(s) are visible; NCCL needs one GPU per rank (start at most " +
-        std::to_string(devices) + " ranks per node, or use --device cpu)");
-  if (Status s = cudaStatus(cudaSetDevice(localRank() % devices),
-                            "cudaSetDevice");
-      !s)
-    return s;
-  // Rank 0's unique id reaches every rank through the host communicator.
-  ncclUniqueId id;
-  if (host.rank() == 0)
+    mine.problem = s.message;
+  else if (host.rank() == 0) {
+    ncclUniqueId id;
     if (Status s = ncclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s)
-      return s;
-  std::vector<int8_t> mine(sizeof(id)), all(sizeof(id) * host.size());
-  std::memcpy(mine.data(), &id, sizeof(id));
-  Tensor in{mine.data(), DType::I8, {static_cast<int64_t>(sizeof(id))}};
-  Tensor gathered{all.data(), DType::I8,
-                  {static_cast<int64_t>(sizeof(id)) * host.size()}};
-  if (Status s = host.allGather(in, gathered, 0); !s)
+      mine.problem = s.message;
+    else
+      mine.ncclId.assign(reinterpret_cast<const char *>(&id), sizeof(id));
+  }
+  std::vector<uint8_t> records;
+  if (Status s = exchange(host, cuda::encodePlacement(mine),
+                          cuda::kPlacementBytes, records);
+      !s)
     return s;
-  std::memcpy(&id, all.data(), sizeof(id));
+  std::vector<cuda::RankPlacement> ranks;
+  for (int r = 0; r < host.size(); ++r)
+    ranks.push_back(cuda::decodePlacement(&records[r * cuda::kPlacementBytes]));
+  if (Status s = cuda::checkPlacement(ranks, devices); !s)
+    return s;
+  ncclUniqueId id;
+  std::memcpy(&id, ranks[0].ncclId.data(), sizeof(id));
   ncclComm_t comm;
   if (Status s = ncclStatus(
           ncclCommInitRank(&comm, host.size(), id, host.rank()),
