@@ -74,12 +74,16 @@ def torch_ms(cfg, batch, seq, dtype, iterations, warmup, device):
 def mp_ms(mp_run, carry, name, cfg, batch, seq, iterations, warmup, device, work):
     ids = os.path.join(work, name + "_ids.npy")
     np.save(ids, np.random.default_rng(1).integers(0, cfg["vocab"], (batch, seq)).astype(np.int64))
-    out = subprocess.run([mp_run,
+    run = subprocess.run([mp_run,
                           os.path.join(carry, "artifacts", name + "_synthetic"),
                           "--device", device, "--input", "input_ids=" + ids,
                           "--warmup", str(warmup), "--iterations", str(iterations)],
-                         check=True, capture_output=True, text=True).stdout
+                         capture_output=True, text=True)
+    out = run.stdout
     print(out, end="")
+    if run.returncode != 0:  # mp-run's own error says what went wrong
+        sys.stderr.write(run.stderr)
+        sys.exit("gpu_bench: mp-run failed on %s (exit status %d)" % (name, run.returncode))
     return float(re.search(r"([0-9.]+) ms/run \(median", out).group(1))
 
 

@@ -48,7 +48,8 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
   [ -n "$found" ] && LIBS="$LIBS:$(dirname "$found")"
   [ "$lib" = libnccl.so.2 ] && NCCL_LIB=$found
 done
-export LD_LIBRARY_PATH="$LIBS:${LD_LIBRARY_PATH:-}"
+# Only the runtime's binaries (and its build) see these: PyTorch keeps its own.
+RUNTIME_LIBS="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 
 passed=0
@@ -86,7 +87,7 @@ build_runtime() {
               "$deps/include/" -name nccl.h -print -quit 2>/dev/null)
   echo "cmake $(cmake --version | head -1), $($nvcc --version | tail -1), nccl.h from $ncclinc"
   (
-    export LD_LIBRARY_PATH="$deps/lib:$LD_LIBRARY_PATH"
+    export LD_LIBRARY_PATH="$deps/lib:$RUNTIME_LIBS"
     timeout 30 cmake "${generator[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
       -DMP_BUILD_COMPILER=OFF -DMP_ENABLE_MPI=OFF -DMP_ENABLE_CUDA=ON \
       -DMP_NATIVE_CPU=OFF -DMP_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" \
@@ -120,15 +121,22 @@ if [ -x "$WORK/build/bin/mp-run" ] && [ -x "$WORK/build/bin/mp-cuda-tests" ]; th
 else
   echo "gpu-check: running the binaries gpu-prepare.sh built instead"
 fi
-if missing=$(ldd "$BIN/mp-run" | grep "not found"); then
+if missing=$(LD_LIBRARY_PATH="$RUNTIME_LIBS" ldd "$BIN/mp-run" | grep "not found"); then
   echo "gpu-check: $BIN/mp-run cannot find these libraries here:" >&2
   echo "$missing" >&2
   exit 2
 fi
+# Wrappers that give the binaries their libraries (the benchmark runs one).
+RUN="$WORK/run"
+mkdir -p "$RUN"
+for tool in mp-run mp-cuda-tests; do
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$RUNTIME_LIBS" "$BIN/$tool" >"$RUN/$tool"
+  chmod +x "$RUN/$tool"
+done
 
 # On a GPU a skipped kernel test is a failure: it means the GPU was not used.
 cuda_tests() {
-  timeout 45 "$BIN/mp-cuda-tests" 2>&1 | tee "$OUT/cuda-tests.log"
+  timeout 45 "$RUN/mp-cuda-tests" 2>&1 | tee "$OUT/cuda-tests.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
   if [ "$DEVICE" = cuda ] && grep -q "SKIPPED \]" "$OUT/cuda-tests.log"; then
     echo "gpu-check: CUDA kernel tests were skipped on a GPU machine" >&2
@@ -140,15 +148,17 @@ check "CUDA kernels vs CPU kernels" cuda_tests
 # The kernel tests again under compute-sanitizer's memcheck (out-of-bounds
 # and misaligned accesses, API errors), where the tool can run here.
 sanitized_tests() {
-  if ! command -v compute-sanitizer >/dev/null; then
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null) || {
     echo "compute-sanitizer is not installed here: not counted"
     return 0
-  fi
-  timeout 75 compute-sanitizer --tool memcheck "$BIN/mp-cuda-tests" \
+  }
+  LD_LIBRARY_PATH="$RUNTIME_LIBS" timeout 75 "$sanitizer" --tool memcheck "$BIN/mp-cuda-tests" \
     >"$OUT/cuda-tests-memcheck.log" 2>&1
   local rc=$?
   tail -5 "$OUT/cuda-tests-memcheck.log"
-  if ! grep -q "ERROR SUMMARY" "$OUT/cuda-tests-memcheck.log"; then
+  if ! grep -q "ERROR SUMMARY" "$OUT/cuda-tests-memcheck.log" ||
+     grep -q "Device not supported" "$OUT/cuda-tests-memcheck.log"; then
     echo "compute-sanitizer could not check this device: not counted"
     return 0
   fi
@@ -159,20 +169,20 @@ if [ "$DEVICE" = cuda ]; then
 fi
 for m in gpt2 gpt2_untied bert llama llama_range; do
   check "$m on $DEVICE vs PyTorch" bash -c "
-    timeout 15 '$BIN/mp-run' '$CARRY/artifacts/$m' --device $DEVICE \
+    timeout 15 '$RUN/mp-run' '$CARRY/artifacts/$m' --device $DEVICE \
       --input input_ids=models/$m/inputs/input_ids.npy --output-dir '$WORK/$m' &&
     $PY test/Runtime/compare_npy.py '$WORK/$m' models/$m/outputs"
 done
 if [ "$DEVICE" = cuda ]; then
   check "gpt2 in bf16 on the GPU vs PyTorch (fp32 reference, bf16 tolerance)" bash -c "
-    timeout 15 '$BIN/mp-run' '$CARRY/artifacts/gpt2_bf16' --device cuda \
+    timeout 15 '$RUN/mp-run' '$CARRY/artifacts/gpt2_bf16' --device cuda \
       --input input_ids=models/gpt2/inputs/input_ids.npy --output-dir '$WORK/gpt2_bf16' &&
     $PY test/Runtime/compare_npy.py '$WORK/gpt2_bf16' models/gpt2/outputs --tolerance 3e-2"
   check "benchmark vs PyTorch" timeout 120 $PY bench/gpu_bench.py --carry "$CARRY" \
-    --mp-run "$BIN/mp-run" --work "$WORK"
+    --mp-run "$RUN/mp-run" --work "$WORK"
 else
   check "benchmark harness on the CPU" timeout 600 $PY bench/gpu_bench.py \
-    --carry "$CARRY" --mp-run "$BIN/mp-run" --work "$WORK" --device cpu --iterations 1 --warmup 0
+    --carry "$CARRY" --mp-run "$RUN/mp-run" --work "$WORK" --device cpu --iterations 1 --warmup 0
 fi
 
 echo

@@ -192,9 +192,9 @@ inline Strides contiguous(const std::vector<int64_t> &shape) {
   return st;
 }
 
-/// The process's cuBLAS handle, on the compute stream (Linalg.cu); null when
-/// cublasCreate failed.
-cublasHandle_t blasHandle();
+/// The process's cuBLAS handle, on the compute stream (Linalg.cu), created
+/// on first use; the error says why cuBLAS could not be set up.
+Status blasHandle(cublasHandle_t &handle);
 
 /// Scratch of the kernels on the compute stream: attention scores (chunks
 /// keep them within kAttentionScratchBudget) and the cross-entropy

@@ -56,9 +56,8 @@ DeviceScratch &kernelScratch() {
 Status prepare() {
   computeStream(); // created now, not in the first step
   commStream();
-  if (!blasHandle())
-    return Status::error("cublasCreate failed");
-  return Status::success();
+  cublasHandle_t handle;
+  return blasHandle(handle);
 }
 
 void lendScratch(void *ptr, size_t bytes) { kernelScratch().lend(ptr, bytes); }

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "Common.cuh"
 
+#include <limits>
+
 namespace mp::rt::cuda {
 
 namespace {
@@ -76,6 +78,30 @@ Status zeroGemmResult(const RowMajorGemm &g, void *c, DType cType) {
       "gemm (empty inner dimension)");
 }
 
+/// cublasGemmStridedBatchedEx, or its 64-bit form where a size does not
+/// fit an int (a tall folded GEMM can have more than 2^31 rows).
+cublasStatus_t stridedBatchedGemm(cublasHandle_t h, const ColumnMajorGemm &cm,
+                                  const void *alpha, const void *first,
+                                  const void *second, cudaDataType ab,
+                                  const void *beta, void *c, cudaDataType ct,
+                                  cublasComputeType_t compute) {
+  const cublasOperation_t transFirst = cm.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int64_t largest =
+      std::max({cm.m, cm.n, cm.k, cm.ldFirst, cm.ldSecond, cm.ldC, cm.batch});
+  if (largest <= std::numeric_limits<int>::max())
+    return cublasGemmStridedBatchedEx(
+        h, transFirst, CUBLAS_OP_N, static_cast<int>(cm.m),
+        static_cast<int>(cm.n), static_cast<int>(cm.k), alpha, first, ab,
+        static_cast<int>(cm.ldFirst), cm.strideFirst, second, ab,
+        static_cast<int>(cm.ldSecond), cm.strideSecond, beta, c, ct,
+        static_cast<int>(cm.ldC), cm.strideC, static_cast<int>(cm.batch),
+        compute, CUBLAS_GEMM_DEFAULT);
+  return cublasGemmStridedBatchedEx_64(
+      h, transFirst, CUBLAS_OP_N, cm.m, cm.n, cm.k, alpha, first, ab,
+      cm.ldFirst, cm.strideFirst, second, ab, cm.ldSecond, cm.strideSecond,
+      beta, c, ct, cm.ldC, cm.strideC, cm.batch, compute, CUBLAS_GEMM_DEFAULT);
+}
+
 /// Runs a row-major GEMM plan (mp/Runtime/cuda/Plans.h): A and B of
 /// `abType`, C of `cType`, C = alpha · A · op(B), accumulated in fp32 (fp64
 /// for fp64 operands, which need an fp64 C).
@@ -90,28 +116,25 @@ Status gemm(const RowMajorGemm &g, DType abType, const void *a, const void *b,
     return Status::success();
   if (g.k == 0)
     return zeroGemmResult(g, c, cType);
-  cublasHandle_t h = blasHandle();
-  if (!h)
-    return Status::error("cublasCreate failed (no usable GPU?)");
+  cublasHandle_t h;
+  if (Status s = blasHandle(h); !s)
+    return s;
   const ColumnMajorGemm cm = columnMajor(g);
   // Alpha and beta have the compute type.
   const bool fp64 = abType == DType::F64;
   const float beta = 0.0f;
   const double alpha64 = alpha, beta64 = 0.0;
-  cublasStatus_t s = cublasGemmStridedBatchedEx(
-      h, cm.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
-      static_cast<int>(cm.m), static_cast<int>(cm.n), static_cast<int>(cm.k),
-      fp64 ? static_cast<const void *>(&alpha64) : &alpha,
-      elementAt(b, cm.offsetFirst, abType), ab, static_cast<int>(cm.ldFirst),
-      cm.strideFirst, elementAt(a, cm.offsetSecond, abType), ab,
-      static_cast<int>(cm.ldSecond), cm.strideSecond,
-      fp64 ? static_cast<const void *>(&beta64) : &beta,
+  cublasStatus_t s = stridedBatchedGemm(
+      h, cm, fp64 ? static_cast<const void *>(&alpha64) : &alpha,
+      elementAt(b, cm.offsetFirst, abType), elementAt(a, cm.offsetSecond, abType),
+      ab, fp64 ? static_cast<const void *>(&beta64) : &beta,
       const_cast<uint8_t *>(elementAt(c, cm.offsetC, cType)), ct,
-      static_cast<int>(cm.ldC), cm.strideC, static_cast<int>(cm.batch),
-      fp64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      fp64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F);
   if (s != CUBLAS_STATUS_SUCCESS)
-    return Status::error(std::string("cuBLAS GEMM failed: ") +
-                         cublasGetStatusString(s));
+    return Status::error("cuBLAS GEMM (m " + std::to_string(g.m) + ", n " +
+                         std::to_string(g.n) + ", k " + std::to_string(g.k) +
+                         ", batch " + std::to_string(g.batch) +
+                         ") failed: " + cublasGetStatusString(s));
   return Status::success();
 }
 
@@ -151,15 +174,22 @@ int64_t bytesPerScoreOf(DType t) {
 
 } // namespace
 
-cublasHandle_t blasHandle() {
-  static cublasHandle_t handle = [] {
-    cublasHandle_t h = nullptr;
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
-      return static_cast<cublasHandle_t>(nullptr);
-    cublasSetStream(h, computeStream());
-    return h;
+Status blasHandle(cublasHandle_t &out) {
+  static cublasHandle_t handle = nullptr;
+  static const Status created = [] {
+    if (cublasStatus_t s = cublasCreate(&handle); s != CUBLAS_STATUS_SUCCESS) {
+      handle = nullptr;
+      return Status::error(std::string("cublasCreate: ") +
+                           cublasGetStatusString(s));
+    }
+    if (cublasStatus_t s = cublasSetStream(handle, computeStream());
+        s != CUBLAS_STATUS_SUCCESS)
+      return Status::error(std::string("cublasSetStream: ") +
+                           cublasGetStatusString(s));
+    return Status::success();
   }();
-  return handle;
+  out = handle;
+  return created;
 }
 
 Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,

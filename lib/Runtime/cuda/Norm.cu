@@ -244,7 +244,7 @@ Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
 Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
   if (Status s = sameTypes("softmax", {&x, &out}); !s)
     return s;
-  int64_t dim = x.shape[axis], inner = 1;
+  int64_t dim = x.shape.empty() ? 1 : x.shape[axis], inner = 1; // 0-d: one
   for (size_t d = axis + 1; d < x.shape.size(); ++d)
     inner *= x.shape[d];
   int64_t outer = dim * inner ? x.numel() / (dim * inner) : 0;

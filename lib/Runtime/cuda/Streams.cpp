@@ -5,10 +5,36 @@
 
 namespace mp::rt::cuda {
 
+namespace {
+/// Whether `err` is a fault of a kernel already running, which CUDA reports
+/// at some later call rather than at its launch.
+bool isAsynchronousFault(cudaError_t err) {
+  switch (err) {
+  case cudaErrorIllegalAddress:
+  case cudaErrorLaunchFailure:
+  case cudaErrorMisalignedAddress:
+  case cudaErrorIllegalInstruction:
+  case cudaErrorInvalidAddressSpace:
+  case cudaErrorInvalidPc:
+  case cudaErrorHardwareStackError:
+  case cudaErrorAssert:
+  case cudaErrorLaunchTimeout:
+    return true;
+  default:
+    return false;
+  }
+}
+} // namespace
+
 Status cudaStatus(cudaError_t err, const char *what) {
   if (err == cudaSuccess)
     return Status::success();
-  return Status::error(std::string(what) + ": " + cudaGetErrorString(err));
+  std::string message = std::string(what) + ": " + cudaGetErrorString(err);
+  if (isAsynchronousFault(err))
+    message += " (CUDA reports a kernel's fault at a later call, so it may "
+               "come from an earlier step: rerun with --profile, which "
+               "synchronizes after every step, or with CUDA_LAUNCH_BLOCKING=1)";
+  return Status::error(message);
 }
 
 namespace {
