@@ -98,8 +98,11 @@ int64_t gridColor(const std::vector<int64_t> &gridShape, int rank,
 std::unique_ptr<Communicator> makeSingleProcessCommunicator();
 
 /// A communicator over device memory (NCCL) with the ranks of `host`,
-/// bootstrapped through it; each rank uses GPU (local rank % GPUs). An error
-/// when the runtime was built without CUDA/NCCL.
+/// bootstrapped through it. Each rank uses GPU (its index among the ranks of
+/// its host) % (the GPUs it sees), so per-rank binding (CUDA_VISIBLE_DEVICES)
+/// works too; two ranks on one GPU, or a rank that cannot set up its GPU,
+/// is the same error on every rank. An error when the runtime was built
+/// without CUDA/NCCL.
 Status makeDeviceCommunicator(Communicator &host,
                               std::unique_ptr<Communicator> &out);
 
