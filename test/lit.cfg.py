@@ -24,12 +24,18 @@ config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
 
-# GPU-dependent expectations: "no-gpu" where nvidia-smi lists no device.
+# GPU-dependent expectations: "no-gpu" where nvidia-smi lists no device,
+# else "gpu", and "multi-gpu" with two or more (NCCL needs one per rank).
 import subprocess
 try:
-    has_gpu = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
-                             timeout=20).returncode == 0
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                            text=True, timeout=20)
+    gpus = listed.stdout.count("GPU ") if listed.returncode == 0 else 0
 except (OSError, subprocess.TimeoutExpired):
-    has_gpu = False
-if not has_gpu:
+    gpus = 0
+if gpus == 0:
     config.available_features.add("no-gpu")
+else:
+    config.available_features.add("gpu")
+if gpus >= 2:
+    config.available_features.add("multi-gpu")
