@@ -65,7 +65,7 @@ const KernelTable &cpuKernelTable() {
       cpu::einsum,   cpu::trilu,        cpu::transpose, cpu::slice,
       cpu::concat,   cpu::split,        cpu::expand,    cpu::copy,
       hostVocabEmbedding, nullptr,       nullptr,        nullptr,
-      nullptr,       nullptr};
+      nullptr,       nullptr,           nullptr};
   return table;
 }
 

@@ -295,6 +295,11 @@ int main(int argc, char **argv) {
     std::printf("mp-run: note: synthetic (random) weights: outputs are "
                 "meaningless, timings are not\n");
   if (!o.quiet) {
+    const KernelTable *table =
+        device == Device::CUDA ? cudaKernelTable() : &cpuKernelTable();
+    std::string deviceLabel = deviceName(device);
+    if (table && table->describe)
+      deviceLabel += " (" + table->describe() + ")";
     char scratch[48] = "";
     const double scratchBytes = static_cast<double>(exe->scratchBytes());
     if (scratchBytes >= 1048576.0)
@@ -308,8 +313,8 @@ int main(int argc, char **argv) {
                 "(%s)\n",
                 o.artifact.c_str(), exe->numInstructions(),
                 exe->arenaBytes() / 1048576.0, exe->parameterBytes() / 1048576.0,
-                scratch, loadSeconds, deviceName(device), cpu::getNumThreads(),
-                rankCount, comm->backend());
+                scratch, loadSeconds, deviceLabel.c_str(), cpu::getNumThreads(),
+                rankCount, deviceComm ? "MPI, NCCL" : comm->backend());
   }
   for (int i = 0; i < o.warmup; ++i)
     if (Status s = exe->run(inputs, outputs); !s)

@@ -26,6 +26,8 @@ namespace mp::rt::cuda {
 /// Number of usable GPUs; 0 with `reason` set when there are none (no
 /// driver, no device), so GPU tests can skip saying why.
 int deviceCount(std::string &reason);
+/// The current GPU: name, memory and compute capability.
+std::string describeDevice();
 
 Status allocate(size_t bytes, void **ptr);
 void release(void *ptr);

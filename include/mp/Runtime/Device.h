@@ -70,6 +70,9 @@ struct KernelTable {
   Status (*prepare)();
   void (*lendScratch)(void *ptr, size_t bytes);
   void (*withdrawScratch)();
+  /// The device in a few words (e.g. "NVIDIA H200, 139.8 GiB, sm_90"), for
+  /// mp-run's load line; null where the name says enough.
+  std::string (*describe)();
 };
 
 const KernelTable &cpuKernelTable();

@@ -1,6 +1,8 @@
 //===- Device.cu - CUDA devices, memory and kernel scratch ------------------===//
 #include "Common.cuh"
 
+#include <cstdio>
+
 namespace mp::rt::cuda {
 
 int deviceCount(std::string &reason) {
@@ -13,6 +15,18 @@ int deviceCount(std::string &reason) {
   if (n == 0)
     reason = "no GPU is visible";
   return n;
+}
+
+std::string describeDevice() {
+  int device = 0;
+  cudaDeviceProp prop;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+    return "unknown GPU";
+  char text[320];
+  std::snprintf(text, sizeof text, "%s, %.1f GiB, sm_%d%d", prop.name,
+                prop.totalGlobalMem / 1073741824.0, prop.major, prop.minor);
+  return text;
 }
 
 Status allocate(size_t bytes, void **ptr) {

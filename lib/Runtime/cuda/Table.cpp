@@ -21,7 +21,7 @@ const KernelTable *cudaKernelTable() {
       cuda::concat,   cuda::split,        cuda::expand,    cuda::copy,
       cuda::vocabEmbedding, cuda::attentionScratchBytes,
       cuda::crossEntropyScratchBytes, cuda::prepare,
-      cuda::lendScratch, cuda::withdrawScratch};
+      cuda::lendScratch, cuda::withdrawScratch, cuda::describeDevice};
   return &table;
 }
 
