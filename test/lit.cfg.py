@@ -30,7 +30,8 @@ import subprocess
 try:
     listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True,
                             text=True, timeout=20)
-    gpus = listed.stdout.count("GPU ") if listed.returncode == 0 else 0
+    gpus = sum(line.startswith("GPU ") for line in listed.stdout.splitlines()
+               ) if listed.returncode == 0 else 0
 except (OSError, subprocess.TimeoutExpired):
     gpus = 0
 if gpus == 0:

@@ -255,6 +255,27 @@ int main(int argc, char **argv) {
     if (gpu->available(reason))
       device = Device::CUDA;
   }
+  // All ranks must run on one kind of device (they would otherwise wait in
+  // different collectives). anyRankFailed is an OR over the ranks.
+  if (rankCount > 1) {
+    const bool someCuda = anyRankFailed(*comm, device == Device::CUDA);
+    const bool someCpu = anyRankFailed(*comm, device == Device::CPU);
+    if (someCuda && someCpu) {
+      if (!o.device.empty()) {
+        std::fprintf(stderr,
+                     "mp-run: error (rank %d): the ranks were given different "
+                     "devices (this one: --device %s)\n",
+                     rankId, o.device.c_str());
+        finalizeCommunication();
+        return 1;
+      }
+      if (rankId == 0)
+        std::fprintf(stderr, "mp-run: note: not every rank sees a GPU, so all "
+                             "run on the CPU (--device cuda makes that an "
+                             "error)\n");
+      device = Device::CPU;
+    }
+  }
 
   // Multi-rank GPU runs talk through NCCL, bootstrapped over MPI.
   std::unique_ptr<Communicator> deviceComm;

@@ -13,9 +13,10 @@ using namespace mp::rt::cuda;
 
 namespace {
 
-RankPlacement placed(std::string host, char gpu, int rank) {
+RankPlacement placed(std::string host, char gpu, int rank, int gpus = 1) {
   RankPlacement p;
   p.host = std::move(host);
+  p.visibleGpus = gpus;
   p.gpu = std::string(kGpuBytes, gpu);
   if (rank == 0)
     p.ncclId = std::string(kNcclIdBytes, '\x7f');
@@ -43,6 +44,7 @@ TEST(Placement, RecordsRoundTripAndCutLongFields) {
   EXPECT_EQ(back.gpu, p.gpu);
   EXPECT_EQ(back.problem, p.problem);
   EXPECT_EQ(back.ncclId, p.ncclId);
+  EXPECT_EQ(back.visibleGpus, 1);
 
   RankPlacement none;
   none.host = std::string(300, 'h');
@@ -58,12 +60,13 @@ TEST(Placement, DistinctGpusPass) {
   // Per-rank GPUs (each rank sees one, CUDA_VISIBLE_DEVICES): same index,
   // different UUIDs; and the same UUID on different hosts.
   EXPECT_TRUE(checkPlacement(
-      {placed("a", '1', 0), placed("a", '2', 1), placed("b", '1', 2)}, 1));
+      {placed("a", '1', 0), placed("a", '2', 1), placed("b", '1', 2)}));
 }
 
 TEST(Placement, TwoRanksOnOneGpuAreAnErrorNamingThem) {
-  Status s = checkPlacement(
-      {placed("a", '1', 0), placed("a", '2', 1), placed("a", '1', 2)}, 2);
+  // The count is the clashing host's (here 2), not the 8 of another host.
+  Status s = checkPlacement({placed("a", '1', 0, 2), placed("b", '2', 1, 8),
+                             placed("a", '1', 2, 2)});
   ASSERT_FALSE(s);
   EXPECT_NE(s.message.find("ranks 0 and 2 on host 'a' would share a GPU "
                            "(each sees 2)"),
@@ -76,11 +79,11 @@ TEST(Placement, ARankThatFailedStopsEveryRank) {
   RankPlacement broken;
   broken.host = "b";
   broken.problem = "no GPU is visible";
-  Status s = checkPlacement({placed("a", '1', 0), broken}, 1);
+  Status s = checkPlacement({placed("a", '1', 0), broken});
   ASSERT_FALSE(s);
   EXPECT_EQ(s.message,
             "rank 1 (host 'b') could not set up its GPU: no GPU is visible");
-  s = checkPlacement({placed("a", '1', 1), placed("a", '2', 1)}, 2);
+  s = checkPlacement({placed("a", '1', 1), placed("a", '2', 1)});
   ASSERT_FALSE(s);
   EXPECT_EQ(s.message, "rank 0 sent no NCCL id");
 }

@@ -116,7 +116,9 @@ Status initCommunication(int *argc, char ***argv,
 /// other ranks cannot see (they would wait in a collective forever).
 void finalizeCommunication();
 [[noreturn]] void abortCommunication(int code);
-/// Whether any rank failed; every rank must call it at the same point.
+/// Whether any rank failed (an OR over every rank of the job, whatever
+/// `comm`, which must span them all); every rank must call it at the same
+/// point.
 bool anyRankFailed(Communicator &comm, bool failed);
 
 } // namespace mp::rt

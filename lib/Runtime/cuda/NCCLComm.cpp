@@ -209,7 +209,9 @@ Status makeDeviceCommunicator(Communicator &host,
                               std::unique_ptr<Communicator> &out) {
   static_assert(sizeof(ncclUniqueId) == cuda::kNcclIdBytes);
   // Every rank takes part in both exchanges whatever happens to it, so all
-  // reach the same verdict (Placement.h) and none waits for one that quit.
+  // reach the same verdict (Placement.h) and none waits for one that quit
+  // before NCCL starts. (A rank that fails inside ncclCommInitRank or
+  // ncclCommSplit can still leave the others waiting in NCCL.)
   const std::string me = hostName();
   std::vector<uint8_t> names;
   if (Status s = exchange(host, {me.begin(), me.end()}, cuda::kHostBytes, names);
@@ -223,9 +225,10 @@ Status makeDeviceCommunicator(Communicator &host,
   cuda::RankPlacement mine;
   mine.host = me;
   int devices = 0;
-  if (Status s = pickGpu(cuda::localRankOf(hosts, host.rank()), devices, mine.gpu);
-      !s)
-    mine.problem = s.message;
+  Status picked = pickGpu(cuda::localRankOf(hosts, host.rank()), devices, mine.gpu);
+  mine.visibleGpus = devices;
+  if (!picked)
+    mine.problem = picked.message;
   else if (host.rank() == 0) {
     ncclUniqueId id;
     if (Status s = ncclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s)
@@ -241,7 +244,7 @@ Status makeDeviceCommunicator(Communicator &host,
   std::vector<cuda::RankPlacement> ranks;
   for (int r = 0; r < host.size(); ++r)
     ranks.push_back(cuda::decodePlacement(&records[r * cuda::kPlacementBytes]));
-  if (Status s = cuda::checkPlacement(ranks, devices); !s)
+  if (Status s = cuda::checkPlacement(ranks); !s)
     return s;
   ncclUniqueId id;
   std::memcpy(&id, ranks[0].ncclId.data(), sizeof(id));

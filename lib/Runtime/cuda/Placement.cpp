@@ -18,8 +18,8 @@ LocalRank localRankOf(const std::vector<std::string> &hosts, int rank) {
 }
 
 namespace {
-/// Field layout of a record: a length byte for the three variable fields,
-/// then each field in its fixed slot.
+/// Field layout of a record: the lengths of host and problem, which of gpu
+/// and ncclId are present, the GPU count, then each field in its fixed slot.
 void put(std::vector<uint8_t> &record, size_t at, size_t capacity,
          const std::string &field) {
   size_t n = std::min(field.size(), capacity);
@@ -28,7 +28,7 @@ void put(std::vector<uint8_t> &record, size_t at, size_t capacity,
 std::string take(const uint8_t *record, size_t at, size_t n) {
   return std::string(reinterpret_cast<const char *>(record) + at, n);
 }
-constexpr size_t kHostAt = 3, kGpuAt = kHostAt + kHostBytes,
+constexpr size_t kHostAt = 4, kGpuAt = kHostAt + kHostBytes,
                  kProblemAt = kGpuAt + kGpuBytes,
                  kNcclIdAt = kProblemAt + kProblemBytes;
 } // namespace
@@ -38,6 +38,7 @@ std::vector<uint8_t> encodePlacement(const RankPlacement &p) {
   record[0] = static_cast<uint8_t>(std::min(p.host.size(), kHostBytes));
   record[1] = static_cast<uint8_t>(std::min(p.problem.size(), kProblemBytes));
   record[2] = (p.gpu.empty() ? 0 : 1) | (p.ncclId.empty() ? 0 : 2);
+  record[3] = static_cast<uint8_t>(std::clamp(p.visibleGpus, 0, 255));
   put(record, kHostAt, kHostBytes, p.host);
   put(record, kGpuAt, kGpuBytes, p.gpu);
   put(record, kProblemAt, kProblemBytes, p.problem);
@@ -53,11 +54,11 @@ RankPlacement decodePlacement(const uint8_t *record) {
     p.gpu = take(record, kGpuAt, kGpuBytes);
   if (record[2] & 2)
     p.ncclId = take(record, kNcclIdAt, kNcclIdBytes);
+  p.visibleGpus = record[3];
   return p;
 }
 
-Status checkPlacement(const std::vector<RankPlacement> &ranks,
-                      int visibleGpus) {
+Status checkPlacement(const std::vector<RankPlacement> &ranks) {
   for (size_t r = 0; r < ranks.size(); ++r)
     if (!ranks[r].problem.empty())
       return Status::error("rank " + std::to_string(r) + " (host '" +
@@ -69,6 +70,7 @@ Status checkPlacement(const std::vector<RankPlacement> &ranks,
   for (size_t r = 0; r < ranks.size(); ++r) {
     auto [it, fresh] = firstUser.emplace(
         std::make_pair(ranks[r].host, ranks[r].gpu), r);
+    const int visibleGpus = ranks[r].visibleGpus;
     if (!fresh)
       return Status::error(
           "ranks " + std::to_string(it->second) + " and " + std::to_string(r) +

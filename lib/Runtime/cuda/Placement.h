@@ -33,6 +33,7 @@ struct RankPlacement {
   std::string gpu;     // the GPU's UUID (16 bytes); empty when none was picked
   std::string problem; // why this rank could not set up its GPU; empty if none
   std::string ncclId;  // rank 0's NCCL unique id (other ranks: empty)
+  int visibleGpus = 0; // how many GPUs this rank sees (at most 255 sent)
 };
 
 /// The fixed-size record a placement travels in (every rank sends the same
@@ -40,14 +41,14 @@ struct RankPlacement {
 constexpr size_t kHostBytes = 64, kGpuBytes = 16, kProblemBytes = 240,
                  kNcclIdBytes = 128;
 constexpr size_t kPlacementBytes =
-    kHostBytes + kGpuBytes + kProblemBytes + kNcclIdBytes + 3;
+    kHostBytes + kGpuBytes + kProblemBytes + kNcclIdBytes + 4;
 std::vector<uint8_t> encodePlacement(const RankPlacement &p);
 RankPlacement decodePlacement(const uint8_t *record);
 
 /// An error when a rank could not set up its GPU, or two ranks of one host
-/// use the same GPU (NCCL needs one per rank; each rank sees
-/// `visibleGpus`), naming the ranks and the host; success otherwise.
-Status checkPlacement(const std::vector<RankPlacement> &ranks, int visibleGpus);
+/// use the same GPU (NCCL needs one per rank), naming the ranks, the host
+/// and how many GPUs they see; success otherwise.
+Status checkPlacement(const std::vector<RankPlacement> &ranks);
 
 } // namespace mp::rt::cuda
 
