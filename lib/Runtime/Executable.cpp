@@ -61,6 +61,19 @@ private:
     return Status::success();
   }
   const Tensor &in(int i) { return exe.buffers[inst.operands(i)]; }
+  /// Whether operand `i`'s indices are a program input, whose check (against
+  /// [0, dim) or [-dim, dim)) run() then does on the host values; otherwise
+  /// the step checks them itself.
+  bool checkedAsInput(int i, int64_t dim, bool allowNegative,
+                      const std::string &where) {
+    const auto &ids = exe.inputBuffers;
+    auto found = std::find(ids.begin(), ids.end(), inst.operands(i));
+    if (found == ids.end())
+      return false;
+    exe.inputIndexChecks.push_back({static_cast<size_t>(found - ids.begin()),
+                                    dim, allowNegative, where});
+    return true;
+  }
   const Tensor *optIn(int i) {
     return i < inst.operands_size() && inst.operands(i) >= 0 ? &in(i) : nullptr;
   }
@@ -385,11 +398,14 @@ Status Binder::bindGather(Executable::Step &step) {
           std::max(exe.kernelScratch, kernels->crossEntropyScratch(o));
     std::string where = "instruction 'cross_entropy' at '" + inst.location() + "'";
     int64_t vocab = logits.shape.back();
-    step.kernel = [kernels, logits, targets, o, vocab, where]() mutable {
-      if (Status s = checkIndices(kernels, targets, vocab, where,
-                                  /*allowNegative=*/false);
-          !s)
-        return s;
+    const bool checkHere = !checkedAsInput(1, vocab, false, where);
+    step.kernel = [kernels, logits, targets, o, vocab, where,
+                   checkHere]() mutable {
+      if (checkHere)
+        if (Status s = checkIndices(kernels, targets, vocab, where,
+                                    /*allowNegative=*/false);
+            !s)
+          return s;
       return kernels->crossEntropy(logits, targets, o);
     };
     return Status::success();
@@ -415,16 +431,21 @@ Status Binder::bindGather(Executable::Step &step) {
   if (intAttr("vocab_parallel")) {
     Communicator *group = exe.axisComms[0].get();
     int64_t offset = dim * group->rank(), vocab = dim * group->size();
-    step.kernel = [kernels, x, idx, o, offset, vocab, where]() mutable {
-      if (Status s = checkIndices(kernels, idx, vocab, where); !s)
-        return s;
+    const bool checkHere = !checkedAsInput(1, vocab, true, where);
+    step.kernel = [kernels, x, idx, o, offset, vocab, where,
+                   checkHere]() mutable {
+      if (checkHere)
+        if (Status s = checkIndices(kernels, idx, vocab, where); !s)
+          return s;
       return kernels->vocabEmbedding(x, idx, offset, vocab, o);
     };
     return Status::success();
   }
-  step.kernel = [kernels, x, idx, o, axis, dim, where]() mutable {
-    if (Status s = checkIndices(kernels, idx, dim, where); !s)
-      return s;
+  const bool checkHere = !checkedAsInput(1, dim, true, where);
+  step.kernel = [kernels, x, idx, o, axis, dim, where, checkHere]() mutable {
+    if (checkHere)
+      if (Status s = checkIndices(kernels, idx, dim, where); !s)
+        return s;
     return kernels->gather(x, idx, axis, o);
   };
   return Status::success();
@@ -1099,6 +1120,11 @@ Status Executable::run(const std::vector<Tensor> &inputs,
         !s)
       return s;
   }
+  for (const InputIndexCheck &c : inputIndexChecks)
+    if (Status s = checkIndices(&cpuKernelTable(), inputs[c.input], c.dim,
+                                c.where, c.allowNegative);
+        !s)
+      return s;
   if (profiling && stepSeconds.size() != steps.size()) {
     stepSeconds.assign(steps.size(), 0.0);
     stepCalls.assign(steps.size(), 0);

@@ -96,6 +96,15 @@ private:
   void *scratch = nullptr;           // [kernels | axis 0 | axis 1 | ...]
   size_t scratchSize = 0;
   Status allocateScratch();
+  /// Index checks of program inputs (token ids, targets): run on the host
+  /// values before they are uploaded, not from a device copy in the step.
+  struct InputIndexCheck {
+    size_t input;
+    int64_t dim;
+    bool allowNegative;
+    std::string where;
+  };
+  std::vector<InputIndexCheck> inputIndexChecks;
   std::vector<double> stepSeconds;
   std::vector<int64_t> stepCalls;
 };
