@@ -75,23 +75,29 @@ check() { # name, command...
 # the binaries gpu-prepare.sh built elsewhere, and this step counts as failed.
 # The rehearsal ignores the system prefixes / and /usr, so that it proves the
 # packed dependencies suffice.
+# The first of these programs on the PATH or beside the Python in use (pip
+# puts cmake and ninja in a virtual environment's bin/).
+find_tool() {
+  command -v "$1" 2>/dev/null || { [ -x "$PY_BIN/$1" ] && echo "$PY_BIN/$1"; }
+}
+PY_BIN=$(dirname "$(command -v "$PY")")
 build_runtime() {
-  local deps="$WORK/deps" build="$WORK/build" nvcc generator ncclinc
+  local deps="$WORK/deps" build="$WORK/build" nvcc generator ncclinc cmake ninja
   local ignore=()
   [ "$DEVICE" = cpu ] && ignore=("-DCMAKE_IGNORE_PREFIX_PATH=/usr;/") # /lib is /usr/lib
   mkdir -p "$deps" && tar -C "$deps" -xJf "$CARRY/deps.tar.xz" || return 1
-  command -v cmake >/dev/null || { echo "gpu-check: no cmake here"; return 1; }
+  cmake=$(find_tool cmake) || { echo "gpu-check: no cmake here"; return 1; }
   nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null) ||
     { echo "gpu-check: no nvcc here"; return 1; }
   [ -n "$NCCL_LIB" ] || { echo "gpu-check: no libnccl.so.2 here"; return 1; }
   generator=()
-  command -v ninja >/dev/null && generator=(-G Ninja)
+  ninja=$(find_tool ninja) && generator=(-G Ninja "-DCMAKE_MAKE_PROGRAM=$ninja")
   ncclinc=$(find /usr/local/cuda/include/ $(for d in $SITE; do echo "$d/nvidia/"; done) \
               "$deps/include/" -name nccl.h -print -quit 2>/dev/null)
-  echo "cmake $(cmake --version | head -1), $($nvcc --version | tail -1), nccl.h from $ncclinc"
+  echo "$("$cmake" --version | head -1), $($nvcc --version | tail -1), nccl.h from $ncclinc"
   (
     export LD_LIBRARY_PATH="$deps/lib:$RUNTIME_LIBS"
-    timeout 30 cmake "${generator[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    timeout 30 "$cmake" "${generator[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
       -DMP_BUILD_COMPILER=OFF -DMP_ENABLE_MPI=OFF -DMP_ENABLE_CUDA=ON \
       -DMP_NATIVE_CPU=OFF -DMP_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" \
       "${ignore[@]}" \
@@ -104,7 +110,7 @@ build_runtime() {
       -DGTEST_MAIN_LIBRARY="$deps/lib/libgtest_main.a" \
       -DMP_NCCL="$NCCL_LIB" -DMP_NCCL_INCLUDE="$(dirname "$ncclinc")" \
       -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$CARRY/lib" &&
-      timeout 120 cmake --build "$build" -j "$(nproc)" --target mp-run mp-cuda-tests
+      timeout 120 "$cmake" --build "$build" -j "$(nproc)" --target mp-run mp-cuda-tests
   ) >"$OUT/runtime-build.log" 2>&1
   local rc=$?
   grep -E '^(Protobuf_INCLUDE_DIR|Protobuf_LIBRARY|GTEST_LIBRARY|ZLIB_LIBRARY|MP_OPENBLAS|MP_NCCL|CMAKE_CXX_COMPILER|CMAKE_CUDA_COMPILER):' \
