@@ -51,6 +51,9 @@ done
 # Only the runtime's binaries (and its build) see these: PyTorch keeps its own.
 RUNTIME_LIBS="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
+# NCCL explains its own failures (a missing network interface, say) only
+# when asked to.
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 
 passed=0
 failed=0
