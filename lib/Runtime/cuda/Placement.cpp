@@ -18,8 +18,13 @@ LocalRank localRankOf(const std::vector<std::string> &hosts, int rank) {
 }
 
 namespace {
-/// Field layout of a record: the lengths of host and problem, which of gpu
-/// and ncclId are present, the GPU count, then each field in its fixed slot.
+/// A record: four bytes (the lengths of host and problem, which of gpu and
+/// ncclId are present, the GPU count), then each field in its fixed slot.
+constexpr size_t kHostAt = 4, kGpuAt = kHostAt + kHostBytes,
+                 kProblemAt = kGpuAt + kGpuBytes,
+                 kNcclIdAt = kProblemAt + kProblemBytes;
+
+/// Copies `field`, cut to `capacity` bytes, into its slot at `at`.
 void put(std::vector<uint8_t> &record, size_t at, size_t capacity,
          const std::string &field) {
   size_t n = std::min(field.size(), capacity);
@@ -28,9 +33,6 @@ void put(std::vector<uint8_t> &record, size_t at, size_t capacity,
 std::string take(const uint8_t *record, size_t at, size_t n) {
   return std::string(reinterpret_cast<const char *>(record) + at, n);
 }
-constexpr size_t kHostAt = 4, kGpuAt = kHostAt + kHostBytes,
-                 kProblemAt = kGpuAt + kGpuBytes,
-                 kNcclIdAt = kProblemAt + kProblemBytes;
 } // namespace
 
 std::vector<uint8_t> encodePlacement(const RankPlacement &p) {
