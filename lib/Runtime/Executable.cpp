@@ -38,6 +38,8 @@ static int64_t product(const Shape &s, size_t from = 0,
 }
 
 /// Binds one instruction: checks its operands and builds its kernel call.
+struct StepIndexCheck;
+
 class Binder {
 public:
   Binder(Executable &exe, const program::Instruction &inst)
@@ -61,19 +63,10 @@ private:
     return Status::success();
   }
   const Tensor &in(int i) { return exe.buffers[inst.operands(i)]; }
-  /// Whether operand `i`'s indices are a program input, whose check (against
-  /// [0, dim) or [-dim, dim)) run() then does on the host values; otherwise
-  /// the step checks them itself.
-  bool checkedAsInput(int i, int64_t dim, bool allowNegative,
-                      const std::string &where) {
-    const auto &ids = exe.inputBuffers;
-    auto found = std::find(ids.begin(), ids.end(), inst.operands(i));
-    if (found == ids.end())
-      return false;
-    exe.inputIndexChecks.push_back({static_cast<size_t>(found - ids.begin()),
-                                    dim, allowNegative, where});
-    return true;
-  }
+  /// The range check (against [0, dim), or [-dim, dim) with
+  /// `allowNegative`) of operand `i`'s indices that its step makes.
+  StepIndexCheck indexCheck(int i, int64_t dim, bool allowNegative,
+                            const std::string &where);
   const Tensor *optIn(int i) {
     return i < inst.operands_size() && inst.operands(i) >= 0 ? &in(i) : nullptr;
   }
@@ -380,6 +373,32 @@ static Status checkIndices(const KernelTable *k, const Tensor &device,
   return Status::success();
 }
 
+/// A step's check of its indices: none when they are a program input, as
+/// run() checks those on their host values before uploading them.
+struct StepIndexCheck {
+  const KernelTable *kernels = nullptr; // null: nothing to check here
+  Tensor indices;
+  int64_t dim = 0;
+  bool allowNegative = true;
+  std::string where;
+  Status operator()() const {
+    return kernels ? checkIndices(kernels, indices, dim, where, allowNegative)
+                   : Status::success();
+  }
+};
+
+StepIndexCheck Binder::indexCheck(int i, int64_t dim, bool allowNegative,
+                                  const std::string &where) {
+  const auto &ids = exe.inputBuffers;
+  auto found = std::find(ids.begin(), ids.end(), inst.operands(i));
+  if (found != ids.end()) {
+    exe.inputIndexChecks.push_back({static_cast<size_t>(found - ids.begin()),
+                                    dim, allowNegative, where});
+    return {};
+  }
+  return {exe.kernels, in(i), dim, allowNegative, where};
+}
+
 Status Binder::bindGather(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
   if (inst.op() == "cross_entropy") {
@@ -398,14 +417,11 @@ Status Binder::bindGather(Executable::Step &step) {
           std::max(exe.kernelScratch, kernels->crossEntropyScratch(o));
     std::string where = "instruction 'cross_entropy' at '" + inst.location() + "'";
     int64_t vocab = logits.shape.back();
-    const bool checkHere = !checkedAsInput(1, vocab, false, where);
-    step.kernel = [kernels, logits, targets, o, vocab, where,
-                   checkHere]() mutable {
-      if (checkHere)
-        if (Status s = checkIndices(kernels, targets, vocab, where,
-                                    /*allowNegative=*/false);
-            !s)
-          return s;
+    step.kernel = [kernels, logits, targets, o,
+                   check = indexCheck(1, vocab, /*allowNegative=*/false,
+                                      where)]() mutable {
+      if (Status s = check(); !s)
+        return s;
       return kernels->crossEntropy(logits, targets, o);
     };
     return Status::success();
@@ -431,21 +447,18 @@ Status Binder::bindGather(Executable::Step &step) {
   if (intAttr("vocab_parallel")) {
     Communicator *group = exe.axisComms[0].get();
     int64_t offset = dim * group->rank(), vocab = dim * group->size();
-    const bool checkHere = !checkedAsInput(1, vocab, true, where);
-    step.kernel = [kernels, x, idx, o, offset, vocab, where,
-                   checkHere]() mutable {
-      if (checkHere)
-        if (Status s = checkIndices(kernels, idx, vocab, where); !s)
-          return s;
+    step.kernel = [kernels, x, idx, o, offset, vocab,
+                   check = indexCheck(1, vocab, true, where)]() mutable {
+      if (Status s = check(); !s)
+        return s;
       return kernels->vocabEmbedding(x, idx, offset, vocab, o);
     };
     return Status::success();
   }
-  const bool checkHere = !checkedAsInput(1, dim, true, where);
-  step.kernel = [kernels, x, idx, o, axis, dim, where, checkHere]() mutable {
-    if (checkHere)
-      if (Status s = checkIndices(kernels, idx, dim, where); !s)
-        return s;
+  step.kernel = [kernels, x, idx, o, axis,
+                 check = indexCheck(1, dim, true, where)]() mutable {
+    if (Status s = check(); !s)
+      return s;
     return kernels->gather(x, idx, axis, o);
   };
   return Status::success();
