@@ -1,12 +1,13 @@
 //===- Linalg.cpp - GEMM-based CPU kernels --------------------------------===//
 //
 // matmul, linear, attention, einsum and the thread settings. GEMMs go to
-// OpenBLAS. When many independent GEMMs run on OpenMP threads, OpenBLAS is
-// switched to one thread for the duration (the pthread build of OpenBLAS
-// would otherwise start its own threads from every OpenMP thread).
+// OpenBLAS, one single-threaded call per output tile, with the tiles spread
+// over OpenMP threads: OpenBLAS is held at one thread for the duration (the
+// pthread build would otherwise start its own threads from every OpenMP
+// thread), which also makes results independent of the thread count.
 //
 //===----------------------------------------------------------------------===//
-#include "mp/Dialect/MP/IR/Einsum.h"
+#include "mp/Support/Einsum.h"
 #include "mp/Runtime/Kernels.h"
 #include "Common.h"
 
@@ -75,9 +76,18 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha
               beta, c, bi(std::max<int64_t>(ldc, 1)));
 }
 
+/// Output tiles of one GEMM. Their size depends on the GEMM's shape alone,
+/// and each tile is one single-threaded BLAS call, so every element is
+/// computed by the same call (same blocking, same order over K) whatever the
+/// thread count: results are bitwise independent of it. (OpenBLAS's own
+/// threading splits the work by thread count, and with the Haswell kernels
+/// these machines use, its results then differ in the last bits.)
+constexpr int64_t kTileRows = 256, kTileCols = 512;
+
 /// C[i] = A[i] · B[i] for i < nb, C[i] contiguous [m, n] at i * m * n;
 /// A[i] [m, k] at aOff[i] (stored [k, m] when ta), B[i] [k, n] at bOff[i]
-/// (stored [n, k] when tb); row-major, dense.
+/// (stored [n, k] when tb); row-major, dense. Work is spread over OpenMP
+/// threads by (batch, tile).
 template <class T>
 void batchedGemm(int64_t nb, int64_t m, int64_t n, int64_t k, const T *a,
                  const std::vector<int64_t> &aOff, const T *b,
@@ -89,22 +99,29 @@ void batchedGemm(int64_t nb, int64_t m, int64_t n, int64_t k, const T *a,
     std::fill(c, c + nb * m * n, T(0));
     return;
   }
-  auto one = [&](int64_t i) {
-    gemm(ta, tb, m, n, k, T(1), a + aOff[size_t(i)], ta ? m : k,
-         b + bOff[size_t(i)], tb ? k : n, T(0), c + i * m * n, n);
+  const int64_t rowTiles = (m + kTileRows - 1) / kTileRows;
+  const int64_t colTiles = (n + kTileCols - 1) / kTileCols;
+  const int64_t tiles = rowTiles * colTiles, items = nb * tiles;
+  auto item = [&](int64_t it) {
+    const int64_t i = it / tiles, t = it % tiles;
+    const int64_t r0 = (t / colTiles) * kTileRows, c0 = (t % colTiles) * kTileCols;
+    const int64_t rows = std::min(kTileRows, m - r0);
+    const int64_t cols = std::min(kTileCols, n - c0);
+    const T *ai = a + aOff[size_t(i)] + (ta ? r0 : r0 * k);
+    const T *bi = b + bOff[size_t(i)] + (tb ? c0 * k : c0);
+    gemm(ta, tb, rows, cols, k, T(1), ai, ta ? m : k, bi, tb ? k : n, T(0),
+         c + i * m * n + r0 * n + c0, n);
   };
-  const int threads = omp_get_max_threads();
-  const bool perBatch = nb > 1 && threads > 1 && !omp_in_parallel() &&
-                        (nb >= threads || double(m) * double(n) * double(k) <
-                                              double(1 << 21));
-  if (perBatch) {
-    BlasSerialScope serial;
+  BlasSerialScope serial;
+  const double work = double(nb) * double(m) * double(n) * double(k);
+  if (items > 1 && omp_get_max_threads() > 1 && !omp_in_parallel() &&
+      work >= double(1 << 18)) {
 #pragma omp parallel for schedule(dynamic)
-    for (int64_t i = 0; i < nb; ++i)
-      one(i);
+    for (int64_t it = 0; it < items; ++it)
+      item(it);
   } else {
-    for (int64_t i = 0; i < nb; ++i)
-      one(i);
+    for (int64_t it = 0; it < items; ++it)
+      item(it);
   }
 }
 
@@ -513,9 +530,10 @@ Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
   float *y = out.as<float>();
   if (k == 0)
     std::fill(y, y + m * n, 0.0f);
-  else
-    gemm(false, transposeWeight, m, n, k, 1.0f, x.as<const float>(), k,
-         weight.as<const float>(), transposeWeight ? k : n, 0.0f, y, n);
+  else // (a dense [m, k] x: one GEMM over all its rows)
+    batchedGemm<float>(1, m, n, k, x.as<const float>(), {0},
+                       weight.as<const float>(), {0}, y, false,
+                       transposeWeight);
   if (bias) {
     const float *bb = bias->as<const float>();
     auto rows = [&](int64_t r0, int64_t r1) {
