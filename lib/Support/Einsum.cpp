@@ -1,5 +1,5 @@
 //===- Einsum.cpp - einsum equation parsing -------------------------------===//
-#include "mp/Dialect/MP/IR/Einsum.h"
+#include "mp/Support/Einsum.h"
 
 #include <algorithm>
 #include <cctype>

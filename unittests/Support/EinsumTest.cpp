@@ -1,5 +1,5 @@
 //===- EinsumTest.cpp - einsum equation parsing ---------------------------===//
-#include "mp/Dialect/MP/IR/Einsum.h"
+#include "mp/Support/Einsum.h"
 
 #include <gtest/gtest.h>
 

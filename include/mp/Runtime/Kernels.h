@@ -10,6 +10,7 @@
 #define MP_RUNTIME_KERNELS_H
 
 #include "mp/Runtime/Tensor.h"
+#include "mp/Support/OpContract.h"
 
 #include <string>
 #include <vector>
@@ -17,12 +18,14 @@
 namespace mp::rt::cpu {
 
 enum class BinaryKind { Add, Sub, Mul, Div, Pow };
-enum class CompareKind { Eq, Ne, Lt, Le, Gt, Ge };
+/// The predicates and reductions of the op contract (the values an
+/// artifact's 'predicate' and 'kind' attributes hold).
+using CompareKind = contract::ComparePredicate;
+using ReduceKind = contract::ReduceKind;
 enum class UnaryKind {
   Neg, Exp, Log, Sqrt, Rsqrt, Reciprocal, Tanh, Erf, Sigmoid, Relu, Silu,
   Gelu, GeluTanh, Cos, Sin
 };
-enum class ReduceKind { Sum, Mean, Max, Min };
 
 /// Elementwise with numpy broadcasting. a, b and out share the element type
 /// (f32, f64, i64, i32, i8). Integer Div truncates; integer Pow is exact.
@@ -71,7 +74,7 @@ Status gather(const Tensor &x, const Tensor &indices, int64_t axis, Tensor &out)
 /// Mean over positions of -log softmax(logits)[target]; logits [..., V] f32,
 /// targets [...] i64/i32; out is a f32 scalar.
 Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out);
-/// Einstein summation (see mp/Dialect/MP/IR/Einsum.h). f32, f64.
+/// Einstein summation (see mp/Support/Einsum.h). f32, f64.
 Status einsum(const std::string &equation, const std::vector<const Tensor *> &inputs,
               Tensor &out);
 /// Keeps the upper (j - i >= k) or lower (j - i <= k) triangle of the last

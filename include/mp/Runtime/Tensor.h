@@ -6,6 +6,9 @@
 #ifndef MP_RUNTIME_TENSOR_H
 #define MP_RUNTIME_TENSOR_H
 
+#include "mp/Support/DType.h"
+#include "mp/Support/Shape.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -13,13 +16,13 @@
 
 namespace mp::rt {
 
-/// Element types. Bool is one byte (0 or 1).
-enum class DType : uint8_t { F32, F64, F16, BF16, I64, I32, I8, Bool };
-
-size_t dtypeSize(DType type);
-const char *dtypeName(DType type);
-/// Parses "f32", "i64", ... (the names dtypeName gives); false if unknown.
-bool parseDType(const std::string &name, DType &type);
+// Element types and shapes are the op contract's (mp/Support).
+using ::mp::DType;
+using ::mp::dtypeName;
+using ::mp::dtypeSize;
+using ::mp::parseDType;
+using ::mp::broadcastShapes;
+using ::mp::formatShape;
 
 /// A view of memory the runtime owns elsewhere (arena, parameters,
 /// constants): row-major, contiguous.
@@ -32,13 +35,6 @@ struct Tensor {
   size_t bytes() const { return static_cast<size_t>(numel()) * dtypeSize(dtype); }
   template <typename T> T *as() const { return static_cast<T *>(data); }
 };
-
-/// "2x3x4" ("scalar" for rank 0), for messages.
-std::string formatShape(const std::vector<int64_t> &shape);
-
-/// The numpy broadcast of two shapes; false when they do not broadcast.
-bool broadcastShapes(const std::vector<int64_t> &a,
-                     const std::vector<int64_t> &b, std::vector<int64_t> &out);
 
 /// Result of an operation that can fail on user input: ok, or a message
 /// that says what was expected and what was found.

@@ -4,8 +4,8 @@
 // and kernels share one reading of an equation.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MP_DIALECT_MP_IR_EINSUM_H
-#define MP_DIALECT_MP_IR_EINSUM_H
+#ifndef MP_SUPPORT_EINSUM_H
+#define MP_SUPPORT_EINSUM_H
 
 #include <cstdint>
 #include <string>
@@ -33,4 +33,4 @@ bool inferEinsumShape(const EinsumSpec &spec,
 
 } // namespace mp
 
-#endif // MP_DIALECT_MP_IR_EINSUM_H
+#endif // MP_SUPPORT_EINSUM_H

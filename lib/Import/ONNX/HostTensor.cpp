@@ -9,7 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "HostTensor.h"
 
-#include "mp/Dialect/MP/IR/Einsum.h"
+#include "mp/Support/Einsum.h"
+#include "mp/Support/Float16.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -143,26 +144,6 @@ SliceRange normalizeSlice(int64_t dim, int64_t start, int64_t end,
 //===----------------------------------------------------------------------===//
 // Decoding TensorProto
 //===----------------------------------------------------------------------===//
-
-static float halfToFloat(uint16_t h) {
-  uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  float v;
-  if (exp == 0)
-    v = std::ldexp(static_cast<float>(mant), -24);
-  else if (exp == 31)
-    v = mant ? NAN : INFINITY;
-  else
-    v = std::ldexp(static_cast<float>(mant | 0x400),
-                   static_cast<int>(exp) - 25);
-  return sign ? -v : v;
-}
-
-static float bf16ToFloat(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float v;
-  std::memcpy(&v, &bits, 4);
-  return v;
-}
 
 static int64_t elementBytes(DType t) {
   switch (t) {

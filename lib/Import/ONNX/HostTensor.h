@@ -8,7 +8,7 @@
 #ifndef MP_LIB_IMPORT_ONNX_HOSTTENSOR_H
 #define MP_LIB_IMPORT_ONNX_HOSTTENSOR_H
 
-#include "mp/Runtime/Tensor.h"
+#include "mp/Support/Shape.h"
 
 #include <cstdint>
 #include <string>
@@ -73,8 +73,8 @@ const onnx::AttributeProto *findAttr(const onnx::NodeProto &node,
 int64_t intAttr(const onnx::NodeProto &node, const std::string &name,
                 int64_t def);
 
-using mp::rt::broadcastShapes;
-using mp::rt::formatShape;
+using mp::broadcastShapes;
+using mp::formatShape;
 
 /// ONNX Slice on one dimension of size `dim`: negative positions count from
 /// the end, both ends are clamped; `limit` is exclusive (-1 allowed for a

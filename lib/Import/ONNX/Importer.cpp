@@ -13,7 +13,7 @@
 #include "HostTensor.h"
 #include "ModelLoader.h"
 
-#include "mp/Dialect/MP/IR/Einsum.h"
+#include "mp/Support/Einsum.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

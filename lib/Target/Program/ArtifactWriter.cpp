@@ -14,8 +14,12 @@
 #include "mp/Program/program.pb.h"
 #include "mp/Runtime/Executable.h"
 #include "mp/Runtime/Safetensors.h"
+#include "mp/Support/DType.h"
+#include "mp/Support/Float16.h"
+#include "mp/Support/OpContract.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
@@ -36,16 +40,16 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kAlignment = 64;
 
-FailureOr<std::string> dtypeOf(Type type, Location loc) {
+FailureOr<DType> dtypeOf(Type type, Location loc) {
   Type elem = cast<RankedTensorType>(type).getElementType();
-  if (elem.isF32()) return std::string("f32");
-  if (elem.isF64()) return std::string("f64");
-  if (elem.isF16()) return std::string("f16");
-  if (elem.isBF16()) return std::string("bf16");
-  if (elem.isInteger(64)) return std::string("i64");
-  if (elem.isInteger(32)) return std::string("i32");
-  if (elem.isInteger(8)) return std::string("i8");
-  if (elem.isInteger(1)) return std::string("bool");
+  if (elem.isF32()) return DType::F32;
+  if (elem.isF64()) return DType::F64;
+  if (elem.isF16()) return DType::F16;
+  if (elem.isBF16()) return DType::BF16;
+  if (elem.isInteger(64)) return DType::I64;
+  if (elem.isInteger(32)) return DType::I32;
+  if (elem.isInteger(8)) return DType::I8;
+  if (elem.isInteger(1)) return DType::Bool;
   return emitError(loc) << "element type " << elem
                         << " has no runtime representation";
 }
@@ -86,16 +90,12 @@ std::string constantBytes(DenseElementsAttr attr) {
 
 /// Converts little-endian fp32 bytes to bf16 or fp16 (round to nearest even).
 std::string narrowFloats(const std::string &f32, Type target) {
-  const llvm::fltSemantics &sem = cast<FloatType>(target).getFloatSemantics();
   size_t n = f32.size() / 4;
   std::string out(n * 2, '\0');
   for (size_t i = 0; i < n; ++i) {
     float v;
     std::memcpy(&v, f32.data() + 4 * i, 4);
-    APFloat f(v);
-    bool lost;
-    f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
-    uint16_t bits = static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
+    uint16_t bits = target.isBF16() ? floatToBf16(v) : floatToHalf(v);
     std::memcpy(out.data() + 2 * i, &bits, 2);
   }
   return out;
@@ -150,22 +150,29 @@ LogicalResult readStoredParamData(ParamOp param, std::string &bytes) {
   return success();
 }
 
-void addInt(program::Instruction &inst, const char *name, int64_t v) {
+using contract::AttrName;
+
+void addInt(program::Instruction &inst, AttrName name, int64_t v) {
   auto *a = inst.add_attributes();
-  a->set_name(name);
+  a->set_name(contract::attrName(name));
   a->set_i(v);
 }
-void addFloat(program::Instruction &inst, const char *name, double v) {
+void addFloat(program::Instruction &inst, AttrName name, double v) {
   auto *a = inst.add_attributes();
-  a->set_name(name);
+  a->set_name(contract::attrName(name));
   a->set_f(v);
 }
-void addInts(program::Instruction &inst, const char *name,
+void addInts(program::Instruction &inst, AttrName name,
              ArrayRef<int64_t> values) {
   auto *a = inst.add_attributes();
-  a->set_name(name);
+  a->set_name(contract::attrName(name));
   for (int64_t v : values)
     a->mutable_ints()->add_values(v);
+}
+void addString(program::Instruction &inst, AttrName name, StringRef value) {
+  auto *a = inst.add_attributes();
+  a->set_name(contract::attrName(name));
+  a->set_s(value.str());
 }
 
 int64_t nonNegative(int64_t axis, Value v) {
@@ -173,91 +180,109 @@ int64_t nonNegative(int64_t axis, Value v) {
 }
 
 /// Writes the attributes the runtime kernel of `op` reads (defaults made
-/// explicit, axes normalized).
+/// explicit, axes normalized), as the op contract lists them.
 void addAttributes(Operation *op, program::Instruction &inst) {
   llvm::TypeSwitch<Operation *>(op)
       .Case([&](CompareOp c) {
-        addInt(inst, "predicate", static_cast<int64_t>(c.getPredicate()));
+        addInt(inst, AttrName::Predicate,
+               static_cast<int64_t>(c.getPredicate()));
       })
       .Case([&](GeluOp g) {
-        addInt(inst, "approximate", static_cast<int64_t>(g.getApproximate()));
+        addInt(inst, AttrName::Approximate,
+               static_cast<int64_t>(g.getApproximate()));
       })
       .Case([&](LinearOp l) {
-        addInt(inst, "transpose_weight", l.getTransposeWeight());
+        addInt(inst, AttrName::TransposeWeight, l.getTransposeWeight());
       })
       .Case([&](LayerNormOp l) {
-        addInt(inst, "axis",
+        addInt(inst, AttrName::Axis,
                nonNegative(static_cast<int64_t>(l.getAxis()), l.getInput()));
-        addFloat(inst, "epsilon", l.getEpsilon().convertToFloat());
+        addFloat(inst, AttrName::Epsilon, l.getEpsilon().convertToFloat());
       })
       .Case([&](RMSNormOp r) {
-        addFloat(inst, "epsilon", r.getEpsilon().convertToFloat());
+        addFloat(inst, AttrName::Epsilon, r.getEpsilon().convertToFloat());
       })
       .Case([&](SoftmaxOp s) {
-        addInt(inst, "axis",
+        addInt(inst, AttrName::Axis,
                nonNegative(static_cast<int64_t>(s.getAxis()), s.getInput()));
       })
       .Case([&](ReduceOp r) {
-        addInt(inst, "kind", static_cast<int64_t>(r.getKind()));
+        addInt(inst, AttrName::Kind, static_cast<int64_t>(r.getKind()));
         SmallVector<int64_t> axes;
         for (int64_t a : r.getAxes())
           axes.push_back(nonNegative(a, r.getInput()));
         llvm::sort(axes);
-        addInts(inst, "axes", axes);
+        addInts(inst, AttrName::Axes, axes);
       })
       .Case([&](AttentionOp a) {
-        addFloat(inst, "scale", a.getScale().convertToFloat());
-        addInt(inst, "causal", a.getCausal());
+        addFloat(inst, AttrName::Scale, a.getScale().convertToFloat());
+        addInt(inst, AttrName::Causal, a.getCausal());
       })
       .Case([&](EmbeddingOp e) {
-        addInt(inst, "vocab_parallel", e.getGrid().has_value());
+        addInt(inst, AttrName::VocabParallel, e.getGrid().has_value());
       })
       .Case([&](shard::AllGatherOp g) {
-        addInt(inst, "axis", g.getGatherAxis().getSExtValue());
+        addInt(inst, AttrName::Axis, g.getGatherAxis().getSExtValue());
       })
       .Case([&](shard::ReduceScatterOp r) {
-        addInt(inst, "axis", r.getScatterAxis().getSExtValue());
+        addInt(inst, AttrName::Axis, r.getScatterAxis().getSExtValue());
       })
       .Case([&](shard::AllSliceOp r) {
-        addInt(inst, "axis", r.getSliceAxis().getSExtValue());
+        addInt(inst, AttrName::Axis, r.getSliceAxis().getSExtValue());
       })
       .Case([&](GatherOp g) {
-        addInt(inst, "axis",
+        addInt(inst, AttrName::Axis,
                nonNegative(static_cast<int64_t>(g.getAxis()), g.getInput()));
       })
       .Case([&](EinsumOp e) {
-        auto *a = inst.add_attributes();
-        a->set_name("equation");
-        a->set_s(e.getEquation().str());
+        addString(inst, AttrName::Equation, e.getEquation());
       })
       .Case([&](TriluOp t) {
-        addInt(inst, "upper", t.getUpper());
-        addInt(inst, "diagonal", static_cast<int64_t>(t.getDiagonal()));
+        addInt(inst, AttrName::Upper, t.getUpper());
+        addInt(inst, AttrName::Diagonal, static_cast<int64_t>(t.getDiagonal()));
       })
-      .Case([&](TransposeOp t) { addInts(inst, "permutation", t.getPermutation()); })
+      .Case([&](TransposeOp t) {
+        addInts(inst, AttrName::Permutation, t.getPermutation());
+      })
       .Case([&](SliceOp s) {
-        addInts(inst, "starts", s.getStarts());
-        addInts(inst, "strides", s.getStrides());
+        addInts(inst, AttrName::Starts, s.getStarts());
+        addInts(inst, AttrName::Strides, s.getStrides());
       })
       .Case([&](ConcatOp c) {
-        addInt(inst, "axis", nonNegative(static_cast<int64_t>(c.getAxis()),
-                                         c.getResult()));
+        addInt(inst, AttrName::Axis, nonNegative(static_cast<int64_t>(c.getAxis()),
+                                                 c.getResult()));
       })
       .Case([&](SplitOp s) {
-        addInt(inst, "axis",
+        addInt(inst, AttrName::Axis,
                nonNegative(static_cast<int64_t>(s.getAxis()), s.getInput()));
       });
 }
 
-/// The operand list with -1 for absent optional operands, by position.
-SmallVector<Value> positionalOperands(Operation *op) {
-  if (auto l = dyn_cast<LinearOp>(op))
-    return {l.getInput(), l.getWeight(), l.getBias()};
-  if (auto l = dyn_cast<LayerNormOp>(op))
-    return {l.getInput(), l.getScale(), l.getBias()};
-  if (auto a = dyn_cast<AttentionOp>(op))
-    return {a.getQuery(), a.getKey(), a.getValue(), a.getMask()};
-  return SmallVector<Value>(op->getOperands());
+/// Checks that `inst` carries exactly the attributes the contract lists for
+/// its op (a writer that drifted from the contract is caught here, not by a
+/// runtime that would misread the artifact).
+LogicalResult checkAttributes(Operation *op, const contract::OpInfo &info,
+                              const program::Instruction &inst) {
+  bool ok = inst.attributes_size() == static_cast<int>(info.attributes.size());
+  for (const contract::AttrInfo &a : info.attributes)
+    ok &= llvm::any_of(inst.attributes(), [&](const program::Attribute &w) {
+      return w.name() == contract::attrName(a.name);
+    });
+  if (!ok)
+    return op->emitError() << "internal error: the artifact writer's "
+                              "attributes for '"
+                           << info.name << "' differ from the op contract";
+  return success();
+}
+
+/// The operand list by contract position: absent optional (trailing)
+/// operands are null.
+SmallVector<Value> positionalOperands(Operation *op,
+                                      const contract::OpInfo &info) {
+  SmallVector<Value> operands(op->getOperands());
+  if (!info.variadicOperands())
+    operands.resize(std::max<size_t>(operands.size(), info.operands));
+  return operands;
 }
 
 /// Rank `rank`'s shard of a parameter's global bytes: dimension `axis` is
@@ -346,13 +371,13 @@ private:
 };
 
 FailureOr<int> Lowering::newBuffer(Value v, program::Buffer::Kind kind) {
-  FailureOr<std::string> dtype = dtypeOf(v.getType(), v.getLoc());
+  FailureOr<DType> dtype = dtypeOf(v.getType(), v.getLoc());
   if (failed(dtype))
     return failure();
   int id = prog.buffers_size();
   auto *b = prog.add_buffers();
   b->set_kind(kind);
-  b->set_dtype(*dtype);
+  b->set_dtype(dtypeName(*dtype));
   for (int64_t d : cast<RankedTensorType>(v.getType()).getShape())
     b->add_shape(d);
   bufferOf[v] = id;
@@ -375,8 +400,8 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   p->set_dtype(prog.buffers(*id).dtype());
   p->mutable_shape()->CopyFrom(prog.buffers(*id).shape());
   prog.mutable_buffers(*id)->set_parameter(prog.parameters_size() - 1);
-  rt::DType dtype;
-  rt::parseDType(p->dtype(), dtype);
+  DType dtype;
+  parseDType(p->dtype(), dtype);
   std::vector<int64_t> localShape(p->shape().begin(), p->shape().end());
   if (prog.synthetic_weights()) {
     summary.parameterBytes += byteSize(op.getType());
@@ -419,13 +444,14 @@ LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
     prog.mutable_buffers(*id)->set_data(std::move(bytes));
     return success();
   }
-  bool isCollective =
-      isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
-          shard::AllSliceOp>(op);
-  if (op->getDialect() != op->getContext()->getLoadedDialect<MPDialect>() &&
-      !isCollective)
+  bool isCollective = isa_and_nonnull<shard::ShardDialect>(op->getDialect());
+  std::optional<contract::OpKind> kind;
+  if (isCollective || isa_and_nonnull<MPDialect>(op->getDialect()))
+    kind = contract::opKindFromName(op->getName().stripDialect());
+  if (!kind)
     return op->emitError() << "'" << op->getName()
                            << "' cannot be lowered to the runtime";
+  const contract::OpInfo &info = contract::info(*kind);
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     if (reduce.getReduction() != shard::ReductionKind::Sum)
       return op->emitError() << "only sum all-reduces are supported";
@@ -452,10 +478,10 @@ LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
     gridAxis = axes[0];
   }
   auto *inst = prog.add_instructions();
-  inst->set_op(op->getName().stripDialect().str());
+  inst->set_op(info.name);
   if (auto name = dyn_cast<NameLoc>(op->getLoc()))
     inst->set_location(name.getName().str());
-  for (Value operand : positionalOperands(op)) {
+  for (Value operand : positionalOperands(op, info)) {
     if (!operand) {
       inst->add_operands(-1);
       continue;
@@ -476,8 +502,8 @@ LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
   }
   addAttributes(op, *inst);
   if (gridAxis >= 0)
-    addInt(*inst, "grid_axis", gridAxis);
-  return success();
+    addInt(*inst, AttrName::GridAxis, gridAxis);
+  return checkAttributes(op, info, *inst);
 }
 
 LogicalResult Lowering::run() {

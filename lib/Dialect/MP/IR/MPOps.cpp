@@ -1,6 +1,7 @@
 //===- MPOps.cpp - mp dialect ops -----------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"
-#include "mp/Dialect/MP/IR/Einsum.h"
+#include "mp/Support/Einsum.h"
+#include "mp/Support/OpContract.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Traits.h"
@@ -14,6 +15,34 @@ using namespace mlir;
 using namespace mp;
 
 #include "mp/Dialect/MP/IR/MPEnums.cpp.inc"
+
+// The artifact carries these enums as integers: the runtime reads them with
+// the op contract's enums, which must have the same values.
+namespace {
+template <class Ods, class Contract>
+constexpr bool sameValue(Ods ods, Contract contract) {
+  return static_cast<int64_t>(ods) == static_cast<int64_t>(contract);
+}
+namespace c = contract;
+static_assert(sameValue(ReduceKind::sum, c::ReduceKind::Sum) &&
+              sameValue(ReduceKind::mean, c::ReduceKind::Mean) &&
+              sameValue(ReduceKind::max, c::ReduceKind::Max) &&
+              sameValue(ReduceKind::min, c::ReduceKind::Min) &&
+              getMaxEnumValForReduceKind() + 1 ==
+                  c::enumCount<c::ReduceKind>());
+static_assert(sameValue(ComparePredicate::eq, c::ComparePredicate::Eq) &&
+              sameValue(ComparePredicate::ne, c::ComparePredicate::Ne) &&
+              sameValue(ComparePredicate::lt, c::ComparePredicate::Lt) &&
+              sameValue(ComparePredicate::le, c::ComparePredicate::Le) &&
+              sameValue(ComparePredicate::gt, c::ComparePredicate::Gt) &&
+              sameValue(ComparePredicate::ge, c::ComparePredicate::Ge) &&
+              getMaxEnumValForComparePredicate() + 1 ==
+                  c::enumCount<c::ComparePredicate>());
+static_assert(sameValue(GeluApproximation::none, c::GeluApproximation::None) &&
+              sameValue(GeluApproximation::tanh, c::GeluApproximation::Tanh) &&
+              getMaxEnumValForGeluApproximation() + 1 ==
+                  c::enumCount<c::GeluApproximation>());
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Helpers

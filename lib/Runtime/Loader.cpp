@@ -1,0 +1,344 @@
+//===- Loader.cpp - loading an artifact ------------------------------------===//
+//
+// Loading validates everything a corrupt or hand-edited artifact could get
+// wrong before any kernel runs: the program's version and structure, every
+// buffer's size and place, parameter lengths and checksums, and (through the
+// Binder) each instruction against the op contract and the shape rules.
+//
+//===----------------------------------------------------------------------===//
+#include "Binder.h"
+
+#include "mp/Program/program.pb.h"
+#include "mp/Runtime/Executable.h"
+#include "mp/Runtime/Kernels.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sys/stat.h>
+
+namespace mp::rt {
+
+static Status readProgram(const std::string &dir, program::Program &prog) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::error("artifact directory '" + dir + "' does not exist");
+  std::string path = dir + "/program.pb";
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error("'" + path + "' is missing: '" + dir +
+                         "' is not an mp artifact");
+  if (!prog.ParseFromIstream(&in))
+    return Status::error("'" + path + "' is corrupt or truncated");
+  if (prog.version() != kProgramVersion)
+    return Status::error("'" + path + "' has program version " +
+                         std::to_string(prog.version()) +
+                         "; this mp-run reads version " +
+                         std::to_string(kProgramVersion));
+  return Status::success();
+}
+
+/// Deterministic pseudo-random parameters (a hash of the parameter's index
+/// and the element's), uniform in [-0.05, 0.05]: enough to benchmark.
+static Status syntheticParameters(const program::Program &prog,
+                                  std::vector<std::string> &storage,
+                                  std::vector<Tensor> &params,
+                                  int64_t &bytes) {
+  bytes = 0;
+  for (int i = 0; i < prog.parameters_size(); ++i) {
+    const auto &p = prog.parameters(i);
+    Tensor t;
+    t.shape.assign(p.shape().begin(), p.shape().end());
+    if (!parseDType(p.dtype(), t.dtype))
+      return Status::error("parameter '" + p.name() + "' has unknown dtype");
+    storage.emplace_back(t.bytes(), '\0');
+    t.data = storage.back().data();
+    bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F16 ||
+                   t.dtype == DType::BF16;
+    if (isFloat) {
+      std::vector<float> values(t.numel());
+      for (int64_t j = 0; j < t.numel(); ++j) {
+        uint64_t h = (static_cast<uint64_t>(i) << 40) ^ static_cast<uint64_t>(j);
+        h ^= h >> 33;
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        values[j] = (static_cast<float>(h & 0xffffff) / 0xffffff - 0.5f) * 0.1f;
+      }
+      Tensor source{values.data(), DType::F32, t.shape};
+      if (Status s = cpu::cast(source, t); !s)
+        return s;
+    }
+    bytes += static_cast<int64_t>(t.bytes());
+    params.push_back(t);
+  }
+  return Status::success();
+}
+
+static Status loadParameters(const std::string &dir, int rank,
+                             const program::Program &prog,
+                             std::unique_ptr<SafetensorsFile> &file,
+                             std::vector<Tensor> &params, int64_t &bytes) {
+  if (prog.parameters_size() == 0)
+    return Status::success();
+  std::string name = prog.parameter_file();
+  size_t placeholder = name.find("{rank}");
+  if (placeholder != std::string::npos)
+    name.replace(placeholder, 6, std::to_string(rank));
+  std::string path = dir + "/" + name;
+  if (Status s = SafetensorsFile::open(path, file); !s)
+    return s;
+  bytes = 0;
+  for (const auto &p : prog.parameters()) {
+    auto it = file->entries().find(p.name());
+    if (it == file->entries().end())
+      return Status::error("parameter '" + p.name() + "' is missing from '" +
+                           path + "'");
+    DType dtype;
+    Shape shape(p.shape().begin(), p.shape().end());
+    if (!parseDType(p.dtype(), dtype) || it->second.dtype != dtype ||
+        it->second.shape != shape)
+      return Status::error("parameter '" + p.name() + "' in '" + path +
+                           "' is not " + p.dtype() + " " + formatShape(shape));
+    const uint8_t *data = file->data(it->second);
+    uint64_t length = it->second.end - it->second.begin;
+    uint32_t crc = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
+    for (uint64_t off = 0; off < length; off += 1u << 30)
+      crc = static_cast<uint32_t>(
+          crc32(crc, data + off, static_cast<uInt>(std::min<uint64_t>(length - off, 1u << 30))));
+    uint32_t expected = p.rank_crc32_size() > rank ? p.rank_crc32(rank)
+                                                   : p.crc32();
+    if (crc != expected)
+      return Status::error("parameter '" + p.name() + "' in '" + path +
+                           "' fails its checksum (corrupt file)");
+    params.push_back(Tensor{const_cast<uint8_t *>(data), dtype, shape});
+    bytes += static_cast<int64_t>(length);
+  }
+  return Status::success();
+}
+
+/// Copies host tensors into one device allocation and points them there.
+static Status uploadAll(const KernelTable *k, std::vector<Tensor *> tensors,
+                        void *&storage) {
+  size_t total = 0;
+  for (Tensor *t : tensors)
+    total += (t->bytes() + 255) / 256 * 256;
+  if (Status s = k->allocate(total, &storage); !s)
+    return s;
+  size_t offset = 0;
+  for (Tensor *t : tensors) {
+    void *dst = static_cast<uint8_t *>(storage) + offset;
+    if (Status s = k->toDevice(dst, t->data, t->bytes()); !s)
+      return s;
+    t->data = dst;
+    offset += (t->bytes() + 255) / 256 * 256;
+  }
+  return Status::success();
+}
+
+/// What load checks before its first collective: the program, the device,
+/// and that this run has as many ranks as the artifact's grid.
+static Status openProgram(const std::string &dir, Device device, int ranksHere,
+                          program::Program &prog, const KernelTable *&kernels,
+                          int64_t &ranks) {
+  if (Status s = readProgram(dir, prog); !s)
+    return s;
+  kernels = &cpuKernelTable();
+  if (device == Device::CUDA) {
+    kernels = cudaKernelTable();
+    std::string reason;
+    if (!kernels)
+      return Status::error("--device cuda: this mp-run was built without "
+                           "CUDA (configure with the CUDA toolkit installed)");
+    if (!kernels->available(reason))
+      return Status::error("--device cuda: " + reason);
+  }
+  ranks = 1;
+  for (int64_t d : prog.grid_shape())
+    ranks *= d;
+  if (ranks != ranksHere)
+    return Status::error(
+        "artifact '" + dir + "' was compiled for " + std::to_string(ranks) +
+        " rank(s) but this run has " + std::to_string(ranksHere) +
+        (ranks > 1 ? "; launch it with mpirun -np " + std::to_string(ranks) +
+                         " mp-run ..."
+                   : "") +
+        (ranks > 1 && !haveMPI() ? " (this mp-run was built without MPI)"
+                                 : ""));
+  return Status::success();
+}
+
+Status Executable::load(const std::string &dir,
+                        std::unique_ptr<Executable> &out, Communicator *comm,
+                        Device device) {
+  auto exe = std::unique_ptr<Executable>(new Executable());
+  if (!comm) {
+    exe->ownedComm = makeSingleProcessCommunicator();
+    comm = exe->ownedComm.get();
+  }
+  exe->comm = comm;
+  program::Program prog;
+  Status opened =
+      openProgram(dir, device, comm->size(), prog, exe->kernels, exe->ranks);
+  // Splitting the grid is collective: a rank that cannot get there stops
+  // every rank here, rather than leaving the others waiting in the split.
+  if (anyRankFailed(*comm, !opened)) {
+    return opened ? Status::error("another rank could not open artifact '" +
+                                  dir + "' (its error says why)")
+                  : opened;
+  }
+  // One communicator per grid axis (collectives name the axis they span).
+  std::vector<int64_t> gridShape(prog.grid_shape().begin(),
+                                 prog.grid_shape().end());
+  if (gridShape.empty())
+    gridShape.push_back(1);
+  for (size_t axis = 0; axis < gridShape.size(); ++axis) {
+    exe->axisComms.emplace_back();
+    if (Status s = comm->split(gridShape, static_cast<int64_t>(axis),
+                               exe->axisComms.back());
+        !s)
+      return s;
+  }
+  std::vector<Tensor> params;
+  exe->syntheticStorage.reserve(prog.parameters_size());
+  if (Status s = prog.synthetic_weights()
+                     ? syntheticParameters(prog, exe->syntheticStorage, params,
+                                           exe->paramBytes)
+                     : loadParameters(dir, comm->rank(), prog, exe->params,
+                                      params, exe->paramBytes);
+      !s)
+    return s;
+  exe->synthetic = prog.synthetic_weights();
+
+  exe->arenaSize = prog.arena_bytes();
+  if (exe->arenaSize < 0)
+    return Status::error("program has a negative arena size");
+  void *arena = nullptr;
+  if (Status s = exe->kernels->allocate(exe->arenaSize, &arena); !s)
+    return Status::error("cannot allocate the " +
+                         std::to_string(exe->arenaSize) + "-byte arena: " +
+                         s.message);
+  exe->arena = static_cast<uint8_t *>(arena);
+  bool onHost = exe->kernels == &cpuKernelTable();
+  if (!onHost) {
+    std::vector<Tensor *> ptrs;
+    for (Tensor &p : params)
+      ptrs.push_back(&p);
+    if (Status s = uploadAll(exe->kernels, ptrs, exe->deviceParams); !s)
+      return s;
+  }
+
+  exe->constants.reserve(prog.buffers_size());
+  for (int i = 0; i < prog.buffers_size(); ++i) {
+    const auto &b = prog.buffers(i);
+    Tensor t;
+    std::string where = "buffer " + std::to_string(i);
+    if (!parseDType(b.dtype(), t.dtype))
+      return Status::error(where + " has unknown dtype '" + b.dtype() + "'");
+    t.shape.assign(b.shape().begin(), b.shape().end());
+    for (int64_t d : t.shape)
+      if (d < 0)
+        return Status::error(where + " has a negative dimension");
+    switch (b.kind()) {
+    case program::Buffer::ARENA:
+      if (b.offset() < 0 ||
+          b.offset() + static_cast<int64_t>(t.bytes()) > exe->arenaSize)
+        return Status::error(where + " lies outside the arena");
+      t.data = exe->arena + b.offset();
+      break;
+    case program::Buffer::PARAMETER:
+      if (b.parameter() < 0 || b.parameter() >= static_cast<int>(params.size()) ||
+          params[b.parameter()].shape != t.shape ||
+          params[b.parameter()].dtype != t.dtype)
+        return Status::error(where + " does not match parameter " +
+                             std::to_string(b.parameter()));
+      t.data = params[b.parameter()].data;
+      break;
+    case program::Buffer::CONSTANT:
+      if (b.data().size() != t.bytes())
+        return Status::error(where + " holds " + std::to_string(b.data().size()) +
+                             " bytes for " + formatShape(t.shape));
+      exe->constants.push_back(b.data());
+      t.data = exe->constants.back().data();
+      break;
+    default:
+      return Status::error(where + " has an unknown kind");
+    }
+    exe->buffers.push_back(std::move(t));
+  }
+
+  if (!onHost) {
+    std::vector<Tensor *> constants;
+    for (int i = 0; i < prog.buffers_size(); ++i)
+      if (prog.buffers(i).kind() == program::Buffer::CONSTANT)
+        constants.push_back(&exe->buffers[i]);
+    if (Status s = uploadAll(exe->kernels, constants, exe->deviceConstants); !s)
+      return s;
+  }
+
+  auto bindIO = [&](const auto &bindings, std::vector<IOSpec> &specs,
+                    std::vector<int> &ids) -> Status {
+    for (const auto &b : bindings) {
+      if (b.buffer() < 0 || b.buffer() >= static_cast<int>(exe->buffers.size()))
+        return Status::error("input/output '" + b.name() +
+                             "' names no buffer");
+      const Tensor &t = exe->buffers[b.buffer()];
+      specs.push_back({b.name(), t.dtype, t.shape});
+      ids.push_back(b.buffer());
+    }
+    return Status::success();
+  };
+  if (Status s = bindIO(prog.inputs(), exe->inputSpecs, exe->inputBuffers); !s)
+    return s;
+  if (Status s = bindIO(prog.outputs(), exe->outputSpecs, exe->outputBuffers); !s)
+    return s;
+  for (int id : exe->inputBuffers)
+    if (prog.buffers(id).kind() != program::Buffer::ARENA)
+      return Status::error("an input is bound to a non-arena buffer");
+
+  exe->commScratch.assign(exe->axisComms.size(), 0);
+  for (const auto &inst : prog.instructions()) {
+    Step step;
+    if (Status s = Binder(*exe, inst).bind(step); !s)
+      return s;
+    exe->steps.push_back(std::move(step));
+  }
+  if (Status s = exe->allocateScratch(); !s)
+    return s;
+  out = std::move(exe);
+  return Status::success();
+}
+
+/// Scratch is one block allocated here, once, for the largest need of any
+/// step (known only once every step is bound), so that out-of-memory shows
+/// at load and no step allocates while running. The kernels' part is lent
+/// while this executable runs (their scratch is per process); each axis
+/// communicator, owned by this executable, gets its part now.
+Status Executable::allocateScratch() {
+  if (kernels->prepare)
+    if (Status s = kernels->prepare(); !s)
+      return Status::error("cannot prepare the " + std::string(kernels->name) +
+                           " kernels: " + s.message);
+  auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  scratchSize = aligned(kernelScratch);
+  for (size_t bytes : commScratch)
+    scratchSize += aligned(bytes);
+  if (scratchSize == 0)
+    return Status::success();
+  if (Status s = kernels->allocate(scratchSize, &scratch); !s) {
+    scratch = nullptr;
+    return Status::error("cannot allocate " + std::to_string(scratchSize) +
+                         " bytes of scratch (" + std::to_string(kernelScratch) +
+                         " for kernels, the rest for collectives): " +
+                         s.message);
+  }
+  size_t offset = aligned(kernelScratch);
+  for (size_t axis = 0; axis < axisComms.size(); ++axis) {
+    axisComms[axis]->lendScratch(static_cast<uint8_t *>(scratch) + offset,
+                                 commScratch[axis]);
+    offset += aligned(commScratch[axis]);
+  }
+  return Status::success();
+}
+
+} // namespace mp::rt

@@ -1,0 +1,38 @@
+"""Copies an artifact and edits the first instruction of one op in its
+program.pb (through program_pb2, generated beside the copy's parent)."""
+import os
+import shutil
+import sys
+
+src, dst, action, spec = sys.argv[1:5]
+sys.path.insert(0, os.path.dirname(dst))
+import program_pb2  # noqa: E402
+
+shutil.rmtree(dst, ignore_errors=True)
+shutil.copytree(src, dst)
+path = os.path.join(dst, "program.pb")
+prog = program_pb2.Program()
+with open(path, "rb") as f:
+    prog.ParseFromString(f.read())
+op, _, arg = spec.partition("=")
+inst = next(i for i in prog.instructions if i.op == op)
+if action == "rename_op":
+    inst.op = arg
+elif action == "drop_attr":
+    keep = [a for a in inst.attributes if a.name != arg]
+    del inst.attributes[:]
+    inst.attributes.extend(keep)
+elif action == "add_attr":
+    inst.attributes.add(name=arg, i=1)
+elif action == "float_attr":
+    a = next(a for a in inst.attributes if a.name == arg)
+    a.f = 1.0
+elif action == "set_int":
+    name, value = arg.split("=")
+    next(a for a in inst.attributes if a.name == name).i = int(value)
+elif action == "drop_operand":
+    inst.operands[int(arg)] = -1
+else:
+    sys.exit("unknown action " + action)
+with open(path, "wb") as f:
+    f.write(prog.SerializeToString())
