@@ -2,9 +2,9 @@
 //
 // Walks the tensor-parallel program in order, turning each all-reduce into a
 // reduce-scatter over the sequence and carrying the sequence split forward
-// through ops that act per position (elementwise ops, norms over the hidden
-// dimension). Any other use gets the whole sequence back through one
-// all-gather per value.
+// through every op whose split rule (SplitOpInterface) lets it run on the
+// local block (elementwise ops, norms over the hidden dimension, ...). Any
+// other use gets the whole sequence back through one all-gather per value.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"
@@ -14,6 +14,8 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+
+#include <optional>
 
 #define DEBUG_TYPE "mp-sequence-parallel"
 
@@ -29,16 +31,6 @@ namespace {
 
 RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
-}
-
-/// Ops that compute each sequence position on its own (and keep shapes).
-bool isPerPosition(Operation *op) {
-  if (isUnaryElementwise(op) || isa<RMSNormOp>(op))
-    return true;
-  if (auto ln = dyn_cast<LayerNormOp>(op))
-    return static_cast<int64_t>(ln.getAxis()) == -1 ||
-           static_cast<int64_t>(ln.getAxis()) == ln.getType().getRank() - 1;
-  return false;
 }
 
 struct SequenceParallelPass
@@ -67,6 +59,7 @@ struct SequenceParallelPass
   }
 
   LogicalResult visit(Operation *op);
+  std::optional<SplitMapping> carry(Operation *op);
   LogicalResult scatter(shard::AllReduceOp reduce);
   Value gathered(Value v, Operation *user);
   Value sliced(Value whole, int64_t dim, Operation *user);
@@ -145,6 +138,28 @@ Value SequenceParallelPass::sliced(Value whole, int64_t dim, Operation *user) {
       .getResult();
 }
 
+/// The op's split rule for its sequence-split operands, when every result
+/// comes out split along a dim that divides by the ranks; nullopt when the
+/// op needs the whole sequence.
+std::optional<SplitMapping> SequenceParallelPass::carry(Operation *op) {
+  auto rule = dyn_cast<SplitOpInterface>(op);
+  if (!rule)
+    return std::nullopt;
+  SmallVector<int64_t> dims;
+  for (Value v : op->getOperands())
+    dims.push_back(seqDim.count(v) ? seqDim.lookup(v) : -1);
+  FailureOr<SplitMapping> mapping = rule.propagateSplit(dims);
+  if (failed(mapping))
+    return std::nullopt;
+  for (auto [result, d] : llvm::zip(op->getResults(), mapping->results))
+    if (d < 0 || tensorType(result).getDimSize(d) % ranks)
+      return std::nullopt;
+  for (auto [given, needed] : llvm::zip(dims, mapping->operands))
+    if (given >= 0 && given != needed)
+      return std::nullopt;
+  return *mapping;
+}
+
 LogicalResult SequenceParallelPass::visit(Operation *op) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     return scatter(reduce);
@@ -152,35 +167,16 @@ LogicalResult SequenceParallelPass::visit(Operation *op) {
                                [&](Value v) { return seqDim.count(v); });
   if (!anySplit)
     return success();
-  int64_t rank = op->getNumResults() == 1
-                     ? tensorType(op->getResult(0)).getRank()
-                     : -1;
-  if (isPerPosition(op)) {
-    markLocal(op->getResult(0), seqDim.lookup(op->getOperand(0)));
+  if (std::optional<SplitMapping> mapping = carry(op)) {
+    // Whole operands that span the split (a position table) are cut to the
+    // local block.
+    for (auto [operand, needed] :
+         llvm::zip(op->getOpOperands(), mapping->operands))
+      if (needed >= 0 && !seqDim.count(operand.get()))
+        operand.set(sliced(operand.get(), needed, op));
+    for (auto [result, d] : llvm::zip(op->getResults(), mapping->results))
+      markLocal(result, d);
     return success();
-  }
-  if (isBroadcastingElementwise(op)) {
-    // The split dim, aligned to the result; all split operands must agree.
-    int64_t dim = -1;
-    bool agree = true;
-    for (Value v : op->getOperands())
-      if (seqDim.count(v)) {
-        int64_t d = seqDim.lookup(v) + rank - tensorType(v).getRank();
-        agree &= dim < 0 || dim == d;
-        dim = d;
-      }
-    if (agree) {
-      for (OpOperand &operand : op->getOpOperands()) {
-        Value v = operand.get();
-        if (seqDim.count(v))
-          continue;
-        int64_t local = dim - (rank - tensorType(v).getRank());
-        if (local >= 0 && tensorType(v).getDimSize(local) != 1)
-          operand.set(sliced(v, local, op)); // e.g. a position embedding
-      }
-      markLocal(op->getResult(0), dim);
-      return success();
-    }
   }
   // Anything else needs the whole sequence.
   for (OpOperand &operand : op->getOpOperands())

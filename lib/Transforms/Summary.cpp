@@ -21,11 +21,10 @@ using namespace mp;
 
 namespace {
 
-/// The named transformer ops, reported by name; everything else is counted
-/// as shape/elementwise glue.
+/// The named transformer ops (TransformerOp trait) are reported by name;
+/// everything else is counted as shape/elementwise glue.
 static bool isNamedOp(Operation *op) {
-  return isa<LinearOp, LayerNormOp, RMSNormOp, AttentionOp, GeluOp, SiluOp,
-             EmbeddingOp, CrossEntropyOp, DropoutOp, SoftmaxOp, MatmulOp>(op);
+  return op->hasTrait<mp::OpTrait::TransformerOp>();
 }
 
 static std::string typeString(Type type) {

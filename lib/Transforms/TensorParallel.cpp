@@ -58,103 +58,18 @@ struct Split {
 /// whole).
 using Dims = SmallVector<int64_t>;
 
-/// Where a split along `dim` of `in` lands in `out` of a reshape: the result
-/// dim starting at the same element offset. -1 when none does.
-int64_t reshapeDim(ArrayRef<int64_t> in, ArrayRef<int64_t> out, int64_t dim) {
-  int64_t before = 1;
-  for (int64_t i = 0; i < dim; ++i)
-    before *= in[i];
-  int64_t acc = 1;
-  for (int64_t j = 0; j < static_cast<int64_t>(out.size()); ++j) {
-    if (acc == before && out[j] != 1)
-      return j;
-    acc *= out[j];
-  }
-  return -1;
-}
-
-/// The split dimension of `op`'s results given its operands' (nullopt: the
-/// op cannot run on split operands like these).
+/// The split dimension of `op`'s results given its operands', by the op's
+/// split rule (SplitOpInterface); nullopt when the op cannot run on these
+/// splits, or would need a whole operand cut (tensor parallelism keeps the
+/// operands it does not split whole).
 std::optional<Dims> propagate(Operation *op, const Dims &in) {
-  auto same = [&]() -> std::optional<Dims> {
-    return Dims(op->getNumResults(), in[0]);
-  };
-  if (isUnaryElementwise(op))
-    return same();
-  if (isBroadcastingElementwise(op)) {
-    int64_t rank = tensorType(op->getResult(0)).getRank(), common = -1;
-    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
-      int64_t offset = rank - tensorType(operand).getRank();
-      if (in[i] >= 0) {
-        if (common >= 0 && common != in[i] + offset)
-          return std::nullopt;
-        common = in[i] + offset;
-      }
-    }
-    for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
-      int64_t local = common - (rank - tensorType(operand).getRank());
-      if (in[i] < 0 && local >= 0 && tensorType(operand).getDimSize(local) != 1)
-        return std::nullopt; // a whole operand spanning the split dim
-    }
-    return Dims{common};
-  }
-  if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-    int64_t d = reshapeDim(tensorType(reshape.getInput()).getShape(),
-                           reshape.getType().getShape(), in[0]);
-    if (d < 0)
-      return std::nullopt;
-    return Dims{d};
-  }
-  if (auto transpose = dyn_cast<TransposeOp>(op)) {
-    for (auto [j, p] : llvm::enumerate(transpose.getPermutation()))
-      if (p == in[0])
-        return Dims{static_cast<int64_t>(j)};
+  auto rule = dyn_cast<SplitOpInterface>(op);
+  if (!rule)
     return std::nullopt;
-  }
-  if (auto split = dyn_cast<SplitOp>(op))
-    return same(); // along the split dim only for fused QKV (checked later)
-  if (auto slice = dyn_cast<SliceOp>(op)) {
-    int64_t d = in[0];
-    if (slice.getStarts()[d] != 0 || slice.getStrides()[d] != 1 ||
-        slice.getLimits()[d] != tensorType(slice.getInput()).getDimSize(d))
-      return std::nullopt;
-    return same();
-  }
-  if (auto concat = dyn_cast<ConcatOp>(op)) {
-    for (int64_t d : in)
-      if (d != in[0] || d < 0)
-        return std::nullopt;
-    if (static_cast<int64_t>(concat.getAxis()) == in[0])
-      return std::nullopt;
-    return same();
-  }
-  if (auto expand = dyn_cast<ExpandOp>(op)) {
-    int64_t offset = expand.getType().getRank() -
-                     tensorType(expand.getInput()).getRank();
-    int64_t d = in[0] + offset;
-    if (expand.getType().getDimSize(d) !=
-        tensorType(expand.getInput()).getDimSize(in[0]))
-      return std::nullopt;
-    return Dims{d};
-  }
-  if (auto attention = dyn_cast<AttentionOp>(op)) {
-    if (in[0] != 1 || in[1] != 1 || in[2] != 1)
-      return std::nullopt; // q, k and v must all be split by heads
-    if (attention.getMask() && in[3] >= 0)
-      return std::nullopt;
-    if (Value mask = attention.getMask()) {
-      int64_t d = 1 - (4 - tensorType(mask).getRank());
-      if (d >= 0 && tensorType(mask).getDimSize(d) != 1)
-        return std::nullopt;
-    }
-    return Dims{1};
-  }
-  if (auto softmax = dyn_cast<SoftmaxOp>(op)) {
-    if (static_cast<int64_t>(softmax.getAxis()) == in[0])
-      return std::nullopt;
-    return same();
-  }
-  return std::nullopt;
+  FailureOr<SplitMapping> mapping = rule.propagateSplit(in);
+  if (failed(mapping) || ArrayRef<int64_t>(mapping->operands) != ArrayRef(in))
+    return std::nullopt;
+  return Dims(mapping->results);
 }
 
 /// Propagates splits from every linear in `allowed`; returns the linears to
@@ -204,20 +119,23 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
     }
     if (!anySplit)
       continue;
-    if (auto splitOp = dyn_cast<SplitOp>(&op)) {
+    if (auto splitOp = dyn_cast<SplitOp>(&op);
+        splitOp && static_cast<int64_t>(splitOp.getAxis()) == dims[0]) {
       // Splitting a linear's split output along that dim: the fused QKV
-      // case, sharded per part.
-      if (static_cast<int64_t>(splitOp.getAxis()) == dims[0]) {
-        auto producer = splitOp.getInput().getDefiningOp<LinearOp>();
-        bool equal = llvm::all_of(splitOp.getResults(), [&](Value r) {
-          return r.getType() == splitOp.getResult(0).getType();
-        });
-        if (!producer || !equal || split.groups.count(producer)) {
-          conflict |= from;
-          continue;
-        }
-        split.groups[producer] = splitOp.getNumResults();
+      // case, sharded per part (each rank's block of every part), so each
+      // part comes out split along the same dim.
+      auto producer = splitOp.getInput().getDefiningOp<LinearOp>();
+      bool equal = llvm::all_of(splitOp.getResults(), [&](Value r) {
+        return r.getType() == splitOp.getResult(0).getType();
+      });
+      if (!producer || !equal || split.groups.count(producer)) {
+        conflict |= from;
+        continue;
       }
+      split.groups[producer] = splitOp.getNumResults();
+      for (Value r : splitOp.getResults())
+        markResult(r, dims[0], from);
+      continue;
     }
     std::optional<Dims> results = propagate(&op, dims);
     if (!results) {

@@ -54,7 +54,7 @@ func.func @f() {
 // -----
 
 func.func @f(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
-  // expected-error @below {{operand shapes 2x3 and 4 are not broadcastable}}
+  // expected-error @below {{operands don't have broadcast-compatible shapes}}
   %0 = mp.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
   return
 }
@@ -62,7 +62,7 @@ func.func @f(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
 // -----
 
 func.func @f(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
-  // expected-error @below {{result shape 2x4 does not match the broadcast shape 2x3}}
+  // expected-error @below {{result type '2x4' not broadcast compatible with broadcasted operands's shapes '2x3'}}
   %0 = mp.mul %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x4xf32>
   return
 }
@@ -70,7 +70,7 @@ func.func @f(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
 // -----
 
 func.func @f(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
-  // expected-error @below {{result shape 3 does not match the broadcast shape 2x3}}
+  // expected-error @below {{result type '3' not broadcast compatible with broadcasted operands's shapes '2x3'}}
   %0 = mp.compare eq, %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3xi1>
   return
 }
@@ -78,7 +78,7 @@ func.func @f(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
 // -----
 
 func.func @f(%c: tensor<2x3xi1>, %a: tensor<2x3xf32>, %b: tensor<2xf32>) {
-  // expected-error @below {{operand shapes 2x3 and 2 are not broadcastable}}
+  // expected-error @below {{operands don't have broadcast-compatible shapes}}
   %0 = mp.where %c, %a, %b : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
   return
 }
@@ -190,7 +190,7 @@ func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xf32>, %b: tensor<2xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xf32>) {
-  // expected-error @below {{result type must equal the input type}}
+  // expected-error @below {{result element type 'f16' differs from the expected 'f32'}}
   %0 = mp.layer_norm %x, %s : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf16>
   return
 }
@@ -222,7 +222,7 @@ func.func @f(%x: tensor<2x3xf32>, %s: tensor<2xf32>) {
 // -----
 
 func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xf32>) {
-  // expected-error @below {{result type must equal the input type}}
+  // expected-error @below {{expected result shape 2x3 but found 3x2}}
   %0 = mp.rms_norm %x, %s : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3x2xf32>
   return
 }
@@ -502,7 +502,7 @@ func.func @f(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) {
 // -----
 
 func.func @f(%a: tensor<2x3xf32>) {
-  // expected-error @below {{result element type differs from the inputs'}}
+  // expected-error @below {{result element type 'f16' differs from the expected 'f32'}}
   %0 = mp.concat %a, %a {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf16>
   return
 }

@@ -1,7 +1,15 @@
 //===- MPOps.cpp - mp dialect ops -----------------------------------------===//
+//
+// Each op's shape rule is the one in mp/Support/Shape.h (shared with the
+// importer and the runtime): result-type inference applies it, verifiers
+// check the result against it. How a split passes through each op is its
+// SplitOpInterface rule, below.
+//
+//===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/Einsum.h"
 #include "mp/Support/OpContract.h"
+#include "mp/Support/Shape.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Traits.h"
@@ -9,12 +17,12 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/SmallSet.h"
 
 using namespace mlir;
 using namespace mp;
 
 #include "mp/Dialect/MP/IR/MPEnums.cpp.inc"
+#include "mp/Dialect/MP/IR/MPInterfaces.cpp.inc"
 
 // The artifact carries these enums as integers: the runtime reads them with
 // the op contract's enums, which must have the same values.
@@ -52,53 +60,64 @@ static RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-/// Formats a shape as 2x3x4 (a scalar as "scalar").
-static std::string formatShape(ArrayRef<int64_t> shape) {
-  if (shape.empty())
-    return "scalar";
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  llvm::interleave(shape, os, "x");
-  return s;
+static Shape shapeOf(Value v) {
+  ArrayRef<int64_t> shape = tensorType(v).getShape();
+  return Shape(shape.begin(), shape.end());
 }
 
-/// Normalizes a possibly negative axis; fails when out of [-rank, rank).
-static FailureOr<int64_t> normalizeAxis(Operation *op, int64_t axis,
-                                        int64_t rank, StringRef what = "axis") {
-  if (axis < -rank || axis >= rank)
-    return op->emitOpError()
-           << what << " " << axis << " is out of range for rank " << rank;
-  return axis < 0 ? axis + rank : axis;
+static std::vector<Shape> shapesOf(ValueRange values) {
+  std::vector<Shape> shapes;
+  for (Value v : values)
+    shapes.push_back(shapeOf(v));
+  return shapes;
 }
 
-/// Checks that `result` is exactly the numpy broadcast of `operands`.
-static LogicalResult verifyBroadcast(Operation *op, ValueRange operands,
-                                     Value result) {
-  SmallVector<int64_t> shape;
-  for (Value v : operands) {
-    SmallVector<int64_t> next;
-    if (!OpTrait::util::getBroadcastedShape(shape, tensorType(v).getShape(),
-                                            next))
-      return op->emitOpError()
-             << "operand shapes " << formatShape(shape) << " and "
-             << formatShape(tensorType(v).getShape())
-             << " are not broadcastable";
-    shape = next;
-  }
-  if (tensorType(result).getShape() != ArrayRef<int64_t>(shape))
-    return op->emitOpError()
-           << "result shape " << formatShape(tensorType(result).getShape())
-           << " does not match the broadcast shape " << formatShape(shape);
+/// The result type a shape rule gave (or its error, on `op`'s location).
+static LogicalResult inferred(std::optional<Location> location, StringRef op,
+                              bool ruleHeld, const std::string &error,
+                              const Shape &shape, Type element,
+                              SmallVectorImpl<Type> &types) {
+  if (!ruleHeld)
+    return emitOptionalError(location, "'", op, "' op ", error);
+  types.push_back(RankedTensorType::get(shape, element));
   return success();
 }
 
-static LogicalResult expectShape(Operation *op, StringRef what, Value v,
-                                 ArrayRef<int64_t> expected) {
-  if (tensorType(v).getShape() == expected)
+/// Checks an op's result types against its inferred ones, saying which
+/// shape or element type was expected.
+static LogicalResult verifyInferredResults(Operation *op) {
+  auto infer = cast<InferTypeOpInterface>(op);
+  SmallVector<Type> expected;
+  if (failed(infer.inferReturnTypes(
+          op->getContext(), op->getLoc(), op->getOperands(),
+          op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+          op->getRegions(), expected)))
+    return failure();
+  for (auto [want, have] : llvm::zip(expected, op->getResultTypes())) {
+    auto wantType = cast<RankedTensorType>(want);
+    auto haveType = cast<RankedTensorType>(have);
+    if (wantType.getShape() != haveType.getShape())
+      return op->emitOpError()
+             << "expected result shape "
+             << formatShape(Shape(wantType.getShape().begin(),
+                                  wantType.getShape().end()))
+             << " but found "
+             << formatShape(Shape(haveType.getShape().begin(),
+                                  haveType.getShape().end()));
+    if (wantType.getElementType() != haveType.getElementType())
+      return op->emitOpError()
+             << "result element type " << haveType.getElementType()
+             << " differs from the expected " << wantType.getElementType();
+  }
+  return success();
+}
+
+/// Emits a shape rule's error on `op` when the rule failed.
+static LogicalResult checkRule(Operation *op, bool ruleHeld,
+                               const std::string &error) {
+  if (ruleHeld)
     return success();
-  return op->emitOpError() << "expected " << what << " shape "
-                           << formatShape(expected) << " but found "
-                           << formatShape(tensorType(v).getShape());
+  return op->emitOpError() << error;
 }
 
 //===----------------------------------------------------------------------===//
@@ -201,184 +220,243 @@ LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 //===----------------------------------------------------------------------===//
-// Elementwise
+// Result types
 //===----------------------------------------------------------------------===//
 
-#define MP_BINARY_VERIFIER(OP)                                                 \
-  LogicalResult OP::verify() {                                                 \
-    return verifyBroadcast(*this, getOperands(), getResult());                 \
+#define MP_INFER(OP)                                                           \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
+                                     OP::Adaptor adaptor,                      \
+                                     SmallVectorImpl<Type> &types)
+
+static LogicalResult inferBroadcast(std::optional<Location> loc, StringRef op,
+                                    ValueRange operands, Type element,
+                                    SmallVectorImpl<Type> &types) {
+  Shape shape;
+  std::string error;
+  bool ok = shape::broadcast(shapesOf(operands), shape, error);
+  return inferred(loc, op, ok, error, shape, element, types);
+}
+
+#define MP_INFER_BINARY(OP)                                                    \
+  MP_INFER(OP) {                                                               \
+    return inferBroadcast(loc, getOperationName(), adaptor.getOperands(),      \
+                          getElementTypeOrSelf(adaptor.getLhs()), types);      \
   }
-MP_BINARY_VERIFIER(AddOp)
-MP_BINARY_VERIFIER(SubOp)
-MP_BINARY_VERIFIER(MulOp)
-MP_BINARY_VERIFIER(DivOp)
-MP_BINARY_VERIFIER(PowOp)
-MP_BINARY_VERIFIER(CompareOp)
-MP_BINARY_VERIFIER(WhereOp)
-#undef MP_BINARY_VERIFIER
+MP_INFER_BINARY(AddOp)
+MP_INFER_BINARY(SubOp)
+MP_INFER_BINARY(MulOp)
+MP_INFER_BINARY(DivOp)
+MP_INFER_BINARY(PowOp)
+#undef MP_INFER_BINARY
 
-//===----------------------------------------------------------------------===//
-// Transformer ops
-//===----------------------------------------------------------------------===//
-
-LogicalResult MatmulOp::verify() {
-  ArrayRef<int64_t> lhs = tensorType(getLhs()).getShape();
-  ArrayRef<int64_t> rhs = tensorType(getRhs()).getShape();
-  if (lhs.empty() || rhs.empty())
-    return emitOpError() << "operands must have rank >= 1";
-  SmallVector<int64_t> a(lhs), b(rhs);
-  bool lhsVector = a.size() == 1, rhsVector = b.size() == 1;
-  if (lhsVector)
-    a.insert(a.begin(), 1);
-  if (rhsVector)
-    b.push_back(1);
-  int64_t k = a.back(), kRhs = b[b.size() - 2];
-  if (k != kRhs)
-    return emitOpError() << "contracting dimensions differ: lhs has " << k
-                         << ", rhs has " << kRhs;
-  SmallVector<int64_t> batch;
-  if (!OpTrait::util::getBroadcastedShape(ArrayRef(a).drop_back(2),
-                                          ArrayRef(b).drop_back(2), batch))
-    return emitOpError() << "batch dimensions of " << formatShape(lhs)
-                         << " and " << formatShape(rhs)
-                         << " are not broadcastable";
-  SmallVector<int64_t> expected(batch);
-  if (!lhsVector)
-    expected.push_back(a[a.size() - 2]);
-  if (!rhsVector)
-    expected.push_back(b.back());
-  return expectShape(*this, "result", getResult(), expected);
+MP_INFER(CompareOp) {
+  return inferBroadcast(loc, getOperationName(), adaptor.getOperands(),
+                        IntegerType::get(adaptor.getLhs().getContext(), 1),
+                        types);
 }
 
-LogicalResult LinearOp::verify() {
-  ArrayRef<int64_t> x = tensorType(getInput()).getShape();
-  ArrayRef<int64_t> w = tensorType(getWeight()).getShape();
-  if (x.empty())
-    return emitOpError() << "input must have rank >= 1";
-  if (w.size() != 2)
-    return emitOpError() << "weight must have rank 2 but has rank " << w.size();
-  int64_t k = getTransposeWeight() ? w[1] : w[0];
-  int64_t n = getTransposeWeight() ? w[0] : w[1];
-  if (x.back() != k)
-    return emitOpError() << "input feature size " << x.back()
-                         << " does not match weight input size " << k;
-  if (getBias() && failed(expectShape(*this, "bias", getBias(), {n})))
-    return failure();
-  SmallVector<int64_t> expected(x.drop_back());
-  expected.push_back(n);
-  return expectShape(*this, "result", getResult(), expected);
+MP_INFER(WhereOp) {
+  return inferBroadcast(loc, getOperationName(), adaptor.getOperands(),
+                        getElementTypeOrSelf(adaptor.getOnTrue()), types);
 }
+
+MP_INFER(MatmulOp) {
+  Shape shape;
+  std::string error;
+  bool ok = shape::matmul(shapeOf(adaptor.getLhs()), shapeOf(adaptor.getRhs()),
+                          shape, error);
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  getElementTypeOrSelf(adaptor.getLhs()), types);
+}
+
+MP_INFER(LinearOp) {
+  Shape shape, bias;
+  if (adaptor.getBias())
+    bias = shapeOf(adaptor.getBias());
+  std::string error;
+  bool ok = shape::linear(shapeOf(adaptor.getInput()),
+                          shapeOf(adaptor.getWeight()),
+                          adaptor.getBias() ? &bias : nullptr,
+                          adaptor.getTransposeWeight(), shape, error);
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  getElementTypeOrSelf(adaptor.getInput()), types);
+}
+
+MP_INFER(LayerNormOp) {
+  Shape shape, bias;
+  if (adaptor.getBias())
+    bias = shapeOf(adaptor.getBias());
+  std::string error;
+  bool ok = shape::layerNorm(shapeOf(adaptor.getInput()),
+                             static_cast<int64_t>(adaptor.getAxis()),
+                             shapeOf(adaptor.getScale()),
+                             adaptor.getBias() ? &bias : nullptr, shape, error);
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  getElementTypeOrSelf(adaptor.getInput()), types);
+}
+
+MP_INFER(RMSNormOp) {
+  Shape shape;
+  std::string error;
+  bool ok = shape::rmsNorm(shapeOf(adaptor.getInput()),
+                           shapeOf(adaptor.getScale()), shape, error);
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  getElementTypeOrSelf(adaptor.getInput()), types);
+}
+
+MP_INFER(ReduceOp) {
+  Shape shape;
+  std::string error;
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  bool ok = shape::reduce(shapeOf(adaptor.getInput()),
+                          std::vector<int64_t>(axes.begin(), axes.end()),
+                          adaptor.getKeepdims(), shape, error);
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  getElementTypeOrSelf(adaptor.getInput()), types);
+}
+
+MP_INFER(AttentionOp) {
+  Shape shape, mask;
+  if (adaptor.getMask())
+    mask = shapeOf(adaptor.getMask());
+  std::string error;
+  bool ok = shape::attention(shapeOf(adaptor.getQuery()),
+                             shapeOf(adaptor.getKey()),
+                             shapeOf(adaptor.getValue()),
+                             adaptor.getMask() ? &mask : nullptr, shape, error);
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  getElementTypeOrSelf(adaptor.getQuery()), types);
+}
+
+MP_INFER(EmbeddingOp) {
+  Shape shape;
+  std::string error;
+  bool ok = shape::embedding(shapeOf(adaptor.getTable()),
+                             shapeOf(adaptor.getIndices()), shape, error);
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  getElementTypeOrSelf(adaptor.getTable()), types);
+}
+
+MP_INFER(GatherOp) {
+  Shape shape;
+  std::string error;
+  bool ok = shape::gather(shapeOf(adaptor.getInput()),
+                          shapeOf(adaptor.getIndices()),
+                          static_cast<int64_t>(adaptor.getAxis()), shape, error);
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  getElementTypeOrSelf(adaptor.getInput()), types);
+}
+
+MP_INFER(EinsumOp) {
+  std::vector<Shape> shapes = shapesOf(adaptor.getInputs());
+  std::vector<int64_t> ranks;
+  for (const Shape &s : shapes)
+    ranks.push_back(static_cast<int64_t>(s.size()));
+  EinsumSpec spec;
+  std::string error;
+  Shape shape;
+  bool ok = !adaptor.getInputs().empty() &&
+            parseEinsum(adaptor.getEquation().str(), ranks, spec, error) &&
+            inferEinsumShape(spec, shapes, shape, error);
+  if (adaptor.getInputs().empty())
+    error = "needs at least one input";
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  ok ? getElementTypeOrSelf(adaptor.getInputs().front())
+                     : Type(),
+                  types);
+}
+
+MP_INFER(TransposeOp) {
+  Shape shape;
+  std::string error;
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  bool ok = shape::transpose(shapeOf(adaptor.getInput()),
+                             std::vector<int64_t>(perm.begin(), perm.end()),
+                             shape, error);
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  getElementTypeOrSelf(adaptor.getInput()), types);
+}
+
+MP_INFER(SliceOp) {
+  Shape shape;
+  std::string error;
+  auto vec = [](ArrayRef<int64_t> a) {
+    return std::vector<int64_t>(a.begin(), a.end());
+  };
+  bool ok = shape::slice(shapeOf(adaptor.getInput()), vec(adaptor.getStarts()),
+                         vec(adaptor.getLimits()), vec(adaptor.getStrides()),
+                         shape, error);
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  getElementTypeOrSelf(adaptor.getInput()), types);
+}
+
+MP_INFER(ConcatOp) {
+  Shape shape;
+  std::string error;
+  bool ok = shape::concat(shapesOf(adaptor.getInputs()),
+                          static_cast<int64_t>(adaptor.getAxis()), shape, error);
+  return inferred(loc, getOperationName(), ok, error, shape,
+                  ok ? getElementTypeOrSelf(adaptor.getInputs().front())
+                     : Type(),
+                  types);
+}
+#undef MP_INFER
+
+//===----------------------------------------------------------------------===//
+// Verifiers: what inference does not check
+//===----------------------------------------------------------------------===//
+
+#define MP_VERIFY_INFERRED(OP)                                                 \
+  LogicalResult OP::verify() { return verifyInferredResults(*this); }
+MP_VERIFY_INFERRED(AddOp)
+MP_VERIFY_INFERRED(SubOp)
+MP_VERIFY_INFERRED(MulOp)
+MP_VERIFY_INFERRED(DivOp)
+MP_VERIFY_INFERRED(PowOp)
+MP_VERIFY_INFERRED(CompareOp)
+MP_VERIFY_INFERRED(WhereOp)
+MP_VERIFY_INFERRED(MatmulOp)
+MP_VERIFY_INFERRED(LinearOp)
+MP_VERIFY_INFERRED(ReduceOp)
+MP_VERIFY_INFERRED(EmbeddingOp)
+MP_VERIFY_INFERRED(GatherOp)
+MP_VERIFY_INFERRED(EinsumOp)
+MP_VERIFY_INFERRED(TransposeOp)
+MP_VERIFY_INFERRED(SliceOp)
+#undef MP_VERIFY_INFERRED
 
 LogicalResult LayerNormOp::verify() {
-  RankedTensorType type = tensorType(getInput());
-  FailureOr<int64_t> axis = normalizeAxis(*this, getAxis(), type.getRank());
-  if (failed(axis))
-    return failure();
   if (getEpsilon().convertToFloat() <= 0.0f)
     return emitOpError() << "epsilon must be positive";
-  ArrayRef<int64_t> normalized = type.getShape().drop_front(*axis);
-  if (failed(expectShape(*this, "scale", getScale(), normalized)))
-    return failure();
-  if (getBias() && failed(expectShape(*this, "bias", getBias(), normalized)))
-    return failure();
-  if (getResult().getType() != type)
-    return emitOpError() << "result type must equal the input type";
-  return success();
+  return verifyInferredResults(*this);
 }
 
 LogicalResult RMSNormOp::verify() {
-  RankedTensorType type = tensorType(getInput());
-  if (type.getRank() < 1)
-    return emitOpError() << "input must have rank >= 1";
   if (getEpsilon().convertToFloat() <= 0.0f)
     return emitOpError() << "epsilon must be positive";
-  if (failed(
-          expectShape(*this, "scale", getScale(), type.getShape().take_back())))
-    return failure();
-  if (getResult().getType() != type)
-    return emitOpError() << "result type must equal the input type";
-  return success();
-}
-
-LogicalResult SoftmaxOp::verify() {
-  return normalizeAxis(*this, getAxis(), tensorType(getInput()).getRank());
-}
-
-LogicalResult ReduceOp::verify() {
-  ArrayRef<int64_t> shape = tensorType(getInput()).getShape();
-  SmallVector<bool> reduced(shape.size(), false);
-  for (int64_t axis : getAxes()) {
-    FailureOr<int64_t> a = normalizeAxis(*this, axis, shape.size());
-    if (failed(a))
-      return failure();
-    if (reduced[*a])
-      return emitOpError() << "axis " << axis << " is repeated";
-    reduced[*a] = true;
-  }
-  SmallVector<int64_t> expected;
-  for (auto [i, dim] : llvm::enumerate(shape)) {
-    if (!reduced[i])
-      expected.push_back(dim);
-    else if (getKeepdims())
-      expected.push_back(1);
-  }
-  return expectShape(*this, "result", getResult(), expected);
+  return verifyInferredResults(*this);
 }
 
 LogicalResult AttentionOp::verify() {
-  ArrayRef<int64_t> q = tensorType(getQuery()).getShape();
-  ArrayRef<int64_t> k = tensorType(getKey()).getShape();
-  ArrayRef<int64_t> v = tensorType(getValue()).getShape();
-  if (q.size() != 4 || k.size() != 4 || v.size() != 4)
-    return emitOpError() << "query, key and value must be [B, H, S, D]";
-  if (q[0] != k[0] || q[0] != v[0])
-    return emitOpError() << "batch sizes differ: " << q[0] << ", " << k[0]
-                         << ", " << v[0];
-  if (k[1] != v[1] || k[2] != v[2])
-    return emitOpError() << "key " << formatShape(k) << " and value "
-                         << formatShape(v)
-                         << " must agree in heads and sequence";
-  if (q[3] != k[3])
-    return emitOpError() << "query head size " << q[3]
-                         << " differs from key head size " << k[3];
-  if (k[1] == 0 || q[1] % k[1] != 0)
-    return emitOpError() << "query heads (" << q[1]
-                         << ") must be a multiple of key/value heads (" << k[1]
-                         << ")";
   if (getScale().convertToFloat() <= 0.0f)
     return emitOpError() << "scale must be positive";
-  if (Value mask = getMask()) {
-    SmallVector<int64_t> scores = {q[0], q[1], q[2], k[2]}, out;
-    if (!OpTrait::util::getBroadcastedShape(scores, tensorType(mask).getShape(),
-                                            out) ||
-        ArrayRef<int64_t>(out) != ArrayRef<int64_t>(scores))
-      return emitOpError() << "mask shape "
-                           << formatShape(tensorType(mask).getShape())
-                           << " does not broadcast to the scores shape "
-                           << formatShape(scores);
-  }
-  return expectShape(*this, "result", getResult(), {q[0], q[1], q[2], v[3]});
+  return verifyInferredResults(*this);
 }
 
-LogicalResult EmbeddingOp::verify() {
-  ArrayRef<int64_t> table = tensorType(getTable()).getShape();
-  if (table.size() != 2)
-    return emitOpError() << "table must have rank 2 but has rank "
-                         << table.size();
-  SmallVector<int64_t> expected(tensorType(getIndices()).getShape());
-  expected.push_back(table[1]);
-  return expectShape(*this, "result", getResult(), expected);
+LogicalResult SoftmaxOp::verify() {
+  Shape shape;
+  std::string error;
+  return checkRule(*this,
+                   shape::softmax(shapeOf(getInput()),
+                                  static_cast<int64_t>(getAxis()), shape, error),
+                   error);
 }
 
-LogicalResult GatherOp::verify() {
-  ArrayRef<int64_t> input = tensorType(getInput()).getShape();
-  FailureOr<int64_t> axis = normalizeAxis(*this, getAxis(), input.size());
-  if (failed(axis))
-    return failure();
-  SmallVector<int64_t> expected(input.take_front(*axis));
-  llvm::append_range(expected, tensorType(getIndices()).getShape());
-  llvm::append_range(expected, input.drop_front(*axis + 1));
-  return expectShape(*this, "result", getResult(), expected);
+LogicalResult ConcatOp::verify() {
+  for (Value v : getInputs())
+    if (getElementTypeOrSelf(v) != getElementTypeOrSelf(getInputs().front()))
+      return emitOpError() << "inputs must share element type and rank";
+  return verifyInferredResults(*this);
 }
 
 LogicalResult DropoutOp::verify() {
@@ -389,27 +467,12 @@ LogicalResult DropoutOp::verify() {
 }
 
 LogicalResult CrossEntropyOp::verify() {
-  ArrayRef<int64_t> logits = tensorType(getLogits()).getShape();
-  if (logits.empty())
-    return emitOpError() << "logits must have rank >= 1";
-  return expectShape(*this, "targets", getTargets(), logits.drop_back());
-}
-
-LogicalResult EinsumOp::verify() {
-  std::vector<int64_t> ranks;
-  std::vector<std::vector<int64_t>> shapes;
-  for (Value v : getInputs()) {
-    ranks.push_back(tensorType(v).getRank());
-    shapes.emplace_back(tensorType(v).getShape().begin(),
-                        tensorType(v).getShape().end());
-  }
-  EinsumSpec spec;
+  Shape shape;
   std::string error;
-  std::vector<int64_t> expected;
-  if (!parseEinsum(getEquation().str(), ranks, spec, error) ||
-      !inferEinsumShape(spec, shapes, expected, error))
-    return emitOpError() << error;
-  return expectShape(*this, "result", getResult(), expected);
+  return checkRule(*this,
+                   shape::crossEntropy(shapeOf(getLogits()),
+                                       shapeOf(getTargets()), shape, error),
+                   error);
 }
 
 LogicalResult TriluOp::verify() {
@@ -418,19 +481,36 @@ LogicalResult TriluOp::verify() {
   return success();
 }
 
-//===----------------------------------------------------------------------===//
-// Shape ops
-//===----------------------------------------------------------------------===//
-
 LogicalResult ReshapeOp::verify() {
-  RankedTensorType in = tensorType(getInput()), out = tensorType(getResult());
-  if (in.getNumElements() != out.getNumElements())
-    return emitOpError() << "cannot reshape " << formatShape(in.getShape())
-                         << " (" << in.getNumElements() << " elements) to "
-                         << formatShape(out.getShape()) << " ("
-                         << out.getNumElements() << " elements)";
-  return success();
+  std::string error;
+  return checkRule(
+      *this, shape::reshape(shapeOf(getInput()), shapeOf(getResult()), error),
+      error);
 }
+
+LogicalResult SplitOp::verify() {
+  for (Value r : getResults())
+    if (getElementTypeOrSelf(r) != getElementTypeOrSelf(getInput()))
+      return emitOpError() << "results must match the input's element type "
+                              "and rank";
+  std::string error;
+  return checkRule(*this,
+                   shape::split(shapeOf(getInput()),
+                                static_cast<int64_t>(getAxis()),
+                                shapesOf(getResults()), error),
+                   error);
+}
+
+LogicalResult ExpandOp::verify() {
+  std::string error;
+  return checkRule(
+      *this, shape::expand(shapeOf(getInput()), shapeOf(getResult()), error),
+      error);
+}
+
+//===----------------------------------------------------------------------===//
+// Folders
+//===----------------------------------------------------------------------===//
 
 OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType())
@@ -443,23 +523,6 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   return {};
 }
 
-LogicalResult TransposeOp::verify() {
-  ArrayRef<int64_t> in = tensorType(getInput()).getShape();
-  ArrayRef<int64_t> perm = getPermutation();
-  if (perm.size() != in.size())
-    return emitOpError() << "permutation has " << perm.size()
-                         << " entries but the input has rank " << in.size();
-  SmallVector<bool> seen(in.size(), false);
-  SmallVector<int64_t> expected;
-  for (int64_t p : perm) {
-    if (p < 0 || p >= static_cast<int64_t>(in.size()) || seen[p])
-      return emitOpError() << "invalid permutation entry " << p;
-    seen[p] = true;
-    expected.push_back(in[p]);
-  }
-  return expectShape(*this, "result", getResult(), expected);
-}
-
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
   for (auto [i, p] : llvm::enumerate(getPermutation()))
     if (static_cast<int64_t>(i) != p)
@@ -467,105 +530,186 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
   return getInput();
 }
 
-LogicalResult SliceOp::verify() {
-  ArrayRef<int64_t> in = tensorType(getInput()).getShape();
-  size_t rank = in.size();
-  if (getStarts().size() != rank || getLimits().size() != rank ||
-      getStrides().size() != rank)
-    return emitOpError() << "starts, limits and strides must have " << rank
-                         << " entries each";
-  SmallVector<int64_t> expected;
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t start = getStarts()[i], limit = getLimits()[i];
-    int64_t stride = getStrides()[i], dim = in[i];
-    if (stride == 0)
-      return emitOpError() << "stride of dimension " << i << " is zero";
-    bool ok = stride > 0 ? (start >= 0 && start <= limit && limit <= dim)
-                         : (start < dim && limit >= -1 && limit <= start);
-    if (!ok)
-      return emitOpError() << "slice [" << start << ", " << limit << ") step "
-                           << stride << " is out of bounds for dimension " << i
-                           << " of size " << dim;
-    int64_t span = stride > 0 ? limit - start : start - limit;
-    int64_t step = stride > 0 ? stride : -stride;
-    expected.push_back((span + step - 1) / step);
-  }
-  return expectShape(*this, "result", getResult(), expected);
+//===----------------------------------------------------------------------===//
+// Split rules (SplitOpInterface)
+//===----------------------------------------------------------------------===//
+
+/// Every operand and result split along `dim`.
+static SplitMapping uniform(Operation *op, int64_t dim) {
+  return {SmallVector<int64_t>(op->getNumOperands(), dim),
+          SmallVector<int64_t>(op->getNumResults(), dim)};
 }
 
-LogicalResult ConcatOp::verify() {
-  if (getInputs().empty())
-    return emitOpError() << "needs at least one input";
-  RankedTensorType first = tensorType(getInputs().front());
-  FailureOr<int64_t> axis = normalizeAxis(*this, getAxis(), first.getRank());
-  if (failed(axis))
+/// The split of a numpy-broadcasting op: split operands must agree on the
+/// result dim; a whole operand spanning that dim (not size 1 there) must be
+/// split too; operands that broadcast along it stay whole.
+static FailureOr<SplitMapping> broadcastSplit(Operation *op,
+                                              ArrayRef<int64_t> dims) {
+  int64_t rank = tensorType(op->getResult(0)).getRank(), common = -1;
+  for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+    if (dims[i] < 0)
+      continue;
+    int64_t d = dims[i] + rank - tensorType(operand).getRank();
+    if (common >= 0 && common != d)
+      return failure();
+    common = d;
+  }
+  SplitMapping mapping;
+  for (Value operand : op->getOperands()) {
+    int64_t local = common - (rank - tensorType(operand).getRank());
+    bool spans = common >= 0 && local >= 0 &&
+                 tensorType(operand).getDimSize(local) != 1;
+    mapping.operands.push_back(spans ? local : -1);
+  }
+  mapping.results.assign(op->getNumResults(), common);
+  return mapping;
+}
+
+FailureOr<SplitMapping>
+mp::detail::propagateSplitByTraits(Operation *op, ArrayRef<int64_t> dims) {
+  if (op->hasTrait<mlir::OpTrait::ResultsBroadcastableShape>())
+    return broadcastSplit(op, dims);
+  if (op->hasTrait<mlir::OpTrait::Elementwise>()) {
+    int64_t dim = -1;
+    for (int64_t d : dims) {
+      if (d >= 0 && dim >= 0 && d != dim)
+        return failure();
+      dim = std::max(dim, d);
+    }
+    return uniform(op, dim);
+  }
+  return failure();
+}
+
+int64_t mp::detail::reshapeDim(ArrayRef<int64_t> in, ArrayRef<int64_t> out,
+                               int64_t dim) {
+  int64_t before = 1;
+  for (int64_t i = 0; i < dim; ++i)
+    before *= in[i];
+  int64_t acc = 1;
+  for (int64_t j = 0; j < static_cast<int64_t>(out.size()); ++j) {
+    if (acc == before && out[j] != 1)
+      return j;
+    acc *= out[j];
+  }
+  return -1;
+}
+
+/// A rule for ops whose first operand alone may be split: `resultDim` maps
+/// its split dim to the result's (-1: cannot pass); the other operands stay
+/// whole.
+static FailureOr<SplitMapping>
+firstOperandSplit(Operation *op, ArrayRef<int64_t> dims,
+                  llvm::function_ref<int64_t(int64_t)> resultDim) {
+  if (llvm::any_of(dims.drop_front(), [](int64_t d) { return d >= 0; }))
     return failure();
-  SmallVector<int64_t> expected(first.getShape());
-  expected[*axis] = 0;
-  for (Value v : getInputs()) {
-    RankedTensorType t = tensorType(v);
-    if (t.getElementType() != first.getElementType() ||
-        t.getRank() != first.getRank())
-      return emitOpError() << "inputs must share element type and rank";
-    for (int64_t d = 0; d < t.getRank(); ++d)
-      if (d != *axis && t.getDimSize(d) != first.getDimSize(d))
-        return emitOpError()
-               << "input shapes " << formatShape(first.getShape()) << " and "
-               << formatShape(t.getShape()) << " differ outside axis " << *axis;
-    expected[*axis] += t.getDimSize(*axis);
-  }
-  if (tensorType(getResult()).getElementType() != first.getElementType())
-    return emitOpError() << "result element type differs from the inputs'";
-  return expectShape(*this, "result", getResult(), expected);
-}
-
-LogicalResult SplitOp::verify() {
-  RankedTensorType in = tensorType(getInput());
-  if (getResults().empty())
-    return emitOpError() << "needs at least one result";
-  FailureOr<int64_t> axis = normalizeAxis(*this, getAxis(), in.getRank());
-  if (failed(axis))
+  SplitMapping mapping = uniform(op, -1);
+  if (dims[0] < 0)
+    return mapping;
+  int64_t d = resultDim(dims[0]);
+  if (d < 0)
     return failure();
-  int64_t total = 0;
-  for (Value r : getResults()) {
-    RankedTensorType t = tensorType(r);
-    if (t.getElementType() != in.getElementType() ||
-        t.getRank() != in.getRank())
-      return emitOpError() << "results must match the input's element type "
-                              "and rank";
-    for (int64_t d = 0; d < t.getRank(); ++d)
-      if (d != *axis && t.getDimSize(d) != in.getDimSize(d))
-        return emitOpError()
-               << "result shape " << formatShape(t.getShape())
-               << " differs from the input outside axis " << *axis;
-    total += t.getDimSize(*axis);
+  mapping.operands[0] = dims[0];
+  mapping.results.assign(op->getNumResults(), d);
+  return mapping;
+}
+
+FailureOr<SplitMapping> ReshapeOp::propagateSplit(ArrayRef<int64_t> dims) {
+  return firstOperandSplit(*this, dims, [&](int64_t d) {
+    return detail::reshapeDim(tensorType(getInput()).getShape(),
+                              getType().getShape(), d);
+  });
+}
+
+FailureOr<SplitMapping> TransposeOp::propagateSplit(ArrayRef<int64_t> dims) {
+  return firstOperandSplit(*this, dims, [&](int64_t d) -> int64_t {
+    for (auto [j, p] : llvm::enumerate(getPermutation()))
+      if (p == d)
+        return static_cast<int64_t>(j);
+    return -1;
+  });
+}
+
+/// A split along the split axis would cut the parts differently on each
+/// rank: it does not pass (tensor parallelism shards a fused QKV linear per
+/// part instead).
+FailureOr<SplitMapping> SplitOp::propagateSplit(ArrayRef<int64_t> dims) {
+  return firstOperandSplit(*this, dims, [&](int64_t d) {
+    return d == static_cast<int64_t>(getAxis()) ? -1 : d;
+  });
+}
+
+/// Only a dimension taken whole passes.
+FailureOr<SplitMapping> SliceOp::propagateSplit(ArrayRef<int64_t> dims) {
+  return firstOperandSplit(*this, dims, [&](int64_t d) -> int64_t {
+    bool whole = getStarts()[d] == 0 && getStrides()[d] == 1 &&
+                 getLimits()[d] == tensorType(getInput()).getDimSize(d);
+    return whole ? d : -1;
+  });
+}
+
+FailureOr<SplitMapping> ExpandOp::propagateSplit(ArrayRef<int64_t> dims) {
+  return firstOperandSplit(*this, dims, [&](int64_t d) -> int64_t {
+    int64_t offset = getType().getRank() - tensorType(getInput()).getRank();
+    bool broadcasts = getType().getDimSize(d + offset) !=
+                      tensorType(getInput()).getDimSize(d);
+    return broadcasts ? -1 : d + offset;
+  });
+}
+
+FailureOr<SplitMapping> SoftmaxOp::propagateSplit(ArrayRef<int64_t> dims) {
+  int64_t axis = *normalizeAxis(static_cast<int64_t>(getAxis()),
+                                getType().getRank());
+  return firstOperandSplit(*this, dims,
+                           [&](int64_t d) { return d == axis ? -1 : d; });
+}
+
+/// Positions before the normalized dims pass; scale and bias stay whole.
+FailureOr<SplitMapping> LayerNormOp::propagateSplit(ArrayRef<int64_t> dims) {
+  int64_t axis = *normalizeAxis(static_cast<int64_t>(getAxis()),
+                                getType().getRank());
+  return firstOperandSplit(*this, dims,
+                           [&](int64_t d) { return d < axis ? d : -1; });
+}
+
+FailureOr<SplitMapping> RMSNormOp::propagateSplit(ArrayRef<int64_t> dims) {
+  int64_t last = getType().getRank() - 1;
+  return firstOperandSplit(*this, dims,
+                           [&](int64_t d) { return d < last ? d : -1; });
+}
+
+/// Operands split along one dimension other than the axis.
+FailureOr<SplitMapping> ConcatOp::propagateSplit(ArrayRef<int64_t> dims) {
+  int64_t axis = *normalizeAxis(static_cast<int64_t>(getAxis()),
+                                getType().getRank());
+  for (int64_t d : dims)
+    if (d != dims[0])
+      return failure();
+  if (dims[0] == axis)
+    return failure();
+  return uniform(*this, dims[0]);
+}
+
+/// Heads: query, key and value all split along dim 1 (so grouped-query
+/// groups stay whole on each rank); an additive mask must not span the
+/// heads.
+FailureOr<SplitMapping> AttentionOp::propagateSplit(ArrayRef<int64_t> dims) {
+  namespace position = contract::attention;
+  if (llvm::all_of(dims, [](int64_t d) { return d < 0; }))
+    return uniform(*this, -1);
+  if (dims[position::Query] != 1 || dims[position::Key] != 1 ||
+      dims[position::Value] != 1)
+    return failure();
+  SplitMapping mapping = {{1, 1, 1}, {1}};
+  if (Value mask = getMask()) {
+    if (dims[position::Mask] >= 0)
+      return failure();
+    int64_t d = 1 - (4 - tensorType(mask).getRank());
+    if (d >= 0 && tensorType(mask).getDimSize(d) != 1)
+      return failure();
+    mapping.operands.push_back(-1);
   }
-  if (total != in.getDimSize(*axis))
-    return emitOpError() << "split sizes add up to " << total
-                         << " but the input dimension " << *axis << " is "
-                         << in.getDimSize(*axis);
-  return success();
-}
-
-LogicalResult ExpandOp::verify() {
-  ArrayRef<int64_t> in = tensorType(getInput()).getShape();
-  ArrayRef<int64_t> out = tensorType(getResult()).getShape();
-  SmallVector<int64_t> shape;
-  if (!OpTrait::util::getBroadcastedShape(in, out, shape) ||
-      ArrayRef<int64_t>(shape) != out)
-    return emitOpError() << "cannot broadcast " << formatShape(in) << " to "
-                         << formatShape(out);
-  return success();
-}
-
-bool mp::isUnaryElementwise(Operation *op) {
-  return isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp,
-             SigmoidOp, ReluOp, SiluOp, CosOp, SinOp, GeluOp, CastOp,
-             DropoutOp>(op);
-}
-
-bool mp::isBroadcastingElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, WhereOp, CompareOp>(op);
+  return mapping;
 }
 
 #define GET_OP_CLASSES

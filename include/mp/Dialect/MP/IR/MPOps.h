@@ -13,16 +13,9 @@
 
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Dialect/MP/IR/MPEnums.h.inc"
+#include "mp/Dialect/MP/IR/MPInterfaces.h"
 
 #define GET_OP_CLASSES
 #include "mp/Dialect/MP/IR/MPOps.h.inc"
-
-namespace mp {
-/// Ops applying a function to each element of one same-shaped operand
-/// (including casts and inference dropout).
-bool isUnaryElementwise(mlir::Operation *op);
-/// Elementwise ops whose operands broadcast numpy-style (add ... where).
-bool isBroadcastingElementwise(mlir::Operation *op);
-} // namespace mp
 
 #endif // MP_DIALECT_MP_IR_MPOPS_H

@@ -7,8 +7,21 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mp/Dialect/MP/IR/MPInterfaces.td"
 
 def MP_Tensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
+
+// A named transformer op: the summary reports it by name.
+def MP_TransformerOpTrait : NativeOpTrait<"TransformerOp"> {
+  let cppNamespace = "::mp::OpTrait";
+}
+
+// How splits pass through the op, from its traits (Elementwise,
+// ResultsBroadcastableShape) ...
+def MP_SplitByTraits : DeclareOpInterfaceMethods<MP_SplitOpInterface>;
+// ... or by its own rule (propagateSplit in MPOps.cpp).
+def MP_SplitByRule
+    : DeclareOpInterfaceMethods<MP_SplitOpInterface, ["propagateSplit"]>;
 def MP_FloatTensor : RankedTensorOf<[AnyFloat]>;
 def MP_IndexTensor : RankedTensorOf<[I32, I64]>;
 
@@ -88,7 +101,9 @@ def MP_ConstantOp : MP_Op<"constant", [ConstantLike, Pure,
 //===----------------------------------------------------------------------===//
 
 class MP_UnaryOp<string mnemonic, string desc, list<Trait> traits = []>
-    : MP_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+    : MP_Op<mnemonic, !listconcat([Pure, Elementwise, SameOperandsAndResultType,
+                                   InferTypeOpInterface, MP_SplitByTraits],
+                                  traits)> {
   let summary = desc;
   let arguments = (ins MP_Tensor:$input);
   let results = (outs MP_Tensor:$result);
@@ -105,11 +120,14 @@ def MP_TanhOp : MP_UnaryOp<"tanh", "elementwise hyperbolic tangent">;
 def MP_ErfOp : MP_UnaryOp<"erf", "elementwise error function">;
 def MP_SigmoidOp : MP_UnaryOp<"sigmoid", "elementwise logistic sigmoid">;
 def MP_ReluOp : MP_UnaryOp<"relu", "elementwise max(x, 0)">;
-def MP_SiluOp : MP_UnaryOp<"silu", "elementwise x * sigmoid(x)">;
+def MP_SiluOp : MP_UnaryOp<"silu", "elementwise x * sigmoid(x)",
+                           [MP_TransformerOpTrait]>;
 def MP_CosOp : MP_UnaryOp<"cos", "elementwise cosine">;
 def MP_SinOp : MP_UnaryOp<"sin", "elementwise sine">;
 
-def MP_GeluOp : MP_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def MP_GeluOp : MP_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType,
+                               InferTypeOpInterface, MP_SplitByTraits,
+                               MP_TransformerOpTrait]> {
   let summary = "Gaussian error linear unit (exact erf form or tanh form)";
   let arguments = (ins MP_FloatTensor:$input,
       DefaultValuedAttr<MP_GeluApproximation,
@@ -120,9 +138,10 @@ def MP_GeluOp : MP_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   }];
 }
 
-class MP_BinaryOp<string mnemonic, string desc>
-    : MP_Op<mnemonic, [Pure,
-                       AllElementTypesMatch<["lhs", "rhs", "result"]>]> {
+class MP_BinaryOp<string mnemonic, string desc, list<Trait> traits = []>
+    : MP_Op<mnemonic, !listconcat([Pure, ResultsBroadcastableShape,
+                       AllElementTypesMatch<["lhs", "rhs", "result"]>,
+                       InferTypeOpAdaptor, MP_SplitByTraits], traits)> {
   let summary = desc # " with ONNX (numpy) broadcasting";
   let arguments = (ins MP_Tensor:$lhs, MP_Tensor:$rhs);
   let results = (outs MP_Tensor:$result);
@@ -132,14 +151,15 @@ class MP_BinaryOp<string mnemonic, string desc>
   let hasVerifier = 1;
 }
 
-def MP_AddOp : MP_BinaryOp<"add", "elementwise addition">;
+def MP_AddOp : MP_BinaryOp<"add", "elementwise addition", [Commutative]>;
 def MP_SubOp : MP_BinaryOp<"sub", "elementwise subtraction">;
-def MP_MulOp : MP_BinaryOp<"mul", "elementwise multiplication">;
+def MP_MulOp : MP_BinaryOp<"mul", "elementwise multiplication", [Commutative]>;
 def MP_DivOp : MP_BinaryOp<"div", "elementwise division">;
 def MP_PowOp : MP_BinaryOp<"pow", "elementwise power">;
 
-def MP_CompareOp : MP_Op<"compare", [Pure,
-                                     AllElementTypesMatch<["lhs", "rhs"]>]> {
+def MP_CompareOp : MP_Op<"compare", [Pure, ResultsBroadcastableShape,
+                                     AllElementTypesMatch<["lhs", "rhs"]>,
+                                     InferTypeOpAdaptor, MP_SplitByTraits]> {
   let summary = "elementwise comparison with broadcasting, giving i1";
   let arguments = (ins MP_ComparePredicate:$predicate, MP_Tensor:$lhs,
                        MP_Tensor:$rhs);
@@ -150,8 +170,9 @@ def MP_CompareOp : MP_Op<"compare", [Pure,
   let hasVerifier = 1;
 }
 
-def MP_WhereOp : MP_Op<"where", [Pure,
-    AllElementTypesMatch<["on_true", "on_false", "result"]>]> {
+def MP_WhereOp : MP_Op<"where", [Pure, ResultsBroadcastableShape,
+    AllElementTypesMatch<["on_true", "on_false", "result"]>,
+    InferTypeOpAdaptor, MP_SplitByTraits]> {
   let summary = "elementwise select: condition ? on_true : on_false";
   let arguments = (ins RankedTensorOf<[I1]>:$condition, MP_Tensor:$on_true,
                        MP_Tensor:$on_false);
@@ -163,7 +184,8 @@ def MP_WhereOp : MP_Op<"where", [Pure,
   let hasVerifier = 1;
 }
 
-def MP_CastOp : MP_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def MP_CastOp : MP_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape,
+                               MP_SplitByTraits]> {
   let summary = "elementwise element-type conversion";
   let arguments = (ins MP_Tensor:$input);
   let results = (outs MP_Tensor:$result);
@@ -175,7 +197,8 @@ def MP_CastOp : MP_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 //===----------------------------------------------------------------------===//
 
 def MP_MatmulOp : MP_Op<"matmul", [Pure,
-    AllElementTypesMatch<["lhs", "rhs", "result"]>]> {
+    AllElementTypesMatch<["lhs", "rhs", "result"]>, InferTypeOpAdaptor,
+    MP_TransformerOpTrait]> {
   let summary = "batched matrix product with ONNX MatMul semantics";
   let description = [{
     `lhs` is `[..., M, K]`, `rhs` is `[..., K, N]`; batch dimensions broadcast;
@@ -189,7 +212,8 @@ def MP_MatmulOp : MP_Op<"matmul", [Pure,
   let hasVerifier = 1;
 }
 
-def MP_LinearOp : MP_Op<"linear", [Pure]> {
+def MP_LinearOp : MP_Op<"linear", [Pure, InferTypeOpAdaptor,
+                                   MP_TransformerOpTrait]> {
   let summary = "x · W + b over the last dimension of x";
   let description = [{
     `input` is `[..., K]`; `weight` is `[K, N]`, or `[N, K]` with
@@ -206,7 +230,9 @@ def MP_LinearOp : MP_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MP_LayerNormOp : MP_Op<"layer_norm", [Pure]> {
+def MP_LayerNormOp : MP_Op<"layer_norm", [Pure, InferTypeOpAdaptor,
+                                          MP_SplitByRule,
+                                          MP_TransformerOpTrait]> {
   let summary = "layer normalization over the trailing dims from `axis`";
   let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$scale,
                        Optional<MP_FloatTensor>:$bias,
@@ -220,7 +246,8 @@ def MP_LayerNormOp : MP_Op<"layer_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MP_RMSNormOp : MP_Op<"rms_norm", [Pure]> {
+def MP_RMSNormOp : MP_Op<"rms_norm", [Pure, InferTypeOpAdaptor, MP_SplitByRule,
+                                      MP_TransformerOpTrait]> {
   let summary = "root-mean-square normalization over the last dimension";
   let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$scale,
                        DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
@@ -231,7 +258,9 @@ def MP_RMSNormOp : MP_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MP_SoftmaxOp : MP_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def MP_SoftmaxOp : MP_Op<"softmax", [Pure, SameOperandsAndResultType,
+                                     InferTypeOpInterface, MP_SplitByRule,
+                                     MP_TransformerOpTrait]> {
   let summary = "softmax along one axis";
   let arguments = (ins MP_FloatTensor:$input,
                        DefaultValuedAttr<I64Attr, "-1">:$axis);
@@ -240,7 +269,8 @@ def MP_SoftmaxOp : MP_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def MP_ReduceOp : MP_Op<"reduce", [Pure, SameOperandsAndResultElementType]> {
+def MP_ReduceOp : MP_Op<"reduce", [Pure, SameOperandsAndResultElementType,
+                                   InferTypeOpAdaptor]> {
   let summary = "reduction (sum, mean, max, min) over the given axes";
   let arguments = (ins MP_ReduceKind:$kind, MP_Tensor:$input,
                        DenseI64ArrayAttr:$axes,
@@ -252,7 +282,9 @@ def MP_ReduceOp : MP_Op<"reduce", [Pure, SameOperandsAndResultElementType]> {
   let hasVerifier = 1;
 }
 
-def MP_AttentionOp : MP_Op<"attention", [Pure]> {
+def MP_AttentionOp : MP_Op<"attention", [Pure, InferTypeOpAdaptor,
+                                         MP_SplitByRule,
+                                         MP_TransformerOpTrait]> {
   let summary = "scaled dot-product attention: softmax(q·kᵀ·scale + mask)·v";
   let description = [{
     `query` is `[B, H, Sq, D]`, `key` and `value` are `[B, Hkv, Sk, D]` with
@@ -271,7 +303,8 @@ def MP_AttentionOp : MP_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MP_EmbeddingOp : MP_Op<"embedding", [Pure]> {
+def MP_EmbeddingOp : MP_Op<"embedding", [Pure, InferTypeOpAdaptor,
+                                         MP_TransformerOpTrait]> {
   let summary = "rows of a [V, H] table picked by integer ids";
   let description = [{
     With `grid`, the table is this rank's contiguous 1/n of the vocabulary
@@ -287,7 +320,7 @@ def MP_EmbeddingOp : MP_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MP_GatherOp : MP_Op<"gather", [Pure]> {
+def MP_GatherOp : MP_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX Gather: slices of `input` along `axis` picked by indices";
   let arguments = (ins MP_Tensor:$input, MP_IndexTensor:$indices,
                        DefaultValuedAttr<I64Attr, "0">:$axis);
@@ -298,7 +331,9 @@ def MP_GatherOp : MP_Op<"gather", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MP_DropoutOp : MP_Op<"dropout", [SameOperandsAndResultType]> {
+def MP_DropoutOp : MP_Op<"dropout", [Elementwise, SameOperandsAndResultType,
+                                     InferTypeOpInterface, MP_SplitByTraits,
+                                     MP_TransformerOpTrait]> {
   let summary = "dropout with the given ratio (identity in inference)";
   let arguments = (ins MP_FloatTensor:$input, F32Attr:$ratio);
   let results = (outs MP_FloatTensor:$result);
@@ -306,7 +341,8 @@ def MP_DropoutOp : MP_Op<"dropout", [SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def MP_CrossEntropyOp : MP_Op<"cross_entropy", [Pure]> {
+// The loss's element type is chosen (fp32 under a bf16 program): not inferred.
+def MP_CrossEntropyOp : MP_Op<"cross_entropy", [Pure, MP_TransformerOpTrait]> {
   let summary = "mean softmax cross-entropy of logits [..., V] vs targets [...]";
   let arguments = (ins MP_FloatTensor:$logits, MP_IndexTensor:$targets);
   let results = (outs 0DTensorOf<[AnyFloat]>:$result);
@@ -316,7 +352,7 @@ def MP_CrossEntropyOp : MP_Op<"cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MP_EinsumOp : MP_Op<"einsum", [Pure]> {
+def MP_EinsumOp : MP_Op<"einsum", [Pure, InferTypeOpAdaptor]> {
   let summary = "Einstein summation with an explicit equation";
   let arguments = (ins Variadic<MP_Tensor>:$inputs, StrAttr:$equation);
   let results = (outs MP_Tensor:$result);
@@ -326,7 +362,8 @@ def MP_EinsumOp : MP_Op<"einsum", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MP_TriluOp : MP_Op<"trilu", [Pure, SameOperandsAndResultType]> {
+def MP_TriluOp : MP_Op<"trilu", [Pure, SameOperandsAndResultType,
+                                 InferTypeOpInterface]> {
   let summary = "keeps the upper or lower triangle of the last two dims";
   let arguments = (ins MP_Tensor:$input, UnitAttr:$upper,
                        DefaultValuedAttr<I64Attr, "0">:$diagonal);
@@ -340,7 +377,7 @@ def MP_TriluOp : MP_Op<"trilu", [Pure, SameOperandsAndResultType]> {
 //===----------------------------------------------------------------------===//
 
 def MP_ReshapeOp : MP_Op<"reshape", [Pure,
-    AllElementTypesMatch<["input", "result"]>]> {
+    AllElementTypesMatch<["input", "result"]>, MP_SplitByRule]> {
   let summary = "reinterprets a tensor with a new static shape";
   let arguments = (ins MP_Tensor:$input);
   let results = (outs MP_Tensor:$result);
@@ -350,7 +387,8 @@ def MP_ReshapeOp : MP_Op<"reshape", [Pure,
 }
 
 def MP_TransposeOp : MP_Op<"transpose", [Pure,
-    AllElementTypesMatch<["input", "result"]>]> {
+    AllElementTypesMatch<["input", "result"]>, InferTypeOpAdaptor,
+    MP_SplitByRule]> {
   let summary = "permutes dimensions: result dim i = input dim perm[i]";
   let arguments = (ins MP_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs MP_Tensor:$result);
@@ -362,7 +400,8 @@ def MP_TransposeOp : MP_Op<"transpose", [Pure,
 }
 
 def MP_SliceOp : MP_Op<"slice", [Pure,
-    AllElementTypesMatch<["input", "result"]>]> {
+    AllElementTypesMatch<["input", "result"]>, InferTypeOpAdaptor,
+    MP_SplitByRule]> {
   let summary = "static strided slice (one start, limit and stride per dim)";
   let description = [{
     Result dim `i` has `ceil((limits[i] - starts[i]) / strides[i])` elements;
@@ -375,7 +414,7 @@ def MP_SliceOp : MP_Op<"slice", [Pure,
   let hasVerifier = 1;
 }
 
-def MP_ConcatOp : MP_Op<"concat", [Pure]> {
+def MP_ConcatOp : MP_Op<"concat", [Pure, InferTypeOpAdaptor, MP_SplitByRule]> {
   let summary = "concatenation along an axis";
   let arguments = (ins Variadic<MP_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs MP_Tensor:$result);
@@ -385,7 +424,7 @@ def MP_ConcatOp : MP_Op<"concat", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MP_SplitOp : MP_Op<"split", [Pure]> {
+def MP_SplitOp : MP_Op<"split", [Pure, MP_SplitByRule]> {
   let summary = "splits a tensor along an axis; sizes come from result types";
   let arguments = (ins MP_Tensor:$input, I64Attr:$axis);
   let results = (outs Variadic<MP_Tensor>:$results);
@@ -394,7 +433,7 @@ def MP_SplitOp : MP_Op<"split", [Pure]> {
 }
 
 def MP_ExpandOp : MP_Op<"expand", [Pure,
-    AllElementTypesMatch<["input", "result"]>]> {
+    AllElementTypesMatch<["input", "result"]>, MP_SplitByRule]> {
   let summary = "broadcasts a tensor to the result shape (numpy rules)";
   let arguments = (ins MP_Tensor:$input);
   let results = (outs MP_Tensor:$result);

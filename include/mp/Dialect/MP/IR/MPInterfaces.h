@@ -1,0 +1,42 @@
+//===- MPInterfaces.h - facts the passes ask the ops ------------*- C++ -*-===//
+#ifndef MP_DIALECT_MP_IR_MPINTERFACES_H
+#define MP_DIALECT_MP_IR_MPINTERFACES_H
+
+#include "mlir/IR/OpDefinition.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace mp {
+
+/// How a split passes through an op (SplitOpInterface): the dimension each
+/// operand must be split along and the dimension each result is then split
+/// along; -1 for whole.
+struct SplitMapping {
+  llvm::SmallVector<int64_t> operands;
+  llvm::SmallVector<int64_t> results;
+};
+
+namespace detail {
+/// The split rule of `Elementwise` and `ResultsBroadcastableShape` ops;
+/// failure for any other op.
+mlir::FailureOr<SplitMapping>
+propagateSplitByTraits(mlir::Operation *op, llvm::ArrayRef<int64_t> operandDims);
+/// The dimension of `result` that holds the same elements as dimension
+/// `dim` of `input` when reshaping one to the other (a split along it
+/// stays contiguous blocks), or -1.
+int64_t reshapeDim(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> result,
+                   int64_t dim);
+} // namespace detail
+
+/// Named transformer ops (linear, attention, norms, activations, ...): the
+/// summary reports them by name and counts everything else as glue.
+namespace OpTrait {
+template <typename ConcreteType>
+class TransformerOp
+    : public mlir::OpTrait::TraitBase<ConcreteType, TransformerOp> {};
+} // namespace OpTrait
+
+} // namespace mp
+
+#include "mp/Dialect/MP/IR/MPInterfaces.h.inc"
+
+#endif // MP_DIALECT_MP_IR_MPINTERFACES_H

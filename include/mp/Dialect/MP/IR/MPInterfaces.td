@@ -1,0 +1,42 @@
+//===- MPInterfaces.td - facts the passes ask the ops -------*- tablegen -*-===//
+#ifndef MP_DIALECT_MP_IR_MPINTERFACES_TD
+#define MP_DIALECT_MP_IR_MPINTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def MP_SplitOpInterface : OpInterface<"SplitOpInterface"> {
+  let cppNamespace = "::mp";
+  let description = [{
+    How a tensor split into equal contiguous blocks along one dimension (one
+    block per rank) passes through the op: the rule of running the op on each
+    rank's blocks. Tensor parallelism (splits along features and heads),
+    sequence parallelism (splits along the sequence) and the summary ask the
+    op instead of keeping lists of op names; the backward rules of the next
+    passes live on the ops the same way.
+
+    `propagateSplit` takes, for each operand, the dimension it is split along
+    (-1: whole) and answers, when the op can run on such blocks, a
+    `SplitMapping`: the dimension each operand must be split along (a whole
+    operand that spans the split, such as a position table added to a
+    sequence-split activation, must be cut too; what that costs is the
+    pass's choice) and the dimension each result is split along. It fails
+    when the op cannot run on these splits (a reduction along the split
+    dimension, operands split along dimensions that do not line up).
+
+    The default implementation answers from the op's traits: `Elementwise`
+    ops keep the split, `ResultsBroadcastableShape` ops align it to the
+    result's rank. Other ops implement the method.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The split of every operand and result when the op runs on operands
+        split along `operandDims` (-1: whole), or failure.
+      }],
+      "::mlir::FailureOr<::mp::SplitMapping>", "propagateSplit",
+      (ins "::llvm::ArrayRef<int64_t>":$operandDims), [{}], [{
+        return ::mp::detail::propagateSplitByTraits($_op, operandDims);
+      }]>,
+  ];
+}
+
+#endif // MP_DIALECT_MP_IR_MPINTERFACES_TD
