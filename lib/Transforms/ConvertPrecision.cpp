@@ -1,9 +1,10 @@
 //===- ConvertPrecision.cpp - fp32 -> bf16/f16 storage --------------------===//
 //
-// Retypes every fp32 value of `main` (and the parameters and constants it
-// reads) to the target type. The ops are elementwise in their element type,
-// so retyping values keeps every op valid; fp32 enters and leaves `main`
-// through casts so that callers (mp-run's .npy files) keep fp32.
+// Retypes every fp32 value of the entry function (and the parameters and
+// constants it reads) to the target type. The ops are elementwise in their
+// element type, so retyping values keeps every op valid; fp32 enters and
+// leaves the function through casts so that callers (mp-run's .npy files)
+// keep fp32.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"
@@ -38,22 +39,14 @@ struct ConvertPrecisionPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     OpBuilder b(&getContext());
-    Type target;
-    if (dtype == "bf16")
-      target = b.getBF16Type();
-    else if (dtype == "f16")
-      target = b.getF16Type();
-    else {
-      emitError(module.getLoc()) << "mp-convert-precision: dtype must be bf16 or f16, "
-                            "got '"
-                         << dtype << "'";
+    if (dtype == StorageType::F32)
+      return;
+    Type target =
+        dtype == StorageType::BF16 ? Type(b.getBF16Type()) : b.getF16Type();
+    FailureOr<func::FuncOp> entry = getEntryFunction(module);
+    if (failed(entry))
       return signalPassFailure();
-    }
-    auto func = module.lookupSymbol<func::FuncOp>("main");
-    if (!func) {
-      emitError(module.getLoc()) << "no 'main' function";
-      return signalPassFailure();
-    }
+    func::FuncOp func = *entry;
 
     for (ParamOp param : module.getOps<ParamOp>())
       if (isF32Tensor(param.getType())) {

@@ -35,29 +35,29 @@ RankedTensorType tensorType(Value v) {
 
 struct SequenceParallelPass
     : public mp::impl::MPSequenceParallelBase<SequenceParallelPass> {
+  using MPSequenceParallelBase::MPSequenceParallelBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto grid = module.lookupSymbol<shard::GridOp>("tp");
-    auto func = module.lookupSymbol<func::FuncOp>("main");
-    if (!grid || !func) {
-      emitError(module.getLoc()) << "mp-sequence-parallel runs after "
-                            "mp-tensor-parallel (no 'tp' grid or 'main')";
+    FailureOr<shard::GridOp> grid = findGrid(module);
+    FailureOr<func::FuncOp> func = getEntryFunction(module);
+    if (failed(grid) || failed(func))
       return signalPassFailure();
-    }
     ranks = 1;
-    for (int64_t d : grid.getShape())
+    for (int64_t d : grid->getShape())
       ranks *= d;
     if (ranks == 1)
       return;
-    gridRef = FlatSymbolRefAttr::get(grid);
+    gridRef = FlatSymbolRefAttr::get(*grid);
     SmallVector<Operation *> ops;
-    for (Operation &op : func.getBody().front())
+    for (Operation &op : func->getBody().front())
       ops.push_back(&op);
     for (Operation *op : ops)
       if (failed(visit(op)))
         return signalPassFailure();
   }
 
+  FailureOr<shard::GridOp> findGrid(ModuleOp module);
   LogicalResult visit(Operation *op);
   std::optional<SplitMapping> carry(Operation *op);
   LogicalResult scatter(shard::AllReduceOp reduce);
@@ -70,6 +70,27 @@ struct SequenceParallelPass
   llvm::DenseMap<Value, int64_t> seqDim;    // value -> split (sequence) dim
   llvm::DenseMap<Value, Value> wholeOf;     // split value -> all-gathered
 };
+
+/// The tensor-parallel grid: the one named by the `grid` option, else the
+/// module's only shard.grid.
+FailureOr<shard::GridOp> SequenceParallelPass::findGrid(ModuleOp module) {
+  auto grids = llvm::to_vector(module.getOps<shard::GridOp>());
+  if (grids.empty())
+    return emitError(module.getLoc())
+           << "sequence parallelism needs tensor parallelism (tp > 1) first: "
+              "the module has no shard.grid";
+  if (!gridName.empty()) {
+    if (auto grid = module.lookupSymbol<shard::GridOp>(gridName))
+      return grid;
+    return emitError(module.getLoc())
+           << "mp-sequence-parallel: no shard.grid named '" << gridName << "'";
+  }
+  if (grids.size() == 1)
+    return grids.front();
+  return emitError(module.getLoc())
+         << "mp-sequence-parallel: the module has " << grids.size()
+         << " shard.grid ops; name the tensor-parallel one (grid=NAME)";
+}
 
 void SequenceParallelPass::markLocal(Value v, int64_t dim) {
   RankedTensorType t = tensorType(v);

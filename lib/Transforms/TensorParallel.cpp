@@ -36,8 +36,6 @@ using namespace mp;
 
 namespace {
 
-constexpr llvm::StringLiteral kGridName = "tp";
-
 RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
@@ -163,12 +161,11 @@ struct TensorParallelPass
     }
     if (tp == 1)
       return;
-    auto func = module.lookupSymbol<func::FuncOp>("main");
-    if (!func) {
-      emitError(module.getLoc()) << "no 'main' function to parallelize";
+    FailureOr<func::FuncOp> func = getEntryFunction(module);
+    if (failed(func))
       return signalPassFailure();
-    }
-    if (failed(parallelize(module, func)))
+    grid = FlatSymbolRefAttr::get(&getContext(), gridName);
+    if (failed(parallelize(module, *func)))
       signalPassFailure();
   }
 
@@ -180,6 +177,8 @@ struct TensorParallelPass
   Value allReduce(OpBuilder &b, Location loc, Value v, Operation *like);
   LogicalResult rewriteRow(LinearOp linear);
   LogicalResult rewriteVocabParallel(func::FuncOp func);
+
+  FlatSymbolRefAttr grid; // the grid this pass creates
 
   /// Parameter symbol -> (axis, groups) and the ops allowed to see its shard.
   llvm::MapVector<StringAttr, std::pair<int64_t, int64_t>> paramShards;
@@ -237,7 +236,7 @@ LogicalResult TensorParallelPass::applyParamShards(ModuleOp module) {
   for (auto &[name, shard] : paramShards) {
     auto param = module.lookupSymbol<ParamOp>(name);
     OpBuilder b(param);
-    param.setGridAttr(FlatSymbolRefAttr::get(&getContext(), kGridName));
+    param.setGridAttr(grid);
     param.setShardAxisAttr(b.getI64IntegerAttr(shard.first));
     if (shard.second != 1)
       param.setShardGroupsAttr(b.getI64IntegerAttr(shard.second));
@@ -264,7 +263,7 @@ LogicalResult TensorParallelPass::applyParamShards(ModuleOp module) {
 
 Value TensorParallelPass::allReduce(OpBuilder &b, Location loc, Value v,
                                     Operation *like) {
-  auto op = shard::AllReduceOp::create(b, loc, v, kGridName,
+  auto op = shard::AllReduceOp::create(b, loc, v, grid.getValue(),
                                        ArrayRef<shard::GridAxis>{0},
                                        shard::ReductionKind::Sum);
   if (Attribute layer = like->getAttr(MPDialect::getLayerAttrName()))
@@ -296,7 +295,6 @@ LogicalResult TensorParallelPass::rewriteRow(LinearOp linear) {
 
 /// Vocab-parallel token embedding and LM head.
 LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
-  auto grid = FlatSymbolRefAttr::get(&getContext(), kGridName);
   SmallVector<EmbeddingOp> embeddings;
   func.walk([&](EmbeddingOp e) {
     // Token embeddings read runtime ids; position tables stay whole.
@@ -350,7 +348,7 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
     head.getResult().setType(RankedTensorType::get(local, full.getElementType()));
     OpBuilder b(operand.getOwner());
     auto gather = shard::AllGatherOp::create(
-        b, head.getLoc(), full, FlatSymbolRefAttr::get(&getContext(), kGridName),
+        b, head.getLoc(), full, grid,
         b.getDenseI16ArrayAttr({0}), head.getResult(),
         b.getIndexAttr(full.getRank() - 1));
     operand.set(gather.getResult());
@@ -378,9 +376,17 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
 
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());
-  if (!module.lookupSymbol(kGridName))
-    shard::GridOp::create(b, module.getLoc(), b.getStringAttr(kGridName),
+  if (Operation *existing = module.lookupSymbol(grid.getAttr())) {
+    auto tpGrid = dyn_cast<shard::GridOp>(existing);
+    if (!tpGrid || tpGrid.getShape() != ArrayRef<int64_t>{tp})
+      return existing->emitError()
+             << "symbol '" << grid.getValue()
+             << "' exists and is not a 1-d shard.grid of " << static_cast<int64_t>(tp)
+             << " ranks; pass another grid name (grid=...)";
+  } else {
+    shard::GridOp::create(b, module.getLoc(), grid.getAttr(),
                           b.getDenseI64ArrayAttr({static_cast<int64_t>(tp)}));
+  }
 
   for (LinearOp column : split.columns) {
     int64_t groups = split.groups.lookup(column);

@@ -1,13 +1,17 @@
 //===- mp-opt.cpp - mp optimizer driver -----------------------------------===//
 //
 // opt-style driver: reads an ONNX model (imported to the mp dialect) or an
-// .mlir file, runs the requested passes and prints the result.
+// .mlir file, runs the requested passes and prints the result or lowers it
+// to an artifact. An imported module stays in memory from import to output.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Import/ONNXImporter.h"
 #include "mp/Target/Artifact.h"
 #include "mp/Transforms/Passes.h"
+#include "mp/Transforms/Pipelines.h"
+
+#include "mlir/Pass/PassInstrumentation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -52,6 +56,9 @@ static llvm::cl::opt<std::string> boundInputs(
                    "TensorProto files: NAME=FILE.pb[,NAME=FILE.pb]"),
     llvm::cl::value_desc("bindings"), llvm::cl::cat(importCategory));
 
+// --mp-parallelize="tp=2 sp=true dtype=bf16" is the registered pipeline
+// (mp/Transforms/Pipelines.h). With --artifact, the program as it was before
+// partitioning is stored in DIR/reference for mp-run --verify.
 static llvm::cl::OptionCategory targetCategory("Artifact options");
 
 static llvm::cl::opt<std::string> artifactDir(
@@ -67,105 +74,13 @@ static llvm::cl::opt<bool> syntheticWeights(
                    "model imported with --mp-shape-only)"),
     llvm::cl::init(false), llvm::cl::cat(targetCategory));
 
-static llvm::cl::opt<std::string> parallelize(
-    "mp-parallelize",
-    llvm::cl::desc("Raise and partition in one step, e.g. \"tp=2 sp=true\" "
-                   "(tp: tensor-parallel size; sp: sequence parallelism; "
-                   "dtype=bf16|f16: storage precision). "
-                   "With --artifact, the unpartitioned program is stored in "
-                   "DIR/reference for mp-run --verify"),
-    llvm::cl::value_desc("options"), llvm::cl::cat(targetCategory));
-
-/// The unpartitioned program (IR text) when --mp-parallelize ran.
-static std::string referenceIR;
-
-struct ParallelOptions {
-  int64_t tp = 1;
-  bool sp = false;
-  std::string dtype; // empty: keep fp32
-};
-
-/// Parses "tp=2 sp=true" (spaces or commas; a bare "sp" means true).
-static bool parseParallelOptions(llvm::StringRef spec, ParallelOptions &out,
-                                 std::string &error) {
-  SmallVector<StringRef> items;
-  spec.split(items, ' ', -1, false);
-  SmallVector<StringRef> all;
-  for (StringRef item : items)
-    item.split(all, ',', -1, false);
-  for (StringRef item : all) {
-    auto [key, value] = item.split('=');
-    if (key == "tp") {
-      if (value.getAsInteger(10, out.tp) || out.tp < 1) {
-        error = "tp expects a positive integer, got '" + value.str() + "'";
-        return false;
-      }
-    } else if (key == "sp") {
-      if (value.empty() || value == "true" || value == "1")
-        out.sp = true;
-      else if (value == "false" || value == "0")
-        out.sp = false;
-      else {
-        error = "sp expects true or false, got '" + value.str() + "'";
-        return false;
-      }
-    } else if (key == "dtype") {
-      if (value != "bf16" && value != "f16" && value != "f32") {
-        error = "dtype expects bf16, f16 or f32, got '" + value.str() + "'";
-        return false;
-      }
-      out.dtype = value == "f32" ? "" : value.str();
-    } else {
-      error = "unknown option '" + key.str() + "' (known: tp, sp, dtype)";
-      return false;
-    }
-  }
-  if (out.sp && out.tp == 1) {
-    error = "sequence parallelism (sp) needs tp > 1";
-    return false;
-  }
-  return true;
-}
-
-/// Raises and partitions `module` as --mp-parallelize asks, keeping the
-/// unpartitioned program for the artifact's reference.
-static LogicalResult runParallelize(ModuleOp module) {
-  ParallelOptions options;
-  std::string error;
-  if (!parseParallelOptions(parallelize, options, error)) {
-    llvm::errs() << "error: --mp-parallelize: " << error << "\n";
-    return failure();
-  }
-  PassManager raise(module.getContext());
-  raise.addPass(mp::createMPRaise());
-  if (!options.dtype.empty())
-    raise.addPass(mp::createMPConvertPrecision(
-        mp::MPConvertPrecisionOptions{options.dtype}));
-  if (failed(raise.run(module)))
-    return failure();
-  llvm::raw_string_ostream os(referenceIR);
-  module.print(os, OpPrintingFlags().enableDebugInfo());
-  PassManager pm(module.getContext());
-  pm.addPass(mp::createMPTensorParallel(mp::MPTensorParallelOptions{options.tp}));
-  if (options.sp)
-    pm.addPass(mp::createMPSequenceParallel());
-  return pm.run(module);
-}
-
 static llvm::cl::opt<bool> listONNXOps(
     "mp-list-onnx-ops",
     llvm::cl::desc("Print the ONNX op types the importer supports and exit"),
     llvm::cl::init(false), llvm::cl::cat(importCategory));
 
-/// Imports `path` and returns its IR as a buffer (with locations, so that
-/// diagnostics of later passes still name the ONNX nodes).
-static std::unique_ptr<llvm::MemoryBuffer>
-importToBuffer(llvm::StringRef path, DialectRegistry &registry) {
-  MLIRContext context(registry);
-  context.allowUnregisteredDialects(false);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-
+/// Imports the ONNX model at `path` as the import options ask.
+static OwningOpRef<ModuleOp> importModel(StringRef path, MLIRContext &context) {
   mp::ImportOptions options;
   std::string error;
   if (!mp::parseInputShapes(inputShapes, options.inputShapes, error)) {
@@ -178,72 +93,55 @@ importToBuffer(llvm::StringRef path, DialectRegistry &registry) {
   }
   options.shapeOnly = shapeOnly;
   options.paramPreview = paramPreview;
-  OwningOpRef<ModuleOp> module = mp::importONNXFile(path, &context, options);
-  if (!module)
-    return nullptr;
-  if (!parallelize.empty()) {
-    if (failed(runParallelize(*module)))
-      return nullptr;
-  } else if (!artifactDir.empty()) {
-    // An artifact needs the named ops the runtime has kernels for.
-    PassManager pm(&context);
-    pm.addPass(mp::createMPRaise());
-    if (failed(pm.run(*module)))
-      return nullptr;
-  }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  module->print(os, OpPrintingFlags().enableDebugInfo());
-  return llvm::MemoryBuffer::getMemBufferCopy(text, path);
+  return mp::importONNXFile(path, &context, options);
 }
 
-/// Runs the pass pipeline, then lowers the result to --artifact. The IR is
-/// also written when -o names a file.
-static int emitArtifact(std::unique_ptr<llvm::MemoryBuffer> input,
-                        DialectRegistry &registry,
-                        const MlirOptMainConfig &config,
-                        const std::string &outputFilename) {
-  if (!config.inputSplitMarker().empty()) {
-    llvm::errs() << "error: --artifact cannot be combined with "
-                    "--split-input-file\n";
-    return 1;
+/// Keeps a clone of the module as it is before the first partitioning pass
+/// (mp-tensor-parallel, whether given alone or through mp-parallelize): the
+/// unpartitioned program that mp-run --verify compares against.
+class ReferenceCapture : public PassInstrumentation {
+public:
+  explicit ReferenceCapture(OwningOpRef<ModuleOp> &reference)
+      : reference(reference) {}
+  void runBeforePass(Pass *pass, Operation *op) override {
+    if (!reference && pass->getArgument() == "mp-tensor-parallel")
+      if (auto module = dyn_cast<ModuleOp>(op))
+        reference = module.clone();
   }
-  // Keep locations (ONNX node names) through the print/parse round trip:
-  // the runtime reports errors and profiles by them.
-  if (auto *printDebugInfo = static_cast<llvm::cl::opt<bool> *>(
-          llvm::cl::getRegisteredOptions().lookup("mlir-print-debuginfo")))
-    printDebugInfo->setValue(true);
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  if (failed(MlirOptMain(os, std::move(input), registry, config)))
-    return 1;
-  if (outputFilename != "-") {
-    std::string error;
-    auto output = openOutputFile(outputFilename, &error);
-    if (!output) {
-      llvm::errs() << "error: " << error << "\n";
-      return 1;
-    }
-    output->os() << text;
-    output->keep();
+
+private:
+  OwningOpRef<ModuleOp> &reference;
+};
+
+/// Whether the pipeline the command line asks for raises the program.
+static bool raises(const MlirOptMainConfig &config, MLIRContext &context) {
+  PassManager pm(&context);
+  if (failed(config.setupPassPipeline(pm)))
+    return false;
+  return llvm::any_of(pm.getPasses(), [](Pass &pass) {
+    return pass.getArgument() == "mp-raise";
+  });
+}
+
+/// Writes the module's IR to `path` ("-": standard output).
+static LogicalResult printModule(ModuleOp module, StringRef path) {
+  std::string error;
+  auto output = openOutputFile(path, &error);
+  if (!output) {
+    llvm::errs() << "error: " << error << "\n";
+    return failure();
   }
-  MLIRContext context(registry);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
-  if (!module)
-    return 1;
-  OwningOpRef<ModuleOp> reference;
-  if (!referenceIR.empty()) {
-    reference = parseSourceString<ModuleOp>(referenceIR, &context);
-    if (!reference)
-      return 1;
-  }
+  module.print(output->os(), OpPrintingFlags());
+  output->os() << "\n";
+  output->keep();
+  return success();
+}
+
+static LogicalResult writeArtifactOf(ModuleOp module, ModuleOp reference) {
   mp::ArtifactSummary summary;
-  if (failed(mp::writeArtifact(*module, artifactDir, summary,
-                               reference ? *reference : ModuleOp(),
+  if (failed(mp::writeArtifact(module, artifactDir, summary, reference,
                                syntheticWeights)))
-    return 1;
+    return failure();
   llvm::outs() << "mp-opt: wrote artifact " << artifactDir << ": "
                << summary.instructions << " instructions, arena "
                << summary.arenaBytes << " bytes (peak of the static plan; "
@@ -253,9 +151,47 @@ static int emitArtifact(std::unique_ptr<llvm::MemoryBuffer> input,
                << (summary.ranks > 1
                        ? " in " + std::to_string(summary.ranks) + " rank files"
                        : std::string())
-               << ", constants "
-               << summary.constantBytes << " bytes\n";
-  return 0;
+               << ", constants " << summary.constantBytes << " bytes\n";
+  return success();
+}
+
+/// The ONNX and artifact paths: the module stays in memory from import (or
+/// parse) through the passes to the printer or the artifact writer.
+static int compile(StringRef inputFilename, StringRef outputFilename,
+                   DialectRegistry &registry, const MlirOptMainConfig &config) {
+  if (!config.inputSplitMarker().empty() && !artifactDir.empty()) {
+    llvm::errs() << "error: --artifact cannot be combined with "
+                    "--split-input-file\n";
+    return 1;
+  }
+  MLIRContext context(registry);
+  context.allowUnregisteredDialects(false);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  bool onnx = inputFilename.ends_with(".onnx");
+  OwningOpRef<ModuleOp> module =
+      onnx ? importModel(inputFilename, context)
+           : parseSourceFile<ModuleOp>(inputFilename, sourceMgr,
+                                       ParserConfig(&context));
+  if (!module)
+    return 1;
+  OwningOpRef<ModuleOp> reference;
+  PassManager pm(&context);
+  // An artifact needs the named ops the runtime has kernels for: an ONNX
+  // model is raised first unless the pipeline does it.
+  if (onnx && !artifactDir.empty() && !raises(config, context))
+    pm.addPass(mp::createMPRaise());
+  pm.addInstrumentation(std::make_unique<ReferenceCapture>(reference));
+  if (failed(applyPassManagerCLOptions(pm)) ||
+      failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+    return 1;
+  if (artifactDir.empty())
+    return failed(printModule(*module, outputFilename)) ? 1 : 0;
+  if (outputFilename != "-" && failed(printModule(*module, outputFilename)))
+    return 1;
+  return failed(writeArtifactOf(*module, reference ? *reference : ModuleOp()))
+             ? 1
+             : 0;
 }
 
 int main(int argc, char **argv) {
@@ -263,6 +199,7 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registry.insert<mp::MPDialect, func::FuncDialect, shard::ShardDialect>();
   mp::registerMPPasses();
+  mp::registerMPPipelines();
   registerCanonicalizerPass();
   registerCSEPass();
   registerSymbolDCEPass();
@@ -281,29 +218,17 @@ int main(int argc, char **argv) {
     return 0;
   }
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
-  std::unique_ptr<llvm::MemoryBuffer> input;
-  if (!parallelize.empty() &&
-      !llvm::StringRef(inputFilename).ends_with(".onnx")) {
-    llvm::errs() << "error: --mp-parallelize takes an ONNX model; for mp IR "
-                    "use --mp-raise --mp-tensor-parallel=tp=N "
-                    "[--mp-sequence-parallel]\n";
+  // MLIR input without an artifact: mlir-opt's own driver
+  // (--split-input-file, --verify-diagnostics, ...).
+  if (llvm::StringRef(inputFilename).ends_with(".onnx") || !artifactDir.empty())
+    return compile(inputFilename, outputFilename, registry, config);
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(inputFilename, &error);
+  if (!input) {
+    llvm::errs() << "error: " << error << "\n";
     return 1;
   }
-  if (llvm::StringRef(inputFilename).ends_with(".onnx")) {
-    input = importToBuffer(inputFilename, registry);
-    if (!input)
-      return 1;
-  } else {
-    std::string error;
-    input = openInputFile(inputFilename, &error);
-    if (!input) {
-      llvm::errs() << "error: " << error << "\n";
-      return 1;
-    }
-  }
-  std::string error;
-  if (!artifactDir.empty())
-    return emitArtifact(std::move(input), registry, config, outputFilename);
   auto output = openOutputFile(outputFilename, &error);
   if (!output) {
     llvm::errs() << "error: " << error << "\n";

@@ -6,6 +6,7 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
+#include "mp/Transforms/PassOptions.h"
 
 namespace mp {
 

@@ -82,6 +82,8 @@ def MPTensorParallel : Pass<"mp-tensor-parallel", "mlir::ModuleOp"> {
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1",
            "tensor-parallel size (ranks of the grid)">,
+    Option<"gridName", "grid", "std::string", /*default=*/"\"tp\"",
+           "name of the shard.grid to create (or reuse)">,
   ];
   let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
 }
@@ -101,25 +103,35 @@ def MPSequenceParallel : Pass<"mp-sequence-parallel", "mlir::ModuleOp"> {
 
     Per transformer layer the forward pass then has exactly two all-gathers
     and two reduce-scatters, moving the same bytes as two all-reduces. Runs
-    after `mp-tensor-parallel` (it uses its grid); a sequence length that does
-    not divide by the grid size is an error naming it.
+    after `mp-tensor-parallel` (it uses its grid: the one named by `grid`,
+    or the module's only `shard.grid`); a sequence length that does not
+    divide by the grid size is an error naming it.
   }];
+  let options = [
+    Option<"gridName", "grid", "std::string", /*default=*/"\"\"",
+           "the tensor-parallel shard.grid (default: the module's only one)">,
+  ];
   let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
 }
 
 def MPConvertPrecision : Pass<"mp-convert-precision", "mlir::ModuleOp"> {
   let summary = "store parameters and activations in fp16 or bf16";
   let description = [{
-    Converts every fp32 parameter, constant and activation of `main` to
-    `dtype` (bf16 or f16); kernels still accumulate in fp32. The function's
+    Converts every fp32 parameter, constant and activation of the entry
+    function to `dtype` (bf16 or f16; f32 leaves the program as it is);
+    kernels still accumulate in fp32. The function's
     fp32 inputs and outputs stay fp32 (a cast at the boundary), and so does
     a cross-entropy loss. Parameters remember their stored type
     (`source_type`), which the artifact writer converts from (rounding to
     nearest even).
   }];
   let options = [
-    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
-           "storage type: bf16 or f16">,
+    Option<"dtype", "dtype", "mp::StorageType",
+           /*default=*/"mp::StorageType::BF16", "storage type",
+           [{::llvm::cl::values(
+             clEnumValN(mp::StorageType::BF16, "bf16", "bfloat16"),
+             clEnumValN(mp::StorageType::F16, "f16", "IEEE half"),
+             clEnumValN(mp::StorageType::F32, "f32", "fp32 (no change)"))}]>,
   ];
   let dependentDialects = ["mp::MPDialect"];
 }

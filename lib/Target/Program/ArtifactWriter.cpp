@@ -575,11 +575,13 @@ LogicalResult commitDirectory(const fs::path &tmp, const fs::path &dir,
 LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
                                 ArtifactSummary &summary, ModuleOp reference,
                                 bool syntheticWeights) {
-  auto func = module.lookupSymbol<func::FuncOp>("main");
-  if (!func)
-    return module.emitError() << "no 'main' function to lower";
+  FailureOr<func::FuncOp> entry = getEntryFunction(module);
+  if (failed(entry))
+    return failure();
+  func::FuncOp func = *entry;
   if (!func.getBody().hasOneBlock())
-    return func.emitError() << "'main' must have a single block";
+    return func.emitError() << "'" << func.getSymName()
+                            << "' must have a single block";
 
   fs::path dir(dirName.str());
   fs::path tmp = dir.string() + ".tmp-" + std::to_string(getpid());

@@ -531,6 +531,29 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
 }
 
 //===----------------------------------------------------------------------===//
+// Programs
+//===----------------------------------------------------------------------===//
+
+FailureOr<func::FuncOp> mp::getEntryFunction(ModuleOp module) {
+  SmallVector<func::FuncOp> entries;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func.isPublic() && !func.isExternal())
+      entries.push_back(func);
+  if (entries.size() == 1)
+    return entries.front();
+  if (entries.empty())
+    return emitError(module.getLoc())
+           << "no entry function: the module has no public function with a "
+              "body";
+  InFlightDiagnostic diag = emitError(module.getLoc())
+                            << "more than one entry function: ";
+  llvm::interleaveComma(entries, diag, [&](func::FuncOp f) {
+    diag << "'" << f.getSymName() << "'";
+  });
+  return diag << " are public; make all but one private";
+}
+
+//===----------------------------------------------------------------------===//
 // Split rules (SplitOpInterface)
 //===----------------------------------------------------------------------===//
 

@@ -3,6 +3,7 @@
 #define MP_DIALECT_MP_IR_MPOPS_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -17,5 +18,12 @@
 
 #define GET_OP_CLASSES
 #include "mp/Dialect/MP/IR/MPOps.h.inc"
+
+namespace mp {
+/// The function a program runs: the module's only public function with a
+/// body (the importer's `main`). Emits an error on the module when there is
+/// none, or more than one.
+mlir::FailureOr<mlir::func::FuncOp> getEntryFunction(mlir::ModuleOp module);
+} // namespace mp
 
 #endif // MP_DIALECT_MP_IR_MPOPS_H

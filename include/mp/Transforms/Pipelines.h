@@ -1,0 +1,55 @@
+//===- Pipelines.h - the mp pass pipelines ----------------------*- C++ -*-===//
+//
+// The whole flow from an imported model to the partitioned program, as one
+// registered pipeline (`mp-parallelize{tp=2 sp=true dtype=bf16}`), used by
+// mp-opt's --mp-parallelize and by --pass-pipeline alike.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_TRANSFORMS_PIPELINES_H
+#define MP_TRANSFORMS_PIPELINES_H
+
+#include "mp/Transforms/PassOptions.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mp {
+
+struct ParallelizeOptions : mlir::PassPipelineOptions<ParallelizeOptions> {
+  Option<int64_t> tp{*this, "tp",
+                     llvm::cl::desc("tensor-parallel size (ranks of the grid)"),
+                     llvm::cl::init(1)};
+  Option<bool> sp{*this, "sp",
+                  llvm::cl::desc("Megatron sequence parallelism (needs tp > 1)"),
+                  llvm::cl::init(false)};
+  Option<StorageType> dtype{
+      *this, "dtype",
+      llvm::cl::desc("storage type of parameters and activations"),
+      llvm::cl::init(StorageType::F32),
+      llvm::cl::values(
+          clEnumValN(StorageType::F32, "f32", "fp32 (no conversion)"),
+          clEnumValN(StorageType::BF16, "bf16", "bfloat16"),
+          clEnumValN(StorageType::F16, "f16", "IEEE half"))};
+  Option<std::string> grid{
+      *this, "grid",
+      llvm::cl::desc("name of the shard.grid tensor parallelism creates"),
+      llvm::cl::init("tp")};
+};
+
+/// Raising to named transformer ops and the storage precision: the program
+/// every layout computes (mp-run --verify's reference).
+void buildRaisePipeline(mlir::OpPassManager &pm,
+                        const ParallelizeOptions &options);
+/// Tensor and sequence parallelism on a raised program.
+void buildPartitionPipeline(mlir::OpPassManager &pm,
+                            const ParallelizeOptions &options);
+/// Both: an imported model to the program each rank runs.
+void buildParallelizePipeline(mlir::OpPassManager &pm,
+                              const ParallelizeOptions &options);
+
+/// Registers `mp-parallelize` (for --pass-pipeline and mp-opt's options).
+void registerMPPipelines();
+
+} // namespace mp
+
+#endif // MP_TRANSFORMS_PIPELINES_H

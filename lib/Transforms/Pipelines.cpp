@@ -1,0 +1,61 @@
+//===- Pipelines.cpp - the mp pass pipelines ------------------------------===//
+#include "mp/Transforms/Pipelines.h"
+#include "mp/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+void mp::buildRaisePipeline(OpPassManager &pm,
+                            const ParallelizeOptions &options) {
+  pm.addPass(createMPRaise());
+  if (options.dtype != StorageType::F32)
+    pm.addPass(createMPConvertPrecision({options.dtype}));
+}
+
+void mp::buildPartitionPipeline(OpPassManager &pm,
+                                const ParallelizeOptions &options) {
+  pm.addPass(createMPTensorParallel({options.tp, options.grid}));
+  if (options.sp)
+    pm.addPass(createMPSequenceParallel({options.grid}));
+}
+
+void mp::buildParallelizePipeline(OpPassManager &pm,
+                                  const ParallelizeOptions &options) {
+  buildRaisePipeline(pm, options);
+  buildPartitionPipeline(pm, options);
+}
+
+/// Why `options` do not make a pipeline, or "" when they do.
+static std::string invalid(const mp::ParallelizeOptions &options) {
+  if (options.tp < 1)
+    return "tp must be at least 1, got " +
+           std::to_string(static_cast<int64_t>(options.tp));
+  if (options.sp && options.tp == 1)
+    return "sequence parallelism (sp) needs tp > 1";
+  return "";
+}
+
+void mp::registerMPPipelines() {
+  // As PassPipelineRegistration does, but with the options checked, so that
+  // a bad combination is an error naming it rather than a pass failing later.
+  registerPassPipeline(
+      "mp-parallelize",
+      "raise, convert precision and partition (tensor, sequence parallelism) "
+      "an imported model",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        ParallelizeOptions options;
+        if (failed(options.parseFromString(text)))
+          return errorHandler("expected tp=N sp[=true|false] "
+                              "dtype=f32|bf16|f16 grid=NAME, got '" +
+                              text + "'");
+        if (std::string why = invalid(options); !why.empty())
+          return errorHandler(why);
+        buildParallelizePipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+        optHandler(ParallelizeOptions());
+      });
+}
