@@ -5,6 +5,7 @@
 // to an artifact. An imported module stays in memory from import to output.
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Import/ONNXImporter.h"
 #include "mp/Target/Artifact.h"
@@ -123,6 +124,14 @@ static bool raises(const MlirOptMainConfig &config, MLIRContext &context) {
   });
 }
 
+/// Whether the module's entry function carries a memory plan.
+static bool isPlanned(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>())
+    if (mp::MemoryPlan::isAttached(func))
+      return true;
+  return false;
+}
+
 /// Writes the module's IR to `path` ("-": standard output).
 static LogicalResult printModule(ModuleOp module, StringRef path) {
   std::string error;
@@ -183,8 +192,18 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
     pm.addPass(mp::createMPRaise());
   pm.addInstrumentation(std::make_unique<ReferenceCapture>(reference));
   if (failed(applyPassManagerCLOptions(pm)) ||
-      failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+      failed(config.setupPassPipeline(pm)))
     return 1;
+  if (failed(pm.run(*module)))
+    return 1;
+  // The artifact writer serializes the memory plan mp-plan-memory records:
+  // run it unless the pipeline did (a plan given in the IR is checked).
+  if (!artifactDir.empty() && !isPlanned(*module)) {
+    PassManager plan(&context);
+    plan.addPass(mp::createMPPlanMemory());
+    if (failed(plan.run(*module)))
+      return 1;
+  }
   if (artifactDir.empty())
     return failed(printModule(*module, outputFilename)) ? 1 : 0;
   if (outputFilename != "-" && failed(printModule(*module, outputFilename)))

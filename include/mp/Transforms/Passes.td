@@ -114,6 +114,34 @@ def MPSequenceParallel : Pass<"mp-sequence-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
 }
 
+def MPPlanMemory : Pass<"mp-plan-memory", "mlir::ModuleOp"> {
+  let summary = "place every value of the program in one arena";
+  let description = [{
+    Computes the static memory plan of the entry function
+    (mp/Analysis/MemoryPlan.h): each value's live range, from the op that
+    defines it to its last use (arguments from the start, results to the
+    end), placed first-fit in one arena so that values not live at the same
+    time share bytes. Parameters and constants keep storage of their own; a
+    view of an arena value (a reshape, an inference dropout) shares its
+    source's bytes. The plan is recorded on the IR for the artifact writer,
+    which only serializes it:
+
+    ```mlir
+    func.func @main(%x: tensor<2x8xf32> {mp.arena_offset = 0 : i64}) -> ...
+        attributes {mp.arena_bytes = 192 : i64} {
+      %0 = mp.gelu %x {mp.arena_offsets = array<i64: 64>} : tensor<2x8xf32>
+    ```
+
+    With `print`, the plan is also printed (offsets, sizes, live ranges and
+    the peak), for tests and for reading.
+  }];
+  let options = [
+    Option<"print", "print", "bool", /*default=*/"false",
+           "print the plan to standard output">,
+  ];
+  let dependentDialects = ["mp::MPDialect"];
+}
+
 def MPConvertPrecision : Pass<"mp-convert-precision", "mlir::ModuleOp"> {
   let summary = "store parameters and activations in fp16 or bf16";
   let description = [{

@@ -1,14 +1,16 @@
 //===- ArtifactWriter.cpp - mp IR -> runtime artifact ---------------------===//
 //
-// Each SSA value of `main` becomes a buffer: parameters (mp.get_param) and
-// constants keep their own storage, everything else gets an offset in one
-// arena from a liveness-based plan, so the runtime allocates once. Each mp
-// op becomes an instruction naming its buffers and the attributes its kernel
-// needs.
+// Each SSA value of the entry function becomes a buffer: parameters
+// (mp.get_param) and constants keep their own storage, everything else sits
+// at its offset in one arena as the memory plan (mp-plan-memory,
+// mp/Analysis/MemoryPlan.h) placed it, so the runtime allocates once. Each
+// op becomes an instruction naming its buffers and the attributes its
+// kernel needs, as the op contract (mp/Support/OpContract.def) lists them.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Target/Artifact.h"
 
+#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Import/ONNXImporter.h"
 #include "mp/Program/program.pb.h"
@@ -52,12 +54,6 @@ FailureOr<DType> dtypeOf(Type type, Location loc) {
   if (elem.isInteger(1)) return DType::Bool;
   return emitError(loc) << "element type " << elem
                         << " has no runtime representation";
-}
-
-int64_t byteSize(Type type) {
-  auto t = cast<RankedTensorType>(type);
-  int64_t bits = t.getElementTypeBitWidth();
-  return t.getNumElements() * (bits == 1 ? 1 : bits / 8);
 }
 
 /// Little-endian bytes of a dense constant (i1 as one byte per element).
@@ -116,7 +112,7 @@ LogicalResult readParamData(ParamOp param, std::string &bytes) {
                                << " data to " << elem;
     bytes = narrowFloats(bytes, elem);
   }
-  if (static_cast<int64_t>(bytes.size()) != byteSize(param.getType()))
+  if (static_cast<int64_t>(bytes.size()) != storageBytes(param.getType()))
     return param.emitError() << "parameter '" << param.getSymName() << "' has "
                              << bytes.size() << " bytes of data for "
                              << param.getType();
@@ -293,7 +289,7 @@ std::string shardOf(const std::string &bytes, ParamOp param, int64_t rank,
   int64_t axis = static_cast<int64_t>(*param.getShardAxis());
   int64_t groups =
       param.getShardGroups() ? static_cast<int64_t>(*param.getShardGroups()) : 1;
-  int64_t elem = byteSize(type) / std::max<int64_t>(type.getNumElements(), 1);
+  int64_t elem = storageBytes(type) / std::max<int64_t>(type.getNumElements(), 1);
   int64_t outer = 1, inner = elem;
   for (int64_t d = 0; d < axis; ++d)
     outer *= type.getDimSize(d);
@@ -310,64 +306,27 @@ std::string shardOf(const std::string &bytes, ParamOp param, int64_t rank,
   return out;
 }
 
-struct ArenaValue {
-  int buffer;
-  int64_t size, def, lastUse;
-};
-
-/// First-fit placement in program order: a buffer may reuse the bytes of
-/// any buffer whose last use came before its definition.
-int64_t planArena(std::vector<ArenaValue> &values, program::Program &prog) {
-  std::sort(values.begin(), values.end(), [](const auto &a, const auto &b) {
-    return a.def != b.def ? a.def < b.def : a.buffer < b.buffer;
-  });
-  struct Live {
-    int64_t offset, end, lastUse;
-  };
-  std::vector<Live> live;
-  int64_t peak = 0;
-  for (const ArenaValue &v : values) {
-    live.erase(std::remove_if(live.begin(), live.end(),
-                              [&](const Live &l) { return l.lastUse < v.def; }),
-               live.end());
-    std::sort(live.begin(), live.end(),
-              [](const Live &a, const Live &b) { return a.offset < b.offset; });
-    int64_t size = (v.size + kAlignment - 1) / kAlignment * kAlignment;
-    int64_t offset = 0;
-    for (const Live &l : live) {
-      if (l.offset - offset >= size)
-        break;
-      offset = std::max(offset, l.end);
-    }
-    live.push_back({offset, offset + size, v.lastUse});
-    prog.mutable_buffers(v.buffer)->set_offset(offset);
-    peak = std::max(peak, offset + size);
-  }
-  return peak;
-}
-
 class Lowering {
 public:
-  Lowering(func::FuncOp func, program::Program &prog,
+  Lowering(func::FuncOp func, const MemoryPlan &plan, program::Program &prog,
            std::vector<rt::SafetensorsWriter> &params, ArtifactSummary &summary)
-      : func(func), prog(prog), params(params), summary(summary) {}
+      : func(func), plan(plan), prog(prog), params(params), summary(summary) {}
 
   LogicalResult run();
 
 private:
   FailureOr<int> newBuffer(Value v, program::Buffer::Kind kind);
+  FailureOr<int> arenaBuffer(Value v);
   FailureOr<int> paramBuffer(GetParamOp op);
-  LogicalResult lowerOp(Operation *op, int64_t index);
+  LogicalResult lowerOp(Operation *op);
 
   func::FuncOp func;
+  const MemoryPlan &plan;
   program::Program &prog;
   std::vector<rt::SafetensorsWriter> &params; // one per rank
   ArtifactSummary &summary;
   llvm::DenseMap<Value, int> bufferOf;
   llvm::StringMap<int> paramBuffers;
-  std::vector<ArenaValue> arena;
-  llvm::DenseMap<int, size_t> arenaIndex; // buffer -> its (root) arena value
-  std::vector<std::pair<int, int>> aliases; // (buffer, buffer it aliases)
 };
 
 FailureOr<int> Lowering::newBuffer(Value v, program::Buffer::Kind kind) {
@@ -381,6 +340,14 @@ FailureOr<int> Lowering::newBuffer(Value v, program::Buffer::Kind kind) {
   for (int64_t d : cast<RankedTensorType>(v.getType()).getShape())
     b->add_shape(d);
   bufferOf[v] = id;
+  return id;
+}
+
+/// A buffer at the value's offset in the memory plan.
+FailureOr<int> Lowering::arenaBuffer(Value v) {
+  FailureOr<int> id = newBuffer(v, program::Buffer::ARENA);
+  if (succeeded(id))
+    prog.mutable_buffers(*id)->set_offset(plan.offset(v));
   return id;
 }
 
@@ -404,7 +371,7 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   parseDType(p->dtype(), dtype);
   std::vector<int64_t> localShape(p->shape().begin(), p->shape().end());
   if (prog.synthetic_weights()) {
-    summary.parameterBytes += byteSize(op.getType());
+    summary.parameterBytes += storageBytes(op.getType());
     paramBuffers[op.getName()] = *id;
     return id;
   }
@@ -429,7 +396,7 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   return id;
 }
 
-LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
+LogicalResult Lowering::lowerOp(Operation *op) {
   if (auto get = dyn_cast<GetParamOp>(op))
     return paramBuffer(get);
   if (auto constant = dyn_cast<ConstantOp>(op)) {
@@ -455,20 +422,10 @@ LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     if (reduce.getReduction() != shard::ReductionKind::Sum)
       return op->emitError() << "only sum all-reduces are supported";
-  // A reshape (or inference dropout) of an arena value is the same bytes:
-  // alias its buffer instead of copying.
-  if (isa<ReshapeOp, DropoutOp>(op)) {
-    int input = bufferOf.at(op->getOperand(0));
-    auto root = arenaIndex.find(input);
-    if (root != arenaIndex.end()) {
-      FailureOr<int> id = newBuffer(op->getResult(0), program::Buffer::ARENA);
-      if (failed(id))
-        return failure();
-      arenaIndex[*id] = root->second;
-      aliases.push_back({*id, arena[root->second].buffer});
-      return success();
-    }
-  }
+  // A view of an arena value (a reshape, an inference dropout) is the same
+  // bytes: a buffer at its source's offset, and no instruction.
+  if (op->getNumResults() == 1 && plan.isView(op->getResult(0)))
+    return success(arenaBuffer(op->getResult(0)));
   int64_t gridAxis = -1;
   if (isCollective) {
     auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
@@ -486,19 +443,13 @@ LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
       inst->add_operands(-1);
       continue;
     }
-    int id = bufferOf.at(operand);
-    inst->add_operands(id);
-    auto it = arenaIndex.find(id);
-    if (it != arenaIndex.end())
-      arena[it->second].lastUse = std::max(arena[it->second].lastUse, index);
+    inst->add_operands(bufferOf.at(operand));
   }
   for (Value result : op->getResults()) {
-    FailureOr<int> id = newBuffer(result, program::Buffer::ARENA);
+    FailureOr<int> id = arenaBuffer(result);
     if (failed(id))
       return failure();
     inst->add_results(*id);
-    arenaIndex[*id] = arena.size();
-    arena.push_back({*id, byteSize(result.getType()), index, index});
   }
   addAttributes(op, *inst);
   if (gridAxis >= 0)
@@ -509,36 +460,26 @@ LogicalResult Lowering::lowerOp(Operation *op, int64_t index) {
 LogicalResult Lowering::run() {
   Block &body = func.getBody().front();
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
-    FailureOr<int> id = newBuffer(arg, program::Buffer::ARENA);
+    FailureOr<int> id = arenaBuffer(arg);
     if (failed(id))
       return failure();
     auto *binding = prog.add_inputs();
     auto name = func.getArgAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
     binding->set_name(name ? name.str() : "input" + std::to_string(i));
     binding->set_buffer(*id);
-    arenaIndex[*id] = arena.size();
-    arena.push_back({*id, byteSize(arg.getType()), -1, -1});
   }
-  int64_t index = 0;
   for (Operation &op : body.without_terminator())
-    if (failed(lowerOp(&op, index++)))
+    if (failed(lowerOp(&op)))
       return failure();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    int id = bufferOf.at(v);
     auto *binding = prog.add_outputs();
     auto name = func.getResultAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
     binding->set_name(name ? name.str() : "output" + std::to_string(i));
-    binding->set_buffer(id);
-    auto it = arenaIndex.find(id);
-    if (it != arenaIndex.end())
-      arena[it->second].lastUse = std::numeric_limits<int64_t>::max();
+    binding->set_buffer(bufferOf.at(v));
   }
-  for (const ArenaValue &v : arena)
-    summary.unplannedBytes += v.size;
-  summary.arenaBytes = planArena(arena, prog);
-  for (auto [alias, root] : aliases)
-    prog.mutable_buffers(alias)->set_offset(prog.buffers(root).offset());
+  summary.unplannedBytes = plan.unplannedBytes();
+  summary.arenaBytes = plan.peakBytes();
   summary.instructions = prog.instructions_size();
   prog.set_arena_bytes(summary.arenaBytes);
   return success();
@@ -620,7 +561,11 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
       params.emplace_back(
           (tmp / ("params.rank" + std::to_string(r) + ".safetensors")).string());
   }
-  if (failed(Lowering(func, prog, params, summary).run())) {
+  // The plan mp-plan-memory recorded, else one made now.
+  FailureOr<MemoryPlan> plan = MemoryPlan::isAttached(func)
+                                   ? MemoryPlan::read(func)
+                                   : MemoryPlan::compute(func);
+  if (failed(plan) || failed(Lowering(func, *plan, prog, params, summary).run())) {
     cleanup();
     return failure();
   }

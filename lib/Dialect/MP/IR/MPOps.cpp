@@ -512,6 +512,9 @@ LogicalResult ExpandOp::verify() {
 // Folders
 //===----------------------------------------------------------------------===//
 
+/// A reshape reinterprets its input's bytes (row-major): a view of them.
+Value ReshapeOp::getViewSource() { return getInput(); }
+
 OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType())
     return getInput();

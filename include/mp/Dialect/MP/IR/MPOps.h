@@ -11,6 +11,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Dialect/MP/IR/MPEnums.h.inc"

@@ -7,6 +7,7 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
 include "mp/Dialect/MP/IR/MPInterfaces.td"
 
 def MP_Tensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
@@ -377,7 +378,8 @@ def MP_TriluOp : MP_Op<"trilu", [Pure, SameOperandsAndResultType,
 //===----------------------------------------------------------------------===//
 
 def MP_ReshapeOp : MP_Op<"reshape", [Pure,
-    AllElementTypesMatch<["input", "result"]>, MP_SplitByRule]> {
+    AllElementTypesMatch<["input", "result"]>, MP_SplitByRule,
+    DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
   let summary = "reinterprets a tensor with a new static shape";
   let arguments = (ins MP_Tensor:$input);
   let results = (outs MP_Tensor:$result);

@@ -1,0 +1,110 @@
+//===- MemoryPlan.h - the static arena plan of a program --------*- C++ -*-===//
+//
+// Every value a program computes lives in one arena at an offset fixed at
+// compile time: the runtime allocates once and never during a run. The plan
+// is a list of live ranges (a value's bytes are needed from the position that
+// defines it to its last use) placed first-fit, so that values whose ranges
+// do not overlap share bytes.
+//
+// Live ranges are positions in a schedule, not in one block: the plan of a
+// train step (forward then backward in one function) keeps activations live
+// across into the backward by their uses there; a value recomputed in the
+// backward is another value with its own range; several microbatches in
+// flight are several ranges per value, one per microbatch instance, built
+// from the pipeline schedule. placeFirstFit only sees ranges.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_ANALYSIS_MEMORYPLAN_H
+#define MP_ANALYSIS_MEMORYPLAN_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace mp {
+
+/// A buffer needed over positions [start, end] (inclusive) of a schedule.
+struct LiveRange {
+  int64_t size = 0;
+  int64_t start = 0;
+  int64_t end = 0;
+};
+
+struct ArenaPlacement {
+  std::vector<int64_t> offsets; // one per range, in the ranges' order
+  int64_t peak = 0;             // bytes the arena needs
+  int64_t unplanned = 0;        // bytes without any reuse
+};
+
+/// Places ranges in order of start (ties in the given order), each at the
+/// lowest offset that overlaps no range still live (first fit); sizes are
+/// rounded up to `alignment`.
+ArenaPlacement placeFirstFit(const std::vector<LiveRange> &ranges,
+                             int64_t alignment);
+
+/// The arena plan of a function's (single-block) body, in program order:
+/// arguments are live from before the first op, results returned until the
+/// end. Parameters and constants have storage of their own; a value that is
+/// a view of an arena value (a reshape, or an inference dropout) shares its
+/// bytes.
+class MemoryPlan {
+public:
+  static constexpr int64_t kAlignment = 64;
+
+  struct Buffer {
+    mlir::Value value; // the value that owns the bytes
+    LiveRange range;
+    int64_t offset = 0;
+  };
+
+  /// Computes the plan (fails with a diagnostic on a body it cannot plan).
+  static mlir::FailureOr<MemoryPlan> compute(mlir::func::FuncOp func);
+
+  /// The value whose bytes `op`'s result is, when `op` only reinterprets
+  /// them: a view (ViewLikeOpInterface: reshape), or a dropout, which is the
+  /// identity in inference. (A train step's plan must not alias dropout.)
+  static mlir::Value viewSource(mlir::Operation *op);
+
+  /// Whether `v` lives in the arena (not a parameter or constant).
+  bool inArena(mlir::Value v) const { return bufferOf.count(v); }
+  /// `v`'s arena offset (a view's is its source's); `v` must be in the arena.
+  int64_t offset(mlir::Value v) const {
+    return buffers[bufferOf.lookup(v)].offset;
+  }
+  /// Whether `v` is a view sharing another value's bytes.
+  bool isView(mlir::Value v) const {
+    return inArena(v) && buffers[bufferOf.lookup(v)].value != v;
+  }
+  const std::vector<Buffer> &getBuffers() const { return buffers; }
+  int64_t peakBytes() const { return peak; }
+  int64_t unplannedBytes() const { return unplanned; }
+
+  /// Records the plan on the function: `mp.arena_bytes` on it,
+  /// `mp.arena_offset` on each argument, `mp.arena_offsets` (one per result)
+  /// on each op whose results live in the arena.
+  void attach(mlir::func::FuncOp func) const;
+  /// Whether `func` carries a plan (attach ran).
+  static bool isAttached(mlir::func::FuncOp func);
+  /// The plan recorded on `func`, checked against its values (sizes, live
+  /// ranges that would overlap): a hand-edited plan that would corrupt data
+  /// is an error.
+  static mlir::FailureOr<MemoryPlan> read(mlir::func::FuncOp func);
+
+private:
+  mlir::LogicalResult collect(mlir::func::FuncOp func);
+
+  std::vector<Buffer> buffers;
+  llvm::DenseMap<mlir::Value, size_t> bufferOf; // value -> its bytes' owner
+  int64_t peak = 0, unplanned = 0;
+};
+
+/// Bytes of a tensor value (i1 as one byte per element).
+int64_t storageBytes(mlir::Type type);
+
+} // namespace mp
+
+#endif // MP_ANALYSIS_MEMORYPLAN_H

@@ -1,0 +1,212 @@
+//===- MemoryPlan.cpp - the static arena plan of a program ----------------===//
+#include "mp/Analysis/MemoryPlan.h"
+#include "mp/Dialect/MP/IR/MPOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace mlir;
+using namespace mp;
+
+static constexpr llvm::StringLiteral kArenaBytes = "mp.arena_bytes";
+static constexpr llvm::StringLiteral kArgOffset = "mp.arena_offset";
+static constexpr llvm::StringLiteral kResultOffsets = "mp.arena_offsets";
+
+int64_t mp::storageBytes(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  int64_t bits = t.getElementTypeBitWidth();
+  return t.getNumElements() * (bits == 1 ? 1 : bits / 8);
+}
+
+static int64_t aligned(int64_t bytes, int64_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+ArenaPlacement mp::placeFirstFit(const std::vector<LiveRange> &ranges,
+                                 int64_t alignment) {
+  std::vector<size_t> order(ranges.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return ranges[a].start < ranges[b].start;
+  });
+  struct Live {
+    int64_t offset, end, lastUse;
+  };
+  std::vector<Live> live;
+  ArenaPlacement placement;
+  placement.offsets.assign(ranges.size(), 0);
+  for (size_t i : order) {
+    const LiveRange &r = ranges[i];
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [&](const Live &l) { return l.lastUse < r.start; }),
+               live.end());
+    std::sort(live.begin(), live.end(),
+              [](const Live &a, const Live &b) { return a.offset < b.offset; });
+    int64_t size = aligned(r.size, alignment);
+    int64_t offset = 0;
+    for (const Live &l : live) {
+      if (l.offset - offset >= size)
+        break;
+      offset = std::max(offset, l.end);
+    }
+    live.push_back({offset, offset + size, r.end});
+    placement.offsets[i] = offset;
+    placement.peak = std::max(placement.peak, offset + size);
+    placement.unplanned += r.size;
+  }
+  return placement;
+}
+
+Value MemoryPlan::viewSource(Operation *op) {
+  if (auto view = dyn_cast<ViewLikeOpInterface>(op))
+    return view.getViewSource();
+  if (auto dropout = dyn_cast<DropoutOp>(op))
+    return dropout.getInput();
+  return nullptr;
+}
+
+/// Ops whose results have storage of their own, outside the arena.
+static bool ownsStorage(Operation *op) {
+  return isa<GetParamOp, ConstantOp>(op);
+}
+
+LogicalResult MemoryPlan::collect(func::FuncOp func) {
+  if (!func.getBody().hasOneBlock())
+    return func.emitError() << "'" << func.getSymName()
+                            << "' must have a single block to plan its memory";
+  Block &body = func.getBody().front();
+  auto addBuffer = [&](Value v, int64_t position) {
+    bufferOf[v] = buffers.size();
+    buffers.push_back({v, {storageBytes(v.getType()), position, position}, 0});
+  };
+  auto use = [&](Value v, int64_t position) {
+    auto it = bufferOf.find(v);
+    if (it != bufferOf.end())
+      buffers[it->second].range.end =
+          std::max(buffers[it->second].range.end, position);
+  };
+  for (BlockArgument arg : body.getArguments())
+    addBuffer(arg, -1);
+  int64_t position = 0;
+  for (Operation &op : body.without_terminator()) {
+    int64_t here = position++;
+    if (ownsStorage(&op))
+      continue;
+    Value source = viewSource(&op);
+    if (source && inArena(source) && op.getNumResults() == 1) {
+      bufferOf[op.getResult(0)] = bufferOf.lookup(source);
+      continue;
+    }
+    for (Value operand : op.getOperands())
+      use(operand, here);
+    for (Value result : op.getResults())
+      addBuffer(result, here);
+  }
+  for (Value returned : body.getTerminator()->getOperands())
+    use(returned, std::numeric_limits<int64_t>::max());
+  return success();
+}
+
+FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp func) {
+  MemoryPlan plan;
+  if (failed(plan.collect(func)))
+    return failure();
+  std::vector<LiveRange> ranges;
+  for (const Buffer &b : plan.buffers)
+    ranges.push_back(b.range);
+  ArenaPlacement placement = placeFirstFit(ranges, kAlignment);
+  for (auto [buffer, offset] : llvm::zip(plan.buffers, placement.offsets))
+    buffer.offset = offset;
+  plan.peak = placement.peak;
+  plan.unplanned = placement.unplanned;
+  return plan;
+}
+
+void MemoryPlan::attach(func::FuncOp func) const {
+  Builder b(func.getContext());
+  func->setAttr(kArenaBytes, b.getI64IntegerAttr(peak));
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments())
+    func.setArgAttr(arg.getArgNumber(), kArgOffset,
+                    b.getI64IntegerAttr(offset(arg)));
+  for (Operation &op : body.without_terminator()) {
+    if (op.getNumResults() == 0 || !inArena(op.getResult(0)))
+      continue;
+    SmallVector<int64_t> offsets;
+    for (Value result : op.getResults())
+      offsets.push_back(offset(result));
+    op.setAttr(kResultOffsets, b.getDenseI64ArrayAttr(offsets));
+  }
+}
+
+bool MemoryPlan::isAttached(func::FuncOp func) {
+  return func->hasAttr(kArenaBytes);
+}
+
+FailureOr<MemoryPlan> MemoryPlan::read(func::FuncOp func) {
+  MemoryPlan plan;
+  if (failed(plan.collect(func)))
+    return failure();
+  auto bytes = func->getAttrOfType<IntegerAttr>(kArenaBytes);
+  if (!bytes || bytes.getInt() < 0)
+    return func.emitError() << "'" << kArenaBytes
+                            << "' must be a non-negative integer";
+  plan.peak = bytes.getInt();
+  // Every owner's offset from the IR, in bounds.
+  for (Buffer &b : plan.buffers) {
+    std::optional<int64_t> offset;
+    Operation *where = func;
+    if (auto arg = dyn_cast<BlockArgument>(b.value)) {
+      if (auto attr = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                         kArgOffset))
+        offset = attr.getInt();
+    } else {
+      where = b.value.getDefiningOp();
+      auto attr = where->getAttrOfType<DenseI64ArrayAttr>(kResultOffsets);
+      unsigned n = cast<OpResult>(b.value).getResultNumber();
+      if (attr && attr.size() == static_cast<int64_t>(where->getNumResults()))
+        offset = attr[n];
+    }
+    if (!offset)
+      return where->emitError() << "has no arena offset in the memory plan "
+                                   "(run mp-plan-memory again)";
+    if (*offset < 0 || *offset % kAlignment ||
+        *offset + aligned(b.range.size, kAlignment) > plan.peak)
+      return where->emitError()
+             << "arena offset " << *offset << " of a " << b.range.size
+             << "-byte value does not fit the " << plan.peak << "-byte arena";
+    b.offset = *offset;
+    plan.unplanned += b.range.size;
+  }
+  // No two values live at once may share bytes: sweep the ranges in order
+  // of start, checking each against those still live.
+  std::vector<size_t> order(plan.buffers.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return plan.buffers[a].range.start < plan.buffers[b].range.start;
+  });
+  std::vector<const Buffer *> live;
+  for (size_t i : order) {
+    const Buffer &b = plan.buffers[i];
+    llvm::erase_if(live, [&](const Buffer *l) {
+      return l->range.end < b.range.start;
+    });
+    for (const Buffer *l : live) {
+      bool overlap =
+          b.offset < l->offset + aligned(l->range.size, kAlignment) &&
+          l->offset < b.offset + aligned(b.range.size, kAlignment);
+      if (overlap && b.range.size && l->range.size)
+        return func.emitError()
+               << "the memory plan places two values live at the same time "
+                  "in the same bytes (offsets "
+               << l->offset << " and " << b.offset << ")";
+    }
+    live.push_back(&b);
+  }
+  return plan;
+}
