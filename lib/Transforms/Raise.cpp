@@ -164,7 +164,7 @@ struct LinearFromMatmul : OpRewritePattern<MatmulOp> {
         !isa<FloatType>(tensorType(weight).getElementType()))
       return failure();
     rewriter.replaceOpWithNewOp<LinearOp>(
-        op, op.getType(), op.getLhs(), weight, Value(),
+        op, op.getLhs(), weight, Value(),
         transposed ? rewriter.getUnitAttr() : nullptr);
     return success();
   }
@@ -184,7 +184,7 @@ struct LinearBias : OpRewritePattern<AddOp> {
       ArrayRef<int64_t> out = linear.getType().getShape();
       if (tensorType(b).getShape() != out.take_back())
         continue;
-      rewriter.replaceOpWithNewOp<LinearOp>(op, op.getType(), linear.getInput(),
+      rewriter.replaceOpWithNewOp<LinearOp>(op, linear.getInput(),
                                             linear.getWeight(), b,
                                             linear.getTransposeWeightAttr());
       return success();
@@ -202,7 +202,7 @@ struct EmbeddingFromGather : OpRewritePattern<GatherOp> {
         tensorType(op.getInput()).getRank() != 2 ||
         !isa<FloatType>(tensorType(op.getInput()).getElementType()))
       return failure();
-    rewriter.replaceOpWithNewOp<EmbeddingOp>(op, op.getType(), op.getInput(),
+    rewriter.replaceOpWithNewOp<EmbeddingOp>(op, op.getInput(),
                                              op.getIndices(), nullptr);
     return success();
   }
@@ -232,7 +232,7 @@ struct LayerNormFromDecomposed : OpRewritePattern<DivOp> {
                                            tensorType(x).getElementType());
     Value one = splatConstant(rewriter, op.getLoc(), paramType, 1.0);
     Value zero = splatConstant(rewriter, op.getLoc(), paramType, 0.0);
-    rewriter.replaceOpWithNewOp<LayerNormOp>(op, op.getType(), x, one, zero,
+    rewriter.replaceOpWithNewOp<LayerNormOp>(op, x, one, zero,
                                              rewriter.getI64IntegerAttr(-1),
                                              rewriter.getF32FloatAttr(eps));
     return success();
@@ -260,7 +260,7 @@ struct RMSNormFromDecomposed : OpRewritePattern<MulOp> {
     auto paramType = RankedTensorType::get(tensorType(x).getShape().take_back(),
                                            tensorType(x).getElementType());
     Value one = splatConstant(rewriter, op->getLoc(), paramType, 1.0);
-    rewriter.replaceOpWithNewOp<RMSNormOp>(op, x.getType(), x, one,
+    rewriter.replaceOpWithNewOp<RMSNormOp>(op, x, one,
                                            rewriter.getF32FloatAttr(eps));
   }
 };
@@ -304,14 +304,14 @@ struct NormScale : OpRewritePattern<MulOp> {
             (ln.getBias() && !isZeroBias(ln.getBias())))
           continue;
         rewriter.replaceOpWithNewOp<LayerNormOp>(
-            op, op.getType(), ln.getInput(), w, ln.getBias(), ln.getAxisAttr(),
+            op, ln.getInput(), w, ln.getBias(), ln.getAxisAttr(),
             ln.getEpsilonAttr());
         return success();
       }
       if (auto rms = a.getDefiningOp<RMSNormOp>()) {
         if (!isUnitScale(rms.getScale()))
           continue;
-        rewriter.replaceOpWithNewOp<RMSNormOp>(op, op.getType(), rms.getInput(),
+        rewriter.replaceOpWithNewOp<RMSNormOp>(op, rms.getInput(),
                                                w, rms.getEpsilonAttr());
         return success();
       }
@@ -336,7 +336,7 @@ struct LayerNormBias : OpRewritePattern<AddOp> {
       if (tensorType(b).getShape() != ln.getType().getShape().take_back())
         continue;
       rewriter.replaceOpWithNewOp<LayerNormOp>(
-          op, op.getType(), ln.getInput(), ln.getScale(), b, ln.getAxisAttr(),
+          op, ln.getInput(), ln.getScale(), b, ln.getAxisAttr(),
           ln.getEpsilonAttr());
       return success();
     }
@@ -433,7 +433,7 @@ struct GeluFromDecomposed : OpRewritePattern<MulOp> {
       if (!takeFactor(rest, isGate) || rest.size() != 1 || rest[0] != x ||
           x.getType() != op.getType())
         continue;
-      rewriter.replaceOpWithNewOp<GeluOp>(op, op.getType(), x, form);
+      rewriter.replaceOpWithNewOp<GeluOp>(op, x, form);
       return success();
     }
     return failure();
@@ -449,7 +449,7 @@ struct SiluFromDecomposed : OpRewritePattern<MulOp> {
                         std::pair(op.getRhs(), op.getLhs())}) {
       auto sigmoid = s.getDefiningOp<SigmoidOp>();
       if (sigmoid && sigmoid.getInput() == x && x.getType() == op.getType()) {
-        rewriter.replaceOpWithNewOp<SiluOp>(op, op.getType(), x);
+        rewriter.replaceOpWithNewOp<SiluOp>(op, x);
         return success();
       }
     }
@@ -604,7 +604,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     if (tensorType(key).getDimSize(1) != tensorType(value).getDimSize(1))
       return failure();
     rewriter.replaceOpWithNewOp<AttentionOp>(
-        op, op.getType(), query, key, value, mask,
+        op, query, key, value, mask,
         rewriter.getF32FloatAttr(static_cast<float>(scale)),
         causal ? rewriter.getUnitAttr() : nullptr);
     return success();
@@ -622,13 +622,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     }
     if (perm == SmallVector<int64_t>{0, 1, 2, 3})
       return source;
-    ArrayRef<int64_t> in = tensorType(source).getShape();
-    SmallVector<int64_t> shape;
-    for (int64_t p : perm)
-      shape.push_back(in[p]);
-    auto type =
-        RankedTensorType::get(shape, tensorType(source).getElementType());
-    return TransposeOp::create(rewriter, loc, type, source,
+    return TransposeOp::create(rewriter, loc, source,
                                rewriter.getDenseI64ArrayAttr(perm));
   }
 };

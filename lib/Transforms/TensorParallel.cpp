@@ -284,7 +284,7 @@ LogicalResult TensorParallelPass::rewriteRow(LinearOp linear) {
   Value reduced = allReduce(b, linear.getLoc(), linear.getResult(), linear);
   Value result = reduced;
   if (bias) {
-    auto add = AddOp::create(b, linear.getLoc(), linear.getType(), reduced,
+    auto add = AddOp::create(b, linear.getLoc(), reduced,
                              bias);
     add->setAttrs(linear->getDiscardableAttrDictionary());
     result = add;
