@@ -9,7 +9,8 @@ PACKAGES=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   nlohmann-json3-dev zlib1g-dev
   libgtest-dev googletest libbenchmark-dev
-  python3-torch python3-onnx python3-numpy
+  python3-torch python3-onnx python3-numpy python3-protobuf
+  clang-format
 )
 
 missing=()
