@@ -1,0 +1,192 @@
+//===- KernelsNormTest.cpp - CPU norms, softmax and reductions --------------===//
+//
+// Checked against references written here in double precision; see
+// KernelTestUtil.h.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelTestUtil.h"
+
+using namespace mp::rt;
+using namespace mp::rt::cpu;
+using namespace mp::rt::test;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// norms, softmax, reduce
+//===----------------------------------------------------------------------===//
+
+TEST(KernelLayerNorm, LastAxisAndTrailingTwo) {
+  uint32_t seed = 500;
+  struct Case {
+    Shape x;
+    int64_t axis;
+  };
+  for (Case c : {Case{{3, 7, 16}, 2}, Case{{2, 3, 4, 5}, 2}, Case{{64, 768}, 1},
+                 Case{{5, 9}, 0}})
+    for (bool withBias : {false, true}) {
+      Buf x = randomBuf(DType::F32, c.x, seed++, -3, 5);
+      Shape ns(c.x.begin() + c.axis, c.x.end());
+      Buf g = randomBuf(DType::F32, ns, seed++), b = randomBuf(DType::F32, ns, seed++);
+      Buf out(DType::F32, c.x);
+      const float eps = 1e-5f;
+      ASSERT_TRUE(layerNorm(x.t, g.t, withBias ? &b.t : nullptr, c.axis, eps, out.t).ok);
+      int64_t inner = numelOf(ns), outer = x.n() / inner;
+      std::vector<double> ref(static_cast<size_t>(x.n()));
+      for (int64_t r = 0; r < outer; ++r) {
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; ++i)
+          mean += x.get(r * inner + i);
+        mean /= double(inner);
+        for (int64_t i = 0; i < inner; ++i)
+          var += std::pow(x.get(r * inner + i) - mean, 2);
+        var /= double(inner);
+        for (int64_t i = 0; i < inner; ++i)
+          ref[size_t(r * inner + i)] =
+              (x.get(r * inner + i) - mean) / std::sqrt(var + double(eps)) * g.get(i) +
+              (withBias ? b.get(i) : 0);
+      }
+      expectClose(out, ref, kRtol, 1e-6, formatShape(c.x));
+    }
+}
+
+TEST(KernelRmsNorm, LastAxis) {
+  uint32_t seed = 550;
+  for (Shape s : {Shape{3, 7, 16}, Shape{40, 1024}}) {
+    Buf x = randomBuf(DType::F32, s, seed++, -2, 3);
+    Buf g = randomBuf(DType::F32, {s.back()}, seed++);
+    Buf out(DType::F32, s);
+    ASSERT_TRUE(rmsNorm(x.t, g.t, 1e-6f, out.t).ok);
+    int64_t inner = s.back();
+    std::vector<double> ref(static_cast<size_t>(x.n()));
+    for (int64_t r = 0; r < x.n() / inner; ++r) {
+      double ms = 0;
+      for (int64_t i = 0; i < inner; ++i)
+        ms += std::pow(x.get(r * inner + i), 2);
+      ms /= double(inner);
+      for (int64_t i = 0; i < inner; ++i)
+        ref[size_t(r * inner + i)] =
+            x.get(r * inner + i) / std::sqrt(ms + 1e-6) * g.get(i);
+    }
+    expectClose(out, ref, kRtol, 1e-6, formatShape(s));
+  }
+}
+
+std::vector<double> refSoftmax(const Buf &x, int64_t axis) {
+  const Shape &s = x.t.shape;
+  int64_t n = s[size_t(axis)], inner = 1;
+  for (size_t d = size_t(axis) + 1; d < s.size(); ++d)
+    inner *= s[d];
+  int64_t outer = x.n() / (n * inner);
+  std::vector<double> ref(static_cast<size_t>(x.n()));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      double m = -INFINITY, sum = 0;
+      for (int64_t i = 0; i < n; ++i)
+        m = std::max(m, x.get((o * n + i) * inner + j));
+      for (int64_t i = 0; i < n; ++i)
+        sum += std::exp(x.get((o * n + i) * inner + j) - m);
+      for (int64_t i = 0; i < n; ++i)
+        ref[size_t((o * n + i) * inner + j)] =
+            std::exp(x.get((o * n + i) * inner + j) - m) / sum;
+    }
+  return ref;
+}
+
+TEST(KernelSoftmax, LastAndMiddleAxes) {
+  uint32_t seed = 600;
+  struct Case {
+    Shape s;
+    int64_t axis;
+  };
+  for (Case c : {Case{{4, 9, 33}, 2}, Case{{4, 9, 33}, 1}, Case{{4, 9, 33}, 0},
+                 Case{{3, 7, 300}, 1}, Case{{2, 50, 400}, 2}, Case{{64, 600}, 1},
+                 Case{{2, 40, 600}, 1}})
+    for (DType dt : {DType::F32, DType::F64}) {
+      Buf x = randomBuf(dt, c.s, seed++, -8, 8);
+      Buf out(dt, c.s);
+      ASSERT_TRUE(softmax(x.t, c.axis, out.t).ok);
+      expectClose(out, refSoftmax(x, c.axis), dt == DType::F32 ? kRtol : 1e-12,
+                  1e-9, formatShape(c.s) + " axis " + std::to_string(c.axis));
+    }
+  // A fully masked row gives zeros (not NaN); -inf entries give 0.
+  Buf x = fromValues(DType::F32, {2, 3}, {-INFINITY, -INFINITY, -INFINITY, 0, -INFINITY, 0});
+  Buf out(DType::F32, {2, 3});
+  ASSERT_TRUE(softmax(x.t, 1, out.t).ok);
+  expectExact(out, {0, 0, 0, 0.5, 0, 0.5});
+  // The same along a middle axis (the strided path), and a NaN makes its
+  // whole row NaN on both paths (the CUDA kernels do the same).
+  for (DType dt : {DType::F32, DType::F64}) {
+    Buf t = fromValues(dt, {3, 2}, {-INFINITY, 0, -INFINITY, NAN, -INFINITY, 0});
+    Buf tOut(dt, {3, 2});
+    ASSERT_TRUE(softmax(t.t, 0, tOut.t).ok);
+    for (int64_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(tOut.get(2 * i), 0.0) << dtypeName(dt) << " row " << i;
+      EXPECT_TRUE(std::isnan(tOut.get(2 * i + 1))) << dtypeName(dt) << " row " << i;
+    }
+    Buf r = fromValues(dt, {1, 3}, {1, NAN, 2});
+    Buf rOut(dt, {1, 3});
+    ASSERT_TRUE(softmax(r.t, 1, rOut.t).ok);
+    for (int64_t i = 0; i < 3; ++i)
+      EXPECT_TRUE(std::isnan(rOut.get(i))) << dtypeName(dt) << " element " << i;
+  }
+}
+
+TEST(KernelReduce, EveryKindSeveralAxes) {
+  const ReduceKind kinds[] = {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max,
+                              ReduceKind::Min};
+  const std::vector<std::vector<int64_t>> axesList = {
+      {0}, {1}, {2}, {3}, {0, 2}, {1, 2}, {1, 3}, {0, 1, 2, 3}, {2, 3}, {0, 3}};
+  uint32_t seed = 700;
+  for (Shape s : {Shape{3, 4, 5, 6}, Shape{2, 1, 7, 3}, Shape{40, 3, 50, 9}})
+    for (DType dt : {DType::F32, DType::F64, DType::I64, DType::I32})
+      for (ReduceKind k : kinds)
+        for (const auto &axes : axesList) {
+          bool isInt = dt == DType::I64 || dt == DType::I32;
+          Buf x = randomBuf(dt, s, seed++, isInt ? -50 : -1, isInt ? 50 : 1);
+          Shape os;
+          for (size_t d = 0; d < s.size(); ++d)
+            if (std::find(axes.begin(), axes.end(), int64_t(d)) == axes.end())
+              os.push_back(s[d]);
+          Buf out(dt, os);
+          ASSERT_TRUE(reduce(k, x.t, axes, out.t).ok);
+          // Reference: accumulate per output element.
+          std::vector<double> acc(static_cast<size_t>(numelOf(os)), 0);
+          std::vector<int64_t> cnt(static_cast<size_t>(numelOf(os)), 0);
+          std::vector<bool> isReduced(s.size(), false);
+          for (int64_t a : axes)
+            isReduced[size_t(a)] = true;
+          for (int64_t i = 0; i < x.n(); ++i) {
+            int64_t rem = i, oi = 0, ost = 1;
+            for (size_t d = s.size(); d-- > 0;) {
+              int64_t c = rem % s[d];
+              rem /= s[d];
+              if (!isReduced[d]) {
+                oi += c * ost;
+                ost *= s[d];
+              }
+            }
+            size_t o = size_t(oi);
+            double v = x.get(i);
+            if (cnt[o]++ == 0)
+              acc[o] = v;
+            else if (k == ReduceKind::Max)
+              acc[o] = std::max(acc[o], v);
+            else if (k == ReduceKind::Min)
+              acc[o] = std::min(acc[o], v);
+            else
+              acc[o] += v;
+          }
+          if (k == ReduceKind::Mean)
+            for (size_t o = 0; o < acc.size(); ++o)
+              acc[o] = isInt ? std::trunc(acc[o] / double(cnt[o]))
+                             : acc[o] / double(cnt[o]);
+          expectClose(out, acc, dt == DType::F32 ? kRtol : 1e-12,
+                      dt == DType::F32 ? 1e-6 : 1e-12,
+                      formatShape(s) + " " + dtypeName(dt) + " kind " +
+                          std::to_string(int(k)) + " axes " +
+                          std::to_string(axes.size()) + "@" + std::to_string(axes[0]));
+        }
+}
+
+} // namespace
