@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "HostTensor.h"
+#include "ONNXOps.h"
 
 #include <onnx/onnx_pb.h>
 

@@ -59,13 +59,6 @@ struct HostTensor {
 bool decodeTensor(const onnx::TensorProto &proto, const std::string *external,
                   HostTensor &out, std::string &error);
 
-/// Tries to evaluate `node` on known inputs (absent optional inputs are
-/// nullptr). Returns false with empty `error` when the op is not foldable;
-/// false with `error` set when the inputs are invalid for the op.
-bool foldNode(const onnx::NodeProto &node,
-              const std::vector<const HostTensor *> &inputs,
-              std::vector<HostTensor> &outputs, std::string &error);
-
 /// The attribute `name` of `node`, or nullptr.
 const onnx::AttributeProto *findAttr(const onnx::NodeProto &node,
                                      const std::string &name);

@@ -3,129 +3,29 @@
 // Walks the ONNX graph in order. Every value is either a parameter (a float
 // initializer), a constant known at import (integer initializers, Constant
 // nodes, and everything folded from them and from static shapes), or an SSA
-// value of the emitted function. Nodes whose inputs are all constants are
-// folded on the host (HostTensor.cpp); the rest become mp ops whose result
-// shapes are computed here, so the IR is fully static.
+// value of the emitted function. This file builds the module (parameters,
+// constants, the function and its inputs and outputs) and dispatches each
+// node through the op table (ONNXOps.cpp): nodes whose inputs are known are
+// folded on the host (Fold*.cpp), the rest become mp ops (Import*.cpp) whose
+// result types follow from their operands, so the IR is fully static.
 //
 //===----------------------------------------------------------------------===//
-#include "mp/Import/ONNXImporter.h"
+#include "Importer.h"
 
-#include "HostTensor.h"
-#include "ModelLoader.h"
+#include "ONNXOps.h"
 
-#include "mp/Support/Einsum.h"
-#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Support/Shape.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/Builders.h"
-#include "mlir/IR/BuiltinTypes.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
-#include "llvm/ADT/MapVector.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
-#include <cmath>
-#include <functional>
-#include <optional>
+#include <algorithm>
 
 using namespace mlir;
 using namespace mp;
 using namespace mp::onnx_import;
 
-namespace {
-
-using Shape = std::vector<int64_t>;
-
-/// The op types the importer handles (ONNX default domain).
-const llvm::StringSet<> &supportedOps() {
-  static const llvm::StringSet<> ops = {"MatMul",
-                                        "Gemm",
-                                        "Add",
-                                        "Sub",
-                                        "Mul",
-                                        "Div",
-                                        "Pow",
-                                        "Sqrt",
-                                        "Reciprocal",
-                                        "Neg",
-                                        "Exp",
-                                        "Log",
-                                        "Erf",
-                                        "Tanh",
-                                        "Sigmoid",
-                                        "Relu",
-                                        "Softmax",
-                                        "LayerNormalization",
-                                        "ReduceMean",
-                                        "ReduceSum",
-                                        "ReduceMax",
-                                        "Reshape",
-                                        "Transpose",
-                                        "Split",
-                                        "Concat",
-                                        "Slice",
-                                        "Gather",
-                                        "Unsqueeze",
-                                        "Squeeze",
-                                        "Expand",
-                                        "Where",
-                                        "Equal",
-                                        "Less",
-                                        "Cast",
-                                        "Trilu",
-                                        "Constant",
-                                        "ConstantOfShape",
-                                        "Shape",
-                                        "Identity",
-                                        "Einsum",
-                                        "Cos",
-                                        "Sin",
-                                        "Range"};
-  return ops;
-}
-
-/// What the importer knows about one ONNX value.
-struct Entry {
-  Value value;                        // emitted SSA value (may be null)
-  std::optional<HostTensor> constant; // known at import
-  std::string param;                  // parameter symbol, if a parameter
-  RankedTensorType type;
-};
-
-struct Importer {
-  Importer(MLIRContext *ctx, LoadedModel &model, const ImportOptions &options)
-      : ctx(ctx), builder(ctx), model(model), options(options) {}
-
-  OwningOpRef<ModuleOp> run();
-
-  // Types and attributes.
-  FailureOr<Type> elementType(int32_t onnxType, Location loc,
-                              const std::string &what);
-  DenseElementsAttr toAttr(const HostTensor &t, RankedTensorType type);
-  RankedTensorType typeOf(const HostTensor &t);
-
-  // Module structure.
-  LogicalResult checkSupportedOps();
-  LogicalResult declareInitializers();
-  LogicalResult declareParam(const onnx::TensorProto &init, Type elemType);
-  LogicalResult createFunction();
-  LogicalResult finishFunction();
-  LogicalResult bindInput(const onnx::ValueInfoProto &input,
-                          const std::string &file, Location loc);
-
-  // Nodes.
-  LogicalResult importNode(const onnx::NodeProto &node, int index);
-  Value materialize(const std::string &name, Location loc);
-
-  MLIRContext *ctx;
-  OpBuilder builder;
-  LoadedModel &model;
-  const ImportOptions &options;
-  ModuleOp module;
-  func::FuncOp func;
-  llvm::StringMap<Entry> values;
-};
+namespace mp::onnx_import {
 
 //===----------------------------------------------------------------------===//
 // Types and attributes
@@ -215,7 +115,7 @@ LogicalResult Importer::checkSupportedOps() {
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     std::string type =
         defaultDomain ? node.op_type() : node.domain() + "." + node.op_type();
-    if (!defaultDomain || !supportedOps().contains(node.op_type()))
+    if (!defaultDomain || !lookupONNXOp(node.op_type()))
       if (seenTypes.insert(type).second)
         unsupported.push_back({type, nodeName(node, i)});
   }
@@ -238,9 +138,9 @@ LogicalResult Importer::declareParam(const onnx::TensorProto &init,
   Location loc = NameLoc::get(builder.getStringAttr(init.name()));
   auto type = RankedTensorType::get(
       Shape(init.dims().begin(), init.dims().end()), elemType);
-  auto param = ParamOp::create(builder, loc, init.name(), type, nullptr,
-                               nullptr, nullptr, nullptr, nullptr,
-                               nullptr, nullptr, nullptr);
+  auto param =
+      ParamOp::create(builder, loc, init.name(), type, nullptr, nullptr,
+                      nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
   values[init.name()] = Entry{Value(), std::nullopt, init.name(), type};
   if (options.shapeOnly)
     return success();
@@ -450,233 +350,28 @@ OwningOpRef<ModuleOp> Importer::run() {
 // Nodes
 //===----------------------------------------------------------------------===//
 
-/// Emission of one node: gives access to inputs and reports errors located at
-/// the node.
-struct NodeEmitter {
-  Importer &imp;
-  const onnx::NodeProto &node;
-  Location loc;
-  std::string name; // the node's name, or OpType_index when it has none
-
-  OpBuilder &b() { return imp.builder; }
-  MLIRContext *ctx() { return imp.ctx; }
-
-  InFlightDiagnostic error() {
-    return emitError(loc) << "node '" << name << "' (" << node.op_type()
-                          << "): ";
+FailureOr<std::vector<int64_t>> NodeEmitter::constInts(int i,
+                                                       const char *what) {
+  Entry *e = entry(i);
+  if (!e || !e->constant) {
+    error() << what << " (input " << i << ", '" << node.input(i)
+            << "') must be known at import: a constant or computed from "
+               "static shapes";
+    return failure();
   }
-  bool hasInput(int i) {
-    return i < node.input_size() && !node.input(i).empty();
-  }
-  Entry *entry(int i) {
-    auto it = imp.values.find(node.input(i));
-    return it == imp.values.end() ? nullptr : &it->second;
-  }
-  RankedTensorType type(int i) { return entry(i)->type; }
-  Shape shape(int i) {
-    ArrayRef<int64_t> s = type(i).getShape();
-    return Shape(s.begin(), s.end());
-  }
-  Value value(int i) { return imp.materialize(node.input(i), loc); }
-  /// An input that must be known at import (shapes, axes, indices...).
-  FailureOr<std::vector<int64_t>> constInts(int i, const char *what) {
-    Entry *e = entry(i);
-    if (!e || !e->constant) {
-      error() << what << " (input " << i << ", '" << node.input(i)
-              << "') must be known at import: a constant or computed from "
-                 "static shapes";
-      return failure();
-    }
-    std::vector<int64_t> v(e->constant->numElements());
-    for (size_t k = 0; k < v.size(); ++k)
-      v[k] = e->constant->getInt(k);
-    return v;
-  }
-  void setOutput(int i, Value v) {
-    imp.values[node.output(i)] =
-        Entry{v, std::nullopt, "", cast<RankedTensorType>(v.getType())};
-  }
-  RankedTensorType like(int i, const Shape &shape) {
-    return RankedTensorType::get(shape, type(i).getElementType());
-  }
-  FailureOr<int64_t> axis(int64_t a, int64_t rank) {
-    if (a < -rank || a >= rank) {
-      error() << "axis " << a << " is out of range for rank " << rank;
-      return failure();
-    }
-    return a < 0 ? a + rank : a;
-  }
-};
-
-using EmitFn = std::function<LogicalResult(NodeEmitter &)>;
-
-template <typename OpT> EmitFn unary() {
-  return [](NodeEmitter &e) -> LogicalResult {
-    Value x = e.value(0);
-    if (!x)
-      return failure();
-    e.setOutput(0, OpT::create(e.b(), e.loc, x.getType(), x));
-    return success();
-  };
+  std::vector<int64_t> v(e->constant->numElements());
+  for (size_t k = 0; k < v.size(); ++k)
+    v[k] = e->constant->getInt(k);
+  return v;
 }
 
-FailureOr<Shape> broadcast(NodeEmitter &e, const Shape &a, const Shape &b) {
-  Shape out;
-  if (!broadcastShapes(a, b, out)) {
-    e.error() << "shapes " << formatShape(a) << " and " << formatShape(b)
-              << " are not broadcastable";
+FailureOr<int64_t> NodeEmitter::axis(int64_t a, int64_t rank) {
+  std::optional<int64_t> normalized = normalizeAxis(a, rank);
+  if (!normalized) {
+    error() << "axis " << a << " is out of range for rank " << rank;
     return failure();
   }
-  return out;
-}
-
-/// Converts `v` (input `i`) to `elem`: constants are re-typed, values cast.
-Value convertTo(NodeEmitter &e, int i, Type elem) {
-  Entry *en = e.entry(i);
-  if (en->type.getElementType() == elem)
-    return e.value(i);
-  if (en->constant) {
-    HostTensor t = *en->constant;
-    HostTensor converted;
-    converted.shape = t.shape;
-    auto dtypeOf = [&](Type ty) {
-      if (ty.isF32())
-        return DType::Float;
-      if (ty.isF16())
-        return DType::Float16;
-      if (ty.isBF16())
-        return DType::BFloat16;
-      if (ty.isF64())
-        return DType::Double;
-      if (ty.isInteger(64))
-        return DType::Int64;
-      if (ty.isInteger(32))
-        return DType::Int32;
-      if (ty.isInteger(8))
-        return DType::Int8;
-      return DType::Bool;
-    };
-    converted.dtype = dtypeOf(elem);
-    converted.allocate();
-    for (int64_t k = 0; k < t.numElements(); ++k)
-      converted.set(k, t.getDouble(k));
-    auto type = RankedTensorType::get(t.shape, elem);
-    return ConstantOp::create(e.b(), e.loc, e.imp.toAttr(converted, type));
-  }
-  Value v = e.value(i);
-  return CastOp::create(e.b(), e.loc,
-                        RankedTensorType::get(en->type.getShape(), elem), v);
-}
-
-template <typename OpT> EmitFn binary() {
-  return [](NodeEmitter &e) -> LogicalResult {
-    Type elem = e.type(0).getElementType();
-    Value lhs = e.value(0);
-    Value rhs = std::is_same_v<OpT, PowOp> ? convertTo(e, 1, elem) : e.value(1);
-    if (!lhs || !rhs)
-      return failure();
-    if (cast<RankedTensorType>(rhs.getType()).getElementType() != elem)
-      return e.error()
-             << "operand element types differ: " << elem << " and "
-             << cast<RankedTensorType>(rhs.getType()).getElementType();
-    FailureOr<Shape> shape = broadcast(e, e.shape(0), e.shape(1));
-    if (failed(shape))
-      return failure();
-    e.setOutput(0, OpT::create(e.b(), e.loc, e.like(0, *shape), lhs, rhs));
-    return success();
-  };
-}
-
-EmitFn compare(ComparePredicate pred) {
-  return [pred](NodeEmitter &e) -> LogicalResult {
-    Value lhs = e.value(0), rhs = e.value(1);
-    if (!lhs || !rhs)
-      return failure();
-    FailureOr<Shape> shape = broadcast(e, e.shape(0), e.shape(1));
-    if (failed(shape))
-      return failure();
-    auto type = RankedTensorType::get(*shape, e.b().getI1Type());
-    e.setOutput(0, CompareOp::create(e.b(), e.loc, type, pred, lhs, rhs));
-    return success();
-  };
-}
-
-LogicalResult emitWhere(NodeEmitter &e) {
-  Value c = e.value(0), x = e.value(1), y = e.value(2);
-  if (!c || !x || !y)
-    return failure();
-  FailureOr<Shape> s1 = broadcast(e, e.shape(0), e.shape(1));
-  if (failed(s1))
-    return failure();
-  FailureOr<Shape> shape = broadcast(e, *s1, e.shape(2));
-  if (failed(shape))
-    return failure();
-  e.setOutput(0, WhereOp::create(e.b(), e.loc, e.like(1, *shape), c, x, y));
-  return success();
-}
-
-LogicalResult emitCast(NodeEmitter &e) {
-  int64_t to = intAttr(e.node, "to", 1);
-  FailureOr<Type> elem =
-      e.imp.elementType(static_cast<int32_t>(to), e.loc, "Cast target");
-  if (failed(elem))
-    return failure();
-  Value x = e.value(0);
-  if (!x)
-    return failure();
-  if (e.type(0).getElementType() == *elem) {
-    e.setOutput(0, x);
-    return success();
-  }
-  e.setOutput(
-      0, CastOp::create(e.b(), e.loc, e.like(0, e.shape(0)).clone(*elem), x));
-  return success();
-}
-
-FailureOr<Shape> matmulShape(NodeEmitter &e, Shape a, Shape b) {
-  if (a.empty() || b.empty()) {
-    e.error() << "MatMul operands must have rank >= 1";
-    return failure();
-  }
-  bool vecA = a.size() == 1, vecB = b.size() == 1;
-  if (vecA)
-    a.insert(a.begin(), 1);
-  if (vecB)
-    b.push_back(1);
-  if (a.back() != b[b.size() - 2]) {
-    e.error() << "MatMul contracting dimensions differ: " << a.back() << " and "
-              << b[b.size() - 2];
-    return failure();
-  }
-  FailureOr<Shape> batch = broadcast(e, Shape(a.begin(), a.end() - 2),
-                                     Shape(b.begin(), b.end() - 2));
-  if (failed(batch))
-    return failure();
-  Shape out = *batch;
-  if (!vecA)
-    out.push_back(a[a.size() - 2]);
-  if (!vecB)
-    out.push_back(b.back());
-  return out;
-}
-
-LogicalResult emitMatMul(NodeEmitter &e) {
-  Value a = e.value(0), b = e.value(1);
-  if (!a || !b)
-    return failure();
-  FailureOr<Shape> shape = matmulShape(e, e.shape(0), e.shape(1));
-  if (failed(shape))
-    return failure();
-  e.setOutput(0, MatmulOp::create(e.b(), e.loc, e.like(0, *shape), a, b));
-  return success();
-}
-
-Value transpose2D(NodeEmitter &e, Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  auto type = RankedTensorType::get({t.getDimSize(1), t.getDimSize(0)},
-                                    t.getElementType());
-  return TransposeOp::create(e.b(), e.loc, type, v,
-                             e.b().getDenseI64ArrayAttr({1, 0}));
+  return *normalized;
 }
 
 Value scalarConstant(NodeEmitter &e, Type elem, double v) {
@@ -685,617 +380,17 @@ Value scalarConstant(NodeEmitter &e, Type elem, double v) {
       e.b(), e.loc, DenseElementsAttr::get(type, e.b().getFloatAttr(elem, v)));
 }
 
-/// Gemm: alpha·A'·B' + beta·C as transpose/matmul/mul/add (mp-raise turns
-/// the weight forms into mp.linear).
-LogicalResult emitGemm(NodeEmitter &e) {
-  Value a = e.value(0), b = e.value(1);
-  if (!a || !b)
-    return failure();
-  if (e.type(0).getRank() != 2 || e.type(1).getRank() != 2)
-    return e.error() << "Gemm operands must have rank 2";
-  if (intAttr(e.node, "transA", 0))
-    a = transpose2D(e, a);
-  if (intAttr(e.node, "transB", 0))
-    b = transpose2D(e, b);
-  auto ta = cast<RankedTensorType>(a.getType());
-  auto tb = cast<RankedTensorType>(b.getType());
-  if (ta.getDimSize(1) != tb.getDimSize(0))
-    return e.error() << "Gemm contracting dimensions differ: "
-                     << ta.getDimSize(1) << " and " << tb.getDimSize(0);
-  Type elem = ta.getElementType();
-  auto type = RankedTensorType::get({ta.getDimSize(0), tb.getDimSize(1)}, elem);
-  Value y = MatmulOp::create(e.b(), e.loc, type, a, b);
-  const auto *alpha = findAttr(e.node, "alpha");
-  if (alpha && alpha->f() != 1.0f)
-    y = MulOp::create(e.b(), e.loc, type, y,
-                      scalarConstant(e, elem, alpha->f()));
-  if (e.hasInput(2)) {
-    Value c = e.value(2);
-    if (!c)
-      return failure();
-    const auto *beta = findAttr(e.node, "beta");
-    if (beta && beta->f() != 1.0f)
-      c = MulOp::create(e.b(), e.loc, c.getType(), c,
-                        scalarConstant(e, elem, beta->f()));
-    FailureOr<Shape> shape = broadcast(
-        e, Shape(type.getShape().begin(), type.getShape().end()), e.shape(2));
-    if (failed(shape))
-      return failure();
-    y = AddOp::create(e.b(), e.loc, type, y, c);
-  }
-  e.setOutput(0, y);
-  return success();
-}
-
-LogicalResult emitSoftmax(NodeEmitter &e) {
-  Value x = e.value(0);
-  if (!x)
-    return failure();
-  FailureOr<int64_t> axis =
-      e.axis(intAttr(e.node, "axis", -1), e.type(0).getRank());
-  if (failed(axis))
-    return failure();
-  e.setOutput(0, SoftmaxOp::create(e.b(), e.loc, x.getType(), x,
-                                   e.b().getI64IntegerAttr(*axis)));
-  return success();
-}
-
-/// LayerNormalization's optional Mean and InvStdDev outputs, computed as
-/// separate ops (the fused op does not expose them).
-void emitLayerNormStatistics(NodeEmitter &e, Value x, int64_t axis,
-                             float epsilon) {
-  Shape in = e.shape(0), reduced = in;
-  SmallVector<int64_t> axes;
-  for (int64_t d = axis; d < static_cast<int64_t>(in.size()); ++d) {
-    axes.push_back(d);
-    reduced[d] = 1;
-  }
-  auto statType = e.like(0, reduced);
-  auto mean = [&](Value v) {
-    return ReduceOp::create(e.b(), e.loc, statType, ReduceKind::mean, v, axes,
-                            true);
-  };
-  Value mu = mean(x);
-  if (e.node.output_size() > 1 && !e.node.output(1).empty())
-    e.setOutput(1, mu);
-  if (e.node.output_size() < 3 || e.node.output(2).empty())
-    return;
-  Value centered = SubOp::create(e.b(), e.loc, x.getType(), x, mu);
-  Value squared = MulOp::create(e.b(), e.loc, x.getType(), centered, centered);
-  Value var = mean(squared);
-  Value eps = scalarConstant(e, e.type(0).getElementType(), epsilon);
-  Value shifted = AddOp::create(e.b(), e.loc, statType, var, eps);
-  e.setOutput(2, RsqrtOp::create(e.b(), e.loc, statType, shifted));
-}
-
-LogicalResult emitLayerNorm(NodeEmitter &e) {
-  Value x = e.value(0), scale = e.value(1);
-  Value bias = e.hasInput(2) ? e.value(2) : Value();
-  if (!x || !scale || (e.hasInput(2) && !bias))
-    return failure();
-  FailureOr<int64_t> axis =
-      e.axis(intAttr(e.node, "axis", -1), e.type(0).getRank());
-  if (failed(axis))
-    return failure();
-  const auto *eps = findAttr(e.node, "epsilon");
-  Shape in = e.shape(0);
-  Shape normalized(in.begin() + *axis, in.end());
-  auto broadcastTo = [&](int i, Value v) -> Value {
-    if (e.shape(i) == normalized)
-      return v;
-    return ExpandOp::create(e.b(), e.loc, e.like(i, normalized), v);
-  };
-  scale = broadcastTo(1, scale);
-  if (bias)
-    bias = broadcastTo(2, bias);
-  auto op =
-      LayerNormOp::create(e.b(), e.loc, x.getType(), x, scale, bias,
-                          e.b().getI64IntegerAttr(*axis - e.type(0).getRank()),
-                          e.b().getF32FloatAttr(eps ? eps->f() : 1e-5f));
-  e.setOutput(0, op);
-  bool wantsStats = (e.node.output_size() > 1 && !e.node.output(1).empty()) ||
-                    (e.node.output_size() > 2 && !e.node.output(2).empty());
-  if (wantsStats)
-    emitLayerNormStatistics(e, x, *axis, eps ? eps->f() : 1e-5f);
-  return success();
-}
-
-EmitFn reduce(ReduceKind kind) {
-  return [kind](NodeEmitter &e) -> LogicalResult {
-    Value x = e.value(0);
-    if (!x)
-      return failure();
-    int64_t rank = e.type(0).getRank();
-    std::vector<int64_t> axes;
-    if (const auto *a = findAttr(e.node, "axes"))
-      axes.assign(a->ints().begin(), a->ints().end());
-    else if (e.hasInput(1)) {
-      FailureOr<std::vector<int64_t>> v = e.constInts(1, "axes");
-      if (failed(v))
-        return failure();
-      axes = *v;
-    }
-    if (axes.empty() && intAttr(e.node, "noop_with_empty_axes", 0)) {
-      e.setOutput(0, x);
-      return success();
-    }
-    if (axes.empty())
-      for (int64_t i = 0; i < rank; ++i)
-        axes.push_back(i);
-    bool keep = intAttr(e.node, "keepdims", 1) != 0;
-    std::vector<bool> reduced(rank, false);
-    for (int64_t &a : axes) {
-      FailureOr<int64_t> n = e.axis(a, rank);
-      if (failed(n))
-        return failure();
-      a = *n;
-      reduced[a] = true;
-    }
-    std::sort(axes.begin(), axes.end());
-    Shape shape;
-    for (int64_t d = 0; d < rank; ++d)
-      if (!reduced[d] || keep)
-        shape.push_back(reduced[d] ? 1 : e.shape(0)[d]);
-    e.setOutput(0, ReduceOp::create(e.b(), e.loc, e.like(0, shape), kind, x,
-                                    axes, keep));
-    return success();
-  };
-}
-
-LogicalResult reshapeTo(NodeEmitter &e, const Shape &shape) {
-  Value x = e.value(0);
-  if (!x)
-    return failure();
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  if (n != e.type(0).getNumElements())
-    return e.error() << "cannot reshape " << formatShape(e.shape(0)) << " to "
-                     << formatShape(shape);
-  e.setOutput(0, ReshapeOp::create(e.b(), e.loc, e.like(0, shape), x));
-  return success();
-}
-
-LogicalResult emitReshape(NodeEmitter &e) {
-  FailureOr<std::vector<int64_t>> spec = e.constInts(1, "shape");
-  if (failed(spec))
-    return failure();
-  Shape in = e.shape(0), shape;
-  bool allowZero = intAttr(e.node, "allowzero", 0) != 0;
-  int64_t known = 1, infer = -1;
-  for (size_t i = 0; i < spec->size(); ++i) {
-    int64_t d = (*spec)[i];
-    if (d == 0 && !allowZero) {
-      if (i >= in.size())
-        return e.error() << "shape entry " << i << " is 0 but the input has "
-                         << "rank " << in.size();
-      d = in[i];
-    }
-    if (d == -1) {
-      if (infer >= 0)
-        return e.error() << "shape has more than one -1";
-      infer = static_cast<int64_t>(i);
-    } else if (d < 0) {
-      return e.error() << "invalid shape entry " << d;
-    } else {
-      known *= d;
-    }
-    shape.push_back(d);
-  }
-  if (infer >= 0) {
-    if (known == 0 || e.type(0).getNumElements() % known)
-      return e.error() << "cannot infer the -1 entry reshaping "
-                       << formatShape(in) << " to " << formatShape(shape);
-    shape[infer] = e.type(0).getNumElements() / known;
-  }
-  return reshapeTo(e, shape);
-}
-
-LogicalResult emitUnsqueeze(NodeEmitter &e) {
-  std::vector<int64_t> axes;
-  if (const auto *a = findAttr(e.node, "axes"))
-    axes.assign(a->ints().begin(), a->ints().end());
-  else {
-    FailureOr<std::vector<int64_t>> v = e.constInts(1, "axes");
-    if (failed(v))
-      return failure();
-    axes = *v;
-  }
-  int64_t rank = e.type(0).getRank() + axes.size();
-  std::vector<bool> isNew(rank, false);
-  for (int64_t a : axes) {
-    FailureOr<int64_t> n = e.axis(a, rank);
-    if (failed(n))
-      return failure();
-    isNew[*n] = true;
-  }
-  Shape shape, in = e.shape(0);
-  size_t j = 0;
-  for (int64_t i = 0; i < rank; ++i)
-    shape.push_back(isNew[i] ? 1 : in[j++]);
-  return reshapeTo(e, shape);
-}
-
-LogicalResult emitSqueeze(NodeEmitter &e) {
-  Shape in = e.shape(0), shape;
-  int64_t rank = in.size();
-  std::vector<bool> drop(rank, false);
-  std::optional<std::vector<int64_t>> axes;
-  if (const auto *a = findAttr(e.node, "axes"))
-    axes = std::vector<int64_t>(a->ints().begin(), a->ints().end());
-  else if (e.hasInput(1)) {
-    FailureOr<std::vector<int64_t>> v = e.constInts(1, "axes");
-    if (failed(v))
-      return failure();
-    axes = *v;
-  }
-  if (axes) {
-    for (int64_t a : *axes) {
-      FailureOr<int64_t> n = e.axis(a, rank);
-      if (failed(n))
-        return failure();
-      if (in[*n] != 1)
-        return e.error() << "cannot squeeze dimension " << *n << " of size "
-                         << in[*n];
-      drop[*n] = true;
-    }
-  } else {
-    for (int64_t i = 0; i < rank; ++i)
-      drop[i] = in[i] == 1;
-  }
-  for (int64_t i = 0; i < rank; ++i)
-    if (!drop[i])
-      shape.push_back(in[i]);
-  return reshapeTo(e, shape);
-}
-
-LogicalResult emitTranspose(NodeEmitter &e) {
-  Value x = e.value(0);
-  if (!x)
-    return failure();
-  int64_t rank = e.type(0).getRank();
-  std::vector<int64_t> perm;
-  if (const auto *a = findAttr(e.node, "perm"))
-    perm.assign(a->ints().begin(), a->ints().end());
-  else
-    for (int64_t i = rank - 1; i >= 0; --i)
-      perm.push_back(i);
-  if (static_cast<int64_t>(perm.size()) != rank)
-    return e.error() << "perm has " << perm.size() << " entries for rank "
-                     << rank;
-  Shape shape;
-  for (int64_t p : perm) {
-    if (p < 0 || p >= rank)
-      return e.error() << "invalid perm entry " << p;
-    shape.push_back(e.shape(0)[p]);
-  }
-  e.setOutput(0, TransposeOp::create(e.b(), e.loc, e.like(0, shape), x,
-                                     e.b().getDenseI64ArrayAttr(perm)));
-  return success();
-}
-
-LogicalResult emitSplit(NodeEmitter &e) {
-  Value x = e.value(0);
-  if (!x)
-    return failure();
-  int64_t rank = e.type(0).getRank();
-  FailureOr<int64_t> axis = e.axis(intAttr(e.node, "axis", 0), rank);
-  if (failed(axis))
-    return failure();
-  int64_t dim = e.shape(0)[*axis], parts = e.node.output_size();
-  std::vector<int64_t> sizes;
-  if (e.hasInput(1)) {
-    FailureOr<std::vector<int64_t>> v = e.constInts(1, "split");
-    if (failed(v))
-      return failure();
-    sizes = *v;
-  } else if (const auto *a = findAttr(e.node, "split")) {
-    sizes.assign(a->ints().begin(), a->ints().end());
-  } else {
-    if (dim % parts)
-      return e.error() << "dimension " << *axis << " of size " << dim
-                       << " does not split evenly into " << parts << " parts";
-    sizes.assign(parts, dim / parts);
-  }
-  if (static_cast<int64_t>(sizes.size()) != parts)
-    return e.error() << "split gives " << sizes.size() << " sizes for " << parts
-                     << " outputs";
-  SmallVector<Type> types;
-  int64_t total = 0;
-  for (int64_t s : sizes) {
-    Shape shape = e.shape(0);
-    shape[*axis] = s;
-    total += s;
-    types.push_back(e.like(0, shape));
-  }
-  if (total != dim)
-    return e.error() << "split sizes add up to " << total << ", not " << dim;
-  auto op =
-      SplitOp::create(e.b(), e.loc, types, x, e.b().getI64IntegerAttr(*axis));
-  for (int64_t i = 0; i < parts; ++i)
-    if (!e.node.output(i).empty())
-      e.setOutput(i, op.getResult(i));
-  return success();
-}
-
-LogicalResult emitConcat(NodeEmitter &e) {
-  SmallVector<Value> inputs;
-  int64_t rank = e.type(0).getRank();
-  FailureOr<int64_t> axis = e.axis(intAttr(e.node, "axis", 0), rank);
-  if (failed(axis))
-    return failure();
-  Shape shape = e.shape(0);
-  shape[*axis] = 0;
-  for (int i = 0; i < e.node.input_size(); ++i) {
-    Value v = e.value(i);
-    if (!v)
-      return failure();
-    if (e.type(i).getRank() != rank)
-      return e.error() << "inputs have different ranks";
-    shape[*axis] += e.shape(i)[*axis];
-    inputs.push_back(v);
-  }
-  e.setOutput(0, ConcatOp::create(e.b(), e.loc, e.like(0, shape), inputs,
-                                  e.b().getI64IntegerAttr(*axis)));
-  return success();
-}
-
-LogicalResult emitSlice(NodeEmitter &e) {
-  Value x = e.value(0);
-  if (!x)
-    return failure();
-  Shape in = e.shape(0);
-  int64_t rank = in.size();
-  FailureOr<std::vector<int64_t>> starts = e.constInts(1, "starts");
-  if (failed(starts))
-    return failure();
-  FailureOr<std::vector<int64_t>> ends = e.constInts(2, "ends");
-  if (failed(ends))
-    return failure();
-  std::vector<int64_t> axes, steps(starts->size(), 1);
-  if (e.hasInput(3)) {
-    FailureOr<std::vector<int64_t>> v = e.constInts(3, "axes");
-    if (failed(v))
-      return failure();
-    axes = *v;
-  } else {
-    for (size_t i = 0; i < starts->size(); ++i)
-      axes.push_back(static_cast<int64_t>(i));
-  }
-  if (e.hasInput(4)) {
-    FailureOr<std::vector<int64_t>> v = e.constInts(4, "steps");
-    if (failed(v))
-      return failure();
-    steps = *v;
-  }
-  if (ends->size() != starts->size() || axes.size() != starts->size() ||
-      steps.size() != starts->size())
-    return e.error() << "starts, ends, axes and steps differ in length";
-  SmallVector<int64_t> start(rank, 0), limit(in.begin(), in.end()),
-      stride(rank, 1);
-  Shape shape = in;
-  for (size_t i = 0; i < axes.size(); ++i) {
-    FailureOr<int64_t> a = e.axis(axes[i], rank);
-    if (failed(a))
-      return failure();
-    int64_t st = steps[i];
-    if (st == 0)
-      return e.error() << "step of axis " << *a << " is zero";
-    SliceRange range = normalizeSlice(in[*a], (*starts)[i], (*ends)[i], st);
-    shape[*a] = range.count;
-    start[*a] = range.start;
-    limit[*a] = range.limit;
-    stride[*a] = st;
-  }
-  e.setOutput(0, SliceOp::create(e.b(), e.loc, e.like(0, shape), x,
-                                 e.b().getDenseI64ArrayAttr(start),
-                                 e.b().getDenseI64ArrayAttr(limit),
-                                 e.b().getDenseI64ArrayAttr(stride)));
-  return success();
-}
-
-LogicalResult emitGather(NodeEmitter &e) {
-  Shape data = e.shape(0), idx = e.shape(1);
-  int64_t rank = data.size();
-  FailureOr<int64_t> axis = e.axis(intAttr(e.node, "axis", 0), rank);
-  if (failed(axis))
-    return failure();
-  Entry *ie = e.entry(1);
-  Value indices;
-  if (ie->constant) {
-    // Normalize negative indices while they are still known.
-    HostTensor t = *ie->constant;
-    int64_t dim = data[*axis];
-    for (int64_t k = 0; k < t.numElements(); ++k) {
-      int64_t j = t.getInt(k);
-      if (j < -dim || j >= dim)
-        return e.error() << "index " << j << " is out of range for axis "
-                         << *axis << " of size " << dim;
-      t.ints[k] = j < 0 ? j + dim : j;
-    }
-    indices = ConstantOp::create(e.b(), e.loc, e.imp.toAttr(t, ie->type));
-  } else {
-    indices = e.value(1);
-  }
-  Value x = e.value(0);
-  if (!x || !indices)
-    return failure();
-  Shape shape(data.begin(), data.begin() + *axis);
-  shape.insert(shape.end(), idx.begin(), idx.end());
-  shape.insert(shape.end(), data.begin() + *axis + 1, data.end());
-  e.setOutput(0, GatherOp::create(e.b(), e.loc, e.like(0, shape), x, indices,
-                                  e.b().getI64IntegerAttr(*axis)));
-  return success();
-}
-
-LogicalResult emitExpand(NodeEmitter &e) {
-  FailureOr<std::vector<int64_t>> target = e.constInts(1, "shape");
-  if (failed(target))
-    return failure();
-  FailureOr<Shape> shape = broadcast(e, e.shape(0), *target);
-  if (failed(shape))
-    return failure();
-  Value x = e.value(0);
-  if (!x)
-    return failure();
-  if (*shape == e.shape(0)) {
-    e.setOutput(0, x);
-    return success();
-  }
-  e.setOutput(0, ExpandOp::create(e.b(), e.loc, e.like(0, *shape), x));
-  return success();
-}
-
-LogicalResult emitTrilu(NodeEmitter &e) {
-  int64_t k = 0;
-  if (e.hasInput(1)) {
-    FailureOr<std::vector<int64_t>> v = e.constInts(1, "k");
-    if (failed(v))
-      return failure();
-    k = v->empty() ? 0 : (*v)[0];
-  }
-  Value x = e.value(0);
-  if (!x)
-    return failure();
-  if (e.type(0).getRank() < 2)
-    return e.error() << "input must have rank >= 2";
-  bool upper = intAttr(e.node, "upper", 1) != 0;
-  e.setOutput(0, TriluOp::create(e.b(), e.loc, x.getType(), x,
-                                 upper ? e.b().getUnitAttr() : nullptr,
-                                 e.b().getI64IntegerAttr(k)));
-  return success();
-}
-
-LogicalResult emitEinsum(NodeEmitter &e) {
-  const auto *eq = findAttr(e.node, "equation");
-  if (!eq)
-    return e.error() << "missing 'equation' attribute";
-  SmallVector<Value> inputs;
-  std::vector<int64_t> ranks;
-  std::vector<std::vector<int64_t>> shapes;
-  for (int i = 0; i < e.node.input_size(); ++i) {
-    Value v = e.value(i);
-    if (!v)
-      return failure();
-    inputs.push_back(v);
-    ranks.push_back(e.type(i).getRank());
-    shapes.push_back(e.shape(i));
-  }
-  EinsumSpec spec;
-  std::string error;
-  std::vector<int64_t> shape;
-  if (!parseEinsum(eq->s(), ranks, spec, error) ||
-      !inferEinsumShape(spec, shapes, shape, error))
-    return e.error() << error;
-  e.setOutput(0, EinsumOp::create(e.b(), e.loc, e.like(0, shape), inputs,
-                                  e.b().getStringAttr(eq->s())));
-  return success();
-}
-
-LogicalResult emitIdentity(NodeEmitter &e) {
-  e.imp.values[e.node.output(0)] = *e.entry(0);
-  return success();
-}
-
-LogicalResult emitNeedsConstants(NodeEmitter &e) {
-  for (int i = 0; i < e.node.input_size(); ++i)
-    if (e.hasInput(i) && !e.entry(i)->constant)
-      return e.error() << "input " << i << " ('" << e.node.input(i)
-                       << "') must be known at import: the output shape "
-                          "would otherwise be dynamic";
-  return e.error() << "cannot evaluate this node at import";
-}
-
-const llvm::StringMap<EmitFn> &emitters() {
-  static const llvm::StringMap<EmitFn> table = {
-      {"MatMul", emitMatMul},
-      {"Gemm", emitGemm},
-      {"Add", binary<AddOp>()},
-      {"Sub", binary<SubOp>()},
-      {"Mul", binary<MulOp>()},
-      {"Div", binary<DivOp>()},
-      {"Pow", binary<PowOp>()},
-      {"Sqrt", unary<SqrtOp>()},
-      {"Reciprocal", unary<ReciprocalOp>()},
-      {"Neg", unary<NegOp>()},
-      {"Exp", unary<ExpOp>()},
-      {"Log", unary<LogOp>()},
-      {"Erf", unary<ErfOp>()},
-      {"Tanh", unary<TanhOp>()},
-      {"Sigmoid", unary<SigmoidOp>()},
-      {"Relu", unary<ReluOp>()},
-      {"Cos", unary<CosOp>()},
-      {"Sin", unary<SinOp>()},
-      {"Softmax", emitSoftmax},
-      {"LayerNormalization", emitLayerNorm},
-      {"ReduceMean", reduce(ReduceKind::mean)},
-      {"ReduceSum", reduce(ReduceKind::sum)},
-      {"ReduceMax", reduce(ReduceKind::max)},
-      {"Reshape", emitReshape},
-      {"Transpose", emitTranspose},
-      {"Split", emitSplit},
-      {"Concat", emitConcat},
-      {"Slice", emitSlice},
-      {"Gather", emitGather},
-      {"Unsqueeze", emitUnsqueeze},
-      {"Squeeze", emitSqueeze},
-      {"Expand", emitExpand},
-      {"Where", emitWhere},
-      {"Equal", compare(ComparePredicate::eq)},
-      {"Less", compare(ComparePredicate::lt)},
-      {"Cast", emitCast},
-      {"Trilu", emitTrilu},
-      {"Identity", emitIdentity},
-      {"Einsum", emitEinsum},
-      {"Constant", emitNeedsConstants},
-      {"ConstantOfShape", emitNeedsConstants},
-      {"Shape", emitNeedsConstants},
-      {"Range", emitNeedsConstants},
-  };
-  return table;
-}
-
-/// Value of a Constant node's attribute.
-bool constantValue(const onnx::NodeProto &node, HostTensor &out,
-                   std::string &error) {
-  for (const auto &a : node.attribute()) {
-    if (a.name() == "value")
-      return decodeTensor(a.t(), nullptr, out, error);
-    out = HostTensor();
-    if (a.name() == "value_float" || a.name() == "value_floats") {
-      out.dtype = DType::Float;
-      if (a.name() == "value_float")
-        out.floats = {a.f()};
-      else
-        out.floats.assign(a.floats().begin(), a.floats().end());
-      if (a.name() == "value_floats")
-        out.shape = {static_cast<int64_t>(out.floats.size())};
-      return true;
-    }
-    if (a.name() == "value_int" || a.name() == "value_ints") {
-      out.dtype = DType::Int64;
-      if (a.name() == "value_int")
-        out.ints = {a.i()};
-      else
-        out.ints.assign(a.ints().begin(), a.ints().end());
-      if (a.name() == "value_ints")
-        out.shape = {static_cast<int64_t>(out.ints.size())};
-      return true;
-    }
-  }
-  error = "Constant has no supported value attribute";
-  return false;
-}
-
 LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
   std::string name = nodeName(node, index);
   Location loc = NameLoc::get(builder.getStringAttr(name));
   NodeEmitter e{*this, node, loc, name};
   std::vector<const HostTensor *> known;
+  std::vector<Shape> shapes;
   bool allKnown = true;
   for (int i = 0; i < node.input_size(); ++i) {
     if (!e.hasInput(i)) {
       known.push_back(nullptr);
+      shapes.emplace_back();
       continue;
     }
     Entry *en = e.entry(i);
@@ -1304,31 +399,17 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
                             << "', an optional output the importer does not "
                                "produce";
     known.push_back(en->constant ? &*en->constant : nullptr);
+    shapes.push_back(e.shape(i));
     allKnown &= en->constant.has_value();
   }
 
+  // checkSupportedOps has seen every node's op type.
+  const ONNXOpDef &op = *lookupONNXOp(node.op_type());
   std::vector<HostTensor> outputs;
   std::string error;
-  if (node.op_type() == "Constant") {
-    outputs.emplace_back();
-    if (!constantValue(node, outputs[0], error))
-      return emitError(loc) << "node '" << name << "' (Constant): " << error;
-  } else if (node.op_type() == "Shape") {
-    Shape s = e.shape(0);
-    int64_t rank = s.size();
-    int64_t start = intAttr(node, "start", 0), end = intAttr(node, "end", rank);
-    start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
-    end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
-    HostTensor t;
-    t.dtype = DType::Int64;
-    t.ints.assign(s.begin() + start, s.begin() + std::max(start, end));
-    t.shape = {static_cast<int64_t>(t.ints.size())};
-    outputs.push_back(std::move(t));
-  } else if (allKnown && !foldNode(node, known, outputs, error) &&
-             !error.empty()) {
-    return emitError(loc) << "node '" << name << "' (" << node.op_type()
-                          << "): " << error;
-  }
+  if ((allKnown || op.foldInputs == FoldInputs::None) &&
+      !foldNode(op, node, known, shapes, outputs, error) && !error.empty())
+    return e.error() << error;
 
   if (!outputs.empty()) {
     for (size_t i = 0; i < outputs.size() && i < (size_t)node.output_size();
@@ -1343,10 +424,10 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
     }
     return success();
   }
-  return emitters().lookup(node.op_type())(e);
+  return op.import(e);
 }
 
-} // namespace
+} // namespace mp::onnx_import
 
 //===----------------------------------------------------------------------===//
 // Entry points
@@ -1354,8 +435,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
 
 std::vector<std::string> mp::getSupportedONNXOps() {
   std::vector<std::string> ops;
-  for (const auto &entry : supportedOps())
-    ops.push_back(entry.getKey().str());
+  for (const ONNXOpDef &op : getONNXOpDefs())
+    ops.push_back(op.name.str());
   std::sort(ops.begin(), ops.end());
   return ops;
 }

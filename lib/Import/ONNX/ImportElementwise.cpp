@@ -1,0 +1,121 @@
+//===- ImportElementwise.cpp - elementwise ONNX ops -> mp -----------------===//
+//
+// The emit functions of ONNX's elementwise ops with numpy broadcasting (Add,
+// Sub, Mul, Div, Pow, Equal, Less, Where) and of Cast. Unary ops need only
+// their op class (emitUnary in Importer.h); the broadcasting ones check
+// mp::shape::broadcast before the mp op infers its result type.
+//
+//===----------------------------------------------------------------------===//
+#include "Importer.h"
+
+#include "mp/Support/Shape.h"
+
+using namespace mlir;
+
+namespace mp::onnx_import {
+
+/// Input i converted to `elem`: constants are re-typed, values cast.
+static Value convertTo(NodeEmitter &e, int i, Type elem) {
+  Entry *en = e.entry(i);
+  if (en->type.getElementType() == elem)
+    return e.value(i);
+  if (en->constant) {
+    HostTensor t = *en->constant;
+    HostTensor converted;
+    converted.shape = t.shape;
+    auto dtypeOf = [&](Type ty) {
+      if (ty.isF32())
+        return DType::Float;
+      if (ty.isF16())
+        return DType::Float16;
+      if (ty.isBF16())
+        return DType::BFloat16;
+      if (ty.isF64())
+        return DType::Double;
+      if (ty.isInteger(64))
+        return DType::Int64;
+      if (ty.isInteger(32))
+        return DType::Int32;
+      if (ty.isInteger(8))
+        return DType::Int8;
+      return DType::Bool;
+    };
+    converted.dtype = dtypeOf(elem);
+    converted.allocate();
+    for (int64_t k = 0; k < t.numElements(); ++k)
+      converted.set(k, t.getDouble(k));
+    auto type = RankedTensorType::get(t.shape, elem);
+    return ConstantOp::create(e.b(), e.loc, e.imp.toAttr(converted, type));
+  }
+  Value v = e.value(i);
+  return CastOp::create(e.b(), e.loc,
+                        RankedTensorType::get(en->type.getShape(), elem), v);
+}
+
+/// Checks that the inputs broadcast (numpy rules), as the op's result type
+/// inference will.
+static LogicalResult checkBroadcast(NodeEmitter &e,
+                                    const std::vector<Shape> &operands) {
+  Shape shape;
+  std::string error;
+  if (!shape::broadcast(operands, shape, error))
+    return e.error() << error;
+  return success();
+}
+
+LogicalResult emitBinary(NodeEmitter &e, BinaryBuilder build, bool convertRhs) {
+  Type elem = e.type(0).getElementType();
+  Value lhs = e.value(0);
+  Value rhs = convertRhs ? convertTo(e, 1, elem) : e.value(1);
+  if (!lhs || !rhs)
+    return failure();
+  Type rhsElem = cast<RankedTensorType>(rhs.getType()).getElementType();
+  if (rhsElem != elem)
+    return e.error() << "operand element types differ: " << elem << " and "
+                     << rhsElem;
+  if (failed(checkBroadcast(e, {e.shape(0), e.shape(1)})))
+    return failure();
+  e.setOutput(0, build(e.b(), e.loc, lhs, rhs));
+  return success();
+}
+
+LogicalResult emitCompare(NodeEmitter &e, ComparePredicate predicate) {
+  Value lhs = e.value(0), rhs = e.value(1);
+  if (!lhs || !rhs)
+    return failure();
+  if (failed(checkBroadcast(e, {e.shape(0), e.shape(1)})))
+    return failure();
+  e.setOutput(0, CompareOp::create(e.b(), e.loc, predicate, lhs, rhs));
+  return success();
+}
+
+LogicalResult emitWhere(NodeEmitter &e) {
+  Value c = e.value(0), x = e.value(1), y = e.value(2);
+  if (!c || !x || !y)
+    return failure();
+  if (failed(checkBroadcast(e, {e.shape(0), e.shape(1), e.shape(2)})))
+    return failure();
+  e.setOutput(0, WhereOp::create(e.b(), e.loc, c, x, y));
+  return success();
+}
+
+LogicalResult emitCast(NodeEmitter &e) {
+  int64_t to = intAttr(e.node, "to", 1);
+  FailureOr<Type> elem =
+      e.imp.elementType(static_cast<int32_t>(to), e.loc, "Cast target");
+  if (failed(elem))
+    return failure();
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  if (e.type(0).getElementType() == *elem) {
+    e.setOutput(0, x);
+    return success();
+  }
+  // The target element type is the node's choice: not inferred.
+  e.setOutput(
+      0, CastOp::create(e.b(), e.loc, e.like(0, e.shape(0)).clone(*elem), x));
+  return success();
+}
+
+} // namespace mp::onnx_import

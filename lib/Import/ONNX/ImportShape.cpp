@@ -1,0 +1,326 @@
+//===- ImportShape.cpp - shape and data-movement ONNX ops -> mp -----------===//
+//
+// The emit functions of the ops that rearrange data without computing on it:
+// Reshape, Unsqueeze, Squeeze, Transpose, Split, Concat, Slice, Gather,
+// Expand and Identity. Their shape operands (target shapes, axes, starts and
+// ends) must be known at import, so the IR stays static. Each node is checked
+// against the op's shape rule (mp/Support/Shape.h) before an mp op is built;
+// reshape, expand and split results are given, the others inferred.
+//
+//===----------------------------------------------------------------------===//
+#include "Importer.h"
+
+#include "mp/Support/Shape.h"
+
+#include <optional>
+
+using namespace mlir;
+
+namespace mp::onnx_import {
+
+/// Input 0 as `shape` (the result type is the node's choice: not inferred).
+static LogicalResult reshapeTo(NodeEmitter &e, const Shape &shape) {
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  std::string error;
+  if (!shape::reshape(e.shape(0), shape, error))
+    return e.error() << error;
+  e.setOutput(0, ReshapeOp::create(e.b(), e.loc, e.like(0, shape), x));
+  return success();
+}
+
+LogicalResult emitReshape(NodeEmitter &e) {
+  FailureOr<std::vector<int64_t>> spec = e.constInts(1, "shape");
+  if (failed(spec))
+    return failure();
+  Shape in = e.shape(0), shape;
+  bool allowZero = intAttr(e.node, "allowzero", 0) != 0;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < spec->size(); ++i) {
+    int64_t d = (*spec)[i];
+    if (d == 0 && !allowZero) {
+      if (i >= in.size())
+        return e.error() << "shape entry " << i << " is 0 but the input has "
+                         << "rank " << in.size();
+      d = in[i];
+    }
+    if (d == -1) {
+      if (infer >= 0)
+        return e.error() << "shape has more than one -1";
+      infer = static_cast<int64_t>(i);
+    } else if (d < 0) {
+      return e.error() << "invalid shape entry " << d;
+    } else {
+      known *= d;
+    }
+    shape.push_back(d);
+  }
+  if (infer >= 0) {
+    if (known == 0 || e.type(0).getNumElements() % known)
+      return e.error() << "cannot infer the -1 entry reshaping "
+                       << formatShape(in) << " to " << formatShape(shape);
+    shape[infer] = e.type(0).getNumElements() / known;
+  }
+  return reshapeTo(e, shape);
+}
+
+LogicalResult emitUnsqueeze(NodeEmitter &e) {
+  std::vector<int64_t> axes;
+  if (const auto *a = findAttr(e.node, "axes"))
+    axes.assign(a->ints().begin(), a->ints().end());
+  else {
+    FailureOr<std::vector<int64_t>> v = e.constInts(1, "axes");
+    if (failed(v))
+      return failure();
+    axes = *v;
+  }
+  int64_t rank = e.type(0).getRank() + axes.size();
+  std::vector<bool> isNew(rank, false);
+  for (int64_t a : axes) {
+    FailureOr<int64_t> n = e.axis(a, rank);
+    if (failed(n))
+      return failure();
+    isNew[*n] = true;
+  }
+  Shape shape, in = e.shape(0);
+  size_t j = 0;
+  for (int64_t i = 0; i < rank; ++i)
+    shape.push_back(isNew[i] ? 1 : in[j++]);
+  return reshapeTo(e, shape);
+}
+
+LogicalResult emitSqueeze(NodeEmitter &e) {
+  Shape in = e.shape(0), shape;
+  int64_t rank = in.size();
+  std::vector<bool> drop(rank, false);
+  std::optional<std::vector<int64_t>> axes;
+  if (const auto *a = findAttr(e.node, "axes"))
+    axes = std::vector<int64_t>(a->ints().begin(), a->ints().end());
+  else if (e.hasInput(1)) {
+    FailureOr<std::vector<int64_t>> v = e.constInts(1, "axes");
+    if (failed(v))
+      return failure();
+    axes = *v;
+  }
+  if (axes) {
+    for (int64_t a : *axes) {
+      FailureOr<int64_t> n = e.axis(a, rank);
+      if (failed(n))
+        return failure();
+      if (in[*n] != 1)
+        return e.error() << "cannot squeeze dimension " << *n << " of size "
+                         << in[*n];
+      drop[*n] = true;
+    }
+  } else {
+    for (int64_t i = 0; i < rank; ++i)
+      drop[i] = in[i] == 1;
+  }
+  for (int64_t i = 0; i < rank; ++i)
+    if (!drop[i])
+      shape.push_back(in[i]);
+  return reshapeTo(e, shape);
+}
+
+LogicalResult emitTranspose(NodeEmitter &e) {
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  int64_t rank = e.type(0).getRank();
+  std::vector<int64_t> perm;
+  if (const auto *a = findAttr(e.node, "perm"))
+    perm.assign(a->ints().begin(), a->ints().end());
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  Shape shape;
+  std::string error;
+  if (!shape::transpose(e.shape(0), perm, shape, error))
+    return e.error() << error;
+  e.setOutput(0, TransposeOp::create(e.b(), e.loc, x,
+                                     e.b().getDenseI64ArrayAttr(perm)));
+  return success();
+}
+
+LogicalResult emitSplit(NodeEmitter &e) {
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  int64_t rank = e.type(0).getRank();
+  FailureOr<int64_t> axis = e.axis(intAttr(e.node, "axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  int64_t dim = e.shape(0)[*axis], parts = e.node.output_size();
+  std::vector<int64_t> sizes;
+  if (e.hasInput(1)) {
+    FailureOr<std::vector<int64_t>> v = e.constInts(1, "split");
+    if (failed(v))
+      return failure();
+    sizes = *v;
+  } else if (const auto *a = findAttr(e.node, "split")) {
+    sizes.assign(a->ints().begin(), a->ints().end());
+  } else {
+    if (dim % parts)
+      return e.error() << "dimension " << *axis << " of size " << dim
+                       << " does not split evenly into " << parts << " parts";
+    sizes.assign(parts, dim / parts);
+  }
+  if (static_cast<int64_t>(sizes.size()) != parts)
+    return e.error() << "split gives " << sizes.size() << " sizes for " << parts
+                     << " outputs";
+  // The sizes are the node's choice: the result types are given.
+  std::vector<Shape> shapes;
+  SmallVector<Type> types;
+  for (int64_t s : sizes) {
+    Shape shape = e.shape(0);
+    shape[*axis] = s;
+    shapes.push_back(shape);
+    types.push_back(e.like(0, shape));
+  }
+  std::string error;
+  if (!shape::split(e.shape(0), *axis, shapes, error))
+    return e.error() << error;
+  auto op =
+      SplitOp::create(e.b(), e.loc, types, x, e.b().getI64IntegerAttr(*axis));
+  for (int64_t i = 0; i < parts; ++i)
+    if (!e.node.output(i).empty())
+      e.setOutput(i, op.getResult(i));
+  return success();
+}
+
+LogicalResult emitConcat(NodeEmitter &e) {
+  SmallVector<Value> inputs;
+  std::vector<Shape> shapes;
+  for (int i = 0; i < e.node.input_size(); ++i) {
+    Value v = e.value(i);
+    if (!v)
+      return failure();
+    inputs.push_back(v);
+    shapes.push_back(e.shape(i));
+  }
+  int64_t axis = intAttr(e.node, "axis", 0);
+  Shape shape;
+  std::string error;
+  if (!shape::concat(shapes, axis, shape, error))
+    return e.error() << error;
+  axis = *normalizeAxis(axis, e.type(0).getRank());
+  e.setOutput(
+      0, ConcatOp::create(e.b(), e.loc, inputs, e.b().getI64IntegerAttr(axis)));
+  return success();
+}
+
+LogicalResult emitSlice(NodeEmitter &e) {
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  Shape in = e.shape(0);
+  int64_t rank = in.size();
+  FailureOr<std::vector<int64_t>> starts = e.constInts(1, "starts");
+  if (failed(starts))
+    return failure();
+  FailureOr<std::vector<int64_t>> ends = e.constInts(2, "ends");
+  if (failed(ends))
+    return failure();
+  std::vector<int64_t> axes, steps(starts->size(), 1);
+  if (e.hasInput(3)) {
+    FailureOr<std::vector<int64_t>> v = e.constInts(3, "axes");
+    if (failed(v))
+      return failure();
+    axes = *v;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(static_cast<int64_t>(i));
+  }
+  if (e.hasInput(4)) {
+    FailureOr<std::vector<int64_t>> v = e.constInts(4, "steps");
+    if (failed(v))
+      return failure();
+    steps = *v;
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size())
+    return e.error() << "starts, ends, axes and steps differ in length";
+  std::vector<int64_t> start(rank, 0), limit(in.begin(), in.end()),
+      stride(rank, 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    FailureOr<int64_t> a = e.axis(axes[i], rank);
+    if (failed(a))
+      return failure();
+    int64_t st = steps[i];
+    if (st == 0)
+      return e.error() << "step of axis " << *a << " is zero";
+    SliceRange range = normalizeSlice(in[*a], (*starts)[i], (*ends)[i], st);
+    start[*a] = range.start;
+    limit[*a] = range.limit;
+    stride[*a] = st;
+  }
+  Shape shape;
+  std::string error;
+  if (!shape::slice(in, start, limit, stride, shape, error))
+    return e.error() << error;
+  e.setOutput(0, SliceOp::create(e.b(), e.loc, x,
+                                 e.b().getDenseI64ArrayAttr(start),
+                                 e.b().getDenseI64ArrayAttr(limit),
+                                 e.b().getDenseI64ArrayAttr(stride)));
+  return success();
+}
+
+LogicalResult emitGather(NodeEmitter &e) {
+  Shape data = e.shape(0);
+  int64_t rank = data.size();
+  FailureOr<int64_t> axis = e.axis(intAttr(e.node, "axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  Entry *ie = e.entry(1);
+  Value indices;
+  if (ie->constant) {
+    // Normalize negative indices while they are still known.
+    HostTensor t = *ie->constant;
+    int64_t dim = data[*axis];
+    for (int64_t k = 0; k < t.numElements(); ++k) {
+      int64_t j = t.getInt(k);
+      if (j < -dim || j >= dim)
+        return e.error() << "index " << j << " is out of range for axis "
+                         << *axis << " of size " << dim;
+      t.ints[k] = j < 0 ? j + dim : j;
+    }
+    indices = ConstantOp::create(e.b(), e.loc, e.imp.toAttr(t, ie->type));
+  } else {
+    indices = e.value(1);
+  }
+  Value x = e.value(0);
+  if (!x || !indices)
+    return failure();
+  // The axis is in range: shape::gather holds.
+  e.setOutput(0, GatherOp::create(e.b(), e.loc, x, indices,
+                                  e.b().getI64IntegerAttr(*axis)));
+  return success();
+}
+
+LogicalResult emitExpand(NodeEmitter &e) {
+  FailureOr<std::vector<int64_t>> target = e.constInts(1, "shape");
+  if (failed(target))
+    return failure();
+  // ONNX Expand broadcasts both ways: the result is their common shape.
+  Shape shape;
+  std::string error;
+  if (!shape::broadcast({e.shape(0), *target}, shape, error))
+    return e.error() << error;
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  if (shape == e.shape(0)) {
+    e.setOutput(0, x);
+    return success();
+  }
+  e.setOutput(0, ExpandOp::create(e.b(), e.loc, e.like(0, shape), x));
+  return success();
+}
+
+LogicalResult emitIdentity(NodeEmitter &e) {
+  e.imp.values[e.node.output(0)] = *e.entry(0);
+  return success();
+}
+
+} // namespace mp::onnx_import

@@ -1,0 +1,232 @@
+//===- ImportTransformer.cpp - compute-heavy ONNX ops -> mp ---------------===//
+//
+// The emit functions of the ops a transformer spends its time in: MatMul and
+// Gemm, Softmax, LayerNormalization, the reductions, Einsum and Trilu (the
+// causal mask). Each checks the node against the op's shape rule
+// (mp/Support/Shape.h, Einsum.h) and lets the mp op infer its result type;
+// mp-raise later turns these into the named transformer ops.
+//
+//===----------------------------------------------------------------------===//
+#include "Importer.h"
+
+#include "mp/Support/Einsum.h"
+#include "mp/Support/Shape.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace mp::onnx_import {
+
+LogicalResult emitMatMul(NodeEmitter &e) {
+  Value a = e.value(0), b = e.value(1);
+  if (!a || !b)
+    return failure();
+  Shape shape;
+  std::string error;
+  if (!shape::matmul(e.shape(0), e.shape(1), shape, error))
+    return e.error() << error;
+  e.setOutput(0, MatmulOp::create(e.b(), e.loc, a, b));
+  return success();
+}
+
+static Value transpose2D(NodeEmitter &e, Value v) {
+  return TransposeOp::create(e.b(), e.loc, v,
+                             e.b().getDenseI64ArrayAttr({1, 0}));
+}
+
+/// Gemm: alpha·A'·B' + beta·C as transpose/matmul/mul/add (mp-raise turns
+/// the weight forms into mp.linear).
+LogicalResult emitGemm(NodeEmitter &e) {
+  Value a = e.value(0), b = e.value(1);
+  if (!a || !b)
+    return failure();
+  if (e.type(0).getRank() != 2 || e.type(1).getRank() != 2)
+    return e.error() << "Gemm operands must have rank 2";
+  if (intAttr(e.node, "transA", 0))
+    a = transpose2D(e, a);
+  if (intAttr(e.node, "transB", 0))
+    b = transpose2D(e, b);
+  Shape shape;
+  std::string error;
+  if (!shape::matmul(shapeOf(a), shapeOf(b), shape, error))
+    return e.error() << error;
+  Type elem = e.type(0).getElementType();
+  Value y = MatmulOp::create(e.b(), e.loc, a, b);
+  const auto *alpha = findAttr(e.node, "alpha");
+  if (alpha && alpha->f() != 1.0f)
+    y = MulOp::create(e.b(), e.loc, y, scalarConstant(e, elem, alpha->f()));
+  if (e.hasInput(2)) {
+    Value c = e.value(2);
+    if (!c)
+      return failure();
+    // C broadcasts to the product's shape, not the other way round.
+    if (!shape::expand(e.shape(2), shape, error))
+      return e.error() << error;
+    const auto *beta = findAttr(e.node, "beta");
+    if (beta && beta->f() != 1.0f)
+      c = MulOp::create(e.b(), e.loc, c, scalarConstant(e, elem, beta->f()));
+    y = AddOp::create(e.b(), e.loc, y, c);
+  }
+  e.setOutput(0, y);
+  return success();
+}
+
+LogicalResult emitSoftmax(NodeEmitter &e) {
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  FailureOr<int64_t> axis =
+      e.axis(intAttr(e.node, "axis", -1), e.type(0).getRank());
+  if (failed(axis))
+    return failure();
+  e.setOutput(
+      0, SoftmaxOp::create(e.b(), e.loc, x, e.b().getI64IntegerAttr(*axis)));
+  return success();
+}
+
+/// LayerNormalization's optional Mean and InvStdDev outputs, computed as
+/// separate ops (the fused op does not expose them).
+static void emitLayerNormStatistics(NodeEmitter &e, Value x, int64_t axis,
+                                    float epsilon) {
+  SmallVector<int64_t> axes;
+  for (int64_t d = axis; d < e.type(0).getRank(); ++d)
+    axes.push_back(d);
+  auto mean = [&](Value v) {
+    return ReduceOp::create(e.b(), e.loc, ReduceKind::mean, v, axes, true);
+  };
+  Value mu = mean(x);
+  if (e.node.output_size() > 1 && !e.node.output(1).empty())
+    e.setOutput(1, mu);
+  if (e.node.output_size() < 3 || e.node.output(2).empty())
+    return;
+  Value centered = SubOp::create(e.b(), e.loc, x, mu);
+  Value squared = MulOp::create(e.b(), e.loc, centered, centered);
+  Value var = mean(squared);
+  Value eps = scalarConstant(e, e.type(0).getElementType(), epsilon);
+  Value shifted = AddOp::create(e.b(), e.loc, var, eps);
+  e.setOutput(2, RsqrtOp::create(e.b(), e.loc, shifted));
+}
+
+LogicalResult emitLayerNorm(NodeEmitter &e) {
+  Value x = e.value(0), scale = e.value(1);
+  Value bias = e.hasInput(2) ? e.value(2) : Value();
+  if (!x || !scale || (e.hasInput(2) && !bias))
+    return failure();
+  FailureOr<int64_t> axis =
+      e.axis(intAttr(e.node, "axis", -1), e.type(0).getRank());
+  if (failed(axis))
+    return failure();
+  const auto *eps = findAttr(e.node, "epsilon");
+  Shape in = e.shape(0);
+  Shape normalized(in.begin() + *axis, in.end());
+  // mp.layer_norm takes scale and bias of the normalized shape.
+  auto broadcastTo = [&](int i, Value v) -> FailureOr<Value> {
+    if (e.shape(i) == normalized)
+      return v;
+    std::string error;
+    if (!shape::expand(e.shape(i), normalized, error))
+      return e.error() << error;
+    return ExpandOp::create(e.b(), e.loc, e.like(i, normalized), v).getResult();
+  };
+  FailureOr<Value> fullScale = broadcastTo(1, scale);
+  if (failed(fullScale))
+    return failure();
+  if (bias) {
+    FailureOr<Value> fullBias = broadcastTo(2, bias);
+    if (failed(fullBias))
+      return failure();
+    bias = *fullBias;
+  }
+  auto op =
+      LayerNormOp::create(e.b(), e.loc, x, *fullScale, bias,
+                          e.b().getI64IntegerAttr(*axis - e.type(0).getRank()),
+                          e.b().getF32FloatAttr(eps ? eps->f() : 1e-5f));
+  e.setOutput(0, op);
+  bool wantsStats = (e.node.output_size() > 1 && !e.node.output(1).empty()) ||
+                    (e.node.output_size() > 2 && !e.node.output(2).empty());
+  if (wantsStats)
+    emitLayerNormStatistics(e, x, *axis, eps ? eps->f() : 1e-5f);
+  return success();
+}
+
+LogicalResult emitReduce(NodeEmitter &e, ReduceKind kind) {
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  int64_t rank = e.type(0).getRank();
+  std::vector<int64_t> axes;
+  if (const auto *a = findAttr(e.node, "axes"))
+    axes.assign(a->ints().begin(), a->ints().end());
+  else if (e.hasInput(1)) {
+    FailureOr<std::vector<int64_t>> v = e.constInts(1, "axes");
+    if (failed(v))
+      return failure();
+    axes = *v;
+  }
+  if (axes.empty() && intAttr(e.node, "noop_with_empty_axes", 0)) {
+    e.setOutput(0, x);
+    return success();
+  }
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  bool keep = intAttr(e.node, "keepdims", 1) != 0;
+  Shape shape;
+  std::string error;
+  if (!shape::reduce(e.shape(0), axes, keep, shape, error))
+    return e.error() << error;
+  for (int64_t &a : axes)
+    a = *normalizeAxis(a, rank);
+  std::sort(axes.begin(), axes.end());
+  e.setOutput(0, ReduceOp::create(e.b(), e.loc, kind, x, axes, keep));
+  return success();
+}
+
+LogicalResult emitTrilu(NodeEmitter &e) {
+  int64_t k = 0;
+  if (e.hasInput(1)) {
+    FailureOr<std::vector<int64_t>> v = e.constInts(1, "k");
+    if (failed(v))
+      return failure();
+    k = v->empty() ? 0 : (*v)[0];
+  }
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  if (e.type(0).getRank() < 2)
+    return e.error() << "input must have rank >= 2";
+  bool upper = intAttr(e.node, "upper", 1) != 0;
+  e.setOutput(0, TriluOp::create(e.b(), e.loc, x,
+                                 upper ? e.b().getUnitAttr() : nullptr,
+                                 e.b().getI64IntegerAttr(k)));
+  return success();
+}
+
+LogicalResult emitEinsum(NodeEmitter &e) {
+  const auto *eq = findAttr(e.node, "equation");
+  if (!eq)
+    return e.error() << "missing 'equation' attribute";
+  SmallVector<Value> inputs;
+  std::vector<int64_t> ranks;
+  std::vector<Shape> shapes;
+  for (int i = 0; i < e.node.input_size(); ++i) {
+    Value v = e.value(i);
+    if (!v)
+      return failure();
+    inputs.push_back(v);
+    ranks.push_back(e.type(i).getRank());
+    shapes.push_back(e.shape(i));
+  }
+  EinsumSpec spec;
+  std::string error;
+  Shape shape;
+  if (!parseEinsum(eq->s(), ranks, spec, error) ||
+      !inferEinsumShape(spec, shapes, shape, error))
+    return e.error() << error;
+  e.setOutput(
+      0, EinsumOp::create(e.b(), e.loc, inputs, e.b().getStringAttr(eq->s())));
+  return success();
+}
+
+} // namespace mp::onnx_import

@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""Writes one-node ONNX models whose node does not fit its op's shape rule
+into the directory given, for node-errors.test. Each must give an error at the
+node: the mp ops infer their result types, and inference that fails aborts,
+so the importer has to check first.
+
+Usage: bad_nodes.py OUT_DIR
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+
+
+def vi(name, shape, elem=F):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def ints(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def write(out, name, op, inputs, attrs=None, inits=(), outputs=("y",)):
+    """A model of one node `op` named 'n' reading `inputs` (name, shape[, type])
+    that are not initializers."""
+    node = helper.make_node(op, [i[0] for i in inputs] + [t.name for t in inits],
+                            list(outputs), name="n", **(attrs or {}))
+    graph = helper.make_graph(
+        [node], name, [vi(*i) for i in inputs],
+        [vi(o, ["d"]) for o in outputs], initializer=list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with open(os.path.join(out, name + ".onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    write(out, "matmul_k", "MatMul", [("a", [2, 3]), ("b", [4, 5])])
+    write(out, "matmul_batch", "MatMul", [("a", [2, 2, 3]), ("b", [3, 3, 5])])
+    write(out, "add", "Add", [("a", [2, 3]), ("b", [4])])
+    write(out, "pow", "Pow", [("a", [2, 3]), ("b", [4], TensorProto.INT64)])
+    write(out, "equal", "Equal", [("a", [2, 3]), ("b", [4])])
+    write(out, "where", "Where",
+          [("c", [2, 3], TensorProto.BOOL), ("a", [2, 3]), ("b", [4])])
+    write(out, "gemm_k", "Gemm", [("a", [2, 3]), ("b", [4, 5])], {"transB": 1})
+    write(out, "gemm_c", "Gemm", [("a", [2, 3]), ("b", [3, 5]), ("c", [3, 2, 5])])
+    write(out, "layer_norm", "LayerNormalization", [("a", [2, 3]), ("s", [4])])
+    write(out, "reduce", "ReduceSum", [("a", [2, 3])], inits=[ints("axes", [1, -1])])
+    write(out, "softmax", "Softmax", [("a", [2, 3])], {"axis": 2})
+    write(out, "trilu", "Trilu", [("a", [3])])
+    write(out, "einsum", "Einsum", [("a", [2, 3]), ("b", [4, 5])],
+          {"equation": "ij,jk->ik"})
+    write(out, "transpose", "Transpose", [("a", [2, 3])], {"perm": [0, 0]})
+    write(out, "concat", "Concat", [("a", [2, 3]), ("b", [2, 4])], {"axis": 0})
+    write(out, "slice", "Slice", [("a", [0, 3])],
+          inits=[ints("starts", [0]), ints("ends", [-10]), ints("axes", [0]),
+                 ints("steps", [-1])])
+    write(out, "gather", "Gather", [("a", [2, 3])], {"axis": 1},
+          inits=[ints("i", [3])])
+    write(out, "reshape", "Reshape", [("a", [2, 3])], inits=[ints("shape", [4])])
+    write(out, "split", "Split", [("a", [6, 3])], {"axis": 0},
+          inits=[ints("split", [2, 3])], outputs=("y", "z"))
+    write(out, "expand", "Expand", [("a", [2, 3])], inits=[ints("shape", [4, 4])])
+
+
+if __name__ == "__main__":
+    main()
