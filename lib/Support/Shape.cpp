@@ -328,6 +328,9 @@ bool split(const Shape &input, int64_t axis, const std::vector<Shape> &results,
     if (s.size() != input.size())
       return fail(error,
                   "results must match the input's element type and rank");
+    if (s[a] < 0)
+      return fail(error, "split size " + std::to_string(s[a]) +
+                             " is negative");
     for (size_t d = 0; d < s.size(); ++d)
       if (static_cast<int64_t>(d) != a && s[d] != input[d])
         return fail(error, "result shape " + formatShape(s) +

@@ -75,6 +75,8 @@ TEST(ShapeRules, ShapeOps) {
   EXPECT_TRUE(shape::split({6, 2}, 0, {{2, 2}, {4, 2}}, e)) << e;
   EXPECT_FALSE(shape::split({6, 2}, 0, {{2, 2}, {3, 2}}, e));
   EXPECT_EQ(e, "split sizes add up to 5 but the input dimension 0 is 6");
+  EXPECT_FALSE(shape::split({6, 2}, 0, {{-1, 2}, {7, 2}}, e));
+  EXPECT_EQ(e, "split size -1 is negative");
   ASSERT_TRUE(shape::gather({5, 6, 7}, {2, 3}, 1, r, e)) << e;
   EXPECT_EQ(r, (Shape{5, 2, 3, 7}));
   ASSERT_TRUE(shape::reduce({2, 3, 4}, {-1, 0}, false, r, e)) << e;

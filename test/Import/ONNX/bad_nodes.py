@@ -65,6 +65,8 @@ def main():
     write(out, "reshape", "Reshape", [("a", [2, 3])], inits=[ints("shape", [4])])
     write(out, "split", "Split", [("a", [6, 3])], {"axis": 0},
           inits=[ints("split", [2, 3])], outputs=("y", "z"))
+    write(out, "split_negative", "Split", [("a", [6, 3])], {"axis": 0},
+          inits=[ints("split", [-1, 7])], outputs=("y", "z"))
     write(out, "expand", "Expand", [("a", [2, 3])], inits=[ints("shape", [4, 4])])
 
 
