@@ -39,8 +39,9 @@ void check(const Status &st, benchmark::State &state) {
 void BM_Linear(benchmark::State &state) {
   const int64_t M = 512, K = 768, N = 3072;
   bool transposed = state.range(0);
-  Owned x({M, K}, 1), w(transposed ? std::vector<int64_t>{N, K}
-                                   : std::vector<int64_t>{K, N}, 2),
+  Owned x({M, K}, 1),
+      w(transposed ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N},
+        2),
       b({N}, 3), y({M, N}, 4);
   for (auto _ : state)
     check(linear(x.t, w.t, &b.t, transposed, y.t), state);
@@ -48,7 +49,11 @@ void BM_Linear(benchmark::State &state) {
       2.0 * M * K * N, benchmark::Counter::kIsIterationInvariantRate,
       benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_Linear)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Linear)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_Attention(benchmark::State &state) {
   const int64_t B = 4, H = 12, S = 128, D = 64;
@@ -62,16 +67,21 @@ void BM_Attention(benchmark::State &state) {
       4.0 * B * H * S * S * D, benchmark::Counter::kIsIterationInvariantRate,
       benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_Attention)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Attention)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_LayerNorm(benchmark::State &state) {
   const int64_t M = 512, C = 768;
   Owned x({M, C}, 1), g({C}, 2), b({C}, 3), y({M, C}, 4);
   for (auto _ : state)
     check(layerNorm(x.t, g.t, &b.t, 1, 1e-5f, y.t), state);
-  state.counters["GB/s"] = benchmark::Counter(
-      2.0 * M * C * sizeof(float), benchmark::Counter::kIsIterationInvariantRate,
-      benchmark::Counter::kIs1000);
+  state.counters["GB/s"] =
+      benchmark::Counter(2.0 * M * C * sizeof(float),
+                         benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_LayerNorm)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -111,27 +121,35 @@ void BM_AddBias(benchmark::State &state) {
   Owned x({M, N}, 1), b({N}, 2), y({M, N}, 3);
   for (auto _ : state)
     check(binary(BinaryKind::Add, x.t, b.t, y.t), state);
-  state.counters["GB/s"] = benchmark::Counter(
-      2.0 * M * N * sizeof(float), benchmark::Counter::kIsIterationInvariantRate,
-      benchmark::Counter::kIs1000);
+  state.counters["GB/s"] =
+      benchmark::Counter(2.0 * M * N * sizeof(float),
+                         benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_AddBias)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_TransposeHeads(benchmark::State &state) {
-  // [B, S, H, D] -> [B, H, S, D] and the key transpose [B, H, S, D] -> [B, H, D, S].
+  // [B, S, H, D] -> [B, H, S, D] and the key transpose [B, H, S, D] -> [B, H,
+  // D, S].
   const int64_t B = 4, S = 128, H = 12, D = 64;
   bool keys = state.range(0);
   Owned x({B, S, H, D}, 1), y({B, H, S, D}, 2);
   std::vector<int64_t> perm = keys ? std::vector<int64_t>{0, 2, 3, 1}
                                    : std::vector<int64_t>{0, 2, 1, 3};
-  y.t.shape = keys ? std::vector<int64_t>{B, H, D, S} : std::vector<int64_t>{B, H, S, D};
+  y.t.shape = keys ? std::vector<int64_t>{B, H, D, S}
+                   : std::vector<int64_t>{B, H, S, D};
   for (auto _ : state)
     check(transpose(x.t, perm, y.t), state);
-  state.counters["GB/s"] = benchmark::Counter(
-      2.0 * B * S * H * D * sizeof(float), benchmark::Counter::kIsIterationInvariantRate,
-      benchmark::Counter::kIs1000);
+  state.counters["GB/s"] =
+      benchmark::Counter(2.0 * B * S * H * D * sizeof(float),
+                         benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_TransposeHeads)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_TransposeHeads)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 } // namespace
 

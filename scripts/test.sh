@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test (lit + GoogleTest)
-# under one ctest, ending in ctest's summary.
+# Installs what is missing, builds, and runs every test (lit + GoogleTest,
+# and the clang-format check of scripts/format.sh) under one ctest, ending
+# in ctest's summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -41,9 +41,10 @@ ArenaPlacement mp::placeFirstFit(const std::vector<LiveRange> &ranges,
   placement.offsets.assign(ranges.size(), 0);
   for (size_t i : order) {
     const LiveRange &r = ranges[i];
-    live.erase(std::remove_if(live.begin(), live.end(),
-                              [&](const Live &l) { return l.lastUse < r.start; }),
-               live.end());
+    live.erase(
+        std::remove_if(live.begin(), live.end(),
+                       [&](const Live &l) { return l.lastUse < r.start; }),
+        live.end());
     std::sort(live.begin(), live.end(),
               [](const Live &a, const Live &b) { return a.offset < b.offset; });
     int64_t size = aligned(r.size, alignment);
@@ -153,8 +154,8 @@ FailureOr<MemoryPlan> MemoryPlan::read(func::FuncOp func) {
     return failure();
   auto bytes = func->getAttrOfType<IntegerAttr>(kArenaBytes);
   if (!bytes || bytes.getInt() < 0)
-    return func.emitError() << "'" << kArenaBytes
-                            << "' must be a non-negative integer";
+    return func.emitError()
+           << "'" << kArenaBytes << "' must be a non-negative integer";
   plan.peak = bytes.getInt();
   // Every owner's offset from the IR, in bounds.
   for (Buffer &b : plan.buffers) {
@@ -193,9 +194,8 @@ FailureOr<MemoryPlan> MemoryPlan::read(func::FuncOp func) {
   std::vector<const Buffer *> live;
   for (size_t i : order) {
     const Buffer &b = plan.buffers[i];
-    llvm::erase_if(live, [&](const Buffer *l) {
-      return l->range.end < b.range.start;
-    });
+    llvm::erase_if(
+        live, [&](const Buffer *l) { return l->range.end < b.range.start; });
     for (const Buffer *l : live) {
       bool overlap =
           b.offset < l->offset + aligned(l->range.size, kAlignment) &&

@@ -53,9 +53,9 @@ Status Binder::fail(const std::string &msg) const {
 
 Status Binder::checkContract(const contract::OpInfo &info) {
   int operands = inst.operands_size(), results = inst.results_size();
-  if (info.variadicOperands() ? operands < 1
-                              : operands < info.requiredOperands() ||
-                                    operands > info.operands)
+  if (info.variadicOperands()
+          ? operands < 1
+          : operands < info.requiredOperands() || operands > info.operands)
     return fail("expected " +
                 (info.variadicOperands()
                      ? std::string("at least one operand")
@@ -192,8 +192,8 @@ StepIndexCheck Binder::indexCheck(int i, int64_t dim, bool allowNegative,
   const auto &ids = exe.inputBuffers;
   auto found = std::find(ids.begin(), ids.end(), inst.operands(i));
   if (found != ids.end()) {
-    exe.inputIndexChecks.push_back({static_cast<size_t>(found - ids.begin()),
-                                    dim, allowNegative, where});
+    exe.inputIndexChecks.push_back(
+        {static_cast<size_t>(found - ids.begin()), dim, allowNegative, where});
     return {};
   }
   return {exe.kernels, in(i), dim, allowNegative, where};
@@ -341,9 +341,9 @@ Status Binder::bindMatmul(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
   Shape expected;
   std::string error;
-  if (Status s = expectResult(
-          shape::matmul(in(0).shape, in(1).shape, expected, error), error,
-          expected);
+  if (Status s =
+          expectResult(shape::matmul(in(0).shape, in(1).shape, expected, error),
+                       error, expected);
       !s)
     return s;
   // FLOPs: 2 · (result elements) · K.
@@ -392,9 +392,9 @@ Status Binder::bindNorm(Executable::Step &step, bool layer) {
   Shape expected;
   std::string error;
   if (!layer) {
-    if (Status s = expectResult(
-            shape::rmsNorm(x.shape, scale.shape, expected, error), error,
-            expected);
+    if (Status s =
+            expectResult(shape::rmsNorm(x.shape, scale.shape, expected, error),
+                         error, expected);
         !s)
       return s;
     step.kernel = [kernels, x, scale, eps, o]() mutable {
@@ -460,8 +460,9 @@ Status Binder::bindEmbedding(Executable::Step &step, bool isGather) {
       return s;
   Shape expected;
   std::string error;
-  bool rule = isGather ? shape::gather(x.shape, idx.shape, axis, expected, error)
-                       : shape::embedding(x.shape, idx.shape, expected, error);
+  bool rule = isGather
+                  ? shape::gather(x.shape, idx.shape, axis, expected, error)
+                  : shape::embedding(x.shape, idx.shape, expected, error);
   if (Status s = expectResult(rule, error, expected); !s)
     return s;
   Tensor o = out();
@@ -506,13 +507,13 @@ Status Binder::bindCrossEntropy(Executable::Step &step) {
   std::string where =
       "instruction 'cross_entropy' at '" + inst.location() + "'";
   int64_t vocab = logits.shape.back();
-  step.kernel = [kernels, logits, targets, o,
-                 check = indexCheck(1, vocab, /*allowNegative=*/false,
-                                    where)]() mutable {
-    if (Status s = check(); !s)
-      return s;
-    return kernels->crossEntropy(logits, targets, o);
-  };
+  step.kernel =
+      [kernels, logits, targets, o,
+       check = indexCheck(1, vocab, /*allowNegative=*/false, where)]() mutable {
+        if (Status s = check(); !s)
+          return s;
+        return kernels->crossEntropy(logits, targets, o);
+      };
   return Status::success();
 }
 
@@ -558,8 +559,9 @@ Status Binder::bindCollective(Executable::Step &step, OpKind kind) {
                 std::to_string(axis) + " over " + std::to_string(groupSize) +
                 " ranks");
   if (kind != OpKind::AllSlice)
-    exe.commScratch[gridAxis] = std::max(
-        exe.commScratch[gridAxis], Communicator::packingBytes(local, full, axis));
+    exe.commScratch[gridAxis] =
+        std::max(exe.commScratch[gridAxis],
+                 Communicator::packingBytes(local, full, axis));
   if (kind == OpKind::AllGather)
     step.kernel = [comm, x, o, axis]() mutable {
       return comm->allGather(x, o, axis);
@@ -637,9 +639,9 @@ Status Binder::bindConcat(Executable::Step &step) {
     return s;
   Shape expected;
   std::string error;
-  if (Status s = expectResult(
-          shape::concat(operandShapes(), axis, expected, error), error,
-          expected);
+  if (Status s =
+          expectResult(shape::concat(operandShapes(), axis, expected, error),
+                       error, expected);
       !s)
     return s;
   std::vector<Tensor> inputs;
@@ -744,16 +746,30 @@ Status Binder::bind(Executable::Step &step) {
   if (Status s = checkRanks(); !s)
     return s;
   switch (*kind) {
-  case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
-  case OpKind::Pow: case OpKind::Compare: case OpKind::Where:
-    return bindBinary(step, *kind);
-  case OpKind::Neg: case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt:
-  case OpKind::Rsqrt: case OpKind::Reciprocal: case OpKind::Tanh:
-  case OpKind::Erf: case OpKind::Sigmoid: case OpKind::Relu:
-  case OpKind::Silu: case OpKind::Gelu: case OpKind::Cos: case OpKind::Sin:
-    return bindUnary(step, *kind);
-  case OpKind::Cast: case OpKind::Dropout: case OpKind::Reshape:
-    return bindCopyLike(step, *kind);
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Pow:
+  case OpKind::Compare:
+  case OpKind::Where: return bindBinary(step, *kind);
+  case OpKind::Neg:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Sqrt:
+  case OpKind::Rsqrt:
+  case OpKind::Reciprocal:
+  case OpKind::Tanh:
+  case OpKind::Erf:
+  case OpKind::Sigmoid:
+  case OpKind::Relu:
+  case OpKind::Silu:
+  case OpKind::Gelu:
+  case OpKind::Cos:
+  case OpKind::Sin: return bindUnary(step, *kind);
+  case OpKind::Cast:
+  case OpKind::Dropout:
+  case OpKind::Reshape: return bindCopyLike(step, *kind);
   case OpKind::Softmax: return bindSoftmax(step);
   case OpKind::Trilu: return bindTrilu(step);
   case OpKind::Matmul: return bindMatmul(step);
@@ -771,9 +787,10 @@ Status Binder::bind(Executable::Step &step) {
   case OpKind::Concat: return bindConcat(step);
   case OpKind::Split: return bindSplit(step);
   case OpKind::Expand: return bindExpand(step);
-  case OpKind::AllReduce: case OpKind::AllGather:
-  case OpKind::ReduceScatter: case OpKind::AllSlice:
-    return bindCollective(step, *kind);
+  case OpKind::AllReduce:
+  case OpKind::AllGather:
+  case OpKind::ReduceScatter:
+  case OpKind::AllSlice: return bindCollective(step, *kind);
   }
   return fail("unknown op");
 }

@@ -1,4 +1,5 @@
-//===- Binder.h - binding instructions to kernels -----------------*- C++ -*-===//
+//===- Binder.h - binding instructions to kernels -----------------*- C++
+//-*-===//
 //
 // Private to the runtime: the loader binds each instruction of a program to
 // a kernel call (a Step) after checking it against the op contract and the
@@ -59,8 +60,7 @@ private:
 
   const Tensor &in(int i) const { return exe.buffers[inst.operands(i)]; }
   const Tensor *optIn(int i) const {
-    return i < inst.operands_size() && inst.operands(i) >= 0 ? &in(i)
-                                                             : nullptr;
+    return i < inst.operands_size() && inst.operands(i) >= 0 ? &in(i) : nullptr;
   }
   Tensor &out(int i = 0) { return exe.buffers[inst.results(i)]; }
   std::vector<Shape> operandShapes() const;

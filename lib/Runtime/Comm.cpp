@@ -25,12 +25,12 @@ Status checkAxis(const Tensor &local, const Tensor &full, int64_t axis,
                  int ranks, const char *what) {
   if (axis < 0 || axis >= static_cast<int64_t>(full.shape.size()) ||
       local.shape.size() != full.shape.size() ||
-      full.shape[axis] != local.shape[axis] * ranks || local.dtype != full.dtype)
-    return Status::error(std::string(what) + ": shapes " +
-                         formatShape(local.shape) + " and " +
-                         formatShape(full.shape) + " do not fit axis " +
-                         std::to_string(axis) + " over " +
-                         std::to_string(ranks) + " ranks");
+      full.shape[axis] != local.shape[axis] * ranks ||
+      local.dtype != full.dtype)
+    return Status::error(
+        std::string(what) + ": shapes " + formatShape(local.shape) + " and " +
+        formatShape(full.shape) + " do not fit axis " + std::to_string(axis) +
+        " over " + std::to_string(ranks) + " ranks");
   return Status::success();
 }
 
@@ -186,7 +186,8 @@ Status Communicator::allGather(const Tensor &in, Tensor &out, int64_t axis) {
     return s;
   if (Status s = allGatherRaw(in.data, tmp, in.bytes()); !s)
     return s;
-  return transposeBlocks(tmp, out.data, size(), outer, block); // [r][o] -> [o][r]
+  return transposeBlocks(tmp, out.data, size(), outer,
+                         block); // [r][o] -> [o][r]
 }
 
 Status Communicator::reduceScatterSum(const Tensor &in, Tensor &out,

@@ -42,8 +42,8 @@ Status hostVocabEmbedding(const Tensor &table, const Tensor &ids,
   auto *dst = static_cast<uint8_t *>(out.data);
   const auto *src = static_cast<const uint8_t *>(table.data);
   for (int64_t i = 0; i < ids.numel(); ++i) {
-    int64_t id = ids.dtype == DType::I64 ? ids.as<int64_t>()[i]
-                                         : ids.as<int32_t>()[i];
+    int64_t id =
+        ids.dtype == DType::I64 ? ids.as<int64_t>()[i] : ids.as<int32_t>()[i];
     int64_t local = (id < 0 ? id + vocab : id) - offset;
     if (local >= 0 && local < rows)
       std::memcpy(dst + i * rowBytes, src + local * rowBytes, rowBytes);
@@ -56,16 +56,43 @@ Status hostVocabEmbedding(const Tensor &table, const Tensor &ids,
 } // namespace
 
 const KernelTable &cpuKernelTable() {
-  static const KernelTable table = {
-      "cpu",         0,                 always,            hostAllocate,      std::free,      hostCopy,
-      hostCopy,      nothing,           cpu::binary,    cpu::compare,
-      cpu::where,    cpu::unary,        cpu::cast,      cpu::matmul,
-      cpu::linear,   cpu::layerNorm,    cpu::rmsNorm,   cpu::softmax,
-      cpu::reduce,   cpu::attention,    cpu::gather,    cpu::crossEntropy,
-      cpu::einsum,   cpu::trilu,        cpu::transpose, cpu::slice,
-      cpu::concat,   cpu::split,        cpu::expand,    cpu::copy,
-      hostVocabEmbedding, nullptr,       nullptr,        nullptr,
-      nullptr,       nullptr,           nullptr};
+  static const KernelTable table = {"cpu",
+                                    0,
+                                    always,
+                                    hostAllocate,
+                                    std::free,
+                                    hostCopy,
+                                    hostCopy,
+                                    nothing,
+                                    cpu::binary,
+                                    cpu::compare,
+                                    cpu::where,
+                                    cpu::unary,
+                                    cpu::cast,
+                                    cpu::matmul,
+                                    cpu::linear,
+                                    cpu::layerNorm,
+                                    cpu::rmsNorm,
+                                    cpu::softmax,
+                                    cpu::reduce,
+                                    cpu::attention,
+                                    cpu::gather,
+                                    cpu::crossEntropy,
+                                    cpu::einsum,
+                                    cpu::trilu,
+                                    cpu::transpose,
+                                    cpu::slice,
+                                    cpu::concat,
+                                    cpu::split,
+                                    cpu::expand,
+                                    cpu::copy,
+                                    hostVocabEmbedding,
+                                    nullptr,
+                                    nullptr,
+                                    nullptr,
+                                    nullptr,
+                                    nullptr,
+                                    nullptr};
   return table;
 }
 

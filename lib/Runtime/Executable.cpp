@@ -74,11 +74,10 @@ Status Executable::run(const std::vector<Tensor> &inputs,
   for (size_t i = 0; i < inputs.size(); ++i) {
     const IOSpec &spec = inputSpecs[i];
     if (inputs[i].dtype != spec.dtype || inputs[i].shape != spec.shape)
-      return Status::error("input '" + spec.name + "' expects " +
-                           dtypeName(spec.dtype) + " " +
-                           formatShape(spec.shape) + " but got " +
-                           dtypeName(inputs[i].dtype) + " " +
-                           formatShape(inputs[i].shape));
+      return Status::error(
+          "input '" + spec.name + "' expects " + dtypeName(spec.dtype) + " " +
+          formatShape(spec.shape) + " but got " + dtypeName(inputs[i].dtype) +
+          " " + formatShape(inputs[i].shape));
     if (Status s = kernels->toDevice(buffers[inputBuffers[i]].data,
                                      inputs[i].data, inputs[i].bytes());
         !s)
@@ -103,9 +102,10 @@ Status Executable::run(const std::vector<Tensor> &inputs,
       // Let the work already queued (e.g. a collective's copies) finish, so
       // that the next run cannot race it on the arena.
       (void)kernels->synchronize();
-      bool halfOnCpu = kernels == &cpuKernelTable() &&
-                       (s.message.find("element type bf16") != std::string::npos ||
-                        s.message.find("element type f16") != std::string::npos);
+      bool halfOnCpu =
+          kernels == &cpuKernelTable() &&
+          (s.message.find("element type bf16") != std::string::npos ||
+           s.message.find("element type f16") != std::string::npos);
       return Status::error(
           (s.message.find("instruction") == 0
                ? s.message
@@ -129,7 +129,8 @@ Status Executable::run(const std::vector<Tensor> &inputs,
     Tensor t = buffers[outputBuffers[i]];
     if (!onHost) {
       outputStaging[i].resize(t.bytes());
-      if (Status s = kernels->toHost(outputStaging[i].data(), t.data, t.bytes());
+      if (Status s =
+              kernels->toHost(outputStaging[i].data(), t.data, t.bytes());
           !s)
         return s;
       t.data = outputStaging[i].data();

@@ -1,4 +1,5 @@
-//===- Loader.cpp - loading an artifact ------------------------------------===//
+//===- Loader.cpp - loading an artifact
+//------------------------------------===//
 //
 // Loading validates everything a corrupt or hand-edited artifact could get
 // wrong before any kernel runs: the program's version and structure, every
@@ -32,10 +33,9 @@ static Status readProgram(const std::string &dir, program::Program &prog) {
   if (!prog.ParseFromIstream(&in))
     return Status::error("'" + path + "' is corrupt or truncated");
   if (prog.version() != kProgramVersion)
-    return Status::error("'" + path + "' has program version " +
-                         std::to_string(prog.version()) +
-                         "; this mp-run reads version " +
-                         std::to_string(kProgramVersion));
+    return Status::error(
+        "'" + path + "' has program version " + std::to_string(prog.version()) +
+        "; this mp-run reads version " + std::to_string(kProgramVersion));
   return Status::success();
 }
 
@@ -43,8 +43,7 @@ static Status readProgram(const std::string &dir, program::Program &prog) {
 /// and the element's), uniform in [-0.05, 0.05]: enough to benchmark.
 static Status syntheticParameters(const program::Program &prog,
                                   std::vector<std::string> &storage,
-                                  std::vector<Tensor> &params,
-                                  int64_t &bytes) {
+                                  std::vector<Tensor> &params, int64_t &bytes) {
   bytes = 0;
   for (int i = 0; i < prog.parameters_size(); ++i) {
     const auto &p = prog.parameters(i);
@@ -59,7 +58,8 @@ static Status syntheticParameters(const program::Program &prog,
     if (isFloat) {
       std::vector<float> values(t.numel());
       for (int64_t j = 0; j < t.numel(); ++j) {
-        uint64_t h = (static_cast<uint64_t>(i) << 40) ^ static_cast<uint64_t>(j);
+        uint64_t h =
+            (static_cast<uint64_t>(i) << 40) ^ static_cast<uint64_t>(j);
         h ^= h >> 33;
         h *= 0xff51afd7ed558ccdULL;
         h ^= h >> 33;
@@ -105,9 +105,10 @@ static Status loadParameters(const std::string &dir, int rank,
     uint32_t crc = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
     for (uint64_t off = 0; off < length; off += 1u << 30)
       crc = static_cast<uint32_t>(
-          crc32(crc, data + off, static_cast<uInt>(std::min<uint64_t>(length - off, 1u << 30))));
-    uint32_t expected = p.rank_crc32_size() > rank ? p.rank_crc32(rank)
-                                                   : p.crc32();
+          crc32(crc, data + off,
+                static_cast<uInt>(std::min<uint64_t>(length - off, 1u << 30))));
+    uint32_t expected =
+        p.rank_crc32_size() > rank ? p.rank_crc32(rank) : p.crc32();
     if (crc != expected)
       return Status::error("parameter '" + p.name() + "' in '" + path +
                            "' fails its checksum (corrupt file)");
@@ -216,8 +217,8 @@ Status Executable::load(const std::string &dir,
   void *arena = nullptr;
   if (Status s = exe->kernels->allocate(exe->arenaSize, &arena); !s)
     return Status::error("cannot allocate the " +
-                         std::to_string(exe->arenaSize) + "-byte arena: " +
-                         s.message);
+                         std::to_string(exe->arenaSize) +
+                         "-byte arena: " + s.message);
   exe->arena = static_cast<uint8_t *>(arena);
   bool onHost = exe->kernels == &cpuKernelTable();
   if (!onHost) {
@@ -247,7 +248,8 @@ Status Executable::load(const std::string &dir,
       t.data = exe->arena + b.offset();
       break;
     case program::Buffer::PARAMETER:
-      if (b.parameter() < 0 || b.parameter() >= static_cast<int>(params.size()) ||
+      if (b.parameter() < 0 ||
+          b.parameter() >= static_cast<int>(params.size()) ||
           params[b.parameter()].shape != t.shape ||
           params[b.parameter()].dtype != t.dtype)
         return Status::error(where + " does not match parameter " +
@@ -256,13 +258,13 @@ Status Executable::load(const std::string &dir,
       break;
     case program::Buffer::CONSTANT:
       if (b.data().size() != t.bytes())
-        return Status::error(where + " holds " + std::to_string(b.data().size()) +
-                             " bytes for " + formatShape(t.shape));
+        return Status::error(where + " holds " +
+                             std::to_string(b.data().size()) + " bytes for " +
+                             formatShape(t.shape));
       exe->constants.push_back(b.data());
       t.data = exe->constants.back().data();
       break;
-    default:
-      return Status::error(where + " has an unknown kind");
+    default: return Status::error(where + " has an unknown kind");
     }
     exe->buffers.push_back(std::move(t));
   }
@@ -280,8 +282,7 @@ Status Executable::load(const std::string &dir,
                     std::vector<int> &ids) -> Status {
     for (const auto &b : bindings) {
       if (b.buffer() < 0 || b.buffer() >= static_cast<int>(exe->buffers.size()))
-        return Status::error("input/output '" + b.name() +
-                             "' names no buffer");
+        return Status::error("input/output '" + b.name() + "' names no buffer");
       const Tensor &t = exe->buffers[b.buffer()];
       specs.push_back({b.name(), t.dtype, t.shape});
       ids.push_back(b.buffer());
@@ -290,7 +291,8 @@ Status Executable::load(const std::string &dir,
   };
   if (Status s = bindIO(prog.inputs(), exe->inputSpecs, exe->inputBuffers); !s)
     return s;
-  if (Status s = bindIO(prog.outputs(), exe->outputSpecs, exe->outputBuffers); !s)
+  if (Status s = bindIO(prog.outputs(), exe->outputSpecs, exe->outputBuffers);
+      !s)
     return s;
   for (int id : exe->inputBuffers)
     if (prog.buffers(id).kind() != program::Buffer::ARENA)
@@ -327,10 +329,10 @@ Status Executable::allocateScratch() {
     return Status::success();
   if (Status s = kernels->allocate(scratchSize, &scratch); !s) {
     scratch = nullptr;
-    return Status::error("cannot allocate " + std::to_string(scratchSize) +
-                         " bytes of scratch (" + std::to_string(kernelScratch) +
-                         " for kernels, the rest for collectives): " +
-                         s.message);
+    return Status::error(
+        "cannot allocate " + std::to_string(scratchSize) +
+        " bytes of scratch (" + std::to_string(kernelScratch) +
+        " for kernels, the rest for collectives): " + s.message);
   }
   size_t offset = aligned(kernelScratch);
   for (size_t axis = 0; axis < axisComms.size(); ++axis) {

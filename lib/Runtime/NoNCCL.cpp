@@ -2,8 +2,7 @@
 #include "mp/Runtime/Comm.h"
 
 namespace mp::rt {
-Status makeDeviceCommunicator(Communicator &,
-                              std::unique_ptr<Communicator> &) {
+Status makeDeviceCommunicator(Communicator &, std::unique_ptr<Communicator> &) {
   return Status::error("this mp-run was built without CUDA and NCCL");
 }
 } // namespace mp::rt

@@ -12,8 +12,8 @@ namespace mp::rt {
 static const struct {
   const char *descr;
   DType dtype;
-} kDescrs[] = {{"<f4", DType::F32}, {"<f8", DType::F64}, {"<f2", DType::F16},
-               {"<i8", DType::I64}, {"<i4", DType::I32}, {"|i1", DType::I8},
+} kDescrs[] = {{"<f4", DType::F32},  {"<f8", DType::F64}, {"<f2", DType::F16},
+               {"<i8", DType::I64},  {"<i4", DType::I32}, {"|i1", DType::I8},
                {"|b1", DType::Bool}, {"|u1", DType::Bool}};
 
 static std::string header(const std::string &text, const std::string &key) {
@@ -57,7 +57,8 @@ Status readNpy(const std::string &path, HostBuffer &out) {
                          "' (expected <f4, <f8, <f2, <i8, <i4, |i1 or |b1)");
   if (header(text, "fortran_order").find("True") <
       header(text, "fortran_order").find(','))
-    return Status::error("'" + path + "' is in Fortran order; save it with "
+    return Status::error("'" + path +
+                         "' is in Fortran order; save it with "
                          "numpy.ascontiguousarray first");
   std::string shapeText = header(text, "shape");
   size_t open = shapeText.find('('), close = shapeText.find(')');
@@ -67,8 +68,9 @@ Status readNpy(const std::string &path, HostBuffer &out) {
   while (std::getline(dims, dim, ','))
     if (dim.find_first_of("0123456789") != std::string::npos)
       out.shape.push_back(std::stoll(dim));
-  size_t bytes = static_cast<size_t>(Tensor{nullptr, out.dtype, out.shape}.numel()) *
-                 dtypeSize(out.dtype);
+  size_t bytes =
+      static_cast<size_t>(Tensor{nullptr, out.dtype, out.shape}.numel()) *
+      dtypeSize(out.dtype);
   out.bytes.resize(bytes);
   if (!in.read(reinterpret_cast<char *>(out.bytes.data()), bytes))
     return Status::error("'" + path + "' holds fewer than the " +
@@ -109,8 +111,8 @@ Status writeNpy(const std::string &path, const Tensor &tensor) {
     if (d.dtype == tensor.dtype && !descr)
       descr = d.descr;
   if (!descr)
-    return Status::error(std::string("cannot write ") + dtypeName(tensor.dtype) +
-                         " to .npy");
+    return Status::error(std::string("cannot write ") +
+                         dtypeName(tensor.dtype) + " to .npy");
   std::string shape = "(";
   for (int64_t d : tensor.shape)
     shape += std::to_string(d) + ",";

@@ -13,9 +13,9 @@ namespace mp::rt {
 static const struct {
   const char *name;
   DType dtype;
-} kNames[] = {{"F32", DType::F32}, {"F64", DType::F64},  {"F16", DType::F16},
-              {"BF16", DType::BF16}, {"I64", DType::I64}, {"I32", DType::I32},
-              {"I8", DType::I8},   {"BOOL", DType::Bool}};
+} kNames[] = {{"F32", DType::F32},   {"F64", DType::F64},  {"F16", DType::F16},
+              {"BF16", DType::BF16}, {"I64", DType::I64},  {"I32", DType::I32},
+              {"I8", DType::I8},     {"BOOL", DType::Bool}};
 
 const char *safetensorsDTypeName(DType type) {
   for (const auto &n : kNames)
@@ -29,7 +29,8 @@ void SafetensorsWriter::add(const std::string &name, DType dtype,
   uint64_t begin = 0;
   if (!entries.empty())
     begin = entries.back().second.end;
-  entries.push_back({name, {dtype, std::move(shape), begin, begin + bytes.size()}});
+  entries.push_back(
+      {name, {dtype, std::move(shape), begin, begin + bytes.size()}});
   data.push_back(std::move(bytes));
 }
 
@@ -51,7 +52,7 @@ Status SafetensorsWriter::finish() {
 }
 
 Status SafetensorsFile::open(const std::string &path,
-                            std::unique_ptr<SafetensorsFile> &out) {
+                             std::unique_ptr<SafetensorsFile> &out) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Status::error("cannot open parameter file '" + path + "'");
@@ -107,7 +108,8 @@ Status SafetensorsFile::open(const std::string &path,
     return Status::error("out of memory reading '" + path + "'");
   file->storage = std::unique_ptr<uint8_t, void (*)(void *)>(
       static_cast<uint8_t *>(mem), std::free);
-  if (!in.read(reinterpret_cast<char *>(mem), static_cast<std::streamsize>(dataSize)))
+  if (!in.read(reinterpret_cast<char *>(mem),
+               static_cast<std::streamsize>(dataSize)))
     return Status::error("cannot read the data of '" + path + "'");
   out = std::move(file);
   return Status::success();

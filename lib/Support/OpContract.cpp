@@ -16,8 +16,8 @@ std::vector<AttrInfo> attributesOf(OpKind kind) {
 std::vector<OpInfo> makeTable() {
   std::vector<OpInfo> table;
 #define MP_OP(KIND, NAME, OPERANDS, FIRST_OPTIONAL, RESULTS)                   \
-  table.push_back({NAME, OPERANDS, FIRST_OPTIONAL, RESULTS,                    \
-                   attributesOf(OpKind::KIND)});
+  table.push_back(                                                             \
+      {NAME, OPERANDS, FIRST_OPTIONAL, RESULTS, attributesOf(OpKind::KIND)});
 #include "mp/Support/OpContract.def"
   return table;
 }

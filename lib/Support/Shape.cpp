@@ -161,8 +161,8 @@ bool softmax(const Shape &input, int64_t axis, Shape &result,
   return true;
 }
 
-bool reduce(const Shape &input, const std::vector<int64_t> &axes,
-            bool keepDims, Shape &result, std::string &error) {
+bool reduce(const Shape &input, const std::vector<int64_t> &axes, bool keepDims,
+            Shape &result, std::string &error) {
   std::vector<bool> reduced(input.size(), false);
   for (int64_t axis : axes) {
     int64_t a;
@@ -273,8 +273,8 @@ bool slice(const Shape &input, const std::vector<int64_t> &starts,
     int64_t start = starts[i], limit = limits[i], stride = strides[i];
     int64_t dim = input[i];
     if (stride == 0)
-      return fail(error, "stride of dimension " + std::to_string(i) +
-                             " is zero");
+      return fail(error,
+                  "stride of dimension " + std::to_string(i) + " is zero");
     bool ok = stride > 0 ? (start >= 0 && start <= limit && limit <= dim)
                          : (start < dim && limit >= -1 && limit <= start);
     if (!ok)
@@ -329,8 +329,7 @@ bool split(const Shape &input, int64_t axis, const std::vector<Shape> &results,
       return fail(error,
                   "results must match the input's element type and rank");
     if (s[a] < 0)
-      return fail(error, "split size " + std::to_string(s[a]) +
-                             " is negative");
+      return fail(error, "split size " + std::to_string(s[a]) + " is negative");
     for (size_t d = 0; d < s.size(); ++d)
       if (static_cast<int64_t>(d) != a && s[d] != input[d])
         return fail(error, "result shape " + formatShape(s) +

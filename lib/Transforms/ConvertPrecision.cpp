@@ -60,8 +60,8 @@ struct ConvertPrecisionPass
     for (BlockArgument arg : body.getArguments()) {
       if (!isF32Tensor(arg.getType()))
         continue;
-      auto castOp = CastOp::create(b, arg.getLoc(), retype(arg.getType(), target),
-                                   arg);
+      auto castOp =
+          CastOp::create(b, arg.getLoc(), retype(arg.getType(), target), arg);
       arg.replaceAllUsesExcept(castOp.getResult(), castOp);
     }
     body.walk([&](Operation *op) {
@@ -76,8 +76,8 @@ struct ConvertPrecisionPass
           auto type = retype(attr.getType(), target);
           const llvm::fltSemantics &sem =
               cast<FloatType>(target).getFloatSemantics();
-          DenseElementsAttr converted = attr.mapValues(
-              target, [&](const APFloat &v) {
+          DenseElementsAttr converted =
+              attr.mapValues(target, [&](const APFloat &v) {
                 APFloat f = v;
                 bool lost;
                 f.convert(sem, APFloat::rmNearestTiesToEven, &lost);

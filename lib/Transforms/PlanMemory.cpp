@@ -43,8 +43,7 @@ void printPlan(func::FuncOp func, const MemoryPlan &plan,
   auto describe = [&](Value v) {
     Operation *def = v.getDefiningOp();
     os << "  " << name(v) << " = "
-       << (def ? def->getName().getStringRef() : StringRef("argument"))
-       << ": ";
+       << (def ? def->getName().getStringRef() : StringRef("argument")) << ": ";
   };
   for (const MemoryPlan::Buffer &b : plan.getBuffers()) {
     describe(b.value);

@@ -163,9 +163,9 @@ struct LinearFromMatmul : OpRewritePattern<MatmulOp> {
         tensorType(op.getLhs()).getRank() < 2 ||
         !isa<FloatType>(tensorType(weight).getElementType()))
       return failure();
-    rewriter.replaceOpWithNewOp<LinearOp>(
-        op, op.getLhs(), weight, Value(),
-        transposed ? rewriter.getUnitAttr() : nullptr);
+    rewriter.replaceOpWithNewOp<LinearOp>(op, op.getLhs(), weight, Value(),
+                                          transposed ? rewriter.getUnitAttr()
+                                                     : nullptr);
     return success();
   }
 };
@@ -202,8 +202,8 @@ struct EmbeddingFromGather : OpRewritePattern<GatherOp> {
         tensorType(op.getInput()).getRank() != 2 ||
         !isa<FloatType>(tensorType(op.getInput()).getElementType()))
       return failure();
-    rewriter.replaceOpWithNewOp<EmbeddingOp>(op, op.getInput(),
-                                             op.getIndices(), nullptr);
+    rewriter.replaceOpWithNewOp<EmbeddingOp>(op, op.getInput(), op.getIndices(),
+                                             nullptr);
     return success();
   }
 };
@@ -303,16 +303,16 @@ struct NormScale : OpRewritePattern<MulOp> {
             static_cast<int64_t>(ln.getAxis()) != -1 ||
             (ln.getBias() && !isZeroBias(ln.getBias())))
           continue;
-        rewriter.replaceOpWithNewOp<LayerNormOp>(
-            op, ln.getInput(), w, ln.getBias(), ln.getAxisAttr(),
-            ln.getEpsilonAttr());
+        rewriter.replaceOpWithNewOp<LayerNormOp>(op, ln.getInput(), w,
+                                                 ln.getBias(), ln.getAxisAttr(),
+                                                 ln.getEpsilonAttr());
         return success();
       }
       if (auto rms = a.getDefiningOp<RMSNormOp>()) {
         if (!isUnitScale(rms.getScale()))
           continue;
-        rewriter.replaceOpWithNewOp<RMSNormOp>(op, rms.getInput(),
-                                               w, rms.getEpsilonAttr());
+        rewriter.replaceOpWithNewOp<RMSNormOp>(op, rms.getInput(), w,
+                                               rms.getEpsilonAttr());
         return success();
       }
     }
@@ -335,9 +335,9 @@ struct LayerNormBias : OpRewritePattern<AddOp> {
         continue;
       if (tensorType(b).getShape() != ln.getType().getShape().take_back())
         continue;
-      rewriter.replaceOpWithNewOp<LayerNormOp>(
-          op, ln.getInput(), ln.getScale(), b, ln.getAxisAttr(),
-          ln.getEpsilonAttr());
+      rewriter.replaceOpWithNewOp<LayerNormOp>(op, ln.getInput(), ln.getScale(),
+                                               b, ln.getAxisAttr(),
+                                               ln.getEpsilonAttr());
       return success();
     }
     return failure();

@@ -67,8 +67,8 @@ struct SequenceParallelPass
 
   int64_t ranks = 1;
   FlatSymbolRefAttr gridRef;
-  llvm::DenseMap<Value, int64_t> seqDim;    // value -> split (sequence) dim
-  llvm::DenseMap<Value, Value> wholeOf;     // split value -> all-gathered
+  llvm::DenseMap<Value, int64_t> seqDim; // value -> split (sequence) dim
+  llvm::DenseMap<Value, Value> wholeOf;  // split value -> all-gathered
 };
 
 /// The tensor-parallel grid: the one named by the `grid` option, else the
@@ -154,8 +154,9 @@ Value SequenceParallelPass::sliced(Value whole, int64_t dim, Operation *user) {
   SmallVector<int64_t> shape(t.getShape());
   shape[dim] /= ranks;
   return shard::AllSliceOp::create(
-             b, user->getLoc(), RankedTensorType::get(shape, t.getElementType()),
-             whole, gridRef.getValue(), ArrayRef<shard::GridAxis>{0}, dim)
+             b, user->getLoc(),
+             RankedTensorType::get(shape, t.getElementType()), whole,
+             gridRef.getValue(), ArrayRef<shard::GridAxis>{0}, dim)
       .getResult();
 }
 
@@ -184,8 +185,8 @@ std::optional<SplitMapping> SequenceParallelPass::carry(Operation *op) {
 LogicalResult SequenceParallelPass::visit(Operation *op) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     return scatter(reduce);
-  bool anySplit = llvm::any_of(op->getOperands(),
-                               [&](Value v) { return seqDim.count(v); });
+  bool anySplit =
+      llvm::any_of(op->getOperands(), [&](Value v) { return seqDim.count(v); });
   if (!anySplit)
     return success();
   if (std::optional<SplitMapping> mapping = carry(op)) {

@@ -46,7 +46,7 @@ bool inLayer(Operation *op) {
 
 /// The result of propagating splits through the function.
 struct Split {
-  llvm::MapVector<Value, int64_t> dim;      // value -> split dimension
+  llvm::MapVector<Value, int64_t> dim;           // value -> split dimension
   llvm::DenseMap<Value, llvm::BitVector> origin; // seeding linears
   SmallVector<LinearOp> columns, rows;
   llvm::DenseMap<Operation *, int64_t> groups; // column linear -> parts
@@ -156,7 +156,7 @@ struct TensorParallelPass
     ModuleOp module = getOperation();
     if (tp < 1) {
       emitError(module.getLoc()) << "tensor-parallel size must be >= 1, got "
-                         << static_cast<int64_t>(tp);
+                                 << static_cast<int64_t>(tp);
       return signalPassFailure();
     }
     if (tp == 1)
@@ -273,8 +273,8 @@ Value TensorParallelPass::allReduce(OpBuilder &b, Location loc, Value v,
 
 /// Row-parallel: local partial product, one all-reduce, then the bias once.
 LogicalResult TensorParallelPass::rewriteRow(LinearOp linear) {
-  if (failed(shardParam(linear.getWeight(),
-                        linear.getTransposeWeight() ? 1 : 0, 1, linear)))
+  if (failed(shardParam(linear.getWeight(), linear.getTransposeWeight() ? 1 : 0,
+                        1, linear)))
     return failure();
   OpBuilder b(linear);
   b.setInsertionPointAfter(linear);
@@ -284,8 +284,7 @@ LogicalResult TensorParallelPass::rewriteRow(LinearOp linear) {
   Value reduced = allReduce(b, linear.getLoc(), linear.getResult(), linear);
   Value result = reduced;
   if (bias) {
-    auto add = AddOp::create(b, linear.getLoc(), reduced,
-                             bias);
+    auto add = AddOp::create(b, linear.getLoc(), reduced, bias);
     add->setAttrs(linear->getDiscardableAttrDictionary());
     result = add;
   }
@@ -345,12 +344,12 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
       return failure();
     SmallVector<int64_t> local(full.getShape());
     local.back() /= tp;
-    head.getResult().setType(RankedTensorType::get(local, full.getElementType()));
+    head.getResult().setType(
+        RankedTensorType::get(local, full.getElementType()));
     OpBuilder b(operand.getOwner());
     auto gather = shard::AllGatherOp::create(
-        b, head.getLoc(), full, grid,
-        b.getDenseI16ArrayAttr({0}), head.getResult(),
-        b.getIndexAttr(full.getRank() - 1));
+        b, head.getLoc(), full, grid, b.getDenseI16ArrayAttr({0}),
+        head.getResult(), b.getIndexAttr(full.getRank() - 1));
     operand.set(gather.getResult());
   }
   return success();
@@ -381,7 +380,8 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
     if (!tpGrid || tpGrid.getShape() != ArrayRef<int64_t>{tp})
       return existing->emitError()
              << "symbol '" << grid.getValue()
-             << "' exists and is not a 1-d shard.grid of " << static_cast<int64_t>(tp)
+             << "' exists and is not a 1-d shard.grid of "
+             << static_cast<int64_t>(tp)
              << " ranks; pass another grid name (grid=...)";
   } else {
     shard::GridOp::create(b, module.getLoc(), grid.getAttr(),
@@ -393,8 +393,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
     if (!groups)
       groups = 1;
     if (failed(shardParam(column.getWeight(),
-                          column.getTransposeWeight() ? 0 : 1, groups,
-                          column)))
+                          column.getTransposeWeight() ? 0 : 1, groups, column)))
       return failure();
     if (column.getBias() &&
         failed(shardParam(column.getBias(), 0, groups, column)))

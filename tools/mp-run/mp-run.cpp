@@ -73,10 +73,10 @@ int rankId = 0, rankCount = 1;
 
 /// An error during a run, which other ranks may not share: stop them all.
 [[noreturn]] void abortRun(const std::string &message) {
-  std::fprintf(stderr, "mp-run: error%s: %s\n",
-               rankCount > 1 ? (" (rank " + std::to_string(rankId) + ")").c_str()
-                             : "",
-               message.c_str());
+  std::fprintf(
+      stderr, "mp-run: error%s: %s\n",
+      rankCount > 1 ? (" (rank " + std::to_string(rankId) + ")").c_str() : "",
+      message.c_str());
   abortCommunication(1);
 }
 
@@ -107,7 +107,8 @@ void verify(const std::string &refDir, const std::vector<Tensor> &inputs,
       scale = std::max(scale, static_cast<double>(std::abs(b.as<float>()[k])));
     }
     std::printf("  %s: max abs error %.3g, relative to max |reference| %.3g\n",
-                exe.outputs()[i].name.c_str(), err, scale > 0 ? err / scale : err);
+                exe.outputs()[i].name.c_str(), err,
+                scale > 0 ? err / scale : err);
   }
 }
 
@@ -195,7 +196,8 @@ std::vector<HostBuffer> readInputs(const Options &o, const Executable &exe) {
       std::string expected;
       for (const IOSpec &s : exe.inputs())
         expected += (expected.empty() ? "" : ", ") + describe(s);
-      die("the artifact has no input '" + name + "' (inputs: " + expected + ")");
+      die("the artifact has no input '" + name + "' (inputs: " + expected +
+          ")");
     }
     given[name] = file;
   }
@@ -292,9 +294,8 @@ int main(int argc, char **argv) {
 
   double t0 = seconds();
   std::unique_ptr<Executable> exe;
-  Status loaded = Executable::load(o.artifact, exe,
-                                   deviceComm ? deviceComm.get() : comm.get(),
-                                   device);
+  Status loaded = Executable::load(
+      o.artifact, exe, deviceComm ? deviceComm.get() : comm.get(), device);
   // Every rank validates its own shard; all stop if any failed (no hang).
   if (anyRankFailed(*comm, !loaded)) {
     if (!loaded)
@@ -333,9 +334,10 @@ int main(int argc, char **argv) {
                 "%.1f MiB%s, loaded in %.2f s, %s, %d threads, %d rank(s) "
                 "(%s)\n",
                 o.artifact.c_str(), exe->numInstructions(),
-                exe->arenaBytes() / 1048576.0, exe->parameterBytes() / 1048576.0,
-                scratch, loadSeconds, deviceLabel.c_str(), cpu::getNumThreads(),
-                rankCount, deviceComm ? "MPI, NCCL" : comm->backend());
+                exe->arenaBytes() / 1048576.0,
+                exe->parameterBytes() / 1048576.0, scratch, loadSeconds,
+                deviceLabel.c_str(), cpu::getNumThreads(), rankCount,
+                deviceComm ? "MPI, NCCL" : comm->backend());
   }
   for (int i = 0; i < o.warmup; ++i)
     if (Status s = exe->run(inputs, outputs); !s)
@@ -364,11 +366,13 @@ int main(int argc, char **argv) {
     double total = 0;
     for (const auto &row : exe->profile())
       total += std::get<1>(row);
-    std::printf("mp-run: profile over %d runs (op, ms/run, share, calls/run):\n",
-                o.iterations);
+    std::printf(
+        "mp-run: profile over %d runs (op, ms/run, share, calls/run):\n",
+        o.iterations);
     for (const auto &[op, secs, calls] : exe->profile())
       std::printf("  %-14s %9.3f ms %5.1f%% %6lld\n", op.c_str(),
-                  secs * 1e3 / o.iterations, total > 0 ? 100 * secs / total : 0.0,
+                  secs * 1e3 / o.iterations,
+                  total > 0 ? 100 * secs / total : 0.0,
                   static_cast<long long>(calls / o.iterations));
   }
 

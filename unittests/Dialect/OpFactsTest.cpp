@@ -153,8 +153,7 @@ TEST_F(OpFactsTest, ResultTypesAreInferred) {
   auto add = mp::AddOp::create(b, loc, mm, v);
   EXPECT_EQ(add.getType(), mm.getType());
   auto cmp = mp::CompareOp::create(b, loc, mp::ComparePredicate::lt, mm, v);
-  EXPECT_EQ(cmp.getType(),
-            RankedTensorType::get({2, 5, 4, 7}, b.getI1Type()));
+  EXPECT_EQ(cmp.getType(), RankedTensorType::get({2, 5, 4, 7}, b.getI1Type()));
   auto t = mp::TransposeOp::create(b, loc, mm, ArrayRef<int64_t>{3, 2, 1, 0});
   EXPECT_EQ(t.getType(), RankedTensorType::get({7, 4, 5, 2}, f32));
   auto red = mp::ReduceOp::create(b, loc, mp::ReduceKind::sum, mm,

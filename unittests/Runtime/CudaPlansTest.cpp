@@ -81,8 +81,7 @@ public:
 // Matmul
 //===----------------------------------------------------------------------===//
 
-void expectMatmulPlanMatchesCpu(Host &a, Host &b,
-                                std::vector<int64_t> outShape,
+void expectMatmulPlanMatchesCpu(Host &a, Host &b, std::vector<int64_t> outShape,
                                 size_t expectedCalls) {
   std::string error;
   std::vector<RowMajorGemm> plan = matmulPlan(a.t.shape, b.t.shape, error);
@@ -123,8 +122,7 @@ TEST_F(CudaPlans, MatmulOfVectors) {
 TEST_F(CudaPlans, MatmulRejectsShapesThatDoNotFit) {
   std::string error;
   EXPECT_TRUE(matmulPlan({2, 3}, {4, 5}, error).empty());
-  EXPECT_NE(error.find("inner dimensions of 2x3 and 4x5"),
-            std::string::npos)
+  EXPECT_NE(error.find("inner dimensions of 2x3 and 4x5"), std::string::npos)
       << error;
   error.clear();
   EXPECT_TRUE(matmulPlan({2, 3, 4}, {3, 4, 5}, error).empty());
@@ -141,7 +139,8 @@ void expectIntegerMatmulMatchesCpu(std::vector<int64_t> aShape,
     Tensor t{nullptr, DType::I32, std::move(shape)};
     data.resize(size_t(t.numel()));
     std::uniform_int_distribution<int32_t> dist(
-        std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
+        std::numeric_limits<int32_t>::min(),
+        std::numeric_limits<int32_t>::max());
     for (int32_t &x : data) // large values: products and sums wrap
       x = dist(rng);
     t.data = data.data();
@@ -191,9 +190,8 @@ TEST_F(CudaPlans, LinearWithTransposedWeight) {
 Host planAttention(const Host &q, const Host &k, const Host &v,
                    const Host *mask, float scale, bool causal,
                    int64_t budgetBytes, size_t *chunkCount = nullptr) {
-  const AttentionShape s{q.t.shape[0], q.t.shape[1], k.t.shape[1],
-                         q.t.shape[2], k.t.shape[2], q.t.shape[3],
-                         v.t.shape[3]};
+  const AttentionShape s{q.t.shape[0], q.t.shape[1], k.t.shape[1], q.t.shape[2],
+                         k.t.shape[2], q.t.shape[3], v.t.shape[3]};
   Host out({s.batch, s.heads, s.queries, s.valueDim});
   const std::vector<int64_t> full = {s.batch, s.heads, s.queries, s.keys};
   const Dims maskDims = dimsOf(full);
@@ -215,12 +213,12 @@ Host planAttention(const Host &q, const Host &k, const Host &v,
       std::vector<float> logit(s.keys);
       float m = -std::numeric_limits<float>::max(), sum = 0;
       for (int64_t j = 0; j < s.keys; ++j) {
-        logit[j] = keyVisible(i, j, s.queries, s.keys, causal)
-                       ? p[j] + (mask ? mask->data[offsetOf(row * s.keys + j,
-                                                            maskDims,
-                                                            maskStrides)]
-                                      : 0.0f)
-                       : -INFINITY;
+        logit[j] =
+            keyVisible(i, j, s.queries, s.keys, causal)
+                ? p[j] + (mask ? mask->data[offsetOf(row * s.keys + j, maskDims,
+                                                     maskStrides)]
+                               : 0.0f)
+                : -INFINITY;
         m = std::max(m, logit[j]);
       }
       for (int64_t j = 0; j < s.keys; ++j)
@@ -261,14 +259,13 @@ void PrintTo(const AttentionCase &c, std::ostream *os) {
 
 void expectAttentionPlanMatchesCpu(CudaPlans &test, const AttentionCase &c,
                                    Host &q, Host &k, Host &v) {
-  Host mask = test.random(c.mask.empty() ? std::vector<int64_t>{1}
-                                                    : c.mask);
+  Host mask = test.random(c.mask.empty() ? std::vector<int64_t>{1} : c.mask);
   const Host *m = c.mask.empty() ? nullptr : &mask;
   size_t chunks = 0;
   Host got = planAttention(q, k, v, m, 0.3f, c.causal, c.budget, &chunks);
   Host want({q.t.shape[0], q.t.shape[1], q.t.shape[2], v.t.shape[3]});
-  ASSERT_TRUE(cpu::attention(q.t, k.t, v.t, m ? &m->t : nullptr, 0.3f,
-                             c.causal, want.t));
+  ASSERT_TRUE(cpu::attention(q.t, k.t, v.t, m ? &m->t : nullptr, 0.3f, c.causal,
+                             want.t));
   EXPECT_EQ(chunks, c.chunks);
   for (size_t i = 0; i < want.data.size(); ++i)
     ASSERT_NEAR(got.data[i], want.data[i], 1e-5) << "element " << i;
@@ -292,21 +289,36 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, CudaAttentionPlans,
     ::testing::Values(
         // Multi-head, causal, all in one chunk.
-        AttentionCase{{2, 3, 5, 4}, {2, 3, 5, 4}, {2, 3, 5, 6}, {}, true,
-                      1 << 20, 1},
+        AttentionCase{
+            {2, 3, 5, 4}, {2, 3, 5, 4}, {2, 3, 5, 6}, {}, true, 1 << 20, 1},
         // Grouped query heads (4 over 2), two pairs per chunk.
-        AttentionCase{{2, 4, 3, 8}, {2, 2, 3, 8}, {2, 2, 3, 8}, {}, true,
-                      2 * 2 * 3 * 3 * 4, 2},
+        AttentionCase{{2, 4, 3, 8},
+                      {2, 2, 3, 8},
+                      {2, 2, 3, 8},
+                      {},
+                      true,
+                      2 * 2 * 3 * 3 * 4,
+                      2},
         // A decode step: 2 queries see a 7-key cache, causal, mask per key.
-        AttentionCase{{1, 2, 2, 4}, {1, 2, 7, 4}, {1, 2, 7, 4}, {1, 1, 1, 7},
-                      true, 1 << 20, 1},
+        AttentionCase{{1, 2, 2, 4},
+                      {1, 2, 7, 4},
+                      {1, 2, 7, 4},
+                      {1, 1, 1, 7},
+                      true,
+                      1 << 20,
+                      1},
         // A full [B,1,Sq,Sk] mask, not causal, rows of one pair per chunk
         // (3 rows of 4 keys a chunk: 2 chunks per pair).
-        AttentionCase{{2, 1, 5, 4}, {2, 1, 4, 4}, {2, 1, 4, 3}, {2, 1, 5, 4},
-                      false, 3 * 4 * 4, 4},
+        AttentionCase{{2, 1, 5, 4},
+                      {2, 1, 4, 4},
+                      {2, 1, 4, 3},
+                      {2, 1, 5, 4},
+                      false,
+                      3 * 4 * 4,
+                      4},
         // Grouped heads with the group's rows split across chunks.
-        AttentionCase{{1, 6, 4, 2}, {1, 2, 4, 2}, {1, 2, 4, 2}, {}, true,
-                      5 * 4 * 4, 6}));
+        AttentionCase{
+            {1, 6, 4, 2}, {1, 2, 4, 2}, {1, 2, 4, 2}, {}, true, 5 * 4 * 4, 6}));
 
 TEST_F(CudaPlans, AttentionRowsThatSeeNoKeyAreZero) {
   // More queries than keys under causality: the first rows see nothing.
@@ -345,8 +357,8 @@ TEST_F(CudaPlans, AttentionScratchIsTheLargestChunkWithinTheBudget) {
   EXPECT_EQ(attentionScratchBytes(s, perScore, 3 * s.keys * perScore),
             3 * s.keys * perScore);
   EXPECT_EQ(attentionScratchBytes(s, perScore, 1), s.keys * perScore);
-  EXPECT_EQ(attentionScratchBytes(AttentionShape{0, 8, 2, 5, 9, 4, 4},
-                                  perScore, 1 << 20),
+  EXPECT_EQ(attentionScratchBytes(AttentionShape{0, 8, 2, 5, 9, 4, 4}, perScore,
+                                  1 << 20),
             0);
 }
 
@@ -361,7 +373,8 @@ TEST_F(CudaPlans, CoalescingKeepsEveryOffset) {
                         Case{{2, 3, 4, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}, 3},
                         Case{{1, 1}, {1}, {1, 1}, 0}}) {
     Dims dims = dimsOf(c.out), merged = dims;
-    Strides sa = broadcastStrides(c.out, c.a), sb = broadcastStrides(c.out, c.b);
+    Strides sa = broadcastStrides(c.out, c.a),
+            sb = broadcastStrides(c.out, c.b);
     Strides ma = sa, mb = sb;
     coalesce(merged, {&ma, &mb});
     EXPECT_EQ(merged.rank, c.rank);

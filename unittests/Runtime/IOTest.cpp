@@ -17,8 +17,8 @@ std::string tempPath(const std::string &name) {
 }
 
 TEST(Npy, RoundTripsEveryDType) {
-  for (DType dtype : {DType::F32, DType::F64, DType::I64, DType::I32,
-                      DType::I8, DType::Bool, DType::F16}) {
+  for (DType dtype : {DType::F32, DType::F64, DType::I64, DType::I32, DType::I8,
+                      DType::Bool, DType::F16}) {
     HostBuffer in;
     in.dtype = dtype;
     in.shape = {2, 3};
@@ -97,13 +97,16 @@ TEST(Safetensors, RoundTripAndCorruption) {
   std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() - 4);
   s = SafetensorsFile::open(path, file);
   EXPECT_FALSE(s);
-  EXPECT_NE(s.message.find("tensor 'b' lies outside the file"), std::string::npos)
+  EXPECT_NE(s.message.find("tensor 'b' lies outside the file"),
+            std::string::npos)
       << s.message;
 
   // A header length beyond the file.
-  std::ofstream(path, std::ios::binary) << std::string("\xff\xff\xff\x00\x00\x00\x00\x00", 8);
+  std::ofstream(path, std::ios::binary)
+      << std::string("\xff\xff\xff\x00\x00\x00\x00\x00", 8);
   s = SafetensorsFile::open(path, file);
-  EXPECT_NE(s.message.find("truncated or not a safetensors file"), std::string::npos);
+  EXPECT_NE(s.message.find("truncated or not a safetensors file"),
+            std::string::npos);
 }
 
 } // namespace

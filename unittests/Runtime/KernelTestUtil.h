@@ -1,4 +1,5 @@
-//===- KernelTestUtil.h - helpers of the CPU kernel tests ---------*- C++ -*-===//
+//===- KernelTestUtil.h - helpers of the CPU kernel tests ---------*- C++
+//-*-===//
 //
 // Buffers of any element type, index arithmetic and closeness checks shared
 // by the kernel tests. Each test checks a kernel against a plain nested-loop
@@ -25,7 +26,6 @@
 namespace mp::rt::test {
 using namespace mp::rt;
 using namespace mp::rt::cpu;
-
 
 using Shape = std::vector<int64_t>;
 
@@ -84,7 +84,9 @@ struct Buf {
   Buf(const Buf &) = delete;
 
   template <class T> T *p() { return static_cast<T *>(t.data); }
-  template <class T> const T *p() const { return static_cast<const T *>(t.data); }
+  template <class T> const T *p() const {
+    return static_cast<const T *>(t.data);
+  }
   int64_t n() const { return t.numel(); }
 
   double get(int64_t i) const {
@@ -118,7 +120,7 @@ struct Buf {
 };
 
 inline Buf randomBuf(DType dtype, Shape shape, uint32_t seed, double lo = -1.0,
-              double hi = 1.0) {
+                     double hi = 1.0) {
   Buf b(dtype, std::move(shape));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> real(lo, hi);
@@ -141,8 +143,9 @@ inline Buf fromValues(DType dtype, Shape shape, const std::vector<double> &v) {
 }
 
 /// got[i] ~ ref[i] within rtol * |ref| + atol; reports the first mismatches.
-inline void expectClose(const Buf &got, const std::vector<double> &ref, double rtol,
-                 double atol, const std::string &what = "") {
+inline void expectClose(const Buf &got, const std::vector<double> &ref,
+                        double rtol, double atol,
+                        const std::string &what = "") {
   ASSERT_EQ(got.n(), int64_t(ref.size())) << what;
   int failures = 0;
   for (int64_t i = 0; i < got.n(); ++i) {
@@ -157,7 +160,7 @@ inline void expectClose(const Buf &got, const std::vector<double> &ref, double r
 }
 
 inline void expectExact(const Buf &got, const std::vector<double> &ref,
-                 const std::string &what = "") {
+                        const std::string &what = "") {
   expectClose(got, ref, 0, 0, what);
 }
 

@@ -1,7 +1,8 @@
-//===- KernelsElementwiseTest.cpp - CPU elementwise kernels -----------------===//
+//===- KernelsElementwiseTest.cpp - CPU elementwise kernels
+//-----------------===//
 //
-// binary, compare, where, unary and cast, Checked against references written here in double
-// precision; see KernelTestUtil.h.
+// binary, compare, where, unary and cast, Checked against references written
+// here in double precision; see KernelTestUtil.h.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelTestUtil.h"
@@ -112,8 +113,9 @@ TEST(KernelBinary, Integers) {
           r = int8_t(uint8_t(uint64_t(r)));
         ref.push_back(double(r));
       }
-      expectExact(out, ref, std::string(dtypeName(dt)) + " kind " +
-                                std::to_string(int(k)));
+      expectExact(out, ref,
+                  std::string(dtypeName(dt)) + " kind " +
+                      std::to_string(int(k)));
     }
   }
   // Broadcast and wraparound: i8 100 + 100 = -56; 3^5 = 243 -> -13.
@@ -146,11 +148,12 @@ TEST(KernelBinary, Integers) {
 }
 
 TEST(KernelCompare, AllKindsAndTypes) {
-  const CompareKind kinds[] = {CompareKind::Eq, CompareKind::Ne, CompareKind::Lt,
-                               CompareKind::Le, CompareKind::Gt, CompareKind::Ge};
+  const CompareKind kinds[] = {CompareKind::Eq, CompareKind::Ne,
+                               CompareKind::Lt, CompareKind::Le,
+                               CompareKind::Gt, CompareKind::Ge};
   uint32_t seed = 100;
-  for (DType dt : {DType::F32, DType::F64, DType::I64, DType::I32, DType::I8,
-                   DType::Bool})
+  for (DType dt :
+       {DType::F32, DType::F64, DType::I64, DType::I32, DType::I8, DType::Bool})
     for (CompareKind k : kinds) {
       // Small integer-valued data so that equality happens.
       bool isBool = dt == DType::Bool;
@@ -195,8 +198,10 @@ TEST(KernelCompare, AllKindsAndTypes) {
 TEST(KernelWhere, ThreeWayBroadcast) {
   Buf cond = randomBuf(DType::Bool, {4, 1, 6}, 5, 0, 1);
   for (DType dt : {DType::F32, DType::I64, DType::Bool, DType::F64}) {
-    Buf a = randomBuf(dt, {3, 1}, 6, dt == DType::Bool ? 0 : -5, dt == DType::Bool ? 1 : 5);
-    Buf b = randomBuf(dt, {6}, 7, dt == DType::Bool ? 0 : -5, dt == DType::Bool ? 1 : 5);
+    Buf a = randomBuf(dt, {3, 1}, 6, dt == DType::Bool ? 0 : -5,
+                      dt == DType::Bool ? 1 : 5);
+    Buf b = randomBuf(dt, {6}, 7, dt == DType::Bool ? 0 : -5,
+                      dt == DType::Bool ? 1 : 5);
     Buf out(dt, {4, 3, 6});
     ASSERT_TRUE(where(cond.t, a.t, b.t, out.t).ok);
     std::vector<double> ref;
@@ -220,7 +225,8 @@ TEST(KernelWhere, ThreeWayBroadcast) {
   EXPECT_EQ(out.p<uint16_t>()[3], 0xfc00);
   // Large (parallel) same-shape.
   Buf lc = randomBuf(DType::Bool, {50000}, 8, 0, 1);
-  Buf la = randomBuf(DType::F32, {50000}, 9), lb = randomBuf(DType::F32, {50000}, 10);
+  Buf la = randomBuf(DType::F32, {50000}, 9),
+      lb = randomBuf(DType::F32, {50000}, 10);
   Buf lo(DType::F32, {50000});
   ASSERT_TRUE(where(lc.t, la.t, lb.t, lo.t).ok);
   std::vector<double> ref;
@@ -259,10 +265,11 @@ double refUnary(UnaryKind k, double x) {
 }
 
 const UnaryKind kUnaryKinds[] = {
-    UnaryKind::Neg,     UnaryKind::Exp,  UnaryKind::Log,      UnaryKind::Sqrt,
-    UnaryKind::Rsqrt,   UnaryKind::Reciprocal, UnaryKind::Tanh, UnaryKind::Erf,
-    UnaryKind::Sigmoid, UnaryKind::Relu, UnaryKind::Silu,     UnaryKind::Gelu,
-    UnaryKind::GeluTanh, UnaryKind::Cos, UnaryKind::Sin};
+    UnaryKind::Neg,      UnaryKind::Exp,   UnaryKind::Log,
+    UnaryKind::Sqrt,     UnaryKind::Rsqrt, UnaryKind::Reciprocal,
+    UnaryKind::Tanh,     UnaryKind::Erf,   UnaryKind::Sigmoid,
+    UnaryKind::Relu,     UnaryKind::Silu,  UnaryKind::Gelu,
+    UnaryKind::GeluTanh, UnaryKind::Cos,   UnaryKind::Sin};
 
 TEST(KernelUnary, EveryKindFloat) {
   uint32_t seed = 200;
@@ -294,9 +301,9 @@ TEST(KernelUnary, FloatAccuracyOverWideRanges) {
   for (double x : {0.0, -0.0, 1e-7, -1e-7, 1e-30, 88.7, 88.72, -87.3, -103.9})
     xs.push_back(x);
   Buf x = fromValues(DType::F32, {int64_t(xs.size())}, xs);
-  for (UnaryKind k : {UnaryKind::Exp, UnaryKind::Tanh, UnaryKind::Sigmoid,
-                      UnaryKind::Silu, UnaryKind::GeluTanh, UnaryKind::Gelu,
-                      UnaryKind::Erf}) {
+  for (UnaryKind k :
+       {UnaryKind::Exp, UnaryKind::Tanh, UnaryKind::Sigmoid, UnaryKind::Silu,
+        UnaryKind::GeluTanh, UnaryKind::Gelu, UnaryKind::Erf}) {
     Buf out(DType::F32, x.t.shape);
     ASSERT_TRUE(unary(k, x.t, out.t).ok);
     std::vector<double> ref;
@@ -310,7 +317,9 @@ TEST(KernelUnary, FloatAccuracyOverWideRanges) {
     // A few ulp, except: gelu loses ~3 bits to 1 - erf(t) just below |t| = 1;
     // gelu_tanh forms 2u ~ x^3 in float, whose rounding is amplified by |2u|
     // (up to ~88) in the far negative tail (results < 1e-20).
-    double rtol = k == UnaryKind::GeluTanh ? 3e-5 : k == UnaryKind::Gelu ? 2e-6 : 4e-7;
+    double rtol = k == UnaryKind::GeluTanh ? 3e-5
+                  : k == UnaryKind::Gelu   ? 2e-6
+                                           : 4e-7;
     expectClose(out, ref, rtol, 2e-38, "wide " + std::to_string(int(k)));
   }
   // Special values.
@@ -377,7 +386,8 @@ uint16_t nearestCode(double v, double (*decode)(uint16_t), uint16_t maxCode,
   uint16_t lo = 0, hi = maxCode;
   if (a >= decode(maxCode)) {
     double ulp = decode(maxCode) - decode(uint16_t(maxCode - 1));
-    return uint16_t(sign | (a >= decode(maxCode) + ulp / 2 ? infCode : maxCode));
+    return uint16_t(sign |
+                    (a >= decode(maxCode) + ulp / 2 ? infCode : maxCode));
   }
   while (hi - lo > 1) {
     uint16_t mid = uint16_t((lo + hi) / 2);
@@ -416,7 +426,8 @@ TEST(KernelCast, EveryPairOnExactValues) {
       for (size_t i = 0; i < vals.size(); ++i)
         setAny(x, int64_t(i), from == DType::Bool ? (vals[i] != 0) : vals[i]);
       Buf out(to, x.t.shape);
-      ASSERT_TRUE(cast(x.t, out.t).ok) << dtypeName(from) << "->" << dtypeName(to);
+      ASSERT_TRUE(cast(x.t, out.t).ok)
+          << dtypeName(from) << "->" << dtypeName(to);
       for (size_t i = 0; i < vals.size(); ++i) {
         double v = from == DType::Bool ? (vals[i] != 0) : vals[i];
         double expect = to == DType::Bool ? (v != 0) : v;
@@ -427,7 +438,8 @@ TEST(KernelCast, EveryPairOnExactValues) {
 }
 
 TEST(KernelCast, FloatToIntTruncatesAndBool) {
-  Buf x = fromValues(DType::F32, {8}, {2.7, -2.7, 0.5, -0.5, 0, 126.9, -1e-30, NAN});
+  Buf x = fromValues(DType::F32, {8},
+                     {2.7, -2.7, 0.5, -0.5, 0, 126.9, -1e-30, NAN});
   Buf i32(DType::I32, {8}), i8(DType::I8, {8}), bl(DType::Bool, {8});
   ASSERT_TRUE(cast(x.t, i32.t).ok);
   ASSERT_TRUE(cast(x.t, i8.t).ok);
@@ -463,7 +475,8 @@ TEST(KernelCast, HalfAndBfloatRoundTripEveryCode) {
       double ref = decode(uint16_t(i));
       double got = f.p<float>()[i];
       if (std::isnan(ref)) {
-        failures += !std::isnan(got) || !std::isnan(decode(back.p<uint16_t>()[i])) ||
+        failures += !std::isnan(got) ||
+                    !std::isnan(decode(back.p<uint16_t>()[i])) ||
                     !std::isnan(d.p<double>()[i]) ||
                     !std::isnan(decode(back64.p<uint16_t>()[i]));
         continue;
@@ -486,12 +499,13 @@ TEST(KernelCast, HalfAndBfloatRoundToNearestEven) {
     vals.push_back((i & 1 ? -1 : 1) * std::ldexp(m, e));
   }
   for (int code = 0; code < 0x7bff; code += 7) // half midpoints (ties)
-    vals.push_back((decodeHalf(uint16_t(code)) + decodeHalf(uint16_t(code + 1))) / 2);
+    vals.push_back(
+        (decodeHalf(uint16_t(code)) + decodeHalf(uint16_t(code + 1))) / 2);
   vals.push_back(65504);
   vals.push_back(65519.99);
   vals.push_back(65520);
-  vals.push_back(std::ldexp(1.0, -25));       // tie to 0
-  vals.push_back(std::ldexp(3.0, -25));       // tie to 2^-23
+  vals.push_back(std::ldexp(1.0, -25)); // tie to 0
+  vals.push_back(std::ldexp(3.0, -25)); // tie to 2^-23
   vals.push_back(1e-10);
   for (DType src : {DType::F32, DType::F64}) {
     Buf x(src, {int64_t(vals.size())});
@@ -501,10 +515,11 @@ TEST(KernelCast, HalfAndBfloatRoundToNearestEven) {
     ASSERT_TRUE(cast(x.t, h.t).ok);
     int failures = 0;
     for (size_t i = 0; i < vals.size(); ++i) {
-      uint16_t want = nearestCode(x.get(int64_t(i)), decodeHalf, 0x7bff, 0x7c00);
+      uint16_t want =
+          nearestCode(x.get(int64_t(i)), decodeHalf, 0x7bff, 0x7c00);
       if (h.p<uint16_t>()[i] != want && failures++ < 5)
-        ADD_FAILURE() << dtypeName(src) << " " << x.get(int64_t(i)) << " -> f16 "
-                      << h.p<uint16_t>()[i] << ", want " << want;
+        ADD_FAILURE() << dtypeName(src) << " " << x.get(int64_t(i))
+                      << " -> f16 " << h.p<uint16_t>()[i] << ", want " << want;
     }
     EXPECT_EQ(failures, 0);
   }
@@ -516,7 +531,8 @@ TEST(KernelCast, HalfAndBfloatRoundToNearestEven) {
     bv.push_back((i & 1 ? -1 : 1) * std::ldexp(m, e));
   }
   for (int code = 0; code < 0x7f7f; code += 97)
-    bv.push_back((decodeBf16(uint16_t(code)) + decodeBf16(uint16_t(code + 1))) / 2);
+    bv.push_back((decodeBf16(uint16_t(code)) + decodeBf16(uint16_t(code + 1))) /
+                 2);
   for (DType src : {DType::F32, DType::F64}) {
     Buf x(src, {int64_t(bv.size())});
     for (size_t i = 0; i < bv.size(); ++i)
@@ -525,7 +541,8 @@ TEST(KernelCast, HalfAndBfloatRoundToNearestEven) {
     ASSERT_TRUE(cast(x.t, h.t).ok);
     int failures = 0;
     for (size_t i = 0; i < bv.size(); ++i) {
-      uint16_t want = nearestCode(x.get(int64_t(i)), decodeBf16, 0x7f7f, 0x7f80);
+      uint16_t want =
+          nearestCode(x.get(int64_t(i)), decodeBf16, 0x7f7f, 0x7f80);
       if (h.p<uint16_t>()[i] != want && failures++ < 5)
         ADD_FAILURE() << dtypeName(src) << " " << x.get(int64_t(i))
                       << " -> bf16 " << h.p<uint16_t>()[i] << ", want " << want;

@@ -1,8 +1,9 @@
-//===- KernelsLinalgTest.cpp - CPU GEMM-based kernels -----------------------===//
+//===- KernelsLinalgTest.cpp - CPU GEMM-based kernels
+//-----------------------===//
 //
 // matmul, linear and attention; results independent of the thread
-// count; element types each kernel refuses. Checked against references written here in double
-// precision; see KernelTestUtil.h.
+// count; element types each kernel refuses. Checked against references written
+// here in double precision; see KernelTestUtil.h.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelTestUtil.h"
@@ -18,7 +19,8 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 /// numpy.matmul reference.
-std::vector<double> refMatmul(const Buf &a, const Buf &b, const Shape &outShape) {
+std::vector<double> refMatmul(const Buf &a, const Buf &b,
+                              const Shape &outShape) {
   Shape as = a.t.shape, bs = b.t.shape;
   bool aVec = as.size() == 1, bVec = bs.size() == 1;
   if (aVec)
@@ -38,7 +40,8 @@ std::vector<double> refMatmul(const Buf &a, const Buf &b, const Shape &outShape)
   EXPECT_EQ(nb * m * n, numelOf(outShape));
   std::vector<double> out(static_cast<size_t>(nb * m * n));
   for (int64_t t = 0; t < nb; ++t) {
-    int64_t ai = broadcastIndex(aB, batch, t), bi = broadcastIndex(bB, batch, t);
+    int64_t ai = broadcastIndex(aB, batch, t),
+            bi = broadcastIndex(bB, batch, t);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
@@ -56,15 +59,15 @@ TEST(KernelMatmul, ShapesAndBroadcast) {
   };
   const Case cases[] = {
       {{7, 13}, {13, 5}, {7, 5}},
-      {{2, 1, 4, 6}, {3, 6, 5}, {2, 3, 4, 5}},   // batch broadcast
-      {{6}, {2, 6, 5}, {2, 5}},                  // rank-1 a
-      {{3, 4, 6}, {6}, {3, 4}},                  // rank-1 b
-      {{6}, {6}, {}},                            // dot
-      {{2, 3, 4, 6}, {6, 5}, {2, 3, 4, 5}},      // folded into one GEMM
-      {{1, 4, 6}, {3, 6, 5}, {3, 4, 5}},         // a broadcast over batch
+      {{2, 1, 4, 6}, {3, 6, 5}, {2, 3, 4, 5}},    // batch broadcast
+      {{6}, {2, 6, 5}, {2, 5}},                   // rank-1 a
+      {{3, 4, 6}, {6}, {3, 4}},                   // rank-1 b
+      {{6}, {6}, {}},                             // dot
+      {{2, 3, 4, 6}, {6, 5}, {2, 3, 4, 5}},       // folded into one GEMM
+      {{1, 4, 6}, {3, 6, 5}, {3, 4, 5}},          // a broadcast over batch
       {{16, 32, 64}, {16, 64, 48}, {16, 32, 48}}, // parallel over batches
-      {{3, 0, 4}, {4, 2}, {3, 0, 2}},            // empty
-      {{2, 3, 0}, {0, 4}, {2, 3, 4}},            // K = 0
+      {{3, 0, 4}, {4, 2}, {3, 0, 2}},             // empty
+      {{2, 3, 0}, {0, 4}, {2, 3, 4}},             // K = 0
   };
   uint32_t seed = 300;
   for (const Case &c : cases)
@@ -118,15 +121,20 @@ TEST(KernelLinear, BiasTransposeAndRank3) {
       for (bool withBias : {false, true}) {
         int64_t k = xs.back(), n = k == 64 ? 96 : 6;
         Buf x = randomBuf(DType::F32, xs, seed++);
-        Buf w = randomBuf(DType::F32, transposed ? Shape{n, k} : Shape{k, n}, seed++);
+        Buf w = randomBuf(DType::F32, transposed ? Shape{n, k} : Shape{k, n},
+                          seed++);
         Buf bias = randomBuf(DType::F32, {n}, seed++);
         Shape os = xs;
         os.back() = n;
         Buf out(DType::F32, os);
-        ASSERT_TRUE(linear(x.t, w.t, withBias ? &bias.t : nullptr, transposed, out.t).ok);
-        expectClose(out, refLinear(x, w, withBias ? &bias : nullptr, transposed),
+        ASSERT_TRUE(
+            linear(x.t, w.t, withBias ? &bias.t : nullptr, transposed, out.t)
+                .ok);
+        expectClose(out,
+                    refLinear(x, w, withBias ? &bias : nullptr, transposed),
                     kRtol, 1e-5,
-                    formatShape(xs) + (transposed ? " T" : "") + (withBias ? " bias" : ""));
+                    formatShape(xs) + (transposed ? " T" : "") +
+                        (withBias ? " bias" : ""));
       }
 }
 
@@ -136,7 +144,8 @@ TEST(KernelLinear, BiasTransposeAndRank3) {
 
 std::vector<double> refAttention(const Buf &q, const Buf &k, const Buf &v,
                                  const Buf *mask, double scale, bool causal) {
-  int64_t B = q.t.shape[0], H = q.t.shape[1], Sq = q.t.shape[2], D = q.t.shape[3];
+  int64_t B = q.t.shape[0], H = q.t.shape[1], Sq = q.t.shape[2],
+          D = q.t.shape[3];
   int64_t Hkv = k.t.shape[1], Sk = k.t.shape[2], Dv = v.t.shape[3];
   Shape full = {B, H, Sq, Sk};
   std::vector<double> out(static_cast<size_t>(B * H * Sq * Dv), 0);
@@ -170,7 +179,8 @@ std::vector<double> refAttention(const Buf &q, const Buf &k, const Buf &v,
         for (int64_t d = 0; d < Dv; ++d) {
           double acc = 0;
           for (int64_t j = 0; j < Sk; ++j)
-            acc += s[size_t(j)] / sum * v.get(((b * Hkv + hk) * Sk + j) * Dv + d);
+            acc +=
+                s[size_t(j)] / sum * v.get(((b * Hkv + hk) * Sk + j) * Dv + d);
           out[size_t(((b * H + h) * Sq + i) * Dv + d)] = acc;
         }
       }
@@ -187,11 +197,11 @@ struct AttnCase {
 const AttnCase kAttnCases[] = {
     {2, 4, 4, 16, 16, 8, 8, true, {}},
     {2, 4, 4, 16, 16, 8, 8, false, {2, 1, 16, 16}},
-    {2, 4, 2, 5, 23, 16, 16, true, {}},             // GQA, Sq < Sk (kv cache)
-    {1, 6, 1, 100, 130, 32, 24, true, {100, 130}},  // MQA, blocks, Dv != D
-    {2, 4, 2, 9, 9, 8, 8, false, {2, 1, 1, 9}},     // padding-style mask
-    {1, 2, 2, 20, 12, 8, 8, true, {}},              // Sq > Sk: masked rows
-    {2, 2, 1, 1, 40, 16, 16, false, {1}},           // decode step, scalar mask
+    {2, 4, 2, 5, 23, 16, 16, true, {}},            // GQA, Sq < Sk (kv cache)
+    {1, 6, 1, 100, 130, 32, 24, true, {100, 130}}, // MQA, blocks, Dv != D
+    {2, 4, 2, 9, 9, 8, 8, false, {2, 1, 1, 9}},    // padding-style mask
+    {1, 2, 2, 20, 12, 8, 8, true, {}},             // Sq > Sk: masked rows
+    {2, 2, 1, 1, 40, 16, 16, false, {1}},          // decode step, scalar mask
     {2, 12, 12, 70, 70, 64, 64, true, {2, 1, 70, 70}},
 };
 
@@ -208,19 +218,23 @@ TEST(KernelAttention, CausalMaskGqa) {
     Buf out(DType::F32, {c.B, c.H, c.Sq, c.Dv});
     float scale = 1.0f / std::sqrt(float(c.D));
     ASSERT_TRUE(attention(q.t, k.t, v.t, hasMask ? &mask.t : nullptr, scale,
-                          c.causal, out.t).ok);
-    expectClose(out, refAttention(q, k, v, hasMask ? &mask : nullptr, scale, c.causal),
-                kRtol, 2e-6,
-                "attention B" + std::to_string(c.B) + " H" + std::to_string(c.H) +
-                    " Hkv" + std::to_string(c.Hkv) + " Sq" + std::to_string(c.Sq) +
-                    " Sk" + std::to_string(c.Sk));
+                          c.causal, out.t)
+                    .ok);
+    expectClose(
+        out, refAttention(q, k, v, hasMask ? &mask : nullptr, scale, c.causal),
+        kRtol, 2e-6,
+        "attention B" + std::to_string(c.B) + " H" + std::to_string(c.H) +
+            " Hkv" + std::to_string(c.Hkv) + " Sq" + std::to_string(c.Sq) +
+            " Sk" + std::to_string(c.Sk));
   }
 }
 
 TEST(KernelAttention, FullyMaskedRowIsZero) {
-  Buf q = randomBuf(DType::F32, {1, 1, 2, 4}, 1), k = randomBuf(DType::F32, {1, 1, 3, 4}, 2);
+  Buf q = randomBuf(DType::F32, {1, 1, 2, 4}, 1),
+      k = randomBuf(DType::F32, {1, 1, 3, 4}, 2);
   Buf v = randomBuf(DType::F32, {1, 1, 3, 4}, 3);
-  Buf mask = fromValues(DType::F32, {2, 3}, {-INFINITY, -INFINITY, -INFINITY, 0, 0, 0});
+  Buf mask = fromValues(DType::F32, {2, 3},
+                        {-INFINITY, -INFINITY, -INFINITY, 0, 0, 0});
   Buf out(DType::F32, {1, 1, 2, 4});
   ASSERT_TRUE(attention(q.t, k.t, v.t, &mask.t, 0.5f, false, out.t).ok);
   for (int i = 0; i < 4; ++i)
@@ -251,13 +265,15 @@ TEST(KernelErrors, UnsupportedElementTypes) {
   expectTypeError(unary(UnaryKind::Exp, h.t, ho.t), "unary f16");
   expectTypeError(matmul(b.t, b.t, bo.t), "matmul bool");
   expectTypeError(linear(d.t, d.t, nullptr, false, dout.t), "linear f64");
-  expectTypeError(layerNorm(d.t, d.t, nullptr, 1, 1e-5f, dout.t), "layerNorm f64");
+  expectTypeError(layerNorm(d.t, d.t, nullptr, 1, 1e-5f, dout.t),
+                  "layerNorm f64");
   expectTypeError(rmsNorm(h.t, h.t, 1e-5f, ho.t), "rmsNorm f16");
   expectTypeError(softmax(i64.t, 1, i64o.t), "softmax i64");
   expectTypeError(reduce(ReduceKind::Sum, i8.t, {1}, i8o.t), "reduce i8");
   Buf q(DType::F64, {1, 1, 2, 2});
   Buf qo(DType::F64, {1, 1, 2, 2});
-  expectTypeError(attention(q.t, q.t, q.t, nullptr, 1.0f, false, qo.t), "attention f64");
+  expectTypeError(attention(q.t, q.t, q.t, nullptr, 1.0f, false, qo.t),
+                  "attention f64");
   expectTypeError(einsum("ij->ji", {&i64.t}, i64o.t), "einsum i64");
   Buf t(DType::I64, {2});
   expectTypeError(crossEntropy(d.t, t.t, scalar.t), "crossEntropy f64");
@@ -299,7 +315,8 @@ TEST(KernelThreads, ResultsIndependentOfThreadCount) {
   }
   setNumThreads(saved);
   for (size_t i = 1; i < attn.size(); ++i) {
-    EXPECT_EQ(attn[0], attn[i]) << "attention differs with thread setting " << i;
+    EXPECT_EQ(attn[0], attn[i])
+        << "attention differs with thread setting " << i;
     EXPECT_EQ(lin[0], lin[i]) << "linear differs with thread setting " << i;
     EXPECT_EQ(mm[0], mm[i]) << "matmul differs with thread setting " << i;
     EXPECT_EQ(sm[0], sm[i]) << "softmax differs with thread setting " << i;

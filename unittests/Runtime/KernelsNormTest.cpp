@@ -1,4 +1,5 @@
-//===- KernelsNormTest.cpp - CPU norms, softmax and reductions --------------===//
+//===- KernelsNormTest.cpp - CPU norms, softmax and reductions
+//--------------===//
 //
 // Checked against references written here in double precision; see
 // KernelTestUtil.h.
@@ -27,10 +28,13 @@ TEST(KernelLayerNorm, LastAxisAndTrailingTwo) {
     for (bool withBias : {false, true}) {
       Buf x = randomBuf(DType::F32, c.x, seed++, -3, 5);
       Shape ns(c.x.begin() + c.axis, c.x.end());
-      Buf g = randomBuf(DType::F32, ns, seed++), b = randomBuf(DType::F32, ns, seed++);
+      Buf g = randomBuf(DType::F32, ns, seed++),
+          b = randomBuf(DType::F32, ns, seed++);
       Buf out(DType::F32, c.x);
       const float eps = 1e-5f;
-      ASSERT_TRUE(layerNorm(x.t, g.t, withBias ? &b.t : nullptr, c.axis, eps, out.t).ok);
+      ASSERT_TRUE(
+          layerNorm(x.t, g.t, withBias ? &b.t : nullptr, c.axis, eps, out.t)
+              .ok);
       int64_t inner = numelOf(ns), outer = x.n() / inner;
       std::vector<double> ref(static_cast<size_t>(x.n()));
       for (int64_t r = 0; r < outer; ++r) {
@@ -42,9 +46,10 @@ TEST(KernelLayerNorm, LastAxisAndTrailingTwo) {
           var += std::pow(x.get(r * inner + i) - mean, 2);
         var /= double(inner);
         for (int64_t i = 0; i < inner; ++i)
-          ref[size_t(r * inner + i)] =
-              (x.get(r * inner + i) - mean) / std::sqrt(var + double(eps)) * g.get(i) +
-              (withBias ? b.get(i) : 0);
+          ref[size_t(r * inner + i)] = (x.get(r * inner + i) - mean) /
+                                           std::sqrt(var + double(eps)) *
+                                           g.get(i) +
+                                       (withBias ? b.get(i) : 0);
       }
       expectClose(out, ref, kRtol, 1e-6, formatShape(c.x));
     }
@@ -100,8 +105,8 @@ TEST(KernelSoftmax, LastAndMiddleAxes) {
     int64_t axis;
   };
   for (Case c : {Case{{4, 9, 33}, 2}, Case{{4, 9, 33}, 1}, Case{{4, 9, 33}, 0},
-                 Case{{3, 7, 300}, 1}, Case{{2, 50, 400}, 2}, Case{{64, 600}, 1},
-                 Case{{2, 40, 600}, 1}})
+                 Case{{3, 7, 300}, 1}, Case{{2, 50, 400}, 2},
+                 Case{{64, 600}, 1}, Case{{2, 40, 600}, 1}})
     for (DType dt : {DType::F32, DType::F64}) {
       Buf x = randomBuf(dt, c.s, seed++, -8, 8);
       Buf out(dt, c.s);
@@ -110,19 +115,22 @@ TEST(KernelSoftmax, LastAndMiddleAxes) {
                   1e-9, formatShape(c.s) + " axis " + std::to_string(c.axis));
     }
   // A fully masked row gives zeros (not NaN); -inf entries give 0.
-  Buf x = fromValues(DType::F32, {2, 3}, {-INFINITY, -INFINITY, -INFINITY, 0, -INFINITY, 0});
+  Buf x = fromValues(DType::F32, {2, 3},
+                     {-INFINITY, -INFINITY, -INFINITY, 0, -INFINITY, 0});
   Buf out(DType::F32, {2, 3});
   ASSERT_TRUE(softmax(x.t, 1, out.t).ok);
   expectExact(out, {0, 0, 0, 0.5, 0, 0.5});
   // The same along a middle axis (the strided path), and a NaN makes its
   // whole row NaN on both paths (the CUDA kernels do the same).
   for (DType dt : {DType::F32, DType::F64}) {
-    Buf t = fromValues(dt, {3, 2}, {-INFINITY, 0, -INFINITY, NAN, -INFINITY, 0});
+    Buf t =
+        fromValues(dt, {3, 2}, {-INFINITY, 0, -INFINITY, NAN, -INFINITY, 0});
     Buf tOut(dt, {3, 2});
     ASSERT_TRUE(softmax(t.t, 0, tOut.t).ok);
     for (int64_t i = 0; i < 3; ++i) {
       EXPECT_EQ(tOut.get(2 * i), 0.0) << dtypeName(dt) << " row " << i;
-      EXPECT_TRUE(std::isnan(tOut.get(2 * i + 1))) << dtypeName(dt) << " row " << i;
+      EXPECT_TRUE(std::isnan(tOut.get(2 * i + 1)))
+          << dtypeName(dt) << " row " << i;
     }
     Buf r = fromValues(dt, {1, 3}, {1, NAN, 2});
     Buf rOut(dt, {1, 3});
@@ -133,8 +141,8 @@ TEST(KernelSoftmax, LastAndMiddleAxes) {
 }
 
 TEST(KernelReduce, EveryKindSeveralAxes) {
-  const ReduceKind kinds[] = {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max,
-                              ReduceKind::Min};
+  const ReduceKind kinds[] = {ReduceKind::Sum, ReduceKind::Mean,
+                              ReduceKind::Max, ReduceKind::Min};
   const std::vector<std::vector<int64_t>> axesList = {
       {0}, {1}, {2}, {3}, {0, 2}, {1, 2}, {1, 3}, {0, 1, 2, 3}, {2, 3}, {0, 3}};
   uint32_t seed = 700;
@@ -185,7 +193,8 @@ TEST(KernelReduce, EveryKindSeveralAxes) {
                       dt == DType::F32 ? 1e-6 : 1e-12,
                       formatShape(s) + " " + dtypeName(dt) + " kind " +
                           std::to_string(int(k)) + " axes " +
-                          std::to_string(axes.size()) + "@" + std::to_string(axes[0]));
+                          std::to_string(axes.size()) + "@" +
+                          std::to_string(axes[0]));
         }
 }
 

@@ -1,4 +1,5 @@
-//===- KernelsShapeTest.cpp - CPU gather and data movement ------------------===//
+//===- KernelsShapeTest.cpp - CPU gather and data movement
+//------------------===//
 //
 // gather, cross-entropy, einsum, trilu, transpose, slice, concat,
 // split, expand, copy. Checked against references written here in double
@@ -92,9 +93,11 @@ TEST(KernelCrossEntropy, MeanNegativeLogSoftmax) {
           m = std::max(m, logits.get(p * V + j));
         for (int64_t j = 0; j < V; ++j)
           sum += std::exp(logits.get(p * V + j) - m);
-        total += m + std::log(sum) - logits.get(p * V + int64_t(targets.get(p)));
+        total +=
+            m + std::log(sum) - logits.get(p * V + int64_t(targets.get(p)));
       }
-      expectClose(out, {total / double(targets.n())}, kRtol, 1e-6, formatShape(s));
+      expectClose(out, {total / double(targets.n())}, kRtol, 1e-6,
+                  formatShape(s));
     }
 }
 
@@ -145,11 +148,14 @@ TEST(KernelEinsum, Equations) {
       {"ij->ji", {{3, 7}}, {"ij"}, "ji"},
       {"ij->", {{3, 7}}, {"ij"}, ""},
       {"ij,jk", {{3, 4}, {4, 5}}, {"ij", "jk"}, "ik"},
-      {"bhqd,bhkd->bhqk", {{2, 3, 5, 4}, {2, 3, 6, 4}}, {"bhqd", "bhkd"}, "bhqk"},
+      {"bhqd,bhkd->bhqk",
+       {{2, 3, 5, 4}, {2, 3, 6, 4}},
+       {"bhqd", "bhkd"},
+       "bhqk"},
       {"ij,jk,kl->il", {{3, 4}, {4, 5}, {5, 2}}, {"ij", "jk", "kl"}, "il"},
       {"bik,bkj->bji", {{2, 3, 4}, {2, 4, 5}}, {"bik", "bkj"}, "bji"},
       {"ij,ij->i", {{4, 6}, {4, 6}}, {"ij", "ij"}, "i"},
-      {"ki,kj->ij", {{6, 3}, {6, 4}}, {"ki", "kj"}, "ij"},  // transposed A
+      {"ki,kj->ij", {{6, 3}, {6, 4}}, {"ki", "kj"}, "ij"}, // transposed A
       {"bkd,bqk->bqd", {{2, 5, 3}, {2, 4, 5}}, {"bkd", "bqk"}, "bqd"},
       {"iij,jk->ik", {{3, 3, 4}, {4, 2}}, {"iij", "jk"}, "ik"},
       {"ab,cd->", {{2, 3}, {4, 5}}, {"ab", "cd"}, ""},
@@ -183,7 +189,8 @@ TEST(KernelEinsum, Equations) {
       expectClose(out, ref, dt == DType::F32 ? kRtol : 1e-12, 1e-6, c.eq);
     }
   // Ellipsis broadcasting: batch 1 against 3.
-  Buf a = randomBuf(DType::F32, {1, 2, 4}, 1), b = randomBuf(DType::F32, {3, 4, 5}, 2);
+  Buf a = randomBuf(DType::F32, {1, 2, 4}, 1),
+      b = randomBuf(DType::F32, {3, 4, 5}, 2);
   Buf out(DType::F32, {3, 2, 5});
   ASSERT_TRUE(einsum("...ij,...jk->...ik", {&a.t, &b.t}, out.t).ok);
   std::vector<double> ref;
@@ -215,8 +222,9 @@ TEST(KernelTrilu, UpperLowerOffsets) {
           bool keep = upper ? c - r >= k : c - r <= k;
           ref.push_back(keep ? x.get(i) : 0);
         }
-        expectExact(out, ref, std::string(dtypeName(dt)) + (upper ? " upper " : " lower ") +
-                                  std::to_string(k));
+        expectExact(out, ref,
+                    std::string(dtypeName(dt)) +
+                        (upper ? " upper " : " lower ") + std::to_string(k));
       }
   // In place.
   Buf x = fromValues(DType::F32, {2, 2}, {1, 2, 3, 4});
@@ -246,16 +254,17 @@ TEST(KernelTranspose, EveryRank4Perm) {
   uint32_t seed = 1300;
   do {
     for (DType dt : {DType::F32, DType::I64, DType::I8}) {
-      Buf x = randomBuf(dt, s, seed++, dt == DType::F32 ? -1 : -100, dt == DType::F32 ? 1 : 100);
+      Buf x = randomBuf(dt, s, seed++, dt == DType::F32 ? -1 : -100,
+                        dt == DType::F32 ? 1 : 100);
       Shape os;
       for (int64_t p : perm)
         os.push_back(s[size_t(p)]);
       Buf out(dt, os);
       ASSERT_TRUE(transpose(x.t, perm, out.t).ok);
       expectExact(out, refTranspose(x, perm, os),
-                  std::string(dtypeName(dt)) + " perm " + std::to_string(perm[0]) +
-                      std::to_string(perm[1]) + std::to_string(perm[2]) +
-                      std::to_string(perm[3]));
+                  std::string(dtypeName(dt)) + " perm " +
+                      std::to_string(perm[0]) + std::to_string(perm[1]) +
+                      std::to_string(perm[2]) + std::to_string(perm[3]));
     }
   } while (std::next_permutation(perm.begin(), perm.end()));
 }
@@ -266,9 +275,10 @@ TEST(KernelTranspose, LargeAndHalf) {
     std::vector<int64_t> perm;
   };
   uint32_t seed = 1400;
-  for (Case c : {Case{{4, 64, 12, 33}, {0, 2, 1, 3}}, Case{{4, 12, 64, 33}, {0, 1, 3, 2}},
-                 Case{{300, 301}, {1, 0}}, Case{{8, 1, 70, 65}, {3, 1, 0, 2}},
-                 Case{{1, 1, 1}, {2, 0, 1}}}) {
+  for (Case c :
+       {Case{{4, 64, 12, 33}, {0, 2, 1, 3}},
+        Case{{4, 12, 64, 33}, {0, 1, 3, 2}}, Case{{300, 301}, {1, 0}},
+        Case{{8, 1, 70, 65}, {3, 1, 0, 2}}, Case{{1, 1, 1}, {2, 0, 1}}}) {
     Buf x = randomBuf(DType::F32, c.s, seed++);
     Shape os;
     for (int64_t p : c.perm)
@@ -358,7 +368,8 @@ TEST(KernelConcatSplit, AxesAndRoundTrip) {
         outs.push_back(&b.t);
       ASSERT_TRUE(split(out.t, axis, outs).ok);
       for (size_t i = 0; i < parts.size(); ++i)
-        expectExact(back[i], parts[i].values(), "split axis " + std::to_string(axis));
+        expectExact(back[i], parts[i].values(),
+                    "split axis " + std::to_string(axis));
     }
 }
 
@@ -370,7 +381,8 @@ TEST(KernelExpand, Broadcast) {
   for (Case c : {Case{{3, 1}, {2, 3, 4}}, Case{{}, {5}}, Case{{4}, {3, 4}},
                  Case{{2, 1, 3}, {2, 4, 3}}, Case{{1, 600}, {100, 600}}})
     for (DType dt : {DType::F32, DType::Bool, DType::I64}) {
-      Buf x = randomBuf(dt, c.x, seed++, dt == DType::Bool ? 0 : -9, dt == DType::Bool ? 1 : 9);
+      Buf x = randomBuf(dt, c.x, seed++, dt == DType::Bool ? 0 : -9,
+                        dt == DType::Bool ? 1 : 9);
       Buf out(dt, c.out);
       ASSERT_TRUE(expand(x.t, out.t).ok);
       std::vector<double> ref;

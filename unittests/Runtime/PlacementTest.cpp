@@ -65,14 +65,15 @@ TEST(Placement, DistinctGpusPass) {
 
 TEST(Placement, TwoRanksOnOneGpuAreAnErrorNamingThem) {
   // The count is the clashing host's (here 2), not the 8 of another host.
-  Status s = checkPlacement({placed("a", '1', 0, 2), placed("b", '2', 1, 8),
-                             placed("a", '1', 2, 2)});
+  Status s = checkPlacement(
+      {placed("a", '1', 0, 2), placed("b", '2', 1, 8), placed("a", '1', 2, 2)});
   ASSERT_FALSE(s);
   EXPECT_NE(s.message.find("ranks 0 and 2 on host 'a' would share a GPU "
                            "(each sees 2)"),
             std::string::npos)
       << s.message;
-  EXPECT_NE(s.message.find("start at most 2 ranks per node"), std::string::npos);
+  EXPECT_NE(s.message.find("start at most 2 ranks per node"),
+            std::string::npos);
 }
 
 TEST(Placement, ARankThatFailedStopsEveryRank) {

@@ -1,4 +1,5 @@
-//===- Comm.h - communication between ranks -----------------------*- C++ -*-===//
+//===- Comm.h - communication between ranks -----------------------*- C++
+//-*-===//
 //
 // The collectives the partitioned programs use, on one group of ranks (the
 // tensor-parallel axis of the grid). Backends implement three raw
@@ -77,8 +78,8 @@ private:
   /// The lent scratch, or ownScratch when none is lent.
   Status scratch(size_t bytes, void *&ptr);
   /// dst block (c, r) = src block (r, c) of a rows x cols grid of blocks.
-  Status transposeBlocks(const void *src, void *dst, int64_t rows,
-                         int64_t cols, size_t block);
+  Status transposeBlocks(const void *src, void *dst, int64_t rows, int64_t cols,
+                         size_t block);
   std::vector<uint8_t> hostScratch;
   bool scratchLent = false;
   void *lentScratch = nullptr;

@@ -1,4 +1,5 @@
-//===- CudaKernels.h - CUDA kernels -------------------------------*- C++ -*-===//
+//===- CudaKernels.h - CUDA kernels -------------------------------*- C++
+//-*-===//
 //
 // The same operations and semantics as mp/Runtime/Kernels.h, on tensors whose
 // data lives in device memory, queued on the rank's compute stream (NCCL
@@ -7,8 +8,9 @@
 // use cuBLAS with fp32 accumulation. Where the CPU kernels also take fp64,
 // integers or bools (elementwise, compare, cast, softmax, reduce, matmul),
 // so do these, with the CPU's semantics: fp64 computes in fp64, integers
-// wrap, casts saturate (IntegerArithmetic.h). This header needs no CUDA headers; the
-// library exists when CMake found the CUDA toolkit (MP_ENABLE_CUDA).
+// wrap, casts saturate (IntegerArithmetic.h). This header needs no CUDA
+// headers; the library exists when CMake found the CUDA toolkit
+// (MP_ENABLE_CUDA).
 //
 // The executor binds them through the CUDA kernel table (mp-run --device
 // cuda). Not yet run on a GPU: see the CUDA issue.

@@ -1,4 +1,5 @@
-//===- Device.h - where a program runs: kernel tables -------------*- C++ -*-===//
+//===- Device.h - where a program runs: kernel tables -------------*- C++
+//-*-===//
 //
 // The executor binds each instruction to a kernel through a table, one per
 // device, with the same signatures (mp/Runtime/Kernels.h). The CPU table is

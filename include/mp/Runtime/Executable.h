@@ -1,4 +1,5 @@
-//===- Executable.h - a loaded artifact, ready to run -------------*- C++ -*-===//
+//===- Executable.h - a loaded artifact, ready to run -------------*- C++
+//-*-===//
 #ifndef MP_RUNTIME_EXECUTABLE_H
 #define MP_RUNTIME_EXECUTABLE_H
 
@@ -8,9 +9,9 @@
 #include "mp/Runtime/Tensor.h"
 
 #include <functional>
-#include <tuple>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace mp::rt {
@@ -91,9 +92,9 @@ private:
   Communicator *comm = nullptr;
   std::unique_ptr<Communicator> ownedComm;
   std::vector<std::unique_ptr<Communicator>> axisComms; // one per grid axis
-  size_t kernelScratch = 0;          // the largest need of a kernel
-  std::vector<size_t> commScratch;   // the largest need per grid axis
-  void *scratch = nullptr;           // [kernels | axis 0 | axis 1 | ...]
+  size_t kernelScratch = 0;        // the largest need of a kernel
+  std::vector<size_t> commScratch; // the largest need per grid axis
+  void *scratch = nullptr;         // [kernels | axis 0 | axis 1 | ...]
   size_t scratchSize = 0;
   Status allocateScratch();
   /// Index checks of program inputs (token ids, targets): run on the host

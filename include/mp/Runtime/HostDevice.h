@@ -1,4 +1,5 @@
-//===- HostDevice.h - code for both the CPU and CUDA kernels -------*- C++ -*-===//
+//===- HostDevice.h - code for both the CPU and CUDA kernels -------*- C++
+//-*-===//
 //
 // MP_HOST_DEVICE marks inline functions the CUDA kernels call on the device
 // and the CPU code (kernels, tests) calls on the host.

@@ -1,4 +1,5 @@
-//===- IntegerArithmetic.h - integer binary ops, CPU and CUDA ------*- C++ -*-===//
+//===- IntegerArithmetic.h - integer binary ops, CPU and CUDA ------*- C++
+//-*-===//
 //
 // The integer semantics of the binary ops, shared by the CPU kernels and the
 // CUDA kernels (compiled as host and device code there): two's-complement

@@ -1,4 +1,5 @@
-//===- Kernels.h - CPU kernels ------------------------------------*- C++ -*-===//
+//===- Kernels.h - CPU kernels ------------------------------------*- C++
+//-*-===//
 //
 // One function per mp op. Output tensors are allocated by the caller with
 // the op's result shape; shapes were checked by the compiler and the loader.
@@ -23,8 +24,21 @@ enum class BinaryKind { Add, Sub, Mul, Div, Pow };
 using CompareKind = contract::ComparePredicate;
 using ReduceKind = contract::ReduceKind;
 enum class UnaryKind {
-  Neg, Exp, Log, Sqrt, Rsqrt, Reciprocal, Tanh, Erf, Sigmoid, Relu, Silu,
-  Gelu, GeluTanh, Cos, Sin
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Reciprocal,
+  Tanh,
+  Erf,
+  Sigmoid,
+  Relu,
+  Silu,
+  Gelu,
+  GeluTanh,
+  Cos,
+  Sin
 };
 
 /// Elementwise with numpy broadcasting. a, b and out share the element type
@@ -58,8 +72,8 @@ Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
 Status softmax(const Tensor &x, int64_t axis, Tensor &out);
 /// Reduces over `axes` (non-negative, sorted); out has the kept dims (with or
 /// without the 1s: only its element count matters). f32, f64, i64, i32.
-Status reduce(ReduceKind kind, const Tensor &x, const std::vector<int64_t> &axes,
-              Tensor &out);
+Status reduce(ReduceKind kind, const Tensor &x,
+              const std::vector<int64_t> &axes, Tensor &out);
 
 /// softmax(q·kᵀ·scale (+ mask) (causal))·v per batch and head.
 /// q [B, H, Sq, D], k and v [B, Hkv, Sk, D] with H % Hkv == 0 (query head h
@@ -70,24 +84,27 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
 
 /// ONNX Gather along `axis` (non-negative); indices i64 or i32, negative
 /// indices count from the end. Any element type. (Embedding = axis 0.)
-Status gather(const Tensor &x, const Tensor &indices, int64_t axis, Tensor &out);
+Status gather(const Tensor &x, const Tensor &indices, int64_t axis,
+              Tensor &out);
 /// Mean over positions of -log softmax(logits)[target]; logits [..., V] f32,
 /// targets [...] i64/i32; out is a f32 scalar.
 Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out);
 /// Einstein summation (see mp/Support/Einsum.h). f32, f64.
-Status einsum(const std::string &equation, const std::vector<const Tensor *> &inputs,
-              Tensor &out);
+Status einsum(const std::string &equation,
+              const std::vector<const Tensor *> &inputs, Tensor &out);
 /// Keeps the upper (j - i >= k) or lower (j - i <= k) triangle of the last
 /// two dims, zeroing the rest. Any element type.
 Status trilu(const Tensor &x, bool upper, int64_t k, Tensor &out);
 
 /// out dim i = x dim perm[i]. Any element type.
-Status transpose(const Tensor &x, const std::vector<int64_t> &perm, Tensor &out);
+Status transpose(const Tensor &x, const std::vector<int64_t> &perm,
+                 Tensor &out);
 /// out[i] = x[starts + i * strides] per dim (out's shape gives the counts;
 /// strides may be negative). Any element type.
 Status slice(const Tensor &x, const std::vector<int64_t> &starts,
              const std::vector<int64_t> &strides, Tensor &out);
-Status concat(const std::vector<const Tensor *> &inputs, int64_t axis, Tensor &out);
+Status concat(const std::vector<const Tensor *> &inputs, int64_t axis,
+              Tensor &out);
 /// Splits along `axis` into outs (their shapes give the sizes).
 Status split(const Tensor &x, int64_t axis, const std::vector<Tensor *> &outs);
 /// Broadcasts x to out's shape (numpy rules).

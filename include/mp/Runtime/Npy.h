@@ -1,4 +1,5 @@
-//===- Npy.h - NumPy .npy files -----------------------------------*- C++ -*-===//
+//===- Npy.h - NumPy .npy files -----------------------------------*- C++
+//-*-===//
 #ifndef MP_RUNTIME_NPY_H
 #define MP_RUNTIME_NPY_H
 

@@ -1,4 +1,5 @@
-//===- Safetensors.h - safetensors files --------------------------*- C++ -*-===//
+//===- Safetensors.h - safetensors files --------------------------*- C++
+//-*-===//
 //
 // The parameter format of artifacts (https://github.com/huggingface/
 // safetensors): an 8-byte little-endian header length, a JSON header mapping

@@ -1,4 +1,5 @@
-//===- Tensor.h - runtime tensors and status ----------------------*- C++ -*-===//
+//===- Tensor.h - runtime tensors and status ----------------------*- C++
+//-*-===//
 //
 // Plain C++17: the runtime links no LLVM/MLIR.
 //
@@ -17,12 +18,12 @@
 namespace mp::rt {
 
 // Element types and shapes are the op contract's (mp/Support).
+using ::mp::broadcastShapes;
 using ::mp::DType;
 using ::mp::dtypeName;
 using ::mp::dtypeSize;
-using ::mp::parseDType;
-using ::mp::broadcastShapes;
 using ::mp::formatShape;
+using ::mp::parseDType;
 
 /// A view of memory the runtime owns elsewhere (arena, parameters,
 /// constants): row-major, contiguous.
@@ -32,7 +33,9 @@ struct Tensor {
   std::vector<int64_t> shape;
 
   int64_t numel() const;
-  size_t bytes() const { return static_cast<size_t>(numel()) * dtypeSize(dtype); }
+  size_t bytes() const {
+    return static_cast<size_t>(numel()) * dtypeSize(dtype);
+  }
   template <typename T> T *as() const { return static_cast<T *>(data); }
 };
 
@@ -43,7 +46,9 @@ struct Status {
   std::string message;
 
   static Status success() { return {}; }
-  static Status error(std::string message) { return {false, std::move(message)}; }
+  static Status error(std::string message) {
+    return {false, std::move(message)};
+  }
   explicit operator bool() const { return ok; }
 };
 

@@ -46,7 +46,7 @@ inline uint16_t floatToHalf(float f) {
     return uint16_t(sign | 0x7e00 | ((ax >> 13) & 0x3ff));
   if (ax >= 0x477ff000u) // >= 65520 rounds to infinity
     return uint16_t(sign | 0x7c00);
-  if (ax < 0x38800000u) { // below 2^-14: subnormal (or zero)
+  if (ax < 0x38800000u) {                  // below 2^-14: subnormal (or zero)
     float v = bitsFloat(ax) * 16777216.0f; // exact: scale by 2^24
     return uint16_t(sign | uint16_t(std::nearbyint(v)));
   }

@@ -51,8 +51,8 @@ bool rmsNorm(const Shape &input, const Shape &scale, Shape &result,
 bool softmax(const Shape &input, int64_t axis, Shape &result,
              std::string &error);
 /// Reduction over `axes` (distinct, each in [-rank, rank)).
-bool reduce(const Shape &input, const std::vector<int64_t> &axes,
-            bool keepDims, Shape &result, std::string &error);
+bool reduce(const Shape &input, const std::vector<int64_t> &axes, bool keepDims,
+            Shape &result, std::string &error);
 /// Attention: q [B, H, Sq, D], k and v [B, Hkv, Sk, D(v)], H % Hkv == 0, an
 /// optional mask broadcasting to [B, H, Sq, Sk]; result [B, H, Sq, Dv].
 bool attention(const Shape &query, const Shape &key, const Shape &value,

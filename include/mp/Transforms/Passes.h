@@ -2,9 +2,9 @@
 #ifndef MP_TRANSFORMS_PASSES_H
 #define MP_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
-#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Transforms/PassOptions.h"
 

@@ -19,9 +19,10 @@ struct ParallelizeOptions : mlir::PassPipelineOptions<ParallelizeOptions> {
   Option<int64_t> tp{*this, "tp",
                      llvm::cl::desc("tensor-parallel size (ranks of the grid)"),
                      llvm::cl::init(1)};
-  Option<bool> sp{*this, "sp",
-                  llvm::cl::desc("Megatron sequence parallelism (needs tp > 1)"),
-                  llvm::cl::init(false)};
+  Option<bool> sp{
+      *this, "sp",
+      llvm::cl::desc("Megatron sequence parallelism (needs tp > 1)"),
+      llvm::cl::init(false)};
   Option<StorageType> dtype{
       *this, "dtype",
       llvm::cl::desc("storage type of parameters and activations"),

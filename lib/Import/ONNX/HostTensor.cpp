@@ -28,8 +28,7 @@ bool isSupportedDType(int32_t t) {
   case DType::Bool:
   case DType::Float16:
   case DType::Double:
-  case DType::BFloat16:
-    return true;
+  case DType::BFloat16: return true;
   }
   return false;
 }
@@ -85,30 +84,14 @@ static double roundToBFloat16(double v) {
 
 void HostTensor::set(int64_t i, double v) {
   switch (dtype) {
-  case DType::Float:
-    floats[i] = static_cast<float>(v);
-    return;
-  case DType::Double:
-    floats[i] = v;
-    return;
-  case DType::Float16:
-    floats[i] = roundToFloat16(v);
-    return;
-  case DType::BFloat16:
-    floats[i] = roundToBFloat16(v);
-    return;
-  case DType::Bool:
-    ints[i] = v != 0;
-    return;
-  case DType::Int8:
-    ints[i] = static_cast<int8_t>(v);
-    return;
-  case DType::Int32:
-    ints[i] = static_cast<int32_t>(v);
-    return;
-  case DType::Int64:
-    ints[i] = static_cast<int64_t>(v);
-    return;
+  case DType::Float: floats[i] = static_cast<float>(v); return;
+  case DType::Double: floats[i] = v; return;
+  case DType::Float16: floats[i] = roundToFloat16(v); return;
+  case DType::BFloat16: floats[i] = roundToBFloat16(v); return;
+  case DType::Bool: ints[i] = v != 0; return;
+  case DType::Int8: ints[i] = static_cast<int8_t>(v); return;
+  case DType::Int32: ints[i] = static_cast<int32_t>(v); return;
+  case DType::Int64: ints[i] = static_cast<int64_t>(v); return;
   }
 }
 
@@ -144,17 +127,13 @@ SliceRange normalizeSlice(int64_t dim, int64_t start, int64_t end,
 static int64_t elementBytes(DType t) {
   switch (t) {
   case DType::Int8:
-  case DType::Bool:
-    return 1;
+  case DType::Bool: return 1;
   case DType::Float16:
-  case DType::BFloat16:
-    return 2;
+  case DType::BFloat16: return 2;
   case DType::Float:
-  case DType::Int32:
-    return 4;
+  case DType::Int32: return 4;
   case DType::Int64:
-  case DType::Double:
-    return 8;
+  case DType::Double: return 8;
   }
   return 0;
 }
@@ -189,12 +168,8 @@ static void decodeRaw(const std::string &bytes, HostTensor &out) {
       out.floats[i] = bf16ToFloat(v);
       break;
     }
-    case DType::Int8:
-      out.ints[i] = static_cast<int8_t>(p[i]);
-      break;
-    case DType::Bool:
-      out.ints[i] = p[i] != 0;
-      break;
+    case DType::Int8: out.ints[i] = static_cast<int8_t>(p[i]); break;
+    case DType::Bool: out.ints[i] = p[i] != 0; break;
     case DType::Int32: {
       int32_t v;
       std::memcpy(&v, p + 4 * i, 4);

@@ -34,22 +34,14 @@ namespace mp::onnx_import {
 FailureOr<Type> Importer::elementType(int32_t onnxType, Location loc,
                                       const std::string &what) {
   switch (static_cast<DType>(onnxType)) {
-  case DType::Float:
-    return builder.getF32Type();
-  case DType::Float16:
-    return builder.getF16Type();
-  case DType::BFloat16:
-    return builder.getBF16Type();
-  case DType::Double:
-    return builder.getF64Type();
-  case DType::Int64:
-    return builder.getI64Type();
-  case DType::Int32:
-    return builder.getI32Type();
-  case DType::Int8:
-    return builder.getI8Type();
-  case DType::Bool:
-    return builder.getI1Type();
+  case DType::Float: return builder.getF32Type();
+  case DType::Float16: return builder.getF16Type();
+  case DType::BFloat16: return builder.getBF16Type();
+  case DType::Double: return builder.getF64Type();
+  case DType::Int64: return builder.getI64Type();
+  case DType::Int32: return builder.getI32Type();
+  case DType::Int8: return builder.getI8Type();
+  case DType::Bool: return builder.getI1Type();
   }
   return emitError(loc) << what << " has unsupported element type "
                         << dtypeName(onnxType);

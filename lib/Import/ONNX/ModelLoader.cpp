@@ -8,8 +8,8 @@
 #include "mp/Import/ONNXImporter.h"
 
 #include <filesystem>
-#include <memory>
 #include <fstream>
+#include <memory>
 #include <set>
 
 namespace fs = std::filesystem;

@@ -141,8 +141,7 @@ bool foldNode(const ONNXOpDef &op, const onnx::NodeProto &node,
     if (inputs.empty() || !inputs[0])
       return false;
     break;
-  case FoldInputs::None:
-    break;
+  case FoldInputs::None: break;
   }
   Folder folder{node, inputs, shapes, outputs, error};
   return op.fold(folder);

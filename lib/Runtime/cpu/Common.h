@@ -1,4 +1,5 @@
-//===- Common.h - helpers shared by the CPU kernels ---------------*- C++ -*-===//
+//===- Common.h - helpers shared by the CPU kernels ---------------*- C++
+//-*-===//
 #ifndef MP_LIB_RUNTIME_CPU_COMMON_H
 #define MP_LIB_RUNTIME_CPU_COMMON_H
 

@@ -6,9 +6,9 @@
 // row (bias) broadcasts all become one contiguous inner loop.
 //
 //===----------------------------------------------------------------------===//
-#include "mp/Runtime/Kernels.h"
 #include "Common.h"
 #include "mp/Runtime/IntegerArithmetic.h"
+#include "mp/Runtime/Kernels.h"
 #include "mp/Support/Float16.h"
 
 #include <omp.h>
@@ -22,16 +22,13 @@
 namespace mp::rt::cpu {
 namespace {
 
-
-
-
 //===----------------------------------------------------------------------===//
 // Broadcast plans
 //===----------------------------------------------------------------------===//
 
 struct Plan {
-  std::vector<int64_t> shape;                 // collapsed output shape
-  std::vector<std::vector<int64_t>> strides;  // per input, in elements
+  std::vector<int64_t> shape;                // collapsed output shape
+  std::vector<std::vector<int64_t>> strides; // per input, in elements
 };
 
 Plan makePlan(const std::vector<int64_t> &out,
@@ -149,18 +146,22 @@ template <class F> bool dispatchArith(DType t, F &&f) {
   }
 }
 
-
-
-
 //===----------------------------------------------------------------------===//
 // cast
 //===----------------------------------------------------------------------===//
 
-struct Half { uint16_t bits; };
-struct BFloat { uint16_t bits; };
-struct Boolean { uint8_t v; };
+struct Half {
+  uint16_t bits;
+};
+struct BFloat {
+  uint16_t bits;
+};
+struct Boolean {
+  uint8_t v;
+};
 
-template <class T> constexpr bool isHalfLike =
+template <class T>
+constexpr bool isHalfLike =
     std::is_same_v<T, Half> || std::is_same_v<T, BFloat>;
 
 template <class T> inline float halfValue(T h) {
@@ -228,28 +229,28 @@ template <class F> bool dispatchCastType(DType t, F &&f) {
 
 template <class T, class Op>
 void binaryLoop(const Plan &p, const T *a, const T *b, T *o, Op op) {
-  runPlan<2>(p, [&](int64_t oo, const int64_t *off, int64_t n,
-                    const int64_t *st) {
-    const T *pa = a + off[0];
-    const T *pb = b + off[1];
-    T *po = o + oo;
-    if (st[0] == 1 && st[1] == 1) {
-      for (int64_t i = 0; i < n; ++i)
-        po[i] = op(pa[i], pb[i]);
-    } else if (st[0] == 1) {
-      const T y = *pb;
-      for (int64_t i = 0; i < n; ++i)
-        po[i] = op(pa[i], y);
-    } else if (st[1] == 1) {
-      const T x = *pa;
-      for (int64_t i = 0; i < n; ++i)
-        po[i] = op(x, pb[i]);
-    } else {
-      const T v = op(*pa, *pb);
-      for (int64_t i = 0; i < n; ++i)
-        po[i] = v;
-    }
-  });
+  runPlan<2>(p,
+             [&](int64_t oo, const int64_t *off, int64_t n, const int64_t *st) {
+               const T *pa = a + off[0];
+               const T *pb = b + off[1];
+               T *po = o + oo;
+               if (st[0] == 1 && st[1] == 1) {
+                 for (int64_t i = 0; i < n; ++i)
+                   po[i] = op(pa[i], pb[i]);
+               } else if (st[0] == 1) {
+                 const T y = *pb;
+                 for (int64_t i = 0; i < n; ++i)
+                   po[i] = op(pa[i], y);
+               } else if (st[1] == 1) {
+                 const T x = *pa;
+                 for (int64_t i = 0; i < n; ++i)
+                   po[i] = op(x, pb[i]);
+               } else {
+                 const T v = op(*pa, *pb);
+                 for (int64_t i = 0; i < n; ++i)
+                   po[i] = v;
+               }
+             });
 }
 
 template <class T>
@@ -291,20 +292,20 @@ void binaryTyped(BinaryKind kind, const Plan &p, const T *a, const T *b, T *o,
 
 template <class T, class Op>
 void compareLoop(const Plan &p, const T *a, const T *b, uint8_t *o, Op op) {
-  runPlan<2>(p, [&](int64_t oo, const int64_t *off, int64_t n,
-                    const int64_t *st) {
-    const T *pa = a + off[0];
-    const T *pb = b + off[1];
-    uint8_t *po = o + oo;
-    const int64_t sa = st[0], sb = st[1];
-    if (sa == 1 && sb == 1) {
-      for (int64_t i = 0; i < n; ++i)
-        po[i] = op(pa[i], pb[i]) ? 1 : 0;
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        po[i] = op(pa[i * sa], pb[i * sb]) ? 1 : 0;
-    }
-  });
+  runPlan<2>(p,
+             [&](int64_t oo, const int64_t *off, int64_t n, const int64_t *st) {
+               const T *pa = a + off[0];
+               const T *pb = b + off[1];
+               uint8_t *po = o + oo;
+               const int64_t sa = st[0], sb = st[1];
+               if (sa == 1 && sb == 1) {
+                 for (int64_t i = 0; i < n; ++i)
+                   po[i] = op(pa[i], pb[i]) ? 1 : 0;
+               } else {
+                 for (int64_t i = 0; i < n; ++i)
+                   po[i] = op(pa[i * sa], pb[i * sb]) ? 1 : 0;
+               }
+             });
 }
 
 template <class T, class Load>
@@ -312,17 +313,21 @@ void compareTyped(CompareKind kind, const Plan &p, const T *a, const T *b,
                   uint8_t *o, Load load) {
   switch (kind) {
   case CompareKind::Eq:
-    return compareLoop(p, a, b, o, [&](T x, T y) { return load(x) == load(y); });
+    return compareLoop(p, a, b, o,
+                       [&](T x, T y) { return load(x) == load(y); });
   case CompareKind::Ne:
-    return compareLoop(p, a, b, o, [&](T x, T y) { return load(x) != load(y); });
+    return compareLoop(p, a, b, o,
+                       [&](T x, T y) { return load(x) != load(y); });
   case CompareKind::Lt:
     return compareLoop(p, a, b, o, [&](T x, T y) { return load(x) < load(y); });
   case CompareKind::Le:
-    return compareLoop(p, a, b, o, [&](T x, T y) { return load(x) <= load(y); });
+    return compareLoop(p, a, b, o,
+                       [&](T x, T y) { return load(x) <= load(y); });
   case CompareKind::Gt:
     return compareLoop(p, a, b, o, [&](T x, T y) { return load(x) > load(y); });
   case CompareKind::Ge:
-    return compareLoop(p, a, b, o, [&](T x, T y) { return load(x) >= load(y); });
+    return compareLoop(p, a, b, o,
+                       [&](T x, T y) { return load(x) >= load(y); });
   }
 }
 
@@ -345,7 +350,8 @@ Status binary(BinaryKind kind, const Tensor &a, const Tensor &b, Tensor &out) {
   return ok ? Status::success() : typeError("binary", a.dtype);
 }
 
-Status compare(CompareKind kind, const Tensor &a, const Tensor &b, Tensor &out) {
+Status compare(CompareKind kind, const Tensor &a, const Tensor &b,
+               Tensor &out) {
   if (a.dtype != b.dtype)
     return mismatch("compare", a.dtype, b.dtype);
   if (out.dtype != DType::Bool)
@@ -354,22 +360,41 @@ Status compare(CompareKind kind, const Tensor &a, const Tensor &b, Tensor &out) 
   uint8_t *o = out.as<uint8_t>();
   auto same = [](auto v) { return v; };
   switch (a.dtype) {
-  case DType::F32: compareTyped(kind, p, a.as<const float>(), b.as<const float>(), o, same); break;
-  case DType::F64: compareTyped(kind, p, a.as<const double>(), b.as<const double>(), o, same); break;
-  case DType::I64: compareTyped(kind, p, a.as<const int64_t>(), b.as<const int64_t>(), o, same); break;
-  case DType::I32: compareTyped(kind, p, a.as<const int32_t>(), b.as<const int32_t>(), o, same); break;
-  case DType::I8: compareTyped(kind, p, a.as<const int8_t>(), b.as<const int8_t>(), o, same); break;
-  case DType::Bool: compareTyped(kind, p, a.as<const uint8_t>(), b.as<const uint8_t>(), o,
-                                 [](uint8_t v) { return v != 0; }); break;
-  case DType::F16: compareTyped(kind, p, a.as<const uint16_t>(), b.as<const uint16_t>(), o,
-                                [](uint16_t v) { return halfToFloat(v); }); break;
-  case DType::BF16: compareTyped(kind, p, a.as<const uint16_t>(), b.as<const uint16_t>(), o,
-                                 [](uint16_t v) { return bf16ToFloat(v); }); break;
+  case DType::F32:
+    compareTyped(kind, p, a.as<const float>(), b.as<const float>(), o, same);
+    break;
+  case DType::F64:
+    compareTyped(kind, p, a.as<const double>(), b.as<const double>(), o, same);
+    break;
+  case DType::I64:
+    compareTyped(kind, p, a.as<const int64_t>(), b.as<const int64_t>(), o,
+                 same);
+    break;
+  case DType::I32:
+    compareTyped(kind, p, a.as<const int32_t>(), b.as<const int32_t>(), o,
+                 same);
+    break;
+  case DType::I8:
+    compareTyped(kind, p, a.as<const int8_t>(), b.as<const int8_t>(), o, same);
+    break;
+  case DType::Bool:
+    compareTyped(kind, p, a.as<const uint8_t>(), b.as<const uint8_t>(), o,
+                 [](uint8_t v) { return v != 0; });
+    break;
+  case DType::F16:
+    compareTyped(kind, p, a.as<const uint16_t>(), b.as<const uint16_t>(), o,
+                 [](uint16_t v) { return halfToFloat(v); });
+    break;
+  case DType::BF16:
+    compareTyped(kind, p, a.as<const uint16_t>(), b.as<const uint16_t>(), o,
+                 [](uint16_t v) { return bf16ToFloat(v); });
+    break;
   }
   return Status::success();
 }
 
-Status where(const Tensor &cond, const Tensor &a, const Tensor &b, Tensor &out) {
+Status where(const Tensor &cond, const Tensor &a, const Tensor &b,
+             Tensor &out) {
   if (cond.dtype != DType::Bool)
     return typeError("where (condition)", cond.dtype);
   if (a.dtype != b.dtype)
@@ -383,21 +408,21 @@ Status where(const Tensor &cond, const Tensor &a, const Tensor &b, Tensor &out) 
     const T *pa = a.as<const T>();
     const T *pb = b.as<const T>();
     T *po = out.as<T>();
-    runPlan<3>(p, [&](int64_t oo, const int64_t *off, int64_t n,
-                      const int64_t *st) {
-      const uint8_t *cc = c + off[0];
-      const T *xa = pa + off[1];
-      const T *xb = pb + off[2];
-      T *xo = po + oo;
-      const int64_t sc = st[0], sa = st[1], sb = st[2];
-      if (sc == 1 && sa == 1 && sb == 1) {
-        for (int64_t i = 0; i < n; ++i)
-          xo[i] = cc[i] ? xa[i] : xb[i];
-      } else {
-        for (int64_t i = 0; i < n; ++i)
-          xo[i] = cc[i * sc] ? xa[i * sa] : xb[i * sb];
-      }
-    });
+    runPlan<3>(
+        p, [&](int64_t oo, const int64_t *off, int64_t n, const int64_t *st) {
+          const uint8_t *cc = c + off[0];
+          const T *xa = pa + off[1];
+          const T *xb = pb + off[2];
+          T *xo = po + oo;
+          const int64_t sc = st[0], sa = st[1], sb = st[2];
+          if (sc == 1 && sa == 1 && sb == 1) {
+            for (int64_t i = 0; i < n; ++i)
+              xo[i] = cc[i] ? xa[i] : xb[i];
+          } else {
+            for (int64_t i = 0; i < n; ++i)
+              xo[i] = cc[i * sc] ? xa[i * sa] : xb[i * sb];
+          }
+        });
   });
   return Status::success();
 }
@@ -430,18 +455,18 @@ Status expand(const Tensor &x, Tensor &out) {
     using T = decltype(tag);
     const T *src = x.as<const T>();
     T *dst = out.as<T>();
-    runPlan<1>(p, [&](int64_t oo, const int64_t *off, int64_t n,
-                      const int64_t *st) {
-      const T *s = src + off[0];
-      T *d = dst + oo;
-      if (st[0] == 1) {
-        std::memcpy(d, s, size_t(n) * sizeof(T));
-      } else {
-        const T v = *s;
-        for (int64_t i = 0; i < n; ++i)
-          d[i] = v;
-      }
-    });
+    runPlan<1>(
+        p, [&](int64_t oo, const int64_t *off, int64_t n, const int64_t *st) {
+          const T *s = src + off[0];
+          T *d = dst + oo;
+          if (st[0] == 1) {
+            std::memcpy(d, s, size_t(n) * sizeof(T));
+          } else {
+            const T v = *s;
+            for (int64_t i = 0; i < n; ++i)
+              d[i] = v;
+          }
+        });
   });
   return Status::success();
 }

@@ -7,9 +7,9 @@
 // thread), which also makes results independent of the thread count.
 //
 //===----------------------------------------------------------------------===//
-#include "mp/Support/Einsum.h"
-#include "mp/Runtime/Kernels.h"
 #include "Common.h"
+#include "mp/Runtime/Kernels.h"
+#include "mp/Support/Einsum.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -23,10 +23,6 @@
 
 namespace mp::rt::cpu {
 namespace {
-
-
-
-
 
 int64_t product(const std::vector<int64_t> &s) {
   int64_t p = 1;
@@ -67,9 +63,9 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
               beta, c, bi(std::max<int64_t>(ldc, 1)));
 }
 
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-                 const double *a, int64_t lda, const double *b, int64_t ldb,
-                 double beta, double *c, int64_t ldc) {
+inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 double alpha, const double *a, int64_t lda, const double *b,
+                 int64_t ldb, double beta, double *c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, bi(m), bi(n), bi(k), alpha, a,
               bi(std::max<int64_t>(lda, 1)), b, bi(std::max<int64_t>(ldb, 1)),
@@ -104,7 +100,8 @@ void batchedGemm(int64_t nb, int64_t m, int64_t n, int64_t k, const T *a,
   const int64_t tiles = rowTiles * colTiles, items = nb * tiles;
   auto item = [&](int64_t it) {
     const int64_t i = it / tiles, t = it % tiles;
-    const int64_t r0 = (t / colTiles) * kTileRows, c0 = (t % colTiles) * kTileCols;
+    const int64_t r0 = (t / colTiles) * kTileRows,
+                  c0 = (t % colTiles) * kTileCols;
     const int64_t rows = std::min(kTileRows, m - r0);
     const int64_t cols = std::min(kTileCols, n - c0);
     const T *ai = a + aOff[size_t(i)] + (ta ? r0 : r0 * k);
@@ -221,7 +218,8 @@ void packView(const EView<T> &v, const std::string &order,
   std::vector<int64_t> st(r, 0);
   for (size_t d = 0; d < r; ++d) {
     size_t pos = v.labels.find(order[d]);
-    st[d] = (pos == std::string::npos || v.sizes[pos] == 1) ? 0 : v.strides[pos];
+    st[d] =
+        (pos == std::string::npos || v.sizes[pos] == 1) ? 0 : v.strides[pos];
   }
   if (r == 0) {
     dst[0] = v.data[0];
@@ -290,9 +288,10 @@ template <class T> struct EinsumState {
       if (pos != std::string::npos)
         os[d] = out.strides[pos];
     }
-    forEachIndex(v.sizes, {v.strides, os}, [&](const std::vector<int64_t> &off) {
-      res[off[1]] += v.data[off[0]];
-    });
+    forEachIndex(v.sizes, {v.strides, os},
+                 [&](const std::vector<int64_t> &off) {
+                   res[off[1]] += v.data[off[0]];
+                 });
     return out;
   }
 
@@ -336,7 +335,8 @@ template <class T> struct EinsumState {
                   k = product(sizesOf(kl)), n = product(sizesOf(nl));
     const std::string orderA = bl + ml + kl, orderB = bl + kl + nl,
                       orderC = bl + ml + nl;
-    const std::vector<int64_t> sizesA = sizesOf(orderA), sizesB = sizesOf(orderB);
+    const std::vector<int64_t> sizesA = sizesOf(orderA),
+                               sizesB = sizesOf(orderB);
     // Operands already laid out as [batch, m, k] / [batch, k, n], or with
     // the two inner groups swapped (a transposed GEMM), are used in place.
     const T *pa = a.data, *pb = b.data;
@@ -361,7 +361,8 @@ template <class T> struct EinsumState {
       }
     }
     T *pc = alloc(nb * m * n);
-    std::vector<int64_t> aOff(static_cast<size_t>(nb)), bOff(static_cast<size_t>(nb));
+    std::vector<int64_t> aOff(static_cast<size_t>(nb)),
+        bOff(static_cast<size_t>(nb));
     for (int64_t i = 0; i < nb; ++i) {
       aOff[size_t(i)] = i * m * k;
       bOff[size_t(i)] = i * k * n;
@@ -384,10 +385,9 @@ Status einsumTyped(const std::string &equation,
   if (!parseEinsum(equation, ranks, spec, error))
     return Status::error("einsum: " + error);
   if (spec.output.size() != out.shape.size())
-    return Status::error("einsum: result has rank " +
-                         std::to_string(out.shape.size()) + " but '" +
-                         equation + "' gives " +
-                         std::to_string(spec.output.size()));
+    return Status::error(
+        "einsum: result has rank " + std::to_string(out.shape.size()) +
+        " but '" + equation + "' gives " + std::to_string(spec.output.size()));
   EinsumState<T> state;
   std::vector<EView<T>> ops;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -447,8 +447,10 @@ Status matmul(const Tensor &a, const Tensor &b, Tensor &out) {
   const int64_t m = ra == 1 ? 1 : a.shape[ra - 2];
   const int64_t k = a.shape[ra - 1];
   const int64_t n = rb == 1 ? 1 : b.shape[rb - 1];
-  std::vector<int64_t> aBatch(a.shape.begin(), a.shape.end() - (ra == 1 ? 1 : 2));
-  std::vector<int64_t> bBatch(b.shape.begin(), b.shape.end() - (rb == 1 ? 1 : 2));
+  std::vector<int64_t> aBatch(a.shape.begin(),
+                              a.shape.end() - (ra == 1 ? 1 : 2));
+  std::vector<int64_t> bBatch(b.shape.begin(),
+                              b.shape.end() - (rb == 1 ? 1 : 2));
   const size_t rbat = std::max(aBatch.size(), bBatch.size());
   std::vector<int64_t> batch(rbat, 1), aSt(rbat, 0), bSt(rbat, 0);
   {
@@ -505,8 +507,7 @@ Status matmul(const Tensor &a, const Tensor &b, Tensor &out) {
     batchedGemmInt(nb, m, n, k, a.as<const int8_t>(), aOff,
                    b.as<const int8_t>(), bOff, out.as<int8_t>());
     return Status::success();
-  default:
-    return typeError("matmul", a.dtype);
+  default: return typeError("matmul", a.dtype);
   }
 }
 
@@ -524,7 +525,8 @@ Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
     return Status::error("linear: expected x of rank >= 1 and a rank-2 weight");
   const int64_t k = x.shape.back();
   const int64_t n = transposeWeight ? weight.shape[0] : weight.shape[1];
-  const int64_t m = k ? x.numel() / k : product(out.shape) / std::max<int64_t>(n, 1);
+  const int64_t m =
+      k ? x.numel() / k : product(out.shape) / std::max<int64_t>(n, 1);
   if (m == 0 || n == 0)
     return Status::success();
   float *y = out.as<float>();
@@ -648,7 +650,8 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
     BlasSerialScope serial;
 #pragma omp parallel
     {
-      std::vector<float> S(static_cast<size_t>(kRows * std::max<int64_t>(Sk, 1)));
+      std::vector<float> S(
+          static_cast<size_t>(kRows * std::max<int64_t>(Sk, 1)));
 #pragma omp for schedule(dynamic)
       for (int64_t it = 0; it < items; ++it)
         item(it, S.data());
@@ -661,8 +664,8 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
   return Status::success();
 }
 
-Status einsum(const std::string &equation, const std::vector<const Tensor *> &inputs,
-              Tensor &out) {
+Status einsum(const std::string &equation,
+              const std::vector<const Tensor *> &inputs, Tensor &out) {
   for (const Tensor *t : inputs)
     if (t->dtype != out.dtype)
       return mismatch("einsum", t->dtype, out.dtype);

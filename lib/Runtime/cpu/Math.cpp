@@ -8,8 +8,8 @@
 // exp serves softmax, attention and cross-entropy (detail::expSubSum).
 //
 //===----------------------------------------------------------------------===//
-#include "mp/Runtime/Kernels.h"
 #include "Common.h"
+#include "mp/Runtime/Kernels.h"
 
 #include <omp.h>
 
@@ -21,7 +21,6 @@
 
 namespace mp::rt::cpu {
 namespace {
-
 
 inline float bitsToFloat(int32_t u) { return bitCast<float>(u); }
 inline int32_t floatToBits(float f) { return bitCast<int32_t>(f); }
@@ -54,7 +53,8 @@ inline float expFast(float x) {
   // (Unsigned shifts: for NaN input n is garbage, and the result NaN anyway.)
   const int32_t n1 = n >> 1, n2 = n - n1;
   const auto pow2 = [](int32_t e) {
-    return bitsToFloat(static_cast<int32_t>((static_cast<uint32_t>(e) + 127u) << 23));
+    return bitsToFloat(
+        static_cast<int32_t>((static_cast<uint32_t>(e) + 127u) << 23));
   };
   return y * pow2(n1) * pow2(n2);
 }
@@ -143,8 +143,7 @@ inline float geluErf(float x) {
   return a < 1.0f ? small : large;
 }
 
-template <class F>
-void mapParallel(const float *x, float *y, int64_t n, F f) {
+template <class F> void mapParallel(const float *x, float *y, int64_t n, F f) {
   auto body = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
       y[i] = f(x[i]);
@@ -164,7 +163,8 @@ void mapParallel(const float *x, float *y, int64_t n, F f) {
 }
 
 template <class T, class F> void mapAny(const T *x, T *y, int64_t n, F f) {
-  if (n >= kParallelMin / 4 && !omp_in_parallel() && omp_get_max_threads() > 1) {
+  if (n >= kParallelMin / 4 && !omp_in_parallel() &&
+      omp_get_max_threads() > 1) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
       y[i] = f(x[i]);
@@ -177,7 +177,8 @@ template <class T, class F> void mapAny(const T *x, T *y, int64_t n, F f) {
 void unaryF32(UnaryKind kind, const float *x, float *y, int64_t n) {
   switch (kind) {
   case UnaryKind::Neg: return mapParallel(x, y, n, [](float v) { return -v; });
-  case UnaryKind::Exp: return mapParallel(x, y, n, [](float v) { return expFast(v); });
+  case UnaryKind::Exp:
+    return mapParallel(x, y, n, [](float v) { return expFast(v); });
   case UnaryKind::Log:
     return mapAny(x, y, n, [](float v) { return std::log(v); });
   case UnaryKind::Sqrt:
@@ -186,10 +187,12 @@ void unaryF32(UnaryKind kind, const float *x, float *y, int64_t n) {
     return mapParallel(x, y, n, [](float v) { return 1.0f / std::sqrt(v); });
   case UnaryKind::Reciprocal:
     return mapParallel(x, y, n, [](float v) { return 1.0f / v; });
-  case UnaryKind::Tanh: return mapParallel(x, y, n, [](float v) { return tanhFast(v); });
+  case UnaryKind::Tanh:
+    return mapParallel(x, y, n, [](float v) { return tanhFast(v); });
   case UnaryKind::Erf:
     return mapParallel(x, y, n, [](float v) { return erfFast(v); });
-  case UnaryKind::Sigmoid: return mapParallel(x, y, n, [](float v) { return sigmoidFast(v); });
+  case UnaryKind::Sigmoid:
+    return mapParallel(x, y, n, [](float v) { return sigmoidFast(v); });
   case UnaryKind::Relu:
     return mapParallel(x, y, n, [](float v) { return v < 0.0f ? 0.0f : v; });
   case UnaryKind::Silu:
@@ -212,15 +215,20 @@ void unaryF32(UnaryKind kind, const float *x, float *y, int64_t n) {
 void unaryF64(UnaryKind kind, const double *x, double *y, int64_t n) {
   switch (kind) {
   case UnaryKind::Neg: return mapAny(x, y, n, [](double v) { return -v; });
-  case UnaryKind::Exp: return mapAny(x, y, n, [](double v) { return std::exp(v); });
-  case UnaryKind::Log: return mapAny(x, y, n, [](double v) { return std::log(v); });
-  case UnaryKind::Sqrt: return mapAny(x, y, n, [](double v) { return std::sqrt(v); });
+  case UnaryKind::Exp:
+    return mapAny(x, y, n, [](double v) { return std::exp(v); });
+  case UnaryKind::Log:
+    return mapAny(x, y, n, [](double v) { return std::log(v); });
+  case UnaryKind::Sqrt:
+    return mapAny(x, y, n, [](double v) { return std::sqrt(v); });
   case UnaryKind::Rsqrt:
     return mapAny(x, y, n, [](double v) { return 1.0 / std::sqrt(v); });
   case UnaryKind::Reciprocal:
     return mapAny(x, y, n, [](double v) { return 1.0 / v; });
-  case UnaryKind::Tanh: return mapAny(x, y, n, [](double v) { return std::tanh(v); });
-  case UnaryKind::Erf: return mapAny(x, y, n, [](double v) { return std::erf(v); });
+  case UnaryKind::Tanh:
+    return mapAny(x, y, n, [](double v) { return std::tanh(v); });
+  case UnaryKind::Erf:
+    return mapAny(x, y, n, [](double v) { return std::erf(v); });
   case UnaryKind::Sigmoid:
     return mapAny(x, y, n, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
   case UnaryKind::Relu:
@@ -237,8 +245,10 @@ void unaryF64(UnaryKind kind, const double *x, double *y, int64_t n) {
       double u = 0.79788456080286535588 * (v + 0.044715 * v * v * v);
       return v / (1.0 + std::exp(-2.0 * u));
     });
-  case UnaryKind::Cos: return mapAny(x, y, n, [](double v) { return std::cos(v); });
-  case UnaryKind::Sin: return mapAny(x, y, n, [](double v) { return std::sin(v); });
+  case UnaryKind::Cos:
+    return mapAny(x, y, n, [](double v) { return std::cos(v); });
+  case UnaryKind::Sin:
+    return mapAny(x, y, n, [](double v) { return std::sin(v); });
   }
 }
 
@@ -256,9 +266,10 @@ template <class T> bool unaryInt(UnaryKind kind, const T *x, T *y, int64_t n) {
 }
 
 const char *unaryName(UnaryKind kind) {
-  static const char *const names[] = {
-      "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
-      "sigmoid", "relu", "silu", "gelu", "gelu_tanh", "cos", "sin"};
+  static const char *const names[] = {"neg",       "exp",        "log",  "sqrt",
+                                      "rsqrt",     "reciprocal", "tanh", "erf",
+                                      "sigmoid",   "relu",       "silu", "gelu",
+                                      "gelu_tanh", "cos",        "sin"};
   return names[static_cast<int>(kind)];
 }
 
@@ -333,8 +344,7 @@ Status unary(UnaryKind kind, const Tensor &x, Tensor &out) {
     if (unaryInt(kind, x.as<const int8_t>(), out.as<int8_t>(), n))
       return Status::success();
     break;
-  default:
-    break;
+  default: break;
   }
   return Status::error(std::string("unary ") + unaryName(kind) +
                        ": unsupported element type " + dtypeName(x.dtype));

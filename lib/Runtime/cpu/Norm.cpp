@@ -4,8 +4,8 @@
 // accumulated in double; rows run in parallel when the tensor is large.
 //
 //===----------------------------------------------------------------------===//
-#include "mp/Runtime/Kernels.h"
 #include "Common.h"
+#include "mp/Runtime/Kernels.h"
 
 #include <omp.h>
 
@@ -16,10 +16,6 @@
 
 namespace mp::rt::cpu {
 namespace {
-
-
-
-
 
 int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
   int64_t p = 1;
@@ -316,10 +312,14 @@ void reduceDispatch(ReduceKind kind, const T *x, T *out,
                     const std::vector<int64_t> &shape,
                     const std::vector<int64_t> &axes) {
   switch (kind) {
-  case ReduceKind::Sum: return reduceTyped<T, ReduceKind::Sum>(x, out, shape, axes);
-  case ReduceKind::Mean: return reduceTyped<T, ReduceKind::Mean>(x, out, shape, axes);
-  case ReduceKind::Max: return reduceTyped<T, ReduceKind::Max>(x, out, shape, axes);
-  case ReduceKind::Min: return reduceTyped<T, ReduceKind::Min>(x, out, shape, axes);
+  case ReduceKind::Sum:
+    return reduceTyped<T, ReduceKind::Sum>(x, out, shape, axes);
+  case ReduceKind::Mean:
+    return reduceTyped<T, ReduceKind::Mean>(x, out, shape, axes);
+  case ReduceKind::Max:
+    return reduceTyped<T, ReduceKind::Max>(x, out, shape, axes);
+  case ReduceKind::Min:
+    return reduceTyped<T, ReduceKind::Min>(x, out, shape, axes);
   }
 }
 
@@ -345,37 +345,39 @@ Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
   const float *g = scale.as<const float>();
   const float *bb = bias ? bias->as<const float>() : nullptr;
   float *py = out.as<float>();
-  parallelRange(outer, shouldParallelize(outer * inner), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const float *xr = px + r * inner;
-      float *yr = py + r * inner;
-      double s = 0;
+  parallelRange(
+      outer, shouldParallelize(outer * inner), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          const float *xr = px + r * inner;
+          float *yr = py + r * inner;
+          double s = 0;
 #pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < inner; ++i)
-        s += double(xr[i]);
-      const double mean = inner ? s / double(inner) : 0.0;
-      double v = 0;
+          for (int64_t i = 0; i < inner; ++i)
+            s += double(xr[i]);
+          const double mean = inner ? s / double(inner) : 0.0;
+          double v = 0;
 #pragma omp simd reduction(+ : v)
-      for (int64_t i = 0; i < inner; ++i) {
-        double d = double(xr[i]) - mean;
-        v += d * d;
-      }
-      const double var = inner ? v / double(inner) : 0.0;
-      const float rstd = float(1.0 / std::sqrt(var + double(epsilon)));
-      const float m = float(mean);
-      if (bb) {
-        for (int64_t i = 0; i < inner; ++i)
-          yr[i] = (xr[i] - m) * rstd * g[i] + bb[i];
-      } else {
-        for (int64_t i = 0; i < inner; ++i)
-          yr[i] = (xr[i] - m) * rstd * g[i];
-      }
-    }
-  });
+          for (int64_t i = 0; i < inner; ++i) {
+            double d = double(xr[i]) - mean;
+            v += d * d;
+          }
+          const double var = inner ? v / double(inner) : 0.0;
+          const float rstd = float(1.0 / std::sqrt(var + double(epsilon)));
+          const float m = float(mean);
+          if (bb) {
+            for (int64_t i = 0; i < inner; ++i)
+              yr[i] = (xr[i] - m) * rstd * g[i] + bb[i];
+          } else {
+            for (int64_t i = 0; i < inner; ++i)
+              yr[i] = (xr[i] - m) * rstd * g[i];
+          }
+        }
+      });
   return Status::success();
 }
 
-Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon, Tensor &out) {
+Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
+               Tensor &out) {
   if (x.dtype != DType::F32)
     return typeError("rmsNorm", x.dtype);
   if (scale.dtype != DType::F32)
@@ -387,19 +389,21 @@ Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon, Tensor &out)
   const float *px = x.as<const float>();
   const float *g = scale.as<const float>();
   float *py = out.as<float>();
-  parallelRange(outer, shouldParallelize(outer * inner), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const float *xr = px + r * inner;
-      float *yr = py + r * inner;
-      double s = 0;
+  parallelRange(
+      outer, shouldParallelize(outer * inner), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          const float *xr = px + r * inner;
+          float *yr = py + r * inner;
+          double s = 0;
 #pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < inner; ++i)
-        s += double(xr[i]) * double(xr[i]);
-      const float rs = float(1.0 / std::sqrt(s / double(inner) + double(epsilon)));
-      for (int64_t i = 0; i < inner; ++i)
-        yr[i] = xr[i] * rs * g[i];
-    }
-  });
+          for (int64_t i = 0; i < inner; ++i)
+            s += double(xr[i]) * double(xr[i]);
+          const float rs =
+              float(1.0 / std::sqrt(s / double(inner) + double(epsilon)));
+          for (int64_t i = 0; i < inner; ++i)
+            yr[i] = xr[i] * rs * g[i];
+        }
+      });
   return Status::success();
 }
 
@@ -413,13 +417,12 @@ Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
   case DType::F64:
     softmaxTyped(x.as<const double>(), out.as<double>(), x.shape, axis);
     return Status::success();
-  default:
-    return typeError("softmax", x.dtype);
+  default: return typeError("softmax", x.dtype);
   }
 }
 
-Status reduce(ReduceKind kind, const Tensor &x, const std::vector<int64_t> &axes,
-              Tensor &out) {
+Status reduce(ReduceKind kind, const Tensor &x,
+              const std::vector<int64_t> &axes, Tensor &out) {
   if (out.dtype != x.dtype)
     return typeError("reduce (result)", out.dtype);
   switch (x.dtype) {
@@ -430,13 +433,14 @@ Status reduce(ReduceKind kind, const Tensor &x, const std::vector<int64_t> &axes
     reduceDispatch(kind, x.as<const double>(), out.as<double>(), x.shape, axes);
     return Status::success();
   case DType::I64:
-    reduceDispatch(kind, x.as<const int64_t>(), out.as<int64_t>(), x.shape, axes);
+    reduceDispatch(kind, x.as<const int64_t>(), out.as<int64_t>(), x.shape,
+                   axes);
     return Status::success();
   case DType::I32:
-    reduceDispatch(kind, x.as<const int32_t>(), out.as<int32_t>(), x.shape, axes);
+    reduceDispatch(kind, x.as<const int32_t>(), out.as<int32_t>(), x.shape,
+                   axes);
     return Status::success();
-  default:
-    return typeError("reduce", x.dtype);
+  default: return typeError("reduce", x.dtype);
   }
 }
 
@@ -454,20 +458,23 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
     t[size_t(i)] = targets.dtype == DType::I64 ? targets.as<const int64_t>()[i]
                                                : targets.as<const int32_t>()[i];
     if (t[size_t(i)] < 0 || t[size_t(i)] >= v)
-      return Status::error("crossEntropy: target " + std::to_string(t[size_t(i)]) +
-                           " at position " + std::to_string(i) +
-                           " is out of range [0, " + std::to_string(v) + ")");
+      return Status::error("crossEntropy: target " +
+                           std::to_string(t[size_t(i)]) + " at position " +
+                           std::to_string(i) + " is out of range [0, " +
+                           std::to_string(v) + ")");
   }
   const float *x = logits.as<const float>();
   std::vector<double> loss(static_cast<size_t>(positions));
-  parallelRange(positions, shouldParallelize(positions * v), [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) {
-      const float *row = x + p * v;
-      const float m = detail::maxOf(row, v);
-      double lse = double(m) + std::log(double(detail::expSubSumNoStore(row, m, v)));
-      loss[size_t(p)] = lse - double(row[t[size_t(p)]]);
-    }
-  });
+  parallelRange(
+      positions, shouldParallelize(positions * v), [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p) {
+          const float *row = x + p * v;
+          const float m = detail::maxOf(row, v);
+          double lse =
+              double(m) + std::log(double(detail::expSubSumNoStore(row, m, v)));
+          loss[size_t(p)] = lse - double(row[t[size_t(p)]]);
+        }
+      });
   double sum = 0;
   for (double l : loss)
     sum += l;

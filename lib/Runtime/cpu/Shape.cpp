@@ -4,8 +4,8 @@
 // handle every element type (dispatching on the element size only).
 //
 //===----------------------------------------------------------------------===//
-#include "mp/Runtime/Kernels.h"
 #include "Common.h"
+#include "mp/Runtime/Kernels.h"
 
 #include <omp.h>
 
@@ -14,11 +14,6 @@
 
 namespace mp::rt::cpu {
 namespace {
-
-
-
-
-
 
 int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
   int64_t p = 1;
@@ -31,7 +26,8 @@ int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
 /// f(xOffset, yOffset) with offsets from the two stride vectors.
 template <class F>
 void iterate(const std::vector<int64_t> &sizes, const std::vector<int64_t> &xs,
-             const std::vector<int64_t> &ys, int64_t begin, int64_t end, F &&f) {
+             const std::vector<int64_t> &ys, int64_t begin, int64_t end,
+             F &&f) {
   const size_t r = sizes.size();
   std::vector<int64_t> idx(r, 0);
   int64_t xo = 0, yo = 0;
@@ -68,7 +64,8 @@ std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape) {
 
 } // namespace
 
-Status transpose(const Tensor &x, const std::vector<int64_t> &perm, Tensor &out) {
+Status transpose(const Tensor &x, const std::vector<int64_t> &perm,
+                 Tensor &out) {
   if (x.dtype != out.dtype)
     return mismatch("transpose", x.dtype, out.dtype);
   if (perm.size() != x.shape.size())
@@ -140,24 +137,24 @@ Status transpose(const Tensor &x, const std::vector<int64_t> &perm, Tensor &out)
     using T = decltype(tag);
     const T *sx = x.as<const T>();
     T *sy = out.as<T>();
-    parallelRange(nOuter * pTiles, shouldParallelize(total),
-                  [&](int64_t b, int64_t e) {
-      for (int64_t it = b; it < e; ++it) {
-        const int64_t o = it / pTiles, pt = it % pTiles;
-        iterate(oSizes, oX, oY, o, o + 1, [&](int64_t xo, int64_t yo) {
-          const int64_t i0 = pt * kTile, i1 = std::min(np, i0 + kTile);
-          for (int64_t j0 = 0; j0 < nq; j0 += kTile) {
-            const int64_t j1 = std::min(nq, j0 + kTile);
-            for (int64_t i = i0; i < i1; ++i) {
-              const T *xr = sx + xo + i;
-              T *yr = sy + yo + i * yp;
-              for (int64_t j = j0; j < j1; ++j)
-                yr[j] = xr[j * xq];
-            }
+    parallelRange(
+        nOuter * pTiles, shouldParallelize(total), [&](int64_t b, int64_t e) {
+          for (int64_t it = b; it < e; ++it) {
+            const int64_t o = it / pTiles, pt = it % pTiles;
+            iterate(oSizes, oX, oY, o, o + 1, [&](int64_t xo, int64_t yo) {
+              const int64_t i0 = pt * kTile, i1 = std::min(np, i0 + kTile);
+              for (int64_t j0 = 0; j0 < nq; j0 += kTile) {
+                const int64_t j1 = std::min(nq, j0 + kTile);
+                for (int64_t i = i0; i < i1; ++i) {
+                  const T *xr = sx + xo + i;
+                  T *yr = sy + yo + i * yp;
+                  for (int64_t j = j0; j < j1; ++j)
+                    yr[j] = xr[j * xq];
+                }
+              }
+            });
           }
         });
-      }
-    });
   });
   return Status::success();
 }
@@ -200,17 +197,17 @@ Status slice(const Tensor &x, const std::vector<int64_t> &starts,
     T *sy = out.as<T>();
     parallelRange(rows, shouldParallelize(total) && rows > 1,
                   [&](int64_t b, int64_t e) {
-      iterate(outer, ox, oy, b, e, [&](int64_t xo, int64_t yo) {
-        const T *xr = sx + xo;
-        T *yr = sy + yo;
-        if (innerStep == 1) {
-          std::memcpy(yr, xr, size_t(len) * sizeof(T));
-        } else {
-          for (int64_t j = 0; j < len; ++j)
-            yr[j] = xr[j * innerStep];
-        }
-      });
-    });
+                    iterate(outer, ox, oy, b, e, [&](int64_t xo, int64_t yo) {
+                      const T *xr = sx + xo;
+                      T *yr = sy + yo;
+                      if (innerStep == 1) {
+                        std::memcpy(yr, xr, size_t(len) * sizeof(T));
+                      } else {
+                        for (int64_t j = 0; j < len; ++j)
+                          yr[j] = xr[j * innerStep];
+                      }
+                    });
+                  });
   });
   return Status::success();
 }
@@ -271,7 +268,8 @@ Status split(const Tensor &x, int64_t axis, const std::vector<Tensor *> &outs) {
   return Status::success();
 }
 
-Status gather(const Tensor &x, const Tensor &indices, int64_t axis, Tensor &out) {
+Status gather(const Tensor &x, const Tensor &indices, int64_t axis,
+              Tensor &out) {
   if (x.dtype != out.dtype)
     return mismatch("gather", x.dtype, out.dtype);
   if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
@@ -284,7 +282,8 @@ Status gather(const Tensor &x, const Tensor &indices, int64_t axis, Tensor &out)
   const size_t es = dtypeSize(x.dtype);
   const int64_t n = x.shape[size_t(axis)];
   const int64_t outer = product(x.shape, 0, size_t(axis));
-  const size_t inner = size_t(product(x.shape, size_t(axis) + 1, x.shape.size())) * es;
+  const size_t inner =
+      size_t(product(x.shape, size_t(axis) + 1, x.shape.size())) * es;
   const int64_t count = indices.numel();
   std::vector<int64_t> idx(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
@@ -303,10 +302,11 @@ Status gather(const Tensor &x, const Tensor &indices, int64_t axis, Tensor &out)
                 [&](int64_t b, int64_t e) {
                   for (int64_t it = b; it < e; ++it) {
                     const int64_t o = it / count, t = it % count;
-                    std::memcpy(dst + size_t(it) * inner,
-                                src + (size_t(o) * size_t(n) +
-                                       size_t(idx[size_t(t)])) * inner,
-                                inner);
+                    std::memcpy(
+                        dst + size_t(it) * inner,
+                        src + (size_t(o) * size_t(n) + size_t(idx[size_t(t)])) *
+                                  inner,
+                        inner);
                   }
                 });
   return Status::success();
@@ -326,22 +326,24 @@ Status trilu(const Tensor &x, bool upper, int64_t k, Tensor &out) {
   const char *src = static_cast<const char *>(x.data);
   char *dst = static_cast<char *>(out.data);
   const bool inPlace = src == dst;
-  parallelRange(mats * rows, shouldParallelize(total), [&](int64_t b, int64_t e) {
-    for (int64_t it = b; it < e; ++it) {
-      const int64_t i = it % rows;
-      // Kept columns [lo, hi).
-      int64_t lo = upper ? std::clamp<int64_t>(i + k, 0, cols) : 0;
-      int64_t hi = upper ? cols : std::clamp<int64_t>(i + k + 1, 0, cols);
-      char *yr = dst + size_t(it * cols) * es;
-      const char *xr = src + size_t(it * cols) * es;
-      std::memset(yr, 0, size_t(lo) * es);
-      if (hi > lo && !inPlace)
-        std::memcpy(yr + size_t(lo) * es, xr + size_t(lo) * es, size_t(hi - lo) * es);
-      if (hi < cols)
-        std::memset(yr + size_t(std::max(hi, lo)) * es, 0,
-                    size_t(cols - std::max(hi, lo)) * es);
-    }
-  });
+  parallelRange(
+      mats * rows, shouldParallelize(total), [&](int64_t b, int64_t e) {
+        for (int64_t it = b; it < e; ++it) {
+          const int64_t i = it % rows;
+          // Kept columns [lo, hi).
+          int64_t lo = upper ? std::clamp<int64_t>(i + k, 0, cols) : 0;
+          int64_t hi = upper ? cols : std::clamp<int64_t>(i + k + 1, 0, cols);
+          char *yr = dst + size_t(it * cols) * es;
+          const char *xr = src + size_t(it * cols) * es;
+          std::memset(yr, 0, size_t(lo) * es);
+          if (hi > lo && !inPlace)
+            std::memcpy(yr + size_t(lo) * es, xr + size_t(lo) * es,
+                        size_t(hi - lo) * es);
+          if (hi < cols)
+            std::memset(yr + size_t(std::max(hi, lo)) * es, 0,
+                        size_t(cols - std::max(hi, lo)) * es);
+        }
+      });
   return Status::success();
 }
 

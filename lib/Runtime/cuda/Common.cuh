@@ -1,4 +1,5 @@
-//===- Common.cuh - what the CUDA kernel files share ---------------*- CUDA -*-===//
+//===- Common.cuh - what the CUDA kernel files share ---------------*- CUDA
+//-*-===//
 //
 // Element types and the type dispatch of the kernels, launch helpers, block
 // reductions, and the cuBLAS handle and kernel scratch (defined once, in
@@ -46,7 +47,7 @@ inline Status typeError(const char *kernel, DType t) {
 /// Every tensor given has the first's element type, as the CPU kernels
 /// check: a kernel indexes them all as one type.
 inline Status sameTypes(const char *kernel,
-                 std::initializer_list<const Tensor *> tensors) {
+                        std::initializer_list<const Tensor *> tensors) {
   const DType t = (*tensors.begin())->dtype;
   for (const Tensor *x : tensors)
     if (x && x->dtype != t)
@@ -60,8 +61,8 @@ inline bool isFloatType(DType t) {
 }
 
 inline int blocksFor(int64_t n) {
-  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads,
-                                            65535LL * 16));
+  return static_cast<int>(
+      std::min<int64_t>((n + kThreads - 1) / kThreads, 65535LL * 16));
 }
 
 //===----------------------------------------------------------------------===//
@@ -95,13 +96,14 @@ template <typename T> __device__ __forceinline__ T fromC(Compute<T> v) {
 template <> __device__ __forceinline__ __half fromC<__half>(float v) {
   return __float2half(v);
 }
-template <> __device__ __forceinline__ __nv_bfloat16 fromC<__nv_bfloat16>(float v) {
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromC<__nv_bfloat16>(float v) {
   return __float2bfloat16(v);
 }
 
 /// fp32 and fp64 overloads of the math functions the kernels call.
-#define MP_MATH_OVERLOADS(name)                                               \
-  __device__ __forceinline__ float m_##name(float v) { return name##f(v); }   \
+#define MP_MATH_OVERLOADS(name)                                                \
+  __device__ __forceinline__ float m_##name(float v) { return name##f(v); }    \
   __device__ __forceinline__ double m_##name(double v) { return name(v); }
 MP_MATH_OVERLOADS(exp)
 MP_MATH_OVERLOADS(log)
@@ -113,39 +115,46 @@ MP_MATH_OVERLOADS(cos)
 MP_MATH_OVERLOADS(sin)
 #undef MP_MATH_OVERLOADS
 __device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
-__device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
+__device__ __forceinline__ double m_pow(double x, double y) {
+  return pow(x, y);
+}
 
 /// Runs the statements with `T` bound to the device type of `dtype`, or
 /// returns an unsupported-type error for `kernel`: MP_FLOAT_TYPES for the
 /// fp32-computing types, MP_REAL_TYPES adds fp64, MP_INTEGER_TYPES, and
 /// MP_ALL_TYPES for every DType.
-#define MP_CASE(dt, type, ...)                                                \
-  case DType::dt: { using T = type; __VA_ARGS__; break; }
-#define MP_FLOAT_CASES(...)                                                   \
-  MP_CASE(F32, float, __VA_ARGS__)                                            \
-  MP_CASE(F16, __half, __VA_ARGS__)                                           \
-  MP_CASE(BF16, __nv_bfloat16, __VA_ARGS__)
-#define MP_INTEGER_CASES(...)                                                 \
-  MP_CASE(I64, int64_t, __VA_ARGS__)                                          \
-  MP_CASE(I32, int32_t, __VA_ARGS__)                                          \
-  MP_CASE(I8, int8_t, __VA_ARGS__)
-#define MP_SWITCH_TYPES(dtype, kernel, ...)                                   \
-  switch (dtype) {                                                            \
-    __VA_ARGS__                                                               \
-  default: return typeError(kernel, dtype);                                   \
+#define MP_CASE(dt, type, ...)                                                 \
+  case DType::dt: {                                                            \
+    using T = type;                                                            \
+    __VA_ARGS__;                                                               \
+    break;                                                                     \
   }
-#define MP_FLOAT_TYPES(dtype, kernel, ...)                                    \
+#define MP_FLOAT_CASES(...)                                                    \
+  MP_CASE(F32, float, __VA_ARGS__)                                             \
+  MP_CASE(F16, __half, __VA_ARGS__)                                            \
+  MP_CASE(BF16, __nv_bfloat16, __VA_ARGS__)
+#define MP_INTEGER_CASES(...)                                                  \
+  MP_CASE(I64, int64_t, __VA_ARGS__)                                           \
+  MP_CASE(I32, int32_t, __VA_ARGS__)                                           \
+  MP_CASE(I8, int8_t, __VA_ARGS__)
+#define MP_SWITCH_TYPES(dtype, kernel, ...)                                    \
+  switch (dtype) {                                                             \
+    __VA_ARGS__                                                                \
+  default: return typeError(kernel, dtype);                                    \
+  }
+#define MP_FLOAT_TYPES(dtype, kernel, ...)                                     \
   MP_SWITCH_TYPES(dtype, kernel, MP_FLOAT_CASES(__VA_ARGS__))
-#define MP_REAL_TYPES(dtype, kernel, ...)                                     \
-  MP_SWITCH_TYPES(dtype, kernel, MP_FLOAT_CASES(__VA_ARGS__)                  \
-                                     MP_CASE(F64, double, __VA_ARGS__))
-#define MP_INTEGER_TYPES(dtype, kernel, ...)                                  \
+#define MP_REAL_TYPES(dtype, kernel, ...)                                      \
+  MP_SWITCH_TYPES(dtype, kernel,                                               \
+                  MP_FLOAT_CASES(__VA_ARGS__)                                  \
+                      MP_CASE(F64, double, __VA_ARGS__))
+#define MP_INTEGER_TYPES(dtype, kernel, ...)                                   \
   MP_SWITCH_TYPES(dtype, kernel, MP_INTEGER_CASES(__VA_ARGS__))
-#define MP_ALL_TYPES(dtype, kernel, ...)                                      \
-  MP_SWITCH_TYPES(dtype, kernel, MP_FLOAT_CASES(__VA_ARGS__)                  \
-                  MP_CASE(F64, double, __VA_ARGS__)                           \
-                  MP_INTEGER_CASES(__VA_ARGS__)                               \
-                  MP_CASE(Bool, uint8_t, __VA_ARGS__))
+#define MP_ALL_TYPES(dtype, kernel, ...)                                       \
+  MP_SWITCH_TYPES(                                                             \
+      dtype, kernel,                                                           \
+      MP_FLOAT_CASES(__VA_ARGS__) MP_CASE(F64, double, __VA_ARGS__)            \
+          MP_INTEGER_CASES(__VA_ARGS__) MP_CASE(Bool, uint8_t, __VA_ARGS__))
 
 //===----------------------------------------------------------------------===//
 // Block reductions (one block of kThreads threads)

@@ -1,4 +1,5 @@
-//===- Device.cu - CUDA devices, memory and kernel scratch ------------------===//
+//===- Device.cu - CUDA devices, memory and kernel scratch
+//------------------===//
 #include "Common.cuh"
 
 #include <cstdio>

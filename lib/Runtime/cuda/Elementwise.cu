@@ -1,4 +1,5 @@
-//===- Elementwise.cu - elementwise CUDA kernels ----------------------------===//
+//===- Elementwise.cu - elementwise CUDA kernels
+//----------------------------===//
 //
 // Binary ops with numpy broadcasting, compare, where, unary ops, casts and
 // trilu: one thread per output element, in Compute<T>.
@@ -203,8 +204,10 @@ Status binary(cpu::BinaryKind kind, const Tensor &a, const Tensor &b,
   const int k = static_cast<int>(kind);
   const int grid = blocksFor(p.n);
   switch (a.dtype) {
-    MP_INTEGER_CASES(integerBinaryKernel<<<grid, kThreads, 0, computeStream()>>>(
-        k, a.as<T>(), b.as<T>(), out.as<T>(), p.n, p.dims, p.st[0], p.st[1]))
+    MP_INTEGER_CASES(
+        integerBinaryKernel<<<grid, kThreads, 0, computeStream()>>>(
+            k, a.as<T>(), b.as<T>(), out.as<T>(), p.n, p.dims, p.st[0],
+            p.st[1]))
   default:
     MP_REAL_TYPES(a.dtype, "binary",
                   binaryKernel<<<grid, kThreads, 0, computeStream()>>>(
@@ -279,7 +282,8 @@ Status unary(cpu::UnaryKind kind, const Tensor &x, Tensor &out) {
 }
 
 /// Casts from source type S to out's element type.
-template <typename S> static Status castFrom(const S *x, Tensor &out, int64_t n) {
+template <typename S>
+static Status castFrom(const S *x, Tensor &out, int64_t n) {
   MP_ALL_TYPES(out.dtype, "cast (result)",
                castKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
                    x, out.as<T>(), n));
@@ -302,10 +306,22 @@ Status trilu(const Tensor &x, bool upper, int64_t k, Tensor &out) {
   if (n == 0)
     return Status::success();
   switch (dtypeSize(x.dtype)) {
-  case 1: triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(x.as<uint8_t>(), out.as<uint8_t>(), n, rows, cols, upper, k); break;
-  case 2: triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(x.as<uint16_t>(), out.as<uint16_t>(), n, rows, cols, upper, k); break;
-  case 4: triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(x.as<uint32_t>(), out.as<uint32_t>(), n, rows, cols, upper, k); break;
-  case 8: triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(x.as<uint64_t>(), out.as<uint64_t>(), n, rows, cols, upper, k); break;
+  case 1:
+    triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+        x.as<uint8_t>(), out.as<uint8_t>(), n, rows, cols, upper, k);
+    break;
+  case 2:
+    triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+        x.as<uint16_t>(), out.as<uint16_t>(), n, rows, cols, upper, k);
+    break;
+  case 4:
+    triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+        x.as<uint32_t>(), out.as<uint32_t>(), n, rows, cols, upper, k);
+    break;
+  case 8:
+    triluKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+        x.as<uint64_t>(), out.as<uint64_t>(), n, rows, cols, upper, k);
+    break;
   default: return typeError("trilu", x.dtype);
   }
   return launched("trilu");

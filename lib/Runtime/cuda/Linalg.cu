@@ -1,4 +1,5 @@
-//===- Linalg.cu - cuBLAS GEMMs, attention, einsum --------------------------===//
+//===- Linalg.cu - cuBLAS GEMMs, attention, einsum
+//--------------------------===//
 //
 // Matmul and linear through cublasGemmStridedBatchedEx (fp32 accumulation,
 // fp64 for fp64) or an integer GEMM kernel; attention chunk by chunk as two
@@ -17,11 +18,10 @@ namespace {
 /// hides, adds the mask, and writes the softmax as probabilities (in place
 /// when T is float). Chunk row r is global row rowBase + r of [B*H*Sq, Sk].
 template <typename T>
-__global__ void attentionSoftmaxKernel(const float *scores, T *probs,
-                                       int64_t keys, int64_t queries,
-                                       int64_t rowBase, bool causal,
-                                       const T *mask, Dims maskDims,
-                                       Strides maskStrides) {
+__global__ void
+attentionSoftmaxKernel(const float *scores, T *probs, int64_t keys,
+                       int64_t queries, int64_t rowBase, bool causal,
+                       const T *mask, Dims maskDims, Strides maskStrides) {
   __shared__ float shared[32];
   const int64_t row = rowBase + blockIdx.x, i = row % queries;
   const float *in = scores + blockIdx.x * keys;
@@ -85,7 +85,8 @@ cublasStatus_t stridedBatchedGemm(cublasHandle_t h, const ColumnMajorGemm &cm,
                                   const void *second, cudaDataType ab,
                                   const void *beta, void *c, cudaDataType ct,
                                   cublasComputeType_t compute) {
-  const cublasOperation_t transFirst = cm.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t transFirst =
+      cm.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int64_t largest =
       std::max({cm.m, cm.n, cm.k, cm.ldFirst, cm.ldSecond, cm.ldC, cm.batch});
   if (largest <= std::numeric_limits<int>::max())
@@ -126,8 +127,9 @@ Status gemm(const RowMajorGemm &g, DType abType, const void *a, const void *b,
   const double alpha64 = alpha, beta64 = 0.0;
   cublasStatus_t s = stridedBatchedGemm(
       h, cm, fp64 ? static_cast<const void *>(&alpha64) : &alpha,
-      elementAt(b, cm.offsetFirst, abType), elementAt(a, cm.offsetSecond, abType),
-      ab, fp64 ? static_cast<const void *>(&beta64) : &beta,
+      elementAt(b, cm.offsetFirst, abType),
+      elementAt(a, cm.offsetSecond, abType), ab,
+      fp64 ? static_cast<const void *>(&beta64) : &beta,
       const_cast<uint8_t *>(elementAt(c, cm.offsetC, cType)), ct,
       fp64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F);
   if (s != CUBLAS_STATUS_SUCCESS)
@@ -155,10 +157,10 @@ Status integerGemm(const RowMajorGemm &g, const Tensor &a, const Tensor &b,
   const int64_t total = g.batch * g.m * g.n;
   if (total == 0)
     return Status::success();
-  MP_INTEGER_TYPES(a.dtype, "matmul",
-                   integerGemmKernel<<<blocksFor(total), kThreads, 0,
-                                       computeStream()>>>(
-                       g, a.as<T>(), b.as<T>(), c.as<T>()));
+  MP_INTEGER_TYPES(
+      a.dtype, "matmul",
+      integerGemmKernel<<<blocksFor(total), kThreads, 0, computeStream()>>>(
+          g, a.as<T>(), b.as<T>(), c.as<T>()));
   return launched("matmul");
 }
 
@@ -201,8 +203,7 @@ Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
   g.n = out.shape.back();
   g.m = out.numel() / std::max<int64_t>(g.n, 1); // also when k == 0
   g.transB = transposeWeight;
-  if (Status s = gemm(g, x.dtype, x.data, weight.data, out.dtype, out.data);
-      !s)
+  if (Status s = gemm(g, x.dtype, x.data, weight.data, out.dtype, out.data); !s)
     return s;
   int64_t n = out.numel();
   if (!bias || n == 0)
@@ -220,12 +221,12 @@ Status matmul(const Tensor &a, const Tensor &b, Tensor &out) {
   std::vector<RowMajorGemm> plan = matmulPlan(a.shape, b.shape, error);
   if (!error.empty())
     return Status::error(error);
-  const bool integer = a.dtype == DType::I64 || a.dtype == DType::I32 ||
-                       a.dtype == DType::I8;
+  const bool integer =
+      a.dtype == DType::I64 || a.dtype == DType::I32 || a.dtype == DType::I8;
   for (const RowMajorGemm &g : plan)
-    if (Status s = integer ? integerGemm(g, a, b, out)
-                           : gemm(g, a.dtype, a.data, b.data, out.dtype,
-                                  out.data);
+    if (Status s = integer
+                       ? integerGemm(g, a, b, out)
+                       : gemm(g, a.dtype, a.data, b.data, out.dtype, out.data);
         !s)
       return s;
   return Status::success();
@@ -247,8 +248,9 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
   if (out.numel() == 0)
     return Status::success();
   if (shape.keys == 0) // no key to attend to: zeros, as on the CPU
-    return cudaStatus(cudaMemsetAsync(out.data, 0, out.bytes(), computeStream()),
-                      "attention");
+    return cudaStatus(
+        cudaMemsetAsync(out.data, 0, out.bytes(), computeStream()),
+        "attention");
   const DType t = q.dtype;
   const bool separateProbs = t != DType::F32;
   const int64_t bytesPerScore = bytesPerScoreOf(t);
@@ -265,8 +267,9 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
       return s;
     void *scratch = kernelScratch().get();
     float *scores = static_cast<float *>(scratch);
-    void *probs = separateProbs ? static_cast<void *>(scores + rows * shape.keys)
-                                : scratch;
+    void *probs = separateProbs
+                      ? static_cast<void *>(scores + rows * shape.keys)
+                      : scratch;
     if (Status s = gemm(attentionScoresGemm(shape, c), t, q.data, k.data,
                         DType::F32, scores, scale);
         !s)
@@ -275,12 +278,12 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
         t, "attention",
         attentionSoftmaxKernel<<<rows, kThreads, 0, computeStream()>>>(
             scores, static_cast<T *>(probs), shape.keys, shape.queries,
-            c.rowBase(shape), causal, mask ? mask->as<T>() : nullptr,
-            maskDims, maskStrides));
+            c.rowBase(shape), causal, mask ? mask->as<T>() : nullptr, maskDims,
+            maskStrides));
     if (Status s = launched("attention softmax"); !s)
       return s;
-    if (Status s = gemm(attentionValuesGemm(shape, c), t, probs, v.data, t,
-                        out.data);
+    if (Status s =
+            gemm(attentionValuesGemm(shape, c), t, probs, v.data, t, out.data);
         !s)
       return s;
   }
@@ -307,8 +310,8 @@ Status einsum(const std::string &equation,
   std::vector<const Tensor *> operands;
   for (size_t i = 0; i < inputs.size(); ++i) {
     bytes[i].resize(inputs[i]->bytes());
-    if (Status s = copyToHost(bytes[i].data(), inputs[i]->data,
-                              inputs[i]->bytes());
+    if (Status s =
+            copyToHost(bytes[i].data(), inputs[i]->data, inputs[i]->bytes());
         !s)
       return s;
     host[i] = Tensor{bytes[i].data(), inputs[i]->dtype, inputs[i]->shape};

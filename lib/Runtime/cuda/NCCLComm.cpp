@@ -49,11 +49,11 @@ bool ncclType(DType t, ncclDataType_t &out) {
   case DType::BF16: out = ncclBfloat16; return true;
   case DType::I64: out = ncclInt64; return true;
   case DType::I32: out = ncclInt32; return true;
-  case DType::I8: case DType::Bool: out = ncclInt8; return true;
+  case DType::I8:
+  case DType::Bool: out = ncclInt8; return true;
   }
   return false;
 }
-
 
 class NCCLCommunicator : public Communicator {
 public:
@@ -172,8 +172,8 @@ Status exchange(Communicator &host, std::vector<uint8_t> mine, size_t bytes,
   mine.resize(bytes, 0);
   all.assign(bytes * host.size(), 0);
   Tensor in{mine.data(), DType::I8, {static_cast<int64_t>(bytes)}};
-  Tensor out{all.data(), DType::I8,
-             {static_cast<int64_t>(bytes) * host.size()}};
+  Tensor out{
+      all.data(), DType::I8, {static_cast<int64_t>(bytes) * host.size()}};
   return host.allGather(in, out, 0);
 }
 
@@ -214,18 +214,21 @@ Status makeDeviceCommunicator(Communicator &host,
   // ncclCommSplit can still leave the others waiting in NCCL.)
   const std::string me = hostName();
   std::vector<uint8_t> names;
-  if (Status s = exchange(host, {me.begin(), me.end()}, cuda::kHostBytes, names);
+  if (Status s =
+          exchange(host, {me.begin(), me.end()}, cuda::kHostBytes, names);
       !s)
     return s;
   std::vector<std::string> hosts;
   for (int r = 0; r < host.size(); ++r) {
-    const char *name = reinterpret_cast<const char *>(&names[r * cuda::kHostBytes]);
+    const char *name =
+        reinterpret_cast<const char *>(&names[r * cuda::kHostBytes]);
     hosts.emplace_back(name, strnlen(name, cuda::kHostBytes));
   }
   cuda::RankPlacement mine;
   mine.host = me;
   int devices = 0;
-  Status picked = pickGpu(cuda::localRankOf(hosts, host.rank()), devices, mine.gpu);
+  Status picked =
+      pickGpu(cuda::localRankOf(hosts, host.rank()), devices, mine.gpu);
   mine.visibleGpus = devices;
   if (!picked)
     mine.problem = picked.message;
@@ -249,9 +252,9 @@ Status makeDeviceCommunicator(Communicator &host,
   ncclUniqueId id;
   std::memcpy(&id, ranks[0].ncclId.data(), sizeof(id));
   ncclComm_t comm;
-  if (Status s = ncclStatus(
-          ncclCommInitRank(&comm, host.size(), id, host.rank()),
-          "ncclCommInitRank");
+  if (Status s =
+          ncclStatus(ncclCommInitRank(&comm, host.size(), id, host.rank()),
+                     "ncclCommInitRank");
       !s)
     return s;
   out = std::make_unique<NCCLCommunicator>(comm, host.rank(), host.size());

@@ -1,4 +1,5 @@
-//===- Norm.cu - CUDA norms, softmax, reductions, cross-entropy -------------===//
+//===- Norm.cu - CUDA norms, softmax, reductions, cross-entropy
+//-------------===//
 //
 // One block per row for layer/RMS norm, softmax over the last axis and
 // cross-entropy; one thread, or one block for long ones, per reduced output.
@@ -11,8 +12,8 @@ namespace mp::rt::cuda {
 namespace {
 
 template <typename T>
-__global__ void layerNormKernel(const T *x, const T *scale, const T *bias,
-                                T *o, int64_t inner, float eps, bool rms) {
+__global__ void layerNormKernel(const T *x, const T *scale, const T *bias, T *o,
+                                int64_t inner, float eps, bool rms) {
   __shared__ float shared[32];
   const T *row = x + blockIdx.x * inner;
   T *out = o + blockIdx.x * inner;
@@ -38,8 +39,8 @@ __global__ void layerNormKernel(const T *x, const T *scale, const T *bias,
 /// The block's max of a row and the sum of exp(x - max): a stable softmax
 /// denominator, in Compute<T>.
 template <typename T>
-__device__ Compute<T> rowMaxExpSum(const T *row, int64_t n,
-                                   Compute<T> *shared, Compute<T> &sum) {
+__device__ Compute<T> rowMaxExpSum(const T *row, int64_t n, Compute<T> *shared,
+                                   Compute<T> &sum) {
   using C = Compute<T>;
   C m = -INFINITY;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -77,9 +78,8 @@ __global__ void softmaxStridedKernel(const T *x, T *o, int64_t outer,
     for (int64_t a = 0; a < dim; ++a)
       sum += m_exp(toC(x[base + a * inner]) - m);
     for (int64_t a = 0; a < dim; ++a) // a fully masked row gives zeros
-      o[base + a * inner] =
-          fromC<T>(m == C(-INFINITY) ? C(0)
-                                     : m_exp(toC(x[base + a * inner]) - m) / sum);
+      o[base + a * inner] = fromC<T>(
+          m == C(-INFINITY) ? C(0) : m_exp(toC(x[base + a * inner]) - m) / sum);
   }
 }
 
@@ -157,7 +157,9 @@ __global__ void reduceKernel(int kind, const T *x, T *o, int64_t n,
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     const T *in = x + offsetOf(i, keptDims, keptSt);
-    auto element = [&](int64_t r) { return toC(in[offsetOf(r, redDims, redSt)]); };
+    auto element = [&](int64_t r) {
+      return toC(in[offsetOf(r, redDims, redSt)]);
+    };
     typename SumOf<V>::type sum;
     V extreme;
     reduceRange<T>(kind, element, 0, 1, count, sum, extreme);
@@ -175,7 +177,9 @@ __global__ void reduceBlockKernel(int kind, const T *x, T *o, Dims keptDims,
   __shared__ A sharedSums[32];
   __shared__ V sharedExtremes[32];
   const T *in = x + offsetOf(blockIdx.x, keptDims, keptSt);
-  auto element = [&](int64_t r) { return toC(in[offsetOf(r, redDims, redSt)]); };
+  auto element = [&](int64_t r) {
+    return toC(in[offsetOf(r, redDims, redSt)]);
+  };
   A sum;
   V extreme;
   reduceRange<T>(kind, element, threadIdx.x, blockDim.x, count, sum, extreme);
@@ -250,12 +254,13 @@ Status softmax(const Tensor &x, int64_t axis, Tensor &out) {
   int64_t outer = dim * inner ? x.numel() / (dim * inner) : 0;
   if (outer == 0)
     return Status::success();
-  MP_REAL_TYPES(
-      x.dtype, "softmax",
-      if (inner == 1) softmaxLastKernel<<<outer, kThreads, 0, computeStream()>>>(x.as<T>(),
-                                                             out.as<T>(), dim);
-      else softmaxStridedKernel<<<blocksFor(outer * inner), kThreads, 0, computeStream()>>>(
-          x.as<T>(), out.as<T>(), outer, dim, inner));
+  MP_REAL_TYPES(x.dtype, "softmax",
+                if (inner == 1)
+                    softmaxLastKernel<<<outer, kThreads, 0, computeStream()>>>(
+                        x.as<T>(), out.as<T>(), dim);
+                else softmaxStridedKernel<<<blocksFor(outer * inner), kThreads,
+                                            0, computeStream()>>>(
+                    x.as<T>(), out.as<T>(), outer, dim, inner));
   return launched("softmax");
 }
 
@@ -303,8 +308,7 @@ Status reduce(cpu::ReduceKind kind, const Tensor &x,
   switch (x.dtype) {
     MP_CASE(I64, int64_t, launch(x.as<T>()))
     MP_CASE(I32, int32_t, launch(x.as<T>()))
-  default:
-    MP_REAL_TYPES(x.dtype, "reduce", launch(x.as<T>()));
+  default: MP_REAL_TYPES(x.dtype, "reduce", launch(x.as<T>()));
   }
   return launched("reduce");
 }

@@ -1,4 +1,5 @@
-//===- Placement.cpp - which GPU each rank uses ----------------------------===//
+//===- Placement.cpp - which GPU each rank uses
+//----------------------------===//
 #include "Placement.h"
 
 #include <algorithm>
@@ -64,14 +65,14 @@ Status checkPlacement(const std::vector<RankPlacement> &ranks) {
   for (size_t r = 0; r < ranks.size(); ++r)
     if (!ranks[r].problem.empty())
       return Status::error("rank " + std::to_string(r) + " (host '" +
-                           ranks[r].host + "') could not set up its GPU: " +
-                           ranks[r].problem);
+                           ranks[r].host +
+                           "') could not set up its GPU: " + ranks[r].problem);
   if (ranks.empty() || ranks[0].ncclId.size() != kNcclIdBytes)
     return Status::error("rank 0 sent no NCCL id");
   std::map<std::pair<std::string, std::string>, size_t> firstUser;
   for (size_t r = 0; r < ranks.size(); ++r) {
-    auto [it, fresh] = firstUser.emplace(
-        std::make_pair(ranks[r].host, ranks[r].gpu), r);
+    auto [it, fresh] =
+        firstUser.emplace(std::make_pair(ranks[r].host, ranks[r].gpu), r);
     const int visibleGpus = ranks[r].visibleGpus;
     if (!fresh)
       return Status::error(

@@ -1,4 +1,5 @@
-//===- Placement.h - which GPU each rank uses, testable on a CPU -*- C++ -*-===//
+//===- Placement.h - which GPU each rank uses, testable on a CPU -*- C++
+//-*-===//
 //
 // Before NCCL starts, the ranks tell each other (over the host communicator)
 // their host, the GPU each picked (its UUID) and whether they got that far,

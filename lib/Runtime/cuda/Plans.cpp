@@ -59,9 +59,8 @@ void coalesce(Dims &dims, std::initializer_list<Strides *> operands) {
     *st = strides[i++];
 }
 
-std::vector<RowMajorGemm> matmulPlan(std::vector<int64_t> a,
-                                     std::vector<int64_t> b,
-                                     std::string &error) {
+std::vector<RowMajorGemm>
+matmulPlan(std::vector<int64_t> a, std::vector<int64_t> b, std::string &error) {
   if (a.empty() || b.empty()) {
     error = "matmul: operands must have rank >= 1";
     return {};

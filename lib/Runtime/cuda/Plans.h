@@ -1,4 +1,5 @@
-//===- Plans.h - the CUDA backend's index arithmetic, testable on a CPU -*- C++ -*-===//
+//===- Plans.h - the CUDA backend's index arithmetic, testable on a CPU -*- C++
+//-*-===//
 //
 // What the CUDA kernels compute is decided on the host: the cuBLAS calls a
 // matmul or an attention becomes, how attention is cut into chunks that fit
@@ -92,19 +93,17 @@ struct RowMajorGemm {
 
 /// Element offsets, from the operands' base pointers, of A[batch][i][kk],
 /// op(B)[batch][kk][j] and C[batch][i][j] (A and C rows are contiguous).
-MP_HOST_DEVICE inline int64_t gemmOffsetA(const RowMajorGemm &g,
-                                          int64_t batch, int64_t i,
-                                          int64_t kk) {
+MP_HOST_DEVICE inline int64_t gemmOffsetA(const RowMajorGemm &g, int64_t batch,
+                                          int64_t i, int64_t kk) {
   return g.offsetA + batch * g.strideA + i * g.k + kk;
 }
-MP_HOST_DEVICE inline int64_t gemmOffsetB(const RowMajorGemm &g,
-                                          int64_t batch, int64_t kk,
-                                          int64_t j) {
-  return g.offsetB + batch * g.strideB + (g.transB ? j * g.k + kk : kk * g.n + j);
+MP_HOST_DEVICE inline int64_t gemmOffsetB(const RowMajorGemm &g, int64_t batch,
+                                          int64_t kk, int64_t j) {
+  return g.offsetB + batch * g.strideB +
+         (g.transB ? j * g.k + kk : kk * g.n + j);
 }
-MP_HOST_DEVICE inline int64_t gemmOffsetC(const RowMajorGemm &g,
-                                          int64_t batch, int64_t i,
-                                          int64_t j) {
+MP_HOST_DEVICE inline int64_t gemmOffsetC(const RowMajorGemm &g, int64_t batch,
+                                          int64_t i, int64_t j) {
   return g.offsetC + batch * g.strideC + i * g.n + j;
 }
 
@@ -113,8 +112,8 @@ MP_HOST_DEVICE inline int64_t gemmOffsetC(const RowMajorGemm &g,
 /// each element with this).
 template <class T>
 MP_HOST_DEVICE inline T integerGemmElement(const RowMajorGemm &g, const T *a,
-                                           const T *b, int64_t batch,
-                                           int64_t i, int64_t j) {
+                                           const T *b, int64_t batch, int64_t i,
+                                           int64_t j) {
   T acc = 0;
   for (int64_t kk = 0; kk < g.k; ++kk)
     acc = wrapAdd(acc, wrapMul(a[gemmOffsetA(g, batch, i, kk)],
@@ -157,9 +156,8 @@ inline ColumnMajorGemm columnMajor(const RowMajorGemm &g) {
 /// operands promoted). One strided-batched call when the batch dims of `a`
 /// and `b` are equal or one side has none; otherwise one call per batch
 /// element. Empty with `error` set for shapes that do not broadcast.
-std::vector<RowMajorGemm> matmulPlan(std::vector<int64_t> a,
-                                     std::vector<int64_t> b,
-                                     std::string &error);
+std::vector<RowMajorGemm>
+matmulPlan(std::vector<int64_t> a, std::vector<int64_t> b, std::string &error);
 
 //===----------------------------------------------------------------------===//
 // Attention as two strided-batched GEMMs around a masked softmax

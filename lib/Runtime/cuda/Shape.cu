@@ -1,4 +1,5 @@
-//===- Shape.cu - CUDA kernels that move elements ---------------------------===//
+//===- Shape.cu - CUDA kernels that move elements
+//---------------------------===//
 //
 // Transpose, expand, slice, concat, split, gather and the vocab-parallel
 // embedding: elements (or bytes) moved between strided views.
@@ -36,10 +37,26 @@ Status moveBytes(const Tensor &in, void *out, const std::vector<int64_t> &shape,
   coalesce(dims, {&inSt, &outSt});
   int grid = blocksFor(n);
   switch (dtypeSize(in.dtype)) {
-  case 1: moveElements<<<grid, kThreads, 0, computeStream()>>>(in.as<uint8_t>(), static_cast<uint8_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
-  case 2: moveElements<<<grid, kThreads, 0, computeStream()>>>(in.as<uint16_t>(), static_cast<uint16_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
-  case 4: moveElements<<<grid, kThreads, 0, computeStream()>>>(in.as<uint32_t>(), static_cast<uint32_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
-  case 8: moveElements<<<grid, kThreads, 0, computeStream()>>>(in.as<uint64_t>(), static_cast<uint64_t *>(out), n, dims, inSt, inBase, outSt, outBase); break;
+  case 1:
+    moveElements<<<grid, kThreads, 0, computeStream()>>>(
+        in.as<uint8_t>(), static_cast<uint8_t *>(out), n, dims, inSt, inBase,
+        outSt, outBase);
+    break;
+  case 2:
+    moveElements<<<grid, kThreads, 0, computeStream()>>>(
+        in.as<uint16_t>(), static_cast<uint16_t *>(out), n, dims, inSt, inBase,
+        outSt, outBase);
+    break;
+  case 4:
+    moveElements<<<grid, kThreads, 0, computeStream()>>>(
+        in.as<uint32_t>(), static_cast<uint32_t *>(out), n, dims, inSt, inBase,
+        outSt, outBase);
+    break;
+  case 8:
+    moveElements<<<grid, kThreads, 0, computeStream()>>>(
+        in.as<uint64_t>(), static_cast<uint64_t *>(out), n, dims, inSt, inBase,
+        outSt, outBase);
+    break;
   default: return typeError(kernel, in.dtype);
   }
   return launched(kernel);
@@ -151,9 +168,8 @@ Status split(const Tensor &x, int64_t axis, const std::vector<Tensor *> &outs) {
   Strides inSt = contiguous(x.shape);
   int64_t offset = 0;
   for (Tensor *t : outs) {
-    if (Status s = moveBytes(x, t->data, t->shape, inSt,
-                             offset * inSt.s[axis], contiguous(t->shape), 0,
-                             "split");
+    if (Status s = moveBytes(x, t->data, t->shape, inSt, offset * inSt.s[axis],
+                             contiguous(t->shape), 0, "split");
         !s)
       return s;
     offset += t->shape[axis];
@@ -169,8 +185,8 @@ Status vocabEmbedding(const Tensor &table, const Tensor &ids, int64_t offset,
   if (total == 0)
     return Status::success();
   vocabEmbeddingKernel<<<blocksFor(total), kThreads, 0, computeStream()>>>(
-      table.as<uint8_t>(), ids.data, ids.dtype == DType::I64,
-      out.as<uint8_t>(), ids.numel(), rows, rowBytes, offset, vocab);
+      table.as<uint8_t>(), ids.data, ids.dtype == DType::I64, out.as<uint8_t>(),
+      ids.numel(), rows, rowBytes, offset, vocab);
   return launched("vocab-parallel embedding");
 }
 

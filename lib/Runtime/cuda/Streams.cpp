@@ -18,10 +18,8 @@ bool isAsynchronousFault(cudaError_t err) {
   case cudaErrorInvalidPc:
   case cudaErrorHardwareStackError:
   case cudaErrorAssert:
-  case cudaErrorLaunchTimeout:
-    return true;
-  default:
-    return false;
+  case cudaErrorLaunchTimeout: return true;
+  default: return false;
   }
 }
 } // namespace
@@ -55,7 +53,8 @@ cudaEvent_t makeEvent() {
 
 /// `waiter` waits (on the device) for the work queued on `producer`.
 Status order(cudaStream_t producer, cudaStream_t waiter, cudaEvent_t event) {
-  if (Status s = cudaStatus(cudaEventRecord(event, producer), "cudaEventRecord");
+  if (Status s =
+          cudaStatus(cudaEventRecord(event, producer), "cudaEventRecord");
       !s)
     return s;
   return cudaStatus(cudaStreamWaitEvent(waiter, event, 0),

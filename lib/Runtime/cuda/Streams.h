@@ -1,4 +1,5 @@
-//===- Streams.h - streams and scratch of the CUDA backend ---------*- C++ -*-===//
+//===- Streams.h - streams and scratch of the CUDA backend ---------*- C++
+//-*-===//
 //
 // Each rank (process) runs its kernels and cuBLAS calls on one compute stream
 // and its NCCL collectives and their packing copies on one communication

@@ -15,7 +15,8 @@ MPI_Datatype mpiType(DType dtype) {
   case DType::F64: return MPI_DOUBLE;
   case DType::I64: return MPI_INT64_T;
   case DType::I32: return MPI_INT32_T;
-  case DType::I8: case DType::Bool: return MPI_INT8_T;
+  case DType::I8:
+  case DType::Bool: return MPI_INT8_T;
   default: return MPI_DATATYPE_NULL;
   }
 }
@@ -26,7 +27,8 @@ Status check(int rc, const char *what) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, text, &len);
-  return Status::error(std::string(what) + " failed: " + std::string(text, len));
+  return Status::error(std::string(what) +
+                       " failed: " + std::string(text, len));
 }
 
 class MPICommunicator : public Communicator {
@@ -110,8 +112,8 @@ bool started = false;
 
 /// Launched by mpirun (Open MPI, MPICH/PMI or Slurm)?
 bool underLauncher() {
-  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
-                          "SLURM_NTASKS"})
+  for (const char *var :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS"})
     if (std::getenv(var))
       return true;
   return false;

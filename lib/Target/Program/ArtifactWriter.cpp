@@ -44,14 +44,22 @@ constexpr int64_t kAlignment = 64;
 
 FailureOr<DType> dtypeOf(Type type, Location loc) {
   Type elem = cast<RankedTensorType>(type).getElementType();
-  if (elem.isF32()) return DType::F32;
-  if (elem.isF64()) return DType::F64;
-  if (elem.isF16()) return DType::F16;
-  if (elem.isBF16()) return DType::BF16;
-  if (elem.isInteger(64)) return DType::I64;
-  if (elem.isInteger(32)) return DType::I32;
-  if (elem.isInteger(8)) return DType::I8;
-  if (elem.isInteger(1)) return DType::Bool;
+  if (elem.isF32())
+    return DType::F32;
+  if (elem.isF64())
+    return DType::F64;
+  if (elem.isF16())
+    return DType::F16;
+  if (elem.isBF16())
+    return DType::BF16;
+  if (elem.isInteger(64))
+    return DType::I64;
+  if (elem.isInteger(32))
+    return DType::I32;
+  if (elem.isInteger(8))
+    return DType::I8;
+  if (elem.isInteger(1))
+    return DType::Bool;
   return emitError(loc) << "element type " << elem
                         << " has no runtime representation";
 }
@@ -108,14 +116,14 @@ LogicalResult readParamData(ParamOp param, std::string &bytes) {
   Type elem = param.getTensorType().getElementType();
   if (source && *source != elem) {
     if (!source->isF32() || !(elem.isBF16() || elem.isF16()))
-      return param.emitError() << "cannot convert stored " << *source
-                               << " data to " << elem;
+      return param.emitError()
+             << "cannot convert stored " << *source << " data to " << elem;
     bytes = narrowFloats(bytes, elem);
   }
   if (static_cast<int64_t>(bytes.size()) != storageBytes(param.getType()))
-    return param.emitError() << "parameter '" << param.getSymName() << "' has "
-                             << bytes.size() << " bytes of data for "
-                             << param.getType();
+    return param.emitError()
+           << "parameter '" << param.getSymName() << "' has " << bytes.size()
+           << " bytes of data for " << param.getType();
   return success();
 }
 
@@ -135,10 +143,10 @@ LogicalResult readStoredParamData(ParamOp param, std::string &bytes) {
     bytes.resize(length);
     if (!in || !in.seekg(static_cast<int64_t>(*offset)) ||
         !in.read(bytes.data(), length))
-      return param.emitError() << "cannot read " << length << " bytes at "
-                               << static_cast<int64_t>(*offset) << " of '"
-                               << file << "' for parameter '"
-                               << param.getSymName() << "'";
+      return param.emitError()
+             << "cannot read " << length << " bytes at "
+             << static_cast<int64_t>(*offset) << " of '" << file
+             << "' for parameter '" << param.getSymName() << "'";
     return success();
   }
   if (!readONNXInitializer(file, param.getSymName().str(), bytes, error))
@@ -245,8 +253,8 @@ void addAttributes(Operation *op, program::Instruction &inst) {
         addInts(inst, AttrName::Strides, s.getStrides());
       })
       .Case([&](ConcatOp c) {
-        addInt(inst, AttrName::Axis, nonNegative(static_cast<int64_t>(c.getAxis()),
-                                                 c.getResult()));
+        addInt(inst, AttrName::Axis,
+               nonNegative(static_cast<int64_t>(c.getAxis()), c.getResult()));
       })
       .Case([&](SplitOp s) {
         addInt(inst, AttrName::Axis,
@@ -287,9 +295,11 @@ std::string shardOf(const std::string &bytes, ParamOp param, int64_t rank,
                     int64_t ranks) {
   RankedTensorType type = param.getTensorType();
   int64_t axis = static_cast<int64_t>(*param.getShardAxis());
-  int64_t groups =
-      param.getShardGroups() ? static_cast<int64_t>(*param.getShardGroups()) : 1;
-  int64_t elem = storageBytes(type) / std::max<int64_t>(type.getNumElements(), 1);
+  int64_t groups = param.getShardGroups()
+                       ? static_cast<int64_t>(*param.getShardGroups())
+                       : 1;
+  int64_t elem =
+      storageBytes(type) / std::max<int64_t>(type.getNumElements(), 1);
   int64_t outer = 1, inner = elem;
   for (int64_t d = 0; d < axis; ++d)
     outer *= type.getDimSize(d);
@@ -355,7 +365,8 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   auto found = paramBuffers.find(op.getName());
   if (found != paramBuffers.end())
     return bufferOf[op.getResult()] = found->second;
-  auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(op, op.getNameAttr());
+  auto param =
+      SymbolTable::lookupNearestSymbolFrom<ParamOp>(op, op.getNameAttr());
   std::string bytes;
   if (!prog.synthetic_weights() && failed(readParamData(param, bytes)))
     return failure();
@@ -378,13 +389,12 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   int64_t ranks = static_cast<int64_t>(params.size());
   for (int64_t rank = 0; rank < ranks; ++rank) {
     // Replicated parameters: every rank's file gets the bytes (moved last).
-    std::string shard = param.getGrid() ? shardOf(bytes, param, rank, ranks)
+    std::string shard = param.getGrid()     ? shardOf(bytes, param, rank, ranks)
                         : rank + 1 == ranks ? std::move(bytes)
                                             : bytes;
-    uint32_t crc = static_cast<uint32_t>(
-        crc32(crc32(0L, Z_NULL, 0),
-              reinterpret_cast<const Bytef *>(shard.data()),
-              static_cast<uInt>(shard.size())));
+    uint32_t crc = static_cast<uint32_t>(crc32(
+        crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef *>(shard.data()),
+        static_cast<uInt>(shard.size())));
     if (rank == 0)
       p->set_crc32(crc);
     if (ranks > 1)
@@ -403,7 +413,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     auto attr = dyn_cast<DenseElementsAttr>(constant.getValue());
     if (!attr)
       return op->emitError() << "only dense constants can be lowered";
-    FailureOr<int> id = newBuffer(constant.getResult(), program::Buffer::CONSTANT);
+    FailureOr<int> id =
+        newBuffer(constant.getResult(), program::Buffer::CONSTANT);
     if (failed(id))
       return failure();
     std::string bytes = constantBytes(attr);
@@ -464,7 +475,8 @@ LogicalResult Lowering::run() {
     if (failed(id))
       return failure();
     auto *binding = prog.add_inputs();
-    auto name = func.getArgAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
+    auto name =
+        func.getArgAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
     binding->set_name(name ? name.str() : "input" + std::to_string(i));
     binding->set_buffer(*id);
   }
@@ -474,7 +486,8 @@ LogicalResult Lowering::run() {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     auto *binding = prog.add_outputs();
-    auto name = func.getResultAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
+    auto name =
+        func.getResultAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
     binding->set_name(name ? name.str() : "output" + std::to_string(i));
     binding->set_buffer(bufferOf.at(v));
   }
@@ -491,8 +504,7 @@ LogicalResult commitDirectory(const fs::path &tmp, const fs::path &dir,
   std::error_code ec;
   fs::path old = dir.string() + ".old-" + std::to_string(getpid());
   bool hadOld = fs::exists(dir, ec);
-  if (hadOld && !fs::exists(dir / "program.pb", ec) &&
-      !fs::is_empty(dir, ec))
+  if (hadOld && !fs::exists(dir / "program.pb", ec) && !fs::is_empty(dir, ec))
     return emitError(loc) << "'" << dir.string()
                           << "' exists and is not an mp artifact; refusing "
                              "to replace it";
@@ -503,8 +515,8 @@ LogicalResult commitDirectory(const fs::path &tmp, const fs::path &dir,
   if (ec) {
     if (hadOld && !fs::exists(dir))
       fs::rename(old, dir, ec);
-    return emitError(loc) << "cannot move the artifact into '"
-                          << dir.string() << "': " << ec.message();
+    return emitError(loc) << "cannot move the artifact into '" << dir.string()
+                          << "': " << ec.message();
   }
   if (hadOld)
     fs::remove_all(old, ec);
@@ -521,16 +533,16 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
     return failure();
   func::FuncOp func = *entry;
   if (!func.getBody().hasOneBlock())
-    return func.emitError() << "'" << func.getSymName()
-                            << "' must have a single block";
+    return func.emitError()
+           << "'" << func.getSymName() << "' must have a single block";
 
   fs::path dir(dirName.str());
   fs::path tmp = dir.string() + ".tmp-" + std::to_string(getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
   if (!fs::create_directories(tmp, ec) || ec)
-    return module.emitError() << "cannot create '" << tmp.string()
-                              << "': " << ec.message();
+    return module.emitError()
+           << "cannot create '" << tmp.string() << "': " << ec.message();
   auto cleanup = [&] { fs::remove_all(tmp, ec); };
 
   program::Program prog;
@@ -559,13 +571,15 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
     prog.set_parameter_file("params.rank{rank}.safetensors");
     for (int64_t r = 0; r < ranks; ++r)
       params.emplace_back(
-          (tmp / ("params.rank" + std::to_string(r) + ".safetensors")).string());
+          (tmp / ("params.rank" + std::to_string(r) + ".safetensors"))
+              .string());
   }
   // The plan mp-plan-memory recorded, else one made now.
   FailureOr<MemoryPlan> plan = MemoryPlan::isAttached(func)
                                    ? MemoryPlan::read(func)
                                    : MemoryPlan::compute(func);
-  if (failed(plan) || failed(Lowering(func, *plan, prog, params, summary).run())) {
+  if (failed(plan) ||
+      failed(Lowering(func, *plan, prog, params, summary).run())) {
     cleanup();
     return failure();
   }
@@ -587,9 +601,9 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
     return module.emitError() << written.message;
   }
   ArtifactSummary referenceSummary;
-  if (reference && failed(writeArtifact(reference, (tmp / "reference").string(),
-                                        referenceSummary, nullptr,
-                                        syntheticWeights))) {
+  if (reference &&
+      failed(writeArtifact(reference, (tmp / "reference").string(),
+                           referenceSummary, nullptr, syntheticWeights))) {
     cleanup();
     return failure();
   }

@@ -73,8 +73,8 @@ protected:
 TEST_F(CudaKernels, BinaryWithBroadcastMatchesCpu) {
   auto a = random({2, 3, 4}), b = random({3, 1});
   Pair out(DType::F32, {2, 3, 4}), ref(DType::F32, {2, 3, 4});
-  for (auto kind : {cpu::BinaryKind::Add, cpu::BinaryKind::Mul,
-                    cpu::BinaryKind::Div}) {
+  for (auto kind :
+       {cpu::BinaryKind::Add, cpu::BinaryKind::Mul, cpu::BinaryKind::Div}) {
     ASSERT_TRUE(cuda::binary(kind, a->d, b->d, out.d));
     ASSERT_TRUE(cpu::binary(kind, a->h, b->h, ref.h));
     expectNear(out, ref.h, 1e-6);
@@ -84,9 +84,9 @@ TEST_F(CudaKernels, BinaryWithBroadcastMatchesCpu) {
 TEST_F(CudaKernels, UnaryMatchesCpu) {
   auto x = random({1000});
   Pair out(DType::F32, {1000}), ref(DType::F32, {1000});
-  for (auto kind : {cpu::UnaryKind::Exp, cpu::UnaryKind::Tanh,
-                    cpu::UnaryKind::Gelu, cpu::UnaryKind::GeluTanh,
-                    cpu::UnaryKind::Silu, cpu::UnaryKind::Erf}) {
+  for (auto kind :
+       {cpu::UnaryKind::Exp, cpu::UnaryKind::Tanh, cpu::UnaryKind::Gelu,
+        cpu::UnaryKind::GeluTanh, cpu::UnaryKind::Silu, cpu::UnaryKind::Erf}) {
     ASSERT_TRUE(cuda::unary(kind, x->d, out.d));
     ASSERT_TRUE(cpu::unary(kind, x->h, ref.h));
     expectNear(out, ref.h, 1e-5);
@@ -179,15 +179,16 @@ TEST_F(CudaKernels, AttentionRunsWithinTheScratchTheExecutorLends) {
   cuda::lendScratch(block, need);
   Status fits = cuda::attention(q->d, k->d, v->d, nullptr, 0.25f, true, out.d);
   cuda::lendScratch(block, need - 1);
-  Status tooSmall = cuda::attention(q->d, k->d, v->d, nullptr, 0.25f, true, out.d);
+  Status tooSmall =
+      cuda::attention(q->d, k->d, v->d, nullptr, 0.25f, true, out.d);
   cuda::withdrawScratch();
   EXPECT_TRUE(cuda::synchronize());
   cuda::release(block);
   ASSERT_TRUE(fits) << fits.message;
   ASSERT_FALSE(tooSmall);
   EXPECT_NE(tooSmall.message.find("needs " + std::to_string(need) +
-                                " bytes but the executable reserved " +
-                                std::to_string(need - 1)),
+                                  " bytes but the executable reserved " +
+                                  std::to_string(need - 1)),
             std::string::npos)
       << tooSmall.message;
   ASSERT_TRUE(cpu::attention(q->h, k->h, v->h, nullptr, 0.25f, true, ref.h));
@@ -227,9 +228,9 @@ TEST_F(CudaKernels, IntegerBinaryAndWhereMatchCpu) {
   std::memcpy(b.h.data, bv, sizeof(bv));
   a.upload();
   b.upload();
-  for (auto kind : {cpu::BinaryKind::Add, cpu::BinaryKind::Sub,
-                    cpu::BinaryKind::Mul, cpu::BinaryKind::Div,
-                    cpu::BinaryKind::Pow}) {
+  for (auto kind :
+       {cpu::BinaryKind::Add, cpu::BinaryKind::Sub, cpu::BinaryKind::Mul,
+        cpu::BinaryKind::Div, cpu::BinaryKind::Pow}) {
     ASSERT_TRUE(cuda::binary(kind, a.d, b.d, out.d));
     ASSERT_TRUE(cpu::binary(kind, a.h, b.h, ref.h));
     std::vector<uint8_t> got = out.download();
@@ -346,11 +347,12 @@ protected:
 
 TEST_F(CudaKernelsTypes, Fp64ElementwiseSoftmaxReduceAndMatmulMatchCpu) {
   const double tol = 1e-12;
-  auto a = randomOf(DType::F64, {3, 4}, 0.1, 2), b = randomOf(DType::F64, {4}, 0.1, 2);
+  auto a = randomOf(DType::F64, {3, 4}, 0.1, 2),
+       b = randomOf(DType::F64, {4}, 0.1, 2);
   Pair out(DType::F64, {3, 4}), ref(DType::F64, {3, 4});
-  for (auto kind : {cpu::BinaryKind::Add, cpu::BinaryKind::Sub,
-                    cpu::BinaryKind::Mul, cpu::BinaryKind::Div,
-                    cpu::BinaryKind::Pow}) {
+  for (auto kind :
+       {cpu::BinaryKind::Add, cpu::BinaryKind::Sub, cpu::BinaryKind::Mul,
+        cpu::BinaryKind::Div, cpu::BinaryKind::Pow}) {
     ASSERT_TRUE(cuda::binary(kind, a->d, b->d, out.d));
     ASSERT_TRUE(cpu::binary(kind, a->h, b->h, ref.h));
     SCOPED_TRACE("binary " + std::to_string(static_cast<int>(kind)));
@@ -369,11 +371,14 @@ TEST_F(CudaKernelsTypes, Fp64ElementwiseSoftmaxReduceAndMatmulMatchCpu) {
   }
   Pair rows(DType::F64, {3}), rowsRef(DType::F64, {3});
   for (int kind = 0; kind <= static_cast<int>(cpu::ReduceKind::Min); ++kind) {
-    ASSERT_TRUE(cuda::reduce(static_cast<cpu::ReduceKind>(kind), a->d, {1}, rows.d));
-    ASSERT_TRUE(cpu::reduce(static_cast<cpu::ReduceKind>(kind), a->h, {1}, rowsRef.h));
+    ASSERT_TRUE(
+        cuda::reduce(static_cast<cpu::ReduceKind>(kind), a->d, {1}, rows.d));
+    ASSERT_TRUE(
+        cpu::reduce(static_cast<cpu::ReduceKind>(kind), a->h, {1}, rowsRef.h));
     expectSame(rows, rowsRef.h, tol);
   }
-  auto m = randomOf(DType::F64, {2, 3, 4}, -1, 1), n = randomOf(DType::F64, {4, 5}, -1, 1);
+  auto m = randomOf(DType::F64, {2, 3, 4}, -1, 1),
+       n = randomOf(DType::F64, {4, 5}, -1, 1);
   Pair prod(DType::F64, {2, 3, 5}), prodRef(DType::F64, {2, 3, 5});
   ASSERT_TRUE(cuda::matmul(m->d, n->d, prod.d));
   ASSERT_TRUE(cpu::matmul(m->h, n->h, prodRef.h));
@@ -397,9 +402,12 @@ TEST_F(CudaKernelsTypes, IntegerUnaryReduceAndMatmulWrapAsOnTheCpu) {
     auto xt = converted(t, src.t);
     Pair cols(t, {3}), colsRef(t, {3});
     for (int kind = 0; kind <= static_cast<int>(cpu::ReduceKind::Min); ++kind) {
-      ASSERT_TRUE(cuda::reduce(static_cast<cpu::ReduceKind>(kind), xt->d, {0}, cols.d));
-      ASSERT_TRUE(cpu::reduce(static_cast<cpu::ReduceKind>(kind), xt->h, {0}, colsRef.h));
-      SCOPED_TRACE(std::string(dtypeName(t)) + " reduce " + std::to_string(kind));
+      ASSERT_TRUE(
+          cuda::reduce(static_cast<cpu::ReduceKind>(kind), xt->d, {0}, cols.d));
+      ASSERT_TRUE(cpu::reduce(static_cast<cpu::ReduceKind>(kind), xt->h, {0},
+                              colsRef.h));
+      SCOPED_TRACE(std::string(dtypeName(t)) + " reduce " +
+                   std::to_string(kind));
       expectSame(cols, colsRef.h, 0);
     }
     Pair prod(t, {2, 2}), prodRef(t, {2, 2});
@@ -450,8 +458,8 @@ TEST_F(CudaKernelsTypes, SoftmaxOfMaskedAndNaNRowsMatchesCpu) {
   // Rows of -inf give zeros; a NaN makes its row NaN; along either axis.
   const double inf = std::numeric_limits<double>::infinity(),
                nan = std::numeric_limits<double>::quiet_NaN();
-  HostTensor src = hostOf<double>(DType::F64, {-inf, -inf, -inf, 1, nan, 2,
-                                               0.5, -inf, 3});
+  HostTensor src =
+      hostOf<double>(DType::F64, {-inf, -inf, -inf, 1, nan, 2, 0.5, -inf, 3});
   src.t.shape = {3, 3};
   for (DType t : {DType::F32, DType::F64})
     for (int64_t axis : {0, 1}) {
@@ -465,11 +473,13 @@ TEST_F(CudaKernelsTypes, SoftmaxOfMaskedAndNaNRowsMatchesCpu) {
 }
 
 TEST_F(CudaKernelsTypes, MismatchedElementTypesAreErrors) {
-  auto a = randomOf(DType::I64, {2, 3}, -5, 5), b = randomOf(DType::I32, {3, 2}, -5, 5);
+  auto a = randomOf(DType::I64, {2, 3}, -5, 5),
+       b = randomOf(DType::I32, {3, 2}, -5, 5);
   Pair out(DType::I64, {2, 2});
   Status s = cuda::matmul(a->d, b->d, out.d);
   EXPECT_FALSE(s);
-  EXPECT_NE(s.message.find("element types differ (i64 and i32)"), std::string::npos)
+  EXPECT_NE(s.message.find("element types differ (i64 and i32)"),
+            std::string::npos)
       << s.message;
   EXPECT_FALSE(cuda::binary(cpu::BinaryKind::Add, a->d, a->d, b->d));
 }
@@ -481,8 +491,10 @@ TEST_F(CudaKernelsTypes, Int64CompareIsExactAboveTwoToThe53) {
   auto a = converted(DType::I64, av.t), b = converted(DType::I64, bv.t);
   Pair out(DType::Bool, {3}), ref(DType::Bool, {3});
   for (int kind = 0; kind <= static_cast<int>(cpu::CompareKind::Ge); ++kind) {
-    ASSERT_TRUE(cuda::compare(static_cast<cpu::CompareKind>(kind), a->d, b->d, out.d));
-    ASSERT_TRUE(cpu::compare(static_cast<cpu::CompareKind>(kind), a->h, b->h, ref.h));
+    ASSERT_TRUE(
+        cuda::compare(static_cast<cpu::CompareKind>(kind), a->d, b->d, out.d));
+    ASSERT_TRUE(
+        cpu::compare(static_cast<cpu::CompareKind>(kind), a->h, b->h, ref.h));
     SCOPED_TRACE("compare " + std::to_string(kind));
     expectSame(out, ref.h, 0);
   }
@@ -490,16 +502,16 @@ TEST_F(CudaKernelsTypes, Int64CompareIsExactAboveTwoToThe53) {
 
 TEST_F(CudaKernelsTypes, CastsMatchCpuForEveryPairOfTypes) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  HostTensor floats = hostOf<double>(
-      DType::F64, {0.0, -0.0, 1.5, -2.5, 0.1, 65504.0, 1e10, -1e30, 3e38,
-                   1e300, nan, -7.75});
+  HostTensor floats =
+      hostOf<double>(DType::F64, {0.0, -0.0, 1.5, -2.5, 0.1, 65504.0, 1e10,
+                                  -1e30, 3e38, 1e300, nan, -7.75});
   HostTensor ints = hostOf<int64_t>(
-      DType::I64, {0, 1, -1, 127, 128, -129, int64_t(1) << 31,
-                   -(int64_t(1) << 31) - 1, (int64_t(1) << 53) + 1,
-                   std::numeric_limits<int64_t>::max(),
-                   std::numeric_limits<int64_t>::min(), 65519});
+      DType::I64,
+      {0, 1, -1, 127, 128, -129, int64_t(1) << 31, -(int64_t(1) << 31) - 1,
+       (int64_t(1) << 53) + 1, std::numeric_limits<int64_t>::max(),
+       std::numeric_limits<int64_t>::min(), 65519});
   const DType all[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
-                       DType::I64, DType::I32, DType::I8, DType::Bool};
+                       DType::I64, DType::I32, DType::I8,  DType::Bool};
   for (DType from : all)
     for (DType to : all) {
       auto x = converted(from, isFloat(from) ? floats.t : ints.t);
@@ -516,11 +528,11 @@ TEST_F(CudaKernelsTypes, CastsMatchCpuForEveryPairOfTypes) {
 /// tolerance: fp16 has 11 significant bits, bf16 8.
 class CudaKernelsHalf : public CudaKernels {
 protected:
-  void compareInHalf(const std::vector<Pair *> &inputs, const Tensor &expected,
-                     const std::function<Status(std::vector<Tensor> &,
-                                                Tensor &)> &op) {
-    for (auto [dtype, tol] : {std::pair(DType::F16, 5e-3),
-                              std::pair(DType::BF16, 4e-2)}) {
+  void compareInHalf(
+      const std::vector<Pair *> &inputs, const Tensor &expected,
+      const std::function<Status(std::vector<Tensor> &, Tensor &)> &op) {
+    for (auto [dtype, tol] :
+         {std::pair(DType::F16, 5e-3), std::pair(DType::BF16, 4e-2)}) {
       std::vector<std::unique_ptr<Pair>> low;
       std::vector<Tensor> args;
       for (Pair *in : inputs) {
@@ -563,8 +575,8 @@ TEST_F(CudaKernelsHalf, AttentionAndBiasLinearInFp16AndBf16) {
   ASSERT_TRUE(cpu::attention(q->h, k->h, v->h, nullptr, 0.25f, true, ref.h));
   compareInHalf({q.get(), k.get(), v.get()}, ref.h,
                 [](std::vector<Tensor> &a, Tensor &o) {
-                  return cuda::attention(a[0], a[1], a[2], nullptr, 0.25f,
-                                         true, o);
+                  return cuda::attention(a[0], a[1], a[2], nullptr, 0.25f, true,
+                                         o);
                 });
   auto x = random({8, 32}, -1, 1), w = random({32, 16}, -1, 1),
        bias = random({16}, -1, 1);

@@ -19,7 +19,8 @@ namespace {
 /// A float tensor in device memory.
 struct DeviceFloats {
   Tensor t;
-  DeviceFloats(std::vector<int64_t> shape, const std::vector<float> &values = {}) {
+  DeviceFloats(std::vector<int64_t> shape,
+               const std::vector<float> &values = {}) {
     t = Tensor{nullptr, DType::F32, std::move(shape)};
     EXPECT_TRUE(cuda::allocate(t.bytes(), &t.data));
     if (!values.empty()) {

@@ -97,13 +97,12 @@ static LogicalResult verifyInferredResults(Operation *op) {
     auto wantType = cast<RankedTensorType>(want);
     auto haveType = cast<RankedTensorType>(have);
     if (wantType.getShape() != haveType.getShape())
-      return op->emitOpError()
-             << "expected result shape "
-             << formatShape(Shape(wantType.getShape().begin(),
-                                  wantType.getShape().end()))
-             << " but found "
-             << formatShape(Shape(haveType.getShape().begin(),
-                                  haveType.getShape().end()));
+      return op->emitOpError() << "expected result shape "
+                               << formatShape(Shape(wantType.getShape().begin(),
+                                                    wantType.getShape().end()))
+                               << " but found "
+                               << formatShape(Shape(haveType.getShape().begin(),
+                                                    haveType.getShape().end()));
     if (wantType.getElementType() != haveType.getElementType())
       return op->emitOpError()
              << "result element type " << haveType.getElementType()
@@ -143,9 +142,8 @@ LogicalResult ParamOp::verify() {
     int64_t expected = stored.getNumElements() * ((bits + 7) / 8);
     int64_t length = static_cast<int64_t>(*getLength());
     if (length != expected)
-      return emitOpError() << "data length " << length
-                           << " does not match the " << expected << " bytes of "
-                           << stored;
+      return emitOpError() << "data length " << length << " does not match the "
+                           << expected << " bytes of " << stored;
   }
   if (auto preview = getPreview()) {
     if (preview->getElementType() != stored.getElementType())
@@ -170,8 +168,8 @@ ParamOp::getLocalType(SymbolTableCollection &symbolTable, bool emitErrors) {
       diag.abandon();
     return diag;
   };
-  auto grid = symbolTable.lookupNearestSymbolFrom<shard::GridOp>(
-      *this, getGridAttr());
+  auto grid =
+      symbolTable.lookupNearestSymbolFrom<shard::GridOp>(*this, getGridAttr());
   if (!grid)
     return emitOpError() << "grid '" << *getGrid() << "' is not a shard.grid";
   int64_t ranks = 1;
@@ -181,8 +179,8 @@ ParamOp::getLocalType(SymbolTableCollection &symbolTable, bool emitErrors) {
   int64_t groups =
       getShardGroups() ? static_cast<int64_t>(*getShardGroups()) : 1;
   if (axis < 0 || axis >= type.getRank() || groups < 1)
-    return emitOpError() << "invalid shard_axis " << axis
-                         << " or shard_groups " << groups;
+    return emitOpError() << "invalid shard_axis " << axis << " or shard_groups "
+                         << groups;
   if (type.getDimSize(axis) % (ranks * groups) != 0)
     return emitOpError() << "dimension " << axis << " ("
                          << type.getDimSize(axis) << ") is not divisible by "
@@ -224,9 +222,9 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 //===----------------------------------------------------------------------===//
 
 #define MP_INFER(OP)                                                           \
-  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, \
-                                     OP::Adaptor adaptor,                      \
-                                     SmallVectorImpl<Type> &types)
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *, std::optional<Location> loc, OP::Adaptor adaptor,         \
+      SmallVectorImpl<Type> &types)
 
 static LogicalResult inferBroadcast(std::optional<Location> loc, StringRef op,
                                     ValueRange operands, Type element,
@@ -274,10 +272,10 @@ MP_INFER(LinearOp) {
   if (adaptor.getBias())
     bias = shapeOf(adaptor.getBias());
   std::string error;
-  bool ok = shape::linear(shapeOf(adaptor.getInput()),
-                          shapeOf(adaptor.getWeight()),
-                          adaptor.getBias() ? &bias : nullptr,
-                          adaptor.getTransposeWeight(), shape, error);
+  bool ok =
+      shape::linear(shapeOf(adaptor.getInput()), shapeOf(adaptor.getWeight()),
+                    adaptor.getBias() ? &bias : nullptr,
+                    adaptor.getTransposeWeight(), shape, error);
   return inferred(loc, getOperationName(), ok, error, shape,
                   getElementTypeOrSelf(adaptor.getInput()), types);
 }
@@ -320,10 +318,10 @@ MP_INFER(AttentionOp) {
   if (adaptor.getMask())
     mask = shapeOf(adaptor.getMask());
   std::string error;
-  bool ok = shape::attention(shapeOf(adaptor.getQuery()),
-                             shapeOf(adaptor.getKey()),
-                             shapeOf(adaptor.getValue()),
-                             adaptor.getMask() ? &mask : nullptr, shape, error);
+  bool ok =
+      shape::attention(shapeOf(adaptor.getQuery()), shapeOf(adaptor.getKey()),
+                       shapeOf(adaptor.getValue()),
+                       adaptor.getMask() ? &mask : nullptr, shape, error);
   return inferred(loc, getOperationName(), ok, error, shape,
                   getElementTypeOrSelf(adaptor.getQuery()), types);
 }
@@ -340,9 +338,9 @@ MP_INFER(EmbeddingOp) {
 MP_INFER(GatherOp) {
   Shape shape;
   std::string error;
-  bool ok = shape::gather(shapeOf(adaptor.getInput()),
-                          shapeOf(adaptor.getIndices()),
-                          static_cast<int64_t>(adaptor.getAxis()), shape, error);
+  bool ok =
+      shape::gather(shapeOf(adaptor.getInput()), shapeOf(adaptor.getIndices()),
+                    static_cast<int64_t>(adaptor.getAxis()), shape, error);
   return inferred(loc, getOperationName(), ok, error, shape,
                   getElementTypeOrSelf(adaptor.getInput()), types);
 }
@@ -360,10 +358,9 @@ MP_INFER(EinsumOp) {
             inferEinsumShape(spec, shapes, shape, error);
   if (adaptor.getInputs().empty())
     error = "needs at least one input";
-  return inferred(loc, getOperationName(), ok, error, shape,
-                  ok ? getElementTypeOrSelf(adaptor.getInputs().front())
-                     : Type(),
-                  types);
+  return inferred(
+      loc, getOperationName(), ok, error, shape,
+      ok ? getElementTypeOrSelf(adaptor.getInputs().front()) : Type(), types);
 }
 
 MP_INFER(TransposeOp) {
@@ -393,12 +390,12 @@ MP_INFER(SliceOp) {
 MP_INFER(ConcatOp) {
   Shape shape;
   std::string error;
-  bool ok = shape::concat(shapesOf(adaptor.getInputs()),
-                          static_cast<int64_t>(adaptor.getAxis()), shape, error);
-  return inferred(loc, getOperationName(), ok, error, shape,
-                  ok ? getElementTypeOrSelf(adaptor.getInputs().front())
-                     : Type(),
-                  types);
+  bool ok =
+      shape::concat(shapesOf(adaptor.getInputs()),
+                    static_cast<int64_t>(adaptor.getAxis()), shape, error);
+  return inferred(
+      loc, getOperationName(), ok, error, shape,
+      ok ? getElementTypeOrSelf(adaptor.getInputs().front()) : Type(), types);
 }
 #undef MP_INFER
 
@@ -448,7 +445,8 @@ LogicalResult SoftmaxOp::verify() {
   std::string error;
   return checkRule(*this,
                    shape::softmax(shapeOf(getInput()),
-                                  static_cast<int64_t>(getAxis()), shape, error),
+                                  static_cast<int64_t>(getAxis()), shape,
+                                  error),
                    error);
 }
 
@@ -583,8 +581,8 @@ static FailureOr<SplitMapping> broadcastSplit(Operation *op,
   SplitMapping mapping;
   for (Value operand : op->getOperands()) {
     int64_t local = common - (rank - tensorType(operand).getRank());
-    bool spans = common >= 0 && local >= 0 &&
-                 tensorType(operand).getDimSize(local) != 1;
+    bool spans =
+        common >= 0 && local >= 0 && tensorType(operand).getDimSize(local) != 1;
     mapping.operands.push_back(spans ? local : -1);
   }
   mapping.results.assign(op->getNumResults(), common);
@@ -684,16 +682,16 @@ FailureOr<SplitMapping> ExpandOp::propagateSplit(ArrayRef<int64_t> dims) {
 }
 
 FailureOr<SplitMapping> SoftmaxOp::propagateSplit(ArrayRef<int64_t> dims) {
-  int64_t axis = *normalizeAxis(static_cast<int64_t>(getAxis()),
-                                getType().getRank());
+  int64_t axis =
+      *normalizeAxis(static_cast<int64_t>(getAxis()), getType().getRank());
   return firstOperandSplit(*this, dims,
                            [&](int64_t d) { return d == axis ? -1 : d; });
 }
 
 /// Positions before the normalized dims pass; scale and bias stay whole.
 FailureOr<SplitMapping> LayerNormOp::propagateSplit(ArrayRef<int64_t> dims) {
-  int64_t axis = *normalizeAxis(static_cast<int64_t>(getAxis()),
-                                getType().getRank());
+  int64_t axis =
+      *normalizeAxis(static_cast<int64_t>(getAxis()), getType().getRank());
   return firstOperandSplit(*this, dims,
                            [&](int64_t d) { return d < axis ? d : -1; });
 }
@@ -706,8 +704,8 @@ FailureOr<SplitMapping> RMSNormOp::propagateSplit(ArrayRef<int64_t> dims) {
 
 /// Operands split along one dimension other than the axis.
 FailureOr<SplitMapping> ConcatOp::propagateSplit(ArrayRef<int64_t> dims) {
-  int64_t axis = *normalizeAxis(static_cast<int64_t>(getAxis()),
-                                getType().getRank());
+  int64_t axis =
+      *normalizeAxis(static_cast<int64_t>(getAxis()), getType().getRank());
   for (int64_t d : dims)
     if (d != dims[0])
       return failure();

@@ -19,12 +19,13 @@ namespace detail {
 /// The split rule of `Elementwise` and `ResultsBroadcastableShape` ops;
 /// failure for any other op.
 mlir::FailureOr<SplitMapping>
-propagateSplitByTraits(mlir::Operation *op, llvm::ArrayRef<int64_t> operandDims);
+propagateSplitByTraits(mlir::Operation *op,
+                       llvm::ArrayRef<int64_t> operandDims);
 /// The dimension of `result` that holds the same elements as dimension
 /// `dim` of `input` when reshaping one to the other (a split along it
 /// stays contiguous blocks), or -1.
-int64_t reshapeDim(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> result,
-                   int64_t dim);
+int64_t reshapeDim(llvm::ArrayRef<int64_t> input,
+                   llvm::ArrayRef<int64_t> result, int64_t dim);
 } // namespace detail
 
 /// Named transformer ops (linear, attention, norms, activations, ...): the
