@@ -80,9 +80,16 @@ LogicalResult MemoryPlan::collect(func::FuncOp func) {
     return func.emitError() << "'" << func.getSymName()
                             << "' must have a single block to plan its memory";
   Block &body = func.getBody().front();
-  auto addBuffer = [&](Value v, int64_t position) {
+  auto addBuffer = [&](Value v, int64_t position) -> LogicalResult {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || !type.hasStaticShape())
+      return emitError(v.getLoc())
+             << "a value of type " << v.getType()
+             << " has no static size: the memory plan needs tensors of "
+                "static shape";
     bufferOf[v] = buffers.size();
-    buffers.push_back({v, {storageBytes(v.getType()), position, position}, 0});
+    buffers.push_back({v, {storageBytes(type), position, position}, 0});
+    return success();
   };
   auto use = [&](Value v, int64_t position) {
     auto it = bufferOf.find(v);
@@ -91,7 +98,8 @@ LogicalResult MemoryPlan::collect(func::FuncOp func) {
           std::max(buffers[it->second].range.end, position);
   };
   for (BlockArgument arg : body.getArguments())
-    addBuffer(arg, -1);
+    if (failed(addBuffer(arg, -1)))
+      return failure();
   int64_t position = 0;
   for (Operation &op : body.without_terminator()) {
     int64_t here = position++;
@@ -105,7 +113,8 @@ LogicalResult MemoryPlan::collect(func::FuncOp func) {
     for (Value operand : op.getOperands())
       use(operand, here);
     for (Value result : op.getResults())
-      addBuffer(result, here);
+      if (failed(addBuffer(result, here)))
+        return failure();
   }
   for (Value returned : body.getTerminator()->getOperands())
     use(returned, std::numeric_limits<int64_t>::max());

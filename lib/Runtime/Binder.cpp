@@ -289,9 +289,9 @@ Status Binder::bindCopyLike(Executable::Step &step, OpKind kind) {
   const KernelTable *kernels = exe.kernels;
   const Tensor x = in(0);
   Tensor o = out();
-  if (x.numel() != o.numel())
-    return fail("result has " + std::to_string(o.numel()) +
-                " elements but the input has " + std::to_string(x.numel()));
+  std::string error; // (the kernels need the same element count)
+  if (!shape::reshape(x.shape, o.shape, error))
+    return fail(error);
   if (kind == OpKind::Cast) {
     step.kernel = [kernels, x, o]() mutable { return kernels->cast(x, o); };
     return Status::success();
@@ -308,7 +308,11 @@ Status Binder::bindSoftmax(Executable::Step &step) {
   int64_t axis;
   if (Status s = axisAttr(AttrName::Axis, x.shape.size(), axis); !s)
     return s;
-  if (Status s = expectShape("result", out().shape, x.shape); !s)
+  Shape expected;
+  std::string error;
+  if (Status s = expectResult(shape::softmax(x.shape, axis, expected, error),
+                              error, expected);
+      !s)
     return s;
   Tensor o = out();
   step.kernel = [kernels, x, o, axis]() mutable {
@@ -320,9 +324,11 @@ Status Binder::bindSoftmax(Executable::Step &step) {
 Status Binder::bindTrilu(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
   const Tensor x = in(0);
-  if (x.shape.size() < 2)
-    return fail("input must have rank >= 2");
-  if (Status s = expectShape("result", out().shape, x.shape); !s)
+  Shape expected;
+  std::string error;
+  if (Status s =
+          expectResult(shape::trilu(x.shape, expected, error), error, expected);
+      !s)
     return s;
   bool upper = intAttr(AttrName::Upper) != 0;
   int64_t diagonal = intAttr(AttrName::Diagonal);

@@ -242,6 +242,13 @@ bool crossEntropy(const Shape &logits, const Shape &targets, Shape &result,
   return true;
 }
 
+bool trilu(const Shape &input, Shape &result, std::string &error) {
+  if (input.size() < 2)
+    return fail(error, "input must have rank >= 2");
+  result = input;
+  return true;
+}
+
 bool transpose(const Shape &input, const std::vector<int64_t> &perm,
                Shape &result, std::string &error) {
   if (perm.size() != input.size())

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Support/Shape.h"
 #include "mp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -37,6 +38,11 @@ using namespace mp;
 
 static RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
+}
+
+static Shape shapeOf(Value v) {
+  ArrayRef<int64_t> shape = tensorType(v).getShape();
+  return Shape(shape.begin(), shape.end());
 }
 
 /// The value of a constant whose elements are all equal.
@@ -598,11 +604,25 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
         tensorType(qk.getRhs()).getRank() != 4)
       return failure();
     Value query = qk.getLhs();
-    Value key = keyFromTransposed(qk.getRhs(), rewriter, op.getLoc());
     Value value = stripHeadRepeat(op.getRhs());
-    key = stripHeadRepeat(key);
-    if (tensorType(key).getDimSize(1) != tensorType(value).getDimSize(1))
-      return failure();
+    // Matmuls broadcast batch and heads where attention does not (queries
+    // shared across the batch): such a pattern stays decomposed. Checked
+    // before any op is created.
+    KeySource keySource = keyFromTransposed(qk.getRhs());
+    Value key = keySource.perm ? Value() : stripHeadRepeat(keySource.source);
+    Shape keyShape = key ? shapeOf(key) : keySource.shape;
+    Shape maskShape, expected;
+    if (mask)
+      maskShape = shapeOf(mask);
+    std::string error;
+    if (!shape::attention(shapeOf(query), keyShape, shapeOf(value),
+                          mask ? &maskShape : nullptr, expected, error) ||
+        expected != shapeOf(op.getResult()))
+      return rewriter.notifyMatchFailure(
+          op, error.empty() ? "attention shape differs" : error);
+    if (!key)
+      key = TransposeOp::create(rewriter, op.getLoc(), keySource.source,
+                                rewriter.getDenseI64ArrayAttr(*keySource.perm));
     rewriter.replaceOpWithNewOp<AttentionOp>(
         op, query, key, value, mask,
         rewriter.getF32FloatAttr(static_cast<float>(scale)),
@@ -610,9 +630,14 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     return success();
   }
 
-  /// Returns K given Kᵀ (the transpose of the last two dims).
-  static Value keyFromTransposed(Value kt, PatternRewriter &rewriter,
-                                 Location loc) {
+  /// K given Kᵀ (the transpose of the last two dims): a value that is K,
+  /// or the transpose (`perm`) of `source` that gives it, of shape `shape`.
+  struct KeySource {
+    Value source;
+    std::optional<SmallVector<int64_t>> perm;
+    Shape shape;
+  };
+  static KeySource keyFromTransposed(Value kt) {
     SmallVector<int64_t> perm = {0, 1, 3, 2};
     Value source = kt;
     if (auto t = kt.getDefiningOp<TransposeOp>()) {
@@ -621,9 +646,11 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
       source = t.getInput();
     }
     if (perm == SmallVector<int64_t>{0, 1, 2, 3})
-      return source;
-    return TransposeOp::create(rewriter, loc, source,
-                               rewriter.getDenseI64ArrayAttr(perm));
+      return {source, std::nullopt, shapeOf(source)};
+    Shape in = shapeOf(source), shape;
+    for (int64_t p : perm)
+      shape.push_back(in[p]);
+    return {source, perm, shape};
   }
 };
 

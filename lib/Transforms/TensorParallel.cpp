@@ -118,7 +118,7 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
     if (!anySplit)
       continue;
     if (auto splitOp = dyn_cast<SplitOp>(&op);
-        splitOp && static_cast<int64_t>(splitOp.getAxis()) == dims[0]) {
+        splitOp && splitOp.getNormalizedAxis() == dims[0]) {
       // Splitting a linear's split output along that dim: the fused QKV
       // case, sharded per part (each rank's block of every part), so each
       // part comes out split along the same dim.

@@ -304,3 +304,18 @@ func.func @layers(%x: tensor<2x32xf32>) -> tensor<2x32xf32> {
   %3 = mp.relu %2 : tensor<2x32xf32> loc("/ln_f/Relu")
   return %3 : tensor<2x32xf32>
 }
+
+// -----
+
+// Tests that a decomposed attention whose matmuls broadcast queries shared
+// across the batch (q [1, H, L, D] against k, v [B, H, S, D]) stays
+// decomposed: mp.attention does not broadcast batches.
+// CHECK-LABEL: func.func @shared_queries
+// CHECK-NOT: mp.attention
+// CHECK: mp.softmax
+func.func @shared_queries(%q: tensor<1x2x4x8xf32>, %kt: tensor<3x2x8x6xf32>, %v: tensor<3x2x6x8xf32>) -> tensor<3x2x4x8xf32> {
+  %s = mp.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<3x2x8x6xf32>) -> tensor<3x2x4x6xf32>
+  %p = mp.softmax %s {axis = -1 : i64} : tensor<3x2x4x6xf32>
+  %o = mp.matmul %p, %v : (tensor<3x2x4x6xf32>, tensor<3x2x6x8xf32>) -> tensor<3x2x4x8xf32>
+  return %o : tensor<3x2x4x8xf32>
+}

@@ -56,3 +56,29 @@ func.func @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %r = mp.add %k, %x {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %r : tensor<2x4x8xf32>
 }
+
+// -----
+
+// Tests that a fused QKV split written with a negative axis is sharded per
+// part like axis 2 (each rank's block of q, k and v).
+// CHECK-LABEL: shard.grid @tp(shape = 2)
+// CHECK: mp.param @qkv : tensor<8x24xf32> {{{.*}}grid = @tp, shard_axis = 1 : i64, shard_groups = 3 : i64}
+mp.param @qkv : tensor<8x24xf32> {file = "x.onnx"}
+mp.param @o : tensor<8x8xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %wqkv = mp.get_param @qkv {mp.layer = 0 : i64} : tensor<8x24xf32>
+  %wo = mp.get_param @o {mp.layer = 0 : i64} : tensor<8x8xf32>
+  %qkv = mp.linear %x, %wqkv {mp.layer = 0 : i64} : (tensor<1x4x8xf32>, tensor<8x24xf32>) -> tensor<1x4x24xf32>
+  %s:3 = mp.split %qkv {axis = -1 : i64, mp.layer = 0 : i64} : tensor<1x4x24xf32> -> tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
+  %q = mp.reshape %s#0 {mp.layer = 0 : i64} : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %k = mp.reshape %s#1 {mp.layer = 0 : i64} : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %v = mp.reshape %s#2 {mp.layer = 0 : i64} : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %qt = mp.transpose %q [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<1x4x2x4xf32> -> tensor<1x2x4x4xf32>
+  %kt = mp.transpose %k [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<1x4x2x4xf32> -> tensor<1x2x4x4xf32>
+  %vt = mp.transpose %v [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<1x4x2x4xf32> -> tensor<1x2x4x4xf32>
+  %a = mp.attention %qt, %kt, %vt {causal, scale = 0.5 : f32, mp.layer = 0 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %at = mp.transpose %a [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<1x2x4x4xf32> -> tensor<1x4x2x4xf32>
+  %ar = mp.reshape %at {mp.layer = 0 : i64} : tensor<1x4x2x4xf32> -> tensor<1x4x8xf32>
+  %y = mp.linear %ar, %wo {mp.layer = 0 : i64} : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}

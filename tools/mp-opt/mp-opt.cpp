@@ -5,7 +5,6 @@
 // to an artifact. An imported module stays in memory from import to output.
 //
 //===----------------------------------------------------------------------===//
-#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Import/ONNXImporter.h"
 #include "mp/Target/Artifact.h"
@@ -14,6 +13,7 @@
 
 #include "mlir/Pass/PassInstrumentation.h"
 
+#include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/AsmState.h"
@@ -114,34 +114,35 @@ private:
   OwningOpRef<ModuleOp> &reference;
 };
 
-/// Whether the pipeline the command line asks for raises the program.
-static bool raises(const MlirOptMainConfig &config, MLIRContext &context) {
-  PassManager pm(&context);
-  if (failed(config.setupPassPipeline(pm)))
-    return false;
-  return llvm::any_of(pm.getPasses(), [](Pass &pass) {
-    return pass.getArgument() == "mp-raise";
+/// Whether `pm` runs pass `argument`.
+static bool runs(PassManager &pm, StringRef argument) {
+  return llvm::any_of(pm.getPasses(), [&](Pass &pass) {
+    return pass.getArgument() == argument;
   });
 }
 
-/// Whether the module's entry function carries a memory plan.
-static bool isPlanned(ModuleOp module) {
-  for (auto func : module.getOps<func::FuncOp>())
-    if (mp::MemoryPlan::isAttached(func))
-      return true;
-  return false;
-}
-
-/// Writes the module's IR to `path` ("-": standard output).
-static LogicalResult printModule(ModuleOp module, StringRef path) {
+/// Writes the module's IR to `path` ("-": standard output), as text (with
+/// locations when `locations`) or as bytecode (--emit-bytecode).
+static LogicalResult printModule(ModuleOp module, StringRef path,
+                                 const MlirOptMainConfig &config,
+                                 bool locations) {
   std::string error;
   auto output = openOutputFile(path, &error);
   if (!output) {
     llvm::errs() << "error: " << error << "\n";
     return failure();
   }
-  module.print(output->os(), OpPrintingFlags());
-  output->os() << "\n";
+  if (config.shouldEmitBytecode()) {
+    BytecodeWriterConfig writerConfig;
+    if (failed(writeBytecodeToFile(module, output->os(), writerConfig)))
+      return failure();
+  } else {
+    OpPrintingFlags flags;
+    if (locations)
+      flags.enableDebugInfo();
+    module.print(output->os(), flags);
+    output->os() << "\n";
+  }
   output->keep();
   return success();
 }
@@ -164,6 +165,20 @@ static LogicalResult writeArtifactOf(ModuleOp module, ModuleOp reference) {
   return success();
 }
 
+/// Runs `passes` (with mp-opt's pass manager options) on `module`.
+static LogicalResult runPasses(PassManager &pm, ModuleOp module,
+                               const MlirOptMainConfig &config) {
+  pm.enableVerifier(config.shouldVerifyPasses());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  applyDefaultTimingPassManagerCLOptions(pm);
+  if (config.shouldDumpPassPipeline()) {
+    pm.dump();
+    llvm::errs() << "\n";
+  }
+  return pm.run(module);
+}
+
 /// The ONNX and artifact paths: the module stays in memory from import (or
 /// parse) through the passes to the printer or the artifact writer.
 static int compile(StringRef inputFilename, StringRef outputFilename,
@@ -174,7 +189,7 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
     return 1;
   }
   MLIRContext context(registry);
-  context.allowUnregisteredDialects(false);
+  context.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   bool onnx = inputFilename.ends_with(".onnx");
@@ -186,28 +201,39 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
     return 1;
   OwningOpRef<ModuleOp> reference;
   PassManager pm(&context);
+  pm.addInstrumentation(std::make_unique<ReferenceCapture>(reference));
+  if (failed(config.setupPassPipeline(pm)))
+    return 1;
   // An artifact needs the named ops the runtime has kernels for: an ONNX
   // model is raised first unless the pipeline does it.
-  if (onnx && !artifactDir.empty() && !raises(config, context))
-    pm.addPass(mp::createMPRaise());
-  pm.addInstrumentation(std::make_unique<ReferenceCapture>(reference));
-  if (failed(applyPassManagerCLOptions(pm)) ||
-      failed(config.setupPassPipeline(pm)))
-    return 1;
-  if (failed(pm.run(*module)))
-    return 1;
-  // The artifact writer serializes the memory plan mp-plan-memory records:
-  // run it unless the pipeline did (a plan given in the IR is checked).
-  if (!artifactDir.empty() && !isPlanned(*module)) {
-    PassManager plan(&context);
-    plan.addPass(mp::createMPPlanMemory());
-    if (failed(plan.run(*module)))
+  if (onnx && !artifactDir.empty() && !runs(pm, "mp-raise")) {
+    PassManager raise(&context);
+    raise.addPass(mp::createMPRaise());
+    if (failed(runPasses(raise, *module, config)))
       return 1;
   }
-  if (artifactDir.empty())
-    return failed(printModule(*module, outputFilename)) ? 1 : 0;
-  if (outputFilename != "-" && failed(printModule(*module, outputFilename)))
+  if (failed(runPasses(pm, *module, config)))
     return 1;
+  if (artifactDir.empty())
+    return failed(printModule(*module, outputFilename, config,
+                              /*locations=*/false))
+               ? 1
+               : 0;
+  // -o keeps the program the pipeline made, with its locations (ONNX node
+  // names, which mp-run reports errors and profiles by) for a later
+  // --artifact.
+  if (outputFilename != "-" &&
+      failed(printModule(*module, outputFilename, config, /*locations=*/true)))
+    return 1;
+  // The artifact writer serializes the memory plan mp-plan-memory records:
+  // planned now unless this pipeline planned it (a plan read from the IR is
+  // checked against it).
+  if (!runs(pm, "mp-plan-memory")) {
+    PassManager plan(&context);
+    plan.addPass(mp::createMPPlanMemory());
+    if (failed(runPasses(plan, *module, config)))
+      return 1;
+  }
   return failed(writeArtifactOf(*module, reference ? *reference : ModuleOp()))
              ? 1
              : 0;

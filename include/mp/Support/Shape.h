@@ -66,6 +66,8 @@ bool gather(const Shape &input, const Shape &indices, int64_t axis,
 /// Logits [..., V] against targets [...]: a scalar.
 bool crossEntropy(const Shape &logits, const Shape &targets, Shape &result,
                   std::string &error);
+/// The upper or lower triangle of the last two dims: the input's shape.
+bool trilu(const Shape &input, Shape &result, std::string &error);
 /// Result dim i = input dim perm[i].
 bool transpose(const Shape &input, const std::vector<int64_t> &perm,
                Shape &result, std::string &error);

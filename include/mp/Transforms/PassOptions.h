@@ -4,6 +4,9 @@
 
 namespace mp {
 
+/// The name of the shard.grid tensor parallelism creates, by default.
+inline constexpr char kDefaultTensorParallelGrid[] = "tp";
+
 /// The element type parameters and activations are stored in.
 enum class StorageType { F32, BF16, F16 };
 

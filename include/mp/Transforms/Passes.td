@@ -82,7 +82,8 @@ def MPTensorParallel : Pass<"mp-tensor-parallel", "mlir::ModuleOp"> {
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1",
            "tensor-parallel size (ranks of the grid)">,
-    Option<"gridName", "grid", "std::string", /*default=*/"\"tp\"",
+    Option<"gridName", "grid", "std::string",
+           /*default=*/"::mp::kDefaultTensorParallelGrid",
            "name of the shard.grid to create (or reuse)">,
   ];
   let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];

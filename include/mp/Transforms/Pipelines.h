@@ -34,7 +34,7 @@ struct ParallelizeOptions : mlir::PassPipelineOptions<ParallelizeOptions> {
   Option<std::string> grid{
       *this, "grid",
       llvm::cl::desc("name of the shard.grid tensor parallelism creates"),
-      llvm::cl::init("tp")};
+      llvm::cl::init(kDefaultTensorParallelGrid)};
 };
 
 /// Raising to named transformer ops and the storage precision: the program

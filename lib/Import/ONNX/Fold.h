@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,15 @@ struct Folder {
   bool fail(const std::string &msg) {
     error = msg;
     return false;
+  }
+  /// `a` within [-rank, rank) made non-negative, else fails naming it.
+  bool axis(int64_t a, int64_t rank, int64_t &out) {
+    std::optional<int64_t> n = normalizeAxis(a, rank);
+    if (!n)
+      return fail("axis " + std::to_string(a) + " is out of range for rank " +
+                  std::to_string(rank));
+    out = *n;
+    return true;
   }
   const HostTensor &input(size_t i) const { return *in[i]; }
   bool has(size_t i) const { return i < in.size() && in[i]; }

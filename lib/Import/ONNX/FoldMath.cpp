@@ -254,8 +254,9 @@ bool foldTrilu(Folder &f) {
   bool upper = intAttr(f.node, "upper", 1) != 0;
   int64_t k = f.has(1) ? f.input(1).getInt(0) : 0;
   size_t rank = r.shape.size();
-  if (rank < 2)
-    return f.fail("Trilu needs rank >= 2");
+  Shape shape;
+  if (!shape::trilu(r.shape, shape, f.error))
+    return false;
   int64_t rows = r.shape[rank - 2], cols = r.shape[rank - 1];
   for (int64_t i = 0; i < r.numElements(); ++i) {
     int64_t c = i % cols, row = (i / cols) % rows;

@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "Fold.h"
 
+#include "mp/Support/Shape.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -66,11 +68,20 @@ bool foldReshape(Folder &f) {
   int64_t known = 1, inferIdx = -1;
   for (size_t i = 0; i < spec.size(); ++i) {
     int64_t d = spec[i];
-    if (d == 0 && !allowZero)
-      d = f.input(0).shape.at(i);
+    if (d == 0 && !allowZero) {
+      if (i >= f.input(0).shape.size())
+        return f.fail("shape entry " + std::to_string(i) +
+                      " is 0 but the input has rank " +
+                      std::to_string(f.input(0).shape.size()));
+      d = f.input(0).shape[i];
+    }
     if (d == -1) {
+      if (inferIdx >= 0)
+        return f.fail("shape has more than one -1");
       inferIdx = static_cast<int64_t>(i);
       d = 1;
+    } else if (d < 0) {
+      return f.fail("invalid shape entry " + std::to_string(d));
     } else {
       known *= d;
     }
@@ -90,9 +101,9 @@ bool foldTranspose(Folder &f) {
   else
     for (size_t i = 0; i < rank; ++i)
       perm[i] = static_cast<int64_t>(rank - 1 - i);
-  std::vector<int64_t> shape(rank);
-  for (size_t i = 0; i < rank; ++i)
-    shape[i] = x.shape[perm[i]];
+  std::vector<int64_t> shape;
+  if (!shape::transpose(x.shape, perm, shape, f.error))
+    return false;
   std::vector<int64_t> inStrides = stridesOf(x.shape);
   f.gatherInto(x, shape, [&](int64_t i) {
     int64_t src = 0;
@@ -109,8 +120,14 @@ bool foldUnsqueeze(Folder &f) {
   std::vector<int64_t> axes = intsOf(f.input(1));
   int64_t rank = f.input(0).shape.size() + axes.size();
   std::vector<bool> isNew(rank, false);
-  for (int64_t a : axes)
-    isNew[a < 0 ? a + rank : a] = true;
+  for (int64_t a : axes) {
+    int64_t n;
+    if (!f.axis(a, rank, n))
+      return false;
+    if (isNew[n])
+      return f.fail("axis " + std::to_string(a) + " is repeated");
+    isNew[n] = true;
+  }
   std::vector<int64_t> shape;
   size_t j = 0;
   for (int64_t i = 0; i < rank; ++i)
@@ -123,8 +140,15 @@ bool foldSqueeze(Folder &f) {
   int64_t rank = s.size();
   std::vector<bool> drop(rank, false);
   if (f.has(1)) {
-    for (int64_t a : intsOf(f.input(1)))
-      drop[a < 0 ? a + rank : a] = true;
+    for (int64_t a : intsOf(f.input(1))) {
+      int64_t n;
+      if (!f.axis(a, rank, n))
+        return false;
+      if (s[n] != 1)
+        return f.fail("cannot squeeze dimension " + std::to_string(n) +
+                      " of size " + std::to_string(s[n]));
+      drop[n] = true;
+    }
   } else {
     for (int64_t i = 0; i < rank; ++i)
       drop[i] = s[i] == 1;
@@ -137,14 +161,14 @@ bool foldSqueeze(Folder &f) {
 }
 
 bool foldConcat(Folder &f) {
-  int64_t rank = f.input(0).shape.size();
-  int64_t axis = intAttr(f.node, "axis", 0);
-  if (axis < 0)
-    axis += rank;
-  std::vector<int64_t> shape = f.input(0).shape;
-  shape[axis] = 0;
+  int64_t rank = f.input(0).shape.size(), axis;
+  std::vector<Shape> shapes;
   for (size_t k = 0; k < f.in.size(); ++k)
-    shape[axis] += f.input(k).shape[axis];
+    shapes.push_back(f.input(k).shape);
+  std::vector<int64_t> shape;
+  if (!f.axis(intAttr(f.node, "axis", 0), rank, axis) ||
+      !shape::concat(shapes, axis, shape, f.error))
+    return false;
   HostTensor r;
   r.dtype = f.input(0).dtype;
   r.shape = shape;
@@ -182,9 +206,14 @@ bool foldSlice(Folder &f) {
       axes.push_back(static_cast<int64_t>(i));
   if (f.has(4))
     steps = intsOf(f.input(4));
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return f.fail("starts, ends, axes and steps differ in length");
   std::vector<int64_t> start(rank, 0), step(rank, 1), shape = x.shape;
   for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    int64_t a;
+    if (!f.axis(axes[i], rank, a))
+      return false;
     int64_t st = steps[i];
     if (st == 0)
       return f.fail("slice step is zero");
@@ -207,13 +236,11 @@ bool foldSlice(Folder &f) {
 
 bool foldGather(Folder &f) {
   const HostTensor &x = f.input(0), &idx = f.input(1);
-  int64_t rank = x.shape.size();
-  int64_t axis = intAttr(f.node, "axis", 0);
-  if (axis < 0)
-    axis += rank;
-  std::vector<int64_t> shape(x.shape.begin(), x.shape.begin() + axis);
-  shape.insert(shape.end(), idx.shape.begin(), idx.shape.end());
-  shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
+  int64_t rank = x.shape.size(), axis;
+  std::vector<int64_t> shape;
+  if (!f.axis(intAttr(f.node, "axis", 0), rank, axis) ||
+      !shape::gather(x.shape, idx.shape, axis, shape, f.error))
+    return false;
   int64_t inner = 1;
   for (int64_t d = axis + 1; d < rank; ++d)
     inner *= x.shape[d];
@@ -247,10 +274,9 @@ bool foldExpand(Folder &f) {
 
 bool foldSplit(Folder &f) {
   const HostTensor &x = f.input(0);
-  int64_t rank = x.shape.size();
-  int64_t axis = intAttr(f.node, "axis", 0);
-  if (axis < 0)
-    axis += rank;
+  int64_t rank = x.shape.size(), axis;
+  if (!f.axis(intAttr(f.node, "axis", 0), rank, axis))
+    return false;
   int64_t parts = f.node.output_size(), dim = x.shape[axis];
   std::vector<int64_t> sizes;
   if (f.has(1))
@@ -263,6 +289,16 @@ bool foldSplit(Folder &f) {
                     " does not split evenly into " + std::to_string(parts));
     sizes.assign(parts, dim / parts);
   }
+  if (static_cast<int64_t>(sizes.size()) != parts)
+    return f.fail("split gives " + std::to_string(sizes.size()) +
+                  " sizes for " + std::to_string(parts) + " outputs");
+  std::vector<Shape> partShapes;
+  for (int64_t size : sizes) {
+    partShapes.push_back(x.shape);
+    partShapes.back()[axis] = size;
+  }
+  if (!shape::split(x.shape, axis, partShapes, f.error))
+    return false;
   int64_t offset = 0;
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d)

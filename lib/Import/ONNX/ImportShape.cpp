@@ -81,6 +81,8 @@ LogicalResult emitUnsqueeze(NodeEmitter &e) {
     FailureOr<int64_t> n = e.axis(a, rank);
     if (failed(n))
       return failure();
+    if (isNew[*n])
+      return e.error() << "axis " << a << " is repeated";
     isNew[*n] = true;
   }
   Shape shape, in = e.shape(0);

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace mp::onnx_import {
@@ -52,6 +54,12 @@ LogicalResult emitGemm(NodeEmitter &e) {
   if (!shape::matmul(shapeOf(a), shapeOf(b), shape, error))
     return e.error() << error;
   Type elem = e.type(0).getElementType();
+  // alpha and beta scale in the operands' type: integers take whole factors.
+  for (const char *factor : {"alpha", "beta"})
+    if (const auto *f = findAttr(e.node, factor);
+        f && isa<IntegerType>(elem) && f->f() != std::trunc(f->f()))
+      return e.error() << factor << " " << f->f()
+                       << " is not a whole number, as integer operands need";
   Value y = MatmulOp::create(e.b(), e.loc, a, b);
   const auto *alpha = findAttr(e.node, "alpha");
   if (alpha && alpha->f() != 1.0f)
@@ -194,8 +202,10 @@ LogicalResult emitTrilu(NodeEmitter &e) {
   Value x = e.value(0);
   if (!x)
     return failure();
-  if (e.type(0).getRank() < 2)
-    return e.error() << "input must have rank >= 2";
+  Shape shape;
+  std::string error;
+  if (!shape::trilu(e.shape(0), shape, error))
+    return e.error() << error;
   bool upper = intAttr(e.node, "upper", 1) != 0;
   e.setOutput(0, TriluOp::create(e.b(), e.loc, x,
                                  upper ? e.b().getUnitAttr() : nullptr,

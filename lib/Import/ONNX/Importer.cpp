@@ -368,8 +368,11 @@ FailureOr<int64_t> NodeEmitter::axis(int64_t a, int64_t rank) {
 
 Value scalarConstant(NodeEmitter &e, Type elem, double v) {
   auto type = RankedTensorType::get({}, elem);
-  return ConstantOp::create(
-      e.b(), e.loc, DenseElementsAttr::get(type, e.b().getFloatAttr(elem, v)));
+  Attribute value =
+      isa<FloatType>(elem)
+          ? Attribute(e.b().getFloatAttr(elem, v))
+          : Attribute(e.b().getIntegerAttr(elem, static_cast<int64_t>(v)));
+  return ConstantOp::create(e.b(), e.loc, DenseElementsAttr::get(type, value));
 }
 
 LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {

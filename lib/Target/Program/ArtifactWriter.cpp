@@ -40,8 +40,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int64_t kAlignment = 64;
-
 FailureOr<DType> dtypeOf(Type type, Location loc) {
   Type elem = cast<RankedTensorType>(type).getElementType();
   if (elem.isF32())
@@ -179,10 +177,6 @@ void addString(program::Instruction &inst, AttrName name, StringRef value) {
   a->set_s(value.str());
 }
 
-int64_t nonNegative(int64_t axis, Value v) {
-  return axis < 0 ? axis + cast<RankedTensorType>(v.getType()).getRank() : axis;
-}
-
 /// Writes the attributes the runtime kernel of `op` reads (defaults made
 /// explicit, axes normalized), as the op contract lists them.
 void addAttributes(Operation *op, program::Instruction &inst) {
@@ -199,22 +193,20 @@ void addAttributes(Operation *op, program::Instruction &inst) {
         addInt(inst, AttrName::TransposeWeight, l.getTransposeWeight());
       })
       .Case([&](LayerNormOp l) {
-        addInt(inst, AttrName::Axis,
-               nonNegative(static_cast<int64_t>(l.getAxis()), l.getInput()));
+        addInt(inst, AttrName::Axis, l.getNormalizedAxis());
         addFloat(inst, AttrName::Epsilon, l.getEpsilon().convertToFloat());
       })
       .Case([&](RMSNormOp r) {
         addFloat(inst, AttrName::Epsilon, r.getEpsilon().convertToFloat());
       })
       .Case([&](SoftmaxOp s) {
-        addInt(inst, AttrName::Axis,
-               nonNegative(static_cast<int64_t>(s.getAxis()), s.getInput()));
+        addInt(inst, AttrName::Axis, s.getNormalizedAxis());
       })
       .Case([&](ReduceOp r) {
         addInt(inst, AttrName::Kind, static_cast<int64_t>(r.getKind()));
         SmallVector<int64_t> axes;
         for (int64_t a : r.getAxes())
-          axes.push_back(nonNegative(a, r.getInput()));
+          axes.push_back(mp::detail::nonNegativeAxis(a, r.getInput()));
         llvm::sort(axes);
         addInts(inst, AttrName::Axes, axes);
       })
@@ -235,8 +227,7 @@ void addAttributes(Operation *op, program::Instruction &inst) {
         addInt(inst, AttrName::Axis, r.getSliceAxis().getSExtValue());
       })
       .Case([&](GatherOp g) {
-        addInt(inst, AttrName::Axis,
-               nonNegative(static_cast<int64_t>(g.getAxis()), g.getInput()));
+        addInt(inst, AttrName::Axis, g.getNormalizedAxis());
       })
       .Case([&](EinsumOp e) {
         addString(inst, AttrName::Equation, e.getEquation());
@@ -253,12 +244,10 @@ void addAttributes(Operation *op, program::Instruction &inst) {
         addInts(inst, AttrName::Strides, s.getStrides());
       })
       .Case([&](ConcatOp c) {
-        addInt(inst, AttrName::Axis,
-               nonNegative(static_cast<int64_t>(c.getAxis()), c.getResult()));
+        addInt(inst, AttrName::Axis, c.getNormalizedAxis());
       })
       .Case([&](SplitOp s) {
-        addInt(inst, AttrName::Axis,
-               nonNegative(static_cast<int64_t>(s.getAxis()), s.getInput()));
+        addInt(inst, AttrName::Axis, s.getNormalizedAxis());
       });
 }
 
@@ -422,10 +411,19 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     prog.mutable_buffers(*id)->set_data(std::move(bytes));
     return success();
   }
-  bool isCollective = isa_and_nonnull<shard::ShardDialect>(op->getDialect());
+  // mp ops by mnemonic; of the shard dialect, the collectives the runtime
+  // has (shard.gather is not mp.gather).
   std::optional<contract::OpKind> kind;
-  if (isCollective || isa_and_nonnull<MPDialect>(op->getDialect()))
+  ArrayRef<shard::GridAxis> gridAxes;
+  if (isa_and_nonnull<MPDialect>(op->getDialect()))
     kind = contract::opKindFromName(op->getName().stripDialect());
+  else
+    llvm::TypeSwitch<Operation *>(op)
+        .Case<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
+              shard::AllSliceOp>([&](auto collective) {
+          kind = contract::opKindFromName(op->getName().stripDialect());
+          gridAxes = collective.getGridAxes();
+        });
   if (!kind)
     return op->emitError() << "'" << op->getName()
                            << "' cannot be lowered to the runtime";
@@ -437,14 +435,10 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   // bytes: a buffer at its source's offset, and no instruction.
   if (op->getNumResults() == 1 && plan.isView(op->getResult(0)))
     return success(arenaBuffer(op->getResult(0)));
-  int64_t gridAxis = -1;
-  if (isCollective) {
-    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
-    if (!axes || axes.size() != 1)
-      return op->emitError() << "collectives over exactly one grid axis are "
-                                "supported";
-    gridAxis = axes[0];
-  }
+  bool isCollective = isa<shard::ShardDialect>(op->getDialect());
+  if (isCollective && gridAxes.size() != 1)
+    return op->emitError() << "collectives over exactly one grid axis are "
+                              "supported";
   auto *inst = prog.add_instructions();
   inst->set_op(info.name);
   if (auto name = dyn_cast<NameLoc>(op->getLoc()))
@@ -463,8 +457,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     inst->add_results(*id);
   }
   addAttributes(op, *inst);
-  if (gridAxis >= 0)
-    addInt(*inst, AttrName::GridAxis, gridAxis);
+  if (isCollective)
+    addInt(*inst, AttrName::GridAxis, gridAxes.front());
   return checkAttributes(op, info, *inst);
 }
 

@@ -68,6 +68,24 @@ def main():
     write(out, "split_negative", "Split", [("a", [6, 3])], {"axis": 0},
           inits=[ints("split", [-1, 7])], outputs=("y", "z"))
     write(out, "expand", "Expand", [("a", [2, 3])], inits=[ints("shape", [4, 4])])
+    write(out, "unsqueeze", "Unsqueeze", [("a", [3])], inits=[ints("axes", [0, 0])])
+    # The same mistakes on constant data, which the importer folds.
+    data = ints("x", [1, 2, 3, 4, 5, 6])
+    write(out, "fold_split", "Split", [], {"axis": 0},
+          inits=[data, ints("split", [4, 4])], outputs=("y", "z"))
+    write(out, "fold_split_negative", "Split", [], {"axis": 0},
+          inits=[data, ints("split", [-1, 7])], outputs=("y", "z"))
+    write(out, "fold_transpose", "Transpose", [], {"perm": [0, 2]},
+          inits=[ints("x", [[1, 2, 3], [4, 5, 6]])])
+    write(out, "fold_unsqueeze", "Unsqueeze", [], inits=[data, ints("axes", [0, 0])])
+    write(out, "fold_squeeze", "Squeeze", [], inits=[data, ints("axes", [5])])
+    write(out, "fold_reshape", "Reshape", [], inits=[data, ints("shape", [0, 0, 0])])
+    write(out, "fold_concat", "Concat", [], {"axis": 0},
+          inits=[data, ints("w", [[1, 2]])])
+    write(out, "fold_gather", "Gather", [], {"axis": 3},
+          inits=[data, ints("i", [0])])
+    write(out, "fold_slice", "Slice", [],
+          inits=[data, ints("starts", [0]), ints("ends", [2]), ints("axes", [4])])
 
 
 if __name__ == "__main__":

@@ -474,9 +474,10 @@ LogicalResult CrossEntropyOp::verify() {
 }
 
 LogicalResult TriluOp::verify() {
-  if (tensorType(getInput()).getRank() < 2)
-    return emitOpError() << "input must have rank >= 2";
-  return success();
+  Shape shape;
+  std::string error;
+  return checkRule(*this, shape::trilu(shapeOf(getInput()), shape, error),
+                   error);
 }
 
 LogicalResult ReshapeOp::verify() {
@@ -605,6 +606,11 @@ mp::detail::propagateSplitByTraits(Operation *op, ArrayRef<int64_t> dims) {
   return failure();
 }
 
+int64_t mp::detail::nonNegativeAxis(int64_t axis, Value v) {
+  int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+  return axis < 0 ? axis + rank : axis;
+}
+
 int64_t mp::detail::reshapeDim(ArrayRef<int64_t> in, ArrayRef<int64_t> out,
                                int64_t dim) {
   int64_t before = 1;
@@ -659,7 +665,7 @@ FailureOr<SplitMapping> TransposeOp::propagateSplit(ArrayRef<int64_t> dims) {
 /// part instead).
 FailureOr<SplitMapping> SplitOp::propagateSplit(ArrayRef<int64_t> dims) {
   return firstOperandSplit(*this, dims, [&](int64_t d) {
-    return d == static_cast<int64_t>(getAxis()) ? -1 : d;
+    return d == getNormalizedAxis() ? -1 : d;
   });
 }
 
@@ -682,16 +688,14 @@ FailureOr<SplitMapping> ExpandOp::propagateSplit(ArrayRef<int64_t> dims) {
 }
 
 FailureOr<SplitMapping> SoftmaxOp::propagateSplit(ArrayRef<int64_t> dims) {
-  int64_t axis =
-      *normalizeAxis(static_cast<int64_t>(getAxis()), getType().getRank());
+  int64_t axis = getNormalizedAxis();
   return firstOperandSplit(*this, dims,
                            [&](int64_t d) { return d == axis ? -1 : d; });
 }
 
 /// Positions before the normalized dims pass; scale and bias stay whole.
 FailureOr<SplitMapping> LayerNormOp::propagateSplit(ArrayRef<int64_t> dims) {
-  int64_t axis =
-      *normalizeAxis(static_cast<int64_t>(getAxis()), getType().getRank());
+  int64_t axis = getNormalizedAxis();
   return firstOperandSplit(*this, dims,
                            [&](int64_t d) { return d < axis ? d : -1; });
 }
@@ -704,8 +708,7 @@ FailureOr<SplitMapping> RMSNormOp::propagateSplit(ArrayRef<int64_t> dims) {
 
 /// Operands split along one dimension other than the axis.
 FailureOr<SplitMapping> ConcatOp::propagateSplit(ArrayRef<int64_t> dims) {
-  int64_t axis =
-      *normalizeAxis(static_cast<int64_t>(getAxis()), getType().getRank());
+  int64_t axis = getNormalizedAxis();
   for (int64_t d : dims)
     if (d != dims[0])
       return failure();

@@ -2,6 +2,7 @@
 #ifndef MP_DIALECT_MP_IR_MPINTERFACES_H
 #define MP_DIALECT_MP_IR_MPINTERFACES_H
 
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -21,6 +22,9 @@ namespace detail {
 mlir::FailureOr<SplitMapping>
 propagateSplitByTraits(mlir::Operation *op,
                        llvm::ArrayRef<int64_t> operandDims);
+/// `axis` of a tensor like `v` made non-negative (verifiers have checked it
+/// is in range).
+int64_t nonNegativeAxis(int64_t axis, mlir::Value v);
 /// The dimension of `result` that holds the same elements as dimension
 /// `dim` of `input` when reshaping one to the other (a split along it
 /// stays contiguous blocks), or -1.

@@ -245,6 +245,12 @@ def MP_LayerNormOp : MP_Op<"layer_norm", [Pure, InferTypeOpAdaptor,
     functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// `axis` made non-negative.
+    int64_t getNormalizedAxis() {
+      return ::mp::detail::nonNegativeAxis(getAxis(), getInput());
+    }
+  }];
 }
 
 def MP_RMSNormOp : MP_Op<"rms_norm", [Pure, InferTypeOpAdaptor, MP_SplitByRule,
@@ -268,6 +274,12 @@ def MP_SoftmaxOp : MP_Op<"softmax", [Pure, SameOperandsAndResultType,
   let results = (outs MP_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// `axis` made non-negative.
+    int64_t getNormalizedAxis() {
+      return ::mp::detail::nonNegativeAxis(getAxis(), getInput());
+    }
+  }];
 }
 
 def MP_ReduceOp : MP_Op<"reduce", [Pure, SameOperandsAndResultElementType,
@@ -330,6 +342,12 @@ def MP_GatherOp : MP_Op<"gather", [Pure, InferTypeOpAdaptor]> {
     $input `,` $indices attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// `axis` made non-negative.
+    int64_t getNormalizedAxis() {
+      return ::mp::detail::nonNegativeAxis(getAxis(), getInput());
+    }
+  }];
 }
 
 def MP_DropoutOp : MP_Op<"dropout", [Elementwise, SameOperandsAndResultType,
@@ -424,6 +442,12 @@ def MP_ConcatOp : MP_Op<"concat", [Pure, InferTypeOpAdaptor, MP_SplitByRule]> {
     $inputs attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// `axis` made non-negative.
+    int64_t getNormalizedAxis() {
+      return ::mp::detail::nonNegativeAxis(getAxis(), getResult());
+    }
+  }];
 }
 
 def MP_SplitOp : MP_Op<"split", [Pure, MP_SplitByRule]> {
@@ -432,6 +456,12 @@ def MP_SplitOp : MP_Op<"split", [Pure, MP_SplitByRule]> {
   let results = (outs Variadic<MP_Tensor>:$results);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// `axis` made non-negative.
+    int64_t getNormalizedAxis() {
+      return ::mp::detail::nonNegativeAxis(getAxis(), getInput());
+    }
+  }];
 }
 
 def MP_ExpandOp : MP_Op<"expand", [Pure,
