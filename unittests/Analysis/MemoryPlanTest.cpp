@@ -84,8 +84,8 @@ TEST_F(MemoryPlanTest, ReadRefusesPlansThatCorruptData) {
                        "time in the same bytes (offsets 0 and 0)");
   errors.clear();
   func::FuncOp f = parse(ir);
-  f->setAttr("mp.arena_bytes", IntegerAttr::get(IntegerType::get(&context, 64),
-                                                512));
+  f->setAttr("mp.arena_bytes",
+             IntegerAttr::get(IntegerType::get(&context, 64), 512));
   EXPECT_TRUE(failed(mp::MemoryPlan::read(f)));
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0], "arena offset 512 of a 512-byte value does not fit the "
