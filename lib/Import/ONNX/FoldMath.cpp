@@ -227,9 +227,11 @@ bool foldEinsum(Folder &f) {
 
 bool foldSoftmax(Folder &f) {
   HostTensor r = f.input(0);
-  int64_t rank = r.shape.size(), axis = intAttr(f.node, "axis", -1);
-  if (axis < 0)
-    axis += rank;
+  int64_t rank = r.shape.size(), axis;
+  Shape shape;
+  if (!f.axis(intAttr(f.node, "axis", -1), rank, axis) ||
+      !shape::softmax(r.shape, axis, shape, f.error))
+    return false;
   int64_t dim = r.shape[axis], inner = 1;
   for (int64_t d = axis + 1; d < rank; ++d)
     inner *= r.shape[d];
@@ -281,6 +283,9 @@ bool foldReduce(Folder &f, const std::string &kind) {
     f.out.push_back(x);
     return true;
   }
+  Shape checked;
+  if (!axes.empty() && !shape::reduce(x.shape, axes, true, checked, f.error))
+    return false;
   std::vector<bool> reduced(rank, axes.empty());
   for (int64_t a : axes)
     reduced[a < 0 ? a + rank : a] = true;

@@ -84,6 +84,9 @@ def main():
           inits=[data, ints("w", [[1, 2]])])
     write(out, "fold_gather", "Gather", [], {"axis": 3},
           inits=[data, ints("i", [0])])
+    write(out, "fold_softmax", "Softmax", [], {"axis": 3},
+          inits=[numpy_helper.from_array(np.ones(4, np.float32), "x")])
+    write(out, "fold_reduce", "ReduceSum", [], inits=[data, ints("axes", [2])])
     write(out, "fold_slice", "Slice", [],
           inits=[data, ints("starts", [0]), ints("ends", [2]), ints("axes", [4])])
 
