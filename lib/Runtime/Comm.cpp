@@ -107,6 +107,12 @@ int64_t gridColor(const std::vector<int64_t> &gridShape, int rank,
   return color;
 }
 
+static double timeoutSeconds = 600;
+
+void setCollectiveTimeout(double seconds) { timeoutSeconds = seconds; }
+
+double collectiveTimeout() { return timeoutSeconds; }
+
 std::unique_ptr<Communicator> makeSingleProcessCommunicator() {
   return std::make_unique<SingleProcess>();
 }

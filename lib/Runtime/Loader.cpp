@@ -21,16 +21,73 @@
 
 namespace mp::rt {
 
-static Status readProgram(const std::string &dir, program::Program &prog) {
+static uint32_t crcOf(const void *data, size_t bytes) {
+  uint32_t crc = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
+  const auto *p = static_cast<const Bytef *>(data);
+  for (size_t off = 0; off < bytes; off += 1u << 30)
+    crc = static_cast<uint32_t>(
+        crc32(crc, p + off,
+              static_cast<uInt>(std::min<size_t>(bytes - off, 1u << 30))));
+  return crc;
+}
+
+static constexpr char kTrailerMagic[4] = {'M', 'P', 'C', 'K'};
+
+std::string sealProgram(const std::string &programBytes) {
+  uint32_t crc = crcOf(programBytes.data(), programBytes.size());
+  std::string file = programBytes;
+  for (int i = 0; i < 4; ++i)
+    file.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  file.append(kTrailerMagic, 4);
+  return file;
+}
+
+Status unsealProgram(const std::string &file, const std::string &path,
+                     std::string &programBytes, uint32_t &checksum) {
+  if (file.size() < 8 || file.compare(file.size() - 4, 4, kTrailerMagic, 4)) {
+    program::Program old; // an artifact from before the checksum?
+    if (old.ParseFromString(file) && old.version() != kProgramVersion)
+      return Status::error(
+          "'" + path + "' has program version " +
+          std::to_string(old.version()) + "; this mp-run reads version " +
+          std::to_string(kProgramVersion) + " (compile the model again)");
+    return Status::error("'" + path +
+                         "' is corrupt or truncated (no "
+                         "checksum trailer)");
+  }
+  programBytes = file.substr(0, file.size() - 8);
+  uint32_t stored = 0;
+  for (int i = 0; i < 4; ++i)
+    stored |=
+        static_cast<uint32_t>(static_cast<uint8_t>(file[file.size() - 8 + i]))
+        << (8 * i);
+  checksum = crcOf(programBytes.data(), programBytes.size());
+  if (checksum != stored)
+    return Status::error("'" + path + "' fails its checksum (corrupt file)");
+  return Status::success();
+}
+
+static Status readProgram(const std::string &dir, program::Program &prog,
+                          uint32_t &checksum) {
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::error("artifact directory '" + dir + "' does not exist");
   std::string path = dir + "/program.pb";
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     return Status::error("'" + path + "' is missing: '" + dir +
                          "' is not an mp artifact");
-  if (!prog.ParseFromIstream(&in))
+  constexpr off_t kMaxProgramBytes = off_t(1) << 31;
+  if (st.st_size > kMaxProgramBytes)
+    return Status::error("'" + path + "' is " + std::to_string(st.st_size) +
+                         " bytes, more than a program can be");
+  std::ifstream in(path, std::ios::binary);
+  std::string file(static_cast<size_t>(st.st_size), '\0');
+  if (!in || !in.read(file.data(), st.st_size))
+    return Status::error("cannot read '" + path + "'");
+  std::string bytes;
+  if (Status s = unsealProgram(file, path, bytes, checksum); !s)
+    return s;
+  if (!prog.ParseFromString(bytes))
     return Status::error("'" + path + "' is corrupt or truncated");
   if (prog.version() != kProgramVersion)
     return Status::error(
@@ -141,8 +198,8 @@ static Status uploadAll(const KernelTable *k, std::vector<Tensor *> tensors,
 /// and that this run has as many ranks as the artifact's grid.
 static Status openProgram(const std::string &dir, Device device, int ranksHere,
                           program::Program &prog, const KernelTable *&kernels,
-                          int64_t &ranks) {
-  if (Status s = readProgram(dir, prog); !s)
+                          int64_t &ranks, uint32_t &checksum) {
+  if (Status s = readProgram(dir, prog, checksum); !s)
     return s;
   kernels = &cpuKernelTable();
   if (device == Device::CUDA) {
@@ -179,8 +236,8 @@ Status Executable::load(const std::string &dir,
   }
   exe->comm = comm;
   program::Program prog;
-  Status opened =
-      openProgram(dir, device, comm->size(), prog, exe->kernels, exe->ranks);
+  Status opened = openProgram(dir, device, comm->size(), prog, exe->kernels,
+                              exe->ranks, exe->checksum);
   // Splitting the grid is collective: a rank that cannot get there stops
   // every rank here, rather than leaving the others waiting in the split.
   if (anyRankFailed(*comm, !opened)) {

@@ -7,6 +7,12 @@
 // writes every output as OUT/NAME.npy and prints timing and throughput.
 // Links no LLVM/MLIR.
 //
+// Under mpirun, no rank is left waiting: each phase that can fail on one
+// rank only (options, loading, inputs) ends in an agreement where every
+// rank learns every rank's error, rank 0 prints them naming the ranks, and
+// all stop; a rank that stops answering makes the collective it was awaited
+// in fail after --collective-timeout, naming it.
+//
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Comm.h"
 #include "mp/Runtime/Device.h"
@@ -15,8 +21,10 @@
 #include "mp/Runtime/Npy.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,8 +41,9 @@ const char *kUsage = R"(usage: mp-run ARTIFACT_DIR [options]
        mpirun -np N mp-run ARTIFACT_DIR [options]   (a partitioned artifact)
 
 Runs an artifact written by `mp-opt MODEL.onnx --artifact ARTIFACT_DIR`.
-A partitioned artifact runs one process per rank; rank 0 prints and writes
-the (gathered) outputs.
+A partitioned artifact runs one process per rank: rank 0 reads the inputs
+and sends them to every rank, prints, and writes the (gathered) outputs.
+Every rank must be given the same options and run the same program.
 
 options:
   --input NAME=FILE.npy   an input (repeat for each; --input NAME FILE also works)
@@ -46,6 +55,9 @@ options:
   --warmup N              untimed runs before timing (default 1)
   --iterations N          timed runs (default 3)
   --profile               print the time spent in each op kind
+  --collective-timeout S  seconds a collective waits for every rank before
+                          the run stops naming the ranks that never arrived
+                          (default 600; 0 waits forever)
   --verify [REF_DIR]      also run the unpartitioned program (default
                           ARTIFACT_DIR/reference) on rank 0 and print the
                           max error of every output
@@ -57,18 +69,71 @@ struct Options {
   std::string artifact, outputDir, verify, device;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 0, warmup = 1, iterations = 3;
+  double collectiveTimeout = 600;
   bool quiet = false, profile = false;
+
+  /// The options every rank must share (they decide the collectives run).
+  std::string shared() const {
+    return "--warmup " + std::to_string(warmup) + " --iterations " +
+           std::to_string(iterations) + (verify.empty() ? "" : " --verify") +
+           (profile ? " --profile" : "");
+  }
 };
 
 int rankId = 0, rankCount = 1;
 
-/// An error every rank sees the same way (bad options, inputs): each rank
-/// exits; only rank 0 prints.
-[[noreturn]] void die(const std::string &message) {
-  if (rankId == 0)
-    std::fprintf(stderr, "mp-run: error: %s\n", message.c_str());
+/// The end of a phase that may fail on some ranks only: every rank learns
+/// every rank's error; if any failed, rank 0 prints each distinct error
+/// once, naming the ranks it came from, and every rank exits. Called by
+/// every rank at the same point.
+void stopIfAnyRankFailed(Communicator &world, const Status &local) {
+  std::vector<std::string> errors =
+      allGatherStrings(world, local ? std::string() : local.message);
+  if (std::all_of(errors.begin(), errors.end(),
+                  [](const std::string &e) { return e.empty(); }))
+    return;
+  if (rankId == 0) {
+    std::vector<std::pair<std::string, std::vector<int>>> distinct;
+    for (int r = 0; r < static_cast<int>(errors.size()); ++r) {
+      if (errors[r].empty())
+        continue;
+      auto it =
+          std::find_if(distinct.begin(), distinct.end(),
+                       [&](const auto &d) { return d.first == errors[r]; });
+      if (it == distinct.end())
+        distinct.push_back({errors[r], {r}});
+      else
+        it->second.push_back(r);
+    }
+    for (const auto &[message, ranks] : distinct) {
+      std::string who;
+      if (rankCount > 1 && static_cast<int>(ranks.size()) < rankCount) {
+        who = ranks.size() == 1 ? " (rank " : " (ranks ";
+        for (size_t i = 0; i < ranks.size(); ++i)
+          who += (i ? ", " : "") + std::to_string(ranks[i]);
+        who += ")";
+      }
+      std::fprintf(stderr, "mp-run: error%s: %s\n", who.c_str(),
+                   message.c_str());
+    }
+  }
   finalizeCommunication();
   std::exit(1);
+}
+
+/// An output name as a file name that stays inside the output directory:
+/// characters other than letters, digits, '.', '_' and '-' become '_', and
+/// a leading '.' is prefixed ("../../x" -> "_.._.._x").
+std::string fileNameOf(const std::string &name) {
+  std::string safe;
+  for (char c : name)
+    safe += std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                    c == '_' || c == '-'
+                ? c
+                : '_';
+  if (safe.empty() || safe[0] == '.')
+    safe = "_" + safe;
+  return safe;
 }
 
 /// An error during a run, which other ranks may not share: stop them all.
@@ -112,53 +177,93 @@ void verify(const std::string &refDir, const std::vector<Tensor> &inputs,
   }
 }
 
-int parseCount(const std::string &flag, const char *value, int min) {
+Status parseCount(const std::string &flag, const char *value, int min,
+                  int &out) {
   char *end = nullptr;
   long n = std::strtol(value, &end, 10);
   if (!*value || *end || n < min || n > 1000000)
-    die(flag + " expects an integer >= " + std::to_string(min) + ", got '" +
-        value + "'");
-  return static_cast<int>(n);
+    return Status::error(flag + " expects an integer >= " +
+                         std::to_string(min) + ", got '" + value + "'");
+  out = static_cast<int>(n);
+  return Status::success();
 }
 
-Options parseArgs(int argc, char **argv) {
-  Options o;
+Status parseSeconds(const std::string &flag, const char *value, double &out) {
+  char *end = nullptr;
+  double v = std::strtod(value, &end);
+  if (!*value || *end || !(v >= 0) || v > 1e7)
+    return Status::error(flag + " expects seconds >= 0, got '" +
+                         std::string(value) + "'");
+  out = v;
+  return Status::success();
+}
+
+Status parseArgs(int argc, char **argv, Options &o) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    bool missing = false;
     auto value = [&]() -> const char * {
-      if (i + 1 >= argc)
-        die(arg + " needs a value");
+      if (i + 1 >= argc) {
+        missing = true;
+        return "";
+      }
       return argv[++i];
     };
+    auto needsValue = [&]() { return Status::error(arg + " needs a value"); };
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
+      finalizeCommunication();
       std::exit(0);
     } else if (arg == "--input") {
       std::string v = value();
+      if (missing)
+        return needsValue();
       size_t eq = v.find('=');
-      if (eq != std::string::npos)
+      if (eq != std::string::npos) {
         o.inputs.push_back({v.substr(0, eq), v.substr(eq + 1)});
-      else
-        o.inputs.push_back({v, value()});
+      } else {
+        std::string file = value();
+        if (missing)
+          return Status::error("--input expects NAME=FILE.npy, got '" + v +
+                               "'");
+        o.inputs.push_back({v, file});
+      }
     } else if (arg.rfind("--input=", 0) == 0) {
       std::string v = arg.substr(8);
       size_t eq = v.find('=');
       if (eq == std::string::npos)
-        die("--input expects NAME=FILE.npy, got '" + v + "'");
+        return Status::error("--input expects NAME=FILE.npy, got '" + v + "'");
       o.inputs.push_back({v.substr(0, eq), v.substr(eq + 1)});
     } else if (arg == "--device") {
       o.device = value();
       Device d;
+      if (missing)
+        return needsValue();
       if (!parseDevice(o.device, d))
-        die("--device expects cpu or cuda, got '" + o.device + "'");
+        return Status::error("--device expects cpu or cuda, got '" + o.device +
+                             "'");
     } else if (arg == "--output-dir") {
       o.outputDir = value();
-    } else if (arg == "--threads") {
-      o.threads = parseCount(arg, value(), 1);
-    } else if (arg == "--warmup") {
-      o.warmup = parseCount(arg, value(), 0);
-    } else if (arg == "--iterations") {
-      o.iterations = parseCount(arg, value(), 1);
+      if (missing)
+        return needsValue();
+      if (o.outputDir.empty())
+        return Status::error("--output-dir expects a directory, got ''");
+    } else if (arg == "--threads" || arg == "--warmup" ||
+               arg == "--iterations") {
+      const char *v = value();
+      if (missing)
+        return needsValue();
+      int &target = arg == "--threads"  ? o.threads
+                    : arg == "--warmup" ? o.warmup
+                                        : o.iterations;
+      if (Status s = parseCount(arg, v, arg == "--warmup" ? 0 : 1, target); !s)
+        return s;
+    } else if (arg == "--collective-timeout") {
+      const char *v = value();
+      if (missing)
+        return needsValue();
+      if (Status s = parseSeconds(arg, v, o.collectiveTimeout); !s)
+        return s;
     } else if (arg == "--verify") {
       o.verify = "-";
       if (i + 1 < argc && argv[i + 1][0] != '-')
@@ -168,16 +273,16 @@ Options parseArgs(int argc, char **argv) {
     } else if (arg == "--quiet") {
       o.quiet = true;
     } else if (!arg.empty() && arg[0] == '-') {
-      die("unknown option '" + arg + "' (see --help)");
+      return Status::error("unknown option '" + arg + "' (see --help)");
     } else if (o.artifact.empty()) {
       o.artifact = arg;
     } else {
-      die("unexpected argument '" + arg + "' (see --help)");
+      return Status::error("unexpected argument '" + arg + "' (see --help)");
     }
   }
   if (o.artifact.empty())
-    die("no artifact directory given (see --help)");
-  return o;
+    return Status::error("no artifact directory given (see --help)");
+  return Status::success();
 }
 
 std::string describe(const IOSpec &spec) {
@@ -186,8 +291,9 @@ std::string describe(const IOSpec &spec) {
 }
 
 /// Reads the inputs in the artifact's order, with errors naming what was
-/// expected.
-std::vector<HostBuffer> readInputs(const Options &o, const Executable &exe) {
+/// expected (rank 0 does, for every rank).
+Status readInputs(const Options &o, const Executable &exe,
+                  std::vector<HostBuffer> &buffers) {
   std::map<std::string, std::string> given;
   for (const auto &[name, file] : o.inputs) {
     bool known = std::any_of(exe.inputs().begin(), exe.inputs().end(),
@@ -196,27 +302,46 @@ std::vector<HostBuffer> readInputs(const Options &o, const Executable &exe) {
       std::string expected;
       for (const IOSpec &s : exe.inputs())
         expected += (expected.empty() ? "" : ", ") + describe(s);
-      die("the artifact has no input '" + name + "' (inputs: " + expected +
-          ")");
+      return Status::error("the artifact has no input '" + name +
+                           "' (inputs: " + expected + ")");
     }
     given[name] = file;
   }
-  std::vector<HostBuffer> buffers;
   for (const IOSpec &spec : exe.inputs()) {
     auto it = given.find(spec.name);
     if (it == given.end())
-      die("input " + describe(spec) + " was not given: pass --input " +
-          spec.name + "=FILE.npy");
+      return Status::error("input " + describe(spec) +
+                           " was not given: pass --input " + spec.name +
+                           "=FILE.npy");
     HostBuffer buffer;
     if (Status s = readNpy(it->second, buffer); !s)
-      die("input '" + spec.name + "': " + s.message);
+      return Status::error("input '" + spec.name + "': " + s.message);
     if (buffer.dtype != spec.dtype || buffer.shape != spec.shape)
-      die("input '" + spec.name + "' expects " + dtypeName(spec.dtype) + " " +
+      return Status::error(
+          "input '" + spec.name + "' expects " + dtypeName(spec.dtype) + " " +
           formatShape(spec.shape) + " but '" + it->second + "' holds " +
           dtypeName(buffer.dtype) + " " + formatShape(buffer.shape));
     buffers.push_back(std::move(buffer));
   }
-  return buffers;
+  return Status::success();
+}
+
+/// Every rank gets the inputs rank 0 read, as Megatron's broadcast_data
+/// does: all ranks compute on the same data, whatever files they see.
+Status shareInputs(Communicator &world, const Executable &exe,
+                   std::vector<HostBuffer> &buffers) {
+  if (rankId != 0)
+    for (const IOSpec &spec : exe.inputs()) {
+      HostBuffer b;
+      b.dtype = spec.dtype;
+      b.shape = spec.shape;
+      b.bytes.resize(b.view().bytes());
+      buffers.push_back(std::move(b));
+    }
+  for (HostBuffer &b : buffers)
+    if (Status s = broadcastBytes(world, b.bytes.data(), b.bytes.size(), 0); !s)
+      return s;
+  return Status::success();
 }
 
 /// Tokens per run: the element count of the first integer input (token ids).
@@ -224,7 +349,6 @@ int64_t tokensPerRun(const Executable &exe) {
   for (const IOSpec &s : exe.inputs())
     if (s.dtype == DType::I64 || s.dtype == DType::I32)
       return Tensor{nullptr, s.dtype, s.shape}.numel();
-  finalizeCommunication();
   return 0;
 }
 
@@ -244,7 +368,18 @@ int main(int argc, char **argv) {
   }
   rankId = comm->rank();
   rankCount = comm->size();
-  Options o = parseArgs(argc, argv);
+  Options o;
+  stopIfAnyRankFailed(*comm, parseArgs(argc, argv, o));
+  // Options that decide which collectives run must agree, or ranks would
+  // wait in different ones.
+  const std::string rank0Options = allGatherStrings(*comm, o.shared())[0];
+  stopIfAnyRankFailed(
+      *comm, o.shared() == rank0Options
+                 ? Status::success()
+                 : Status::error("options '" + o.shared() +
+                                 "' differ from rank 0's '" + rank0Options +
+                                 "': every rank needs the same options"));
+  setCollectiveTimeout(o.collectiveTimeout);
   if (rankId != 0)
     o.quiet = true;
   cpu::setNumThreads(o.threads);
@@ -297,18 +432,27 @@ int main(int argc, char **argv) {
   Status loaded = Executable::load(
       o.artifact, exe, deviceComm ? deviceComm.get() : comm.get(), device);
   // Every rank validates its own shard; all stop if any failed (no hang).
-  if (anyRankFailed(*comm, !loaded)) {
-    if (!loaded)
-      std::fprintf(stderr, "mp-run: error%s: %s\n",
-                   rankCount > 1
-                       ? (" (rank " + std::to_string(rankId) + ")").c_str()
-                       : "",
-                   loaded.message.c_str());
-    finalizeCommunication();
-    return 1;
-  }
+  stopIfAnyRankFailed(*comm, loaded);
+  // One program on every rank (each loads its own copy of the artifact).
+  const std::string checksum = std::to_string(exe->programChecksum());
+  const std::string rank0Checksum = allGatherStrings(*comm, checksum)[0];
+  stopIfAnyRankFailed(*comm,
+                      checksum == rank0Checksum
+                          ? Status::success()
+                          : Status::error("artifact '" + o.artifact +
+                                          "' holds another program (crc32 " +
+                                          checksum + ") than rank 0's (crc32 " +
+                                          rank0Checksum + ")"));
   double loadSeconds = seconds() - t0;
-  std::vector<HostBuffer> inputBuffers = readInputs(o, *exe);
+  std::vector<HostBuffer> inputBuffers;
+  stopIfAnyRankFailed(*comm, rankId == 0 ? readInputs(o, *exe, inputBuffers)
+                                         : Status::success());
+  if (Status s = shareInputs(*comm, *exe, inputBuffers); !s)
+    abortRun(s.message);
+  // (A test hook: this rank stops responding, as a hung node would.)
+  if (const char *stall = std::getenv("MP_RUN_TEST_STALL_RANK"))
+    if (std::atoi(stall) == rankId && rankCount > 1)
+      std::raise(SIGSTOP);
   std::vector<Tensor> inputs, outputs;
   for (HostBuffer &b : inputBuffers)
     inputs.push_back(b.view());
@@ -384,9 +528,10 @@ int main(int argc, char **argv) {
     mkdir(o.outputDir.c_str(), 0755);
     struct stat st;
     if (stat(o.outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      die("cannot create output directory '" + o.outputDir + "'");
+      abortRun("cannot create output directory '" + o.outputDir + "'");
     for (size_t i = 0; i < outputs.size(); ++i) {
-      std::string path = o.outputDir + "/" + exe->outputs()[i].name + ".npy";
+      std::string path =
+          o.outputDir + "/" + fileNameOf(exe->outputs()[i].name) + ".npy";
       if (Status s = writeNpy(path, outputs[i]); !s)
         abortRun(s.message);
       if (!o.quiet)

@@ -121,6 +121,22 @@ void finalizeCommunication();
 /// `comm`, which must span them all); every rank must call it at the same
 /// point.
 bool anyRankFailed(Communicator &comm, bool failed);
+/// Every rank's `local` string, in rank order, on every rank of the job
+/// (each truncated to 4 KiB); every rank must call it at the same point.
+/// (This and anyRankFailed stop every rank, saying why, when a rank never
+/// arrives: see setCollectiveTimeout.)
+std::vector<std::string> allGatherStrings(Communicator &world,
+                                          const std::string &local);
+/// Copies `bytes` at `data` on rank `root` to every rank of the job.
+Status broadcastBytes(Communicator &world, void *data, size_t bytes, int root);
+
+/// Seconds a collective waits for every rank before it fails with an error
+/// naming the ranks that never arrived (a stopped or dead peer, an
+/// unreachable node) instead of waiting forever; 0 waits forever. The
+/// default is 600 s, PyTorch's NCCL default. (MPI collectives; NCCL ones
+/// are not timed yet.)
+void setCollectiveTimeout(double seconds);
+double collectiveTimeout();
 
 } // namespace mp::rt
 

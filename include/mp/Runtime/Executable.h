@@ -17,7 +17,16 @@
 namespace mp::rt {
 
 /// Version of program.pb this runtime reads.
-constexpr uint32_t kProgramVersion = 1;
+constexpr uint32_t kProgramVersion = 2;
+
+/// program.pb is the serialized Program followed by a trailer: the zlib
+/// crc32 of those bytes (4 bytes, little-endian) and "MPCK", so that a
+/// corrupt program is refused like a corrupt parameter file. `seal` gives
+/// the file's bytes; `unseal` checks them and gives the Program's bytes and
+/// checksum, or why they cannot be trusted (`path` names the file).
+std::string sealProgram(const std::string &programBytes);
+Status unsealProgram(const std::string &file, const std::string &path,
+                     std::string &programBytes, uint32_t &checksum);
 
 struct IOSpec {
   std::string name;
@@ -53,6 +62,8 @@ public:
   size_t numInstructions() const { return steps.size(); }
   /// Multiply-add FLOPs of one run (GEMMs and attention), for throughput.
   double flopsPerRun() const { return flops; }
+  /// The crc32 of the program (every rank of a job must run the same one).
+  uint32_t programChecksum() const { return checksum; }
 
   /// Runs on `inputs` (host memory, in the order of inputs(); dtypes and
   /// shapes must match). `outputs` receives host views (into the arena on
@@ -87,6 +98,7 @@ private:
   std::vector<std::vector<uint8_t>> outputStaging; // device runs only
   int64_t arenaSize = 0, paramBytes = 0;
   double flops = 0;
+  uint32_t checksum = 0;
   bool profiling = false;
   int64_t ranks = 1;
   Communicator *comm = nullptr;

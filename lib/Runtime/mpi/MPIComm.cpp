@@ -3,7 +3,13 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <thread>
 
 namespace mp::rt {
 
@@ -31,6 +37,126 @@ Status check(int rc, const char *what) {
                        " failed: " + std::string(text, len));
 }
 
+/// The tag of roll-call messages: a rank whose collective timed out sends
+/// one to every rank; ranks that are waiting too answer, so the silent ones
+/// are those that never arrived.
+constexpr int kRollCallTag = 0x5eed;
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// Answers the roll calls that reached this rank (it is waiting too).
+void answerRollCalls() {
+  static std::vector<bool> answered;
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  answered.resize(world, false);
+  for (;;) {
+    int pending = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, MPI_COMM_WORLD, &pending, &status);
+    if (!pending)
+      return;
+    char token;
+    MPI_Recv(&token, 1, MPI_BYTE, status.MPI_SOURCE, kRollCallTag,
+             MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (!answered[status.MPI_SOURCE]) {
+      answered[status.MPI_SOURCE] = true;
+      MPI_Request request;
+      MPI_Isend(&token, 1, MPI_BYTE, status.MPI_SOURCE, kRollCallTag,
+                MPI_COMM_WORLD, &request);
+      MPI_Request_free(&request);
+    }
+  }
+}
+
+/// Calls every other rank and lists those that do not answer within a few
+/// seconds (a rank stopped, dead or cut off never answers).
+std::string silentRanks() {
+  int me = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  static char token = 1;
+  for (int r = 0; r < world; ++r)
+    if (r != me) {
+      MPI_Request request;
+      MPI_Isend(&token, 1, MPI_BYTE, r, kRollCallTag, MPI_COMM_WORLD, &request);
+      MPI_Request_free(&request);
+    }
+  std::vector<bool> heard(world, false);
+  heard[me] = true;
+  Clock::time_point start = Clock::now();
+  while (secondsSince(start) < 3.0 &&
+         std::count(heard.begin(), heard.end(), false) > 0) {
+    int pending = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, MPI_COMM_WORLD, &pending, &status);
+    if (!pending) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    char reply;
+    MPI_Recv(&reply, 1, MPI_BYTE, status.MPI_SOURCE, kRollCallTag,
+             MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    heard[status.MPI_SOURCE] = true;
+  }
+  std::string silent;
+  int count = 0;
+  for (int r = 0; r < world; ++r)
+    if (!heard[r]) {
+      silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+      ++count;
+    }
+  if (count == 0)
+    return "every rank answered, so they wait in different collectives (do "
+           "they run the same artifact and options?)";
+  return (count == 1 ? "rank " : "ranks ") + silent +
+         (count == 1 ? " never arrived" : " never arrived") +
+         " (stopped, dead or unreachable)";
+}
+
+/// Waits for `request`, answering roll calls meanwhile; past the collective
+/// timeout, an error naming the ranks that never arrived.
+Status waitFor(MPI_Request &request, const char *what) {
+  const double timeout = collectiveTimeout();
+  Clock::time_point start = Clock::now();
+  for (uint64_t spins = 0;; ++spins) {
+    int done = 0;
+    if (Status s = check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+        !s)
+      return s;
+    if (done)
+      return Status::success();
+    if (spins % 4096 != 4095)
+      continue;
+    answerRollCalls();
+    if (timeout > 0 && secondsSince(start) > timeout) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout);
+      return Status::error(std::string(what) + " did not complete within " +
+                           seconds +
+                           " s (--collective-timeout): " + silentRanks());
+    }
+  }
+}
+
+/// A collective on which a job-wide decision rests: a rank that never
+/// arrives stops every rank, saying why, from here.
+void waitOrStop(MPI_Request &request, const char *what) {
+  if (Status s = waitFor(request, what); !s) {
+    int me = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    std::fprintf(stderr, "mp-run: error (rank %d): %s\n", me,
+                 s.message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::exit(1);
+  }
+}
+
 class MPICommunicator : public Communicator {
 public:
   explicit MPICommunicator(MPI_Comm comm, bool owned = false)
@@ -47,14 +173,22 @@ public:
   const char *backend() const override { return "MPI"; }
 
   Status send(const Tensor &t, int peer) override {
-    return check(MPI_Send(t.data, static_cast<int>(t.bytes()), MPI_BYTE, peer,
-                          /*tag=*/0, comm),
-                 "MPI_Send");
+    MPI_Request request;
+    if (Status s = check(MPI_Isend(t.data, static_cast<int>(t.bytes()),
+                                   MPI_BYTE, peer, /*tag=*/0, comm, &request),
+                         "MPI_Isend");
+        !s)
+      return s;
+    return waitFor(request, "send");
   }
   Status recv(Tensor &t, int peer) override {
-    return check(MPI_Recv(t.data, static_cast<int>(t.bytes()), MPI_BYTE, peer,
-                          /*tag=*/0, comm, MPI_STATUS_IGNORE),
-                 "MPI_Recv");
+    MPI_Request request;
+    if (Status s = check(MPI_Irecv(t.data, static_cast<int>(t.bytes()),
+                                   MPI_BYTE, peer, /*tag=*/0, comm, &request),
+                         "MPI_Irecv");
+        !s)
+      return s;
+    return waitFor(request, "recv");
   }
   Status split(const std::vector<int64_t> &gridShape, int64_t axis,
                std::unique_ptr<Communicator> &out) override {
@@ -83,23 +217,38 @@ protected:
     if (mpiType(dtype) == MPI_DATATYPE_NULL)
       return Status::error(std::string("all_reduce of ") + dtypeName(dtype) +
                            " is not supported");
-    return check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count),
-                               mpiType(dtype), MPI_SUM, comm),
-                 "MPI_Allreduce");
+    MPI_Request request;
+    if (Status s =
+            check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                                 mpiType(dtype), MPI_SUM, comm, &request),
+                  "MPI_Iallreduce");
+        !s)
+      return s;
+    return waitFor(request, "all_reduce");
   }
   Status allGatherRaw(const void *in, void *out, size_t bytes) override {
-    return check(MPI_Allgather(in, static_cast<int>(bytes), MPI_BYTE, out,
-                               static_cast<int>(bytes), MPI_BYTE, comm),
-                 "MPI_Allgather");
+    MPI_Request request;
+    if (Status s = check(MPI_Iallgather(in, static_cast<int>(bytes), MPI_BYTE,
+                                        out, static_cast<int>(bytes), MPI_BYTE,
+                                        comm, &request),
+                         "MPI_Iallgather");
+        !s)
+      return s;
+    return waitFor(request, "all_gather");
   }
   Status reduceScatterRaw(const void *in, void *out, int64_t count,
                           DType dtype) override {
     if (mpiType(dtype) == MPI_DATATYPE_NULL)
       return Status::error(std::string("reduce_scatter of ") +
                            dtypeName(dtype) + " is not supported");
-    return check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count),
-                                          mpiType(dtype), MPI_SUM, comm),
-                 "MPI_Reduce_scatter_block");
+    MPI_Request request;
+    if (Status s = check(
+            MPI_Ireduce_scatter_block(in, out, static_cast<int>(count),
+                                      mpiType(dtype), MPI_SUM, comm, &request),
+            "MPI_Ireduce_scatter_block");
+        !s)
+      return s;
+    return waitFor(request, "reduce_scatter");
   }
 
 private:
@@ -152,8 +301,48 @@ bool anyRankFailed(Communicator &comm, bool failed) {
   if (!started || comm.size() == 1)
     return failed;
   int local = failed ? 1 : 0, any = 0;
-  MPI_Allreduce(&local, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Request request;
+  MPI_Iallreduce(&local, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &request);
+  waitOrStop(request, "the agreement on errors");
   return any != 0;
+}
+
+std::vector<std::string> allGatherStrings(Communicator &comm,
+                                          const std::string &local) {
+  if (!started || comm.size() == 1)
+    return {local};
+  constexpr size_t kRecord = 4096;
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<char> mine(kRecord, '\0'), all(kRecord * world, '\0');
+  std::memcpy(mine.data(), local.data(), std::min(local.size(), kRecord - 1));
+  MPI_Request request;
+  MPI_Iallgather(mine.data(), kRecord, MPI_CHAR, all.data(), kRecord, MPI_CHAR,
+                 MPI_COMM_WORLD, &request);
+  waitOrStop(request, "the exchange of rank states");
+  std::vector<std::string> strings;
+  for (int r = 0; r < world; ++r)
+    strings.emplace_back(all.data() + r * kRecord);
+  return strings;
+}
+
+Status broadcastBytes(Communicator &comm, void *data, size_t bytes, int root) {
+  if (!started || comm.size() == 1)
+    return Status::success();
+  auto *p = static_cast<char *>(data);
+  const size_t chunk = static_cast<size_t>(std::numeric_limits<int>::max());
+  for (size_t offset = 0; offset < bytes; offset += chunk) {
+    MPI_Request request;
+    int count = static_cast<int>(std::min(chunk, bytes - offset));
+    if (Status s = check(MPI_Ibcast(p + offset, count, MPI_BYTE, root,
+                                    MPI_COMM_WORLD, &request),
+                         "MPI_Ibcast");
+        !s)
+      return s;
+    if (Status s = waitFor(request, "broadcast"); !s)
+      return s;
+  }
+  return Status::success();
 }
 
 } // namespace mp::rt

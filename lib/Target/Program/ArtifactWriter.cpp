@@ -15,6 +15,7 @@
 #include "mp/Import/ONNXImporter.h"
 #include "mp/Program/program.pb.h"
 #include "mp/Runtime/Executable.h"
+#include "mp/Runtime/Npy.h"
 #include "mp/Runtime/Safetensors.h"
 #include "mp/Support/DType.h"
 #include "mp/Support/Float16.h"
@@ -584,12 +585,9 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
   std::string bytes;
   if (written && !prog.SerializeToString(&bytes))
     written = rt::Status::error("cannot serialize the program");
-  if (written) {
-    std::ofstream out(tmp / "program.pb", std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush())
-      written = rt::Status::error("cannot write program.pb (disk full?)");
-  }
+  if (written)
+    written = rt::writeFileAtomically((tmp / "program.pb").string(),
+                                      rt::sealProgram(bytes));
   if (!written) {
     cleanup();
     return module.emitError() << written.message;

@@ -1,8 +1,12 @@
 """Copies an artifact and edits the first instruction of one op in its
-program.pb (through program_pb2, generated beside the copy's parent)."""
+program.pb (through program_pb2, generated beside the copy's parent), keeping
+the file's checksum trailer valid, so that the runtime's own checks are what
+refuses the edit."""
 import os
 import shutil
+import struct
 import sys
+import zlib
 
 src, dst, action, spec = sys.argv[1:5]
 sys.path.insert(0, os.path.dirname(dst))
@@ -13,7 +17,9 @@ shutil.copytree(src, dst)
 path = os.path.join(dst, "program.pb")
 prog = program_pb2.Program()
 with open(path, "rb") as f:
-    prog.ParseFromString(f.read())
+    sealed = f.read()
+assert sealed[-4:] == b"MPCK", "program.pb lacks its checksum trailer"
+prog.ParseFromString(sealed[:-8])
 op, _, arg = spec.partition("=")
 inst = next(i for i in prog.instructions if i.op == op)
 if action == "rename_op":
@@ -34,5 +40,6 @@ elif action == "drop_operand":
     inst.operands[int(arg)] = -1
 else:
     sys.exit("unknown action " + action)
-with open(path, "wb") as f:
-    f.write(prog.SerializeToString())
+data = prog.SerializeToString()
+with open(path, "wb") as f:  # sealed again: the runtime checks the crc32
+    f.write(data + struct.pack("<I", zlib.crc32(data)) + b"MPCK")

@@ -106,6 +106,24 @@ TEST(MPIComm, SendAndReceiveAlongTheGroup) {
   }
 }
 
+TEST(MPIComm, EveryRankGetsEveryRanksString) {
+  std::string mine(world->rank() * 3, 'a' + world->rank());
+  std::vector<std::string> all = allGatherStrings(*world, mine);
+  ASSERT_EQ(all.size(), 4u);
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(all[r], std::string(r * 3, 'a' + r));
+  // Long strings are cut to the record size, not overflowed.
+  std::vector<std::string> long_ =
+      allGatherStrings(*world, std::string(10000, 'x'));
+  EXPECT_EQ(long_[3].size(), 4095u);
+}
+
+TEST(MPIComm, BroadcastCopiesRootBytesEverywhere) {
+  std::vector<int64_t> data(1000, world->rank() == 2 ? 7 : -1);
+  ASSERT_TRUE(broadcastBytes(*world, data.data(), data.size() * 8, 2));
+  EXPECT_EQ(data, std::vector<int64_t>(1000, 7));
+}
+
 TEST(MPIComm, SplittingAWrongGridIsAnError) {
   std::unique_ptr<Communicator> group;
   Status s = world->split({3}, 0, group);
