@@ -14,6 +14,7 @@
 #include "mp/Support/Shape.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 namespace mp::rt {
@@ -394,6 +395,9 @@ Status Binder::bindNorm(Executable::Step &step, bool layer) {
   const Tensor x = in(Input), scale = in(Scale);
   const Tensor *bias = layer ? optIn(Bias) : nullptr;
   float eps = static_cast<float>(floatAttr(AttrName::Epsilon));
+  if (!(eps > 0) || !std::isfinite(eps))
+    return fail("epsilon " + std::to_string(floatAttr(AttrName::Epsilon)) +
+                " is not a positive number");
   Tensor o = out();
   Shape expected;
   std::string error;
@@ -441,6 +445,9 @@ Status Binder::bindAttention(Executable::Step &step) {
                static_cast<double>(q.shape[2] * k.shape[2]) *
                static_cast<double>(q.shape[3] + v.shape[3]);
   float scale = static_cast<float>(floatAttr(AttrName::Scale));
+  if (!(scale > 0) || !std::isfinite(scale))
+    return fail("scale " + std::to_string(floatAttr(AttrName::Scale)) +
+                " is not a positive number");
   bool causal = intAttr(AttrName::Causal) != 0;
   std::optional<Tensor> m = mask ? std::optional<Tensor>(*mask) : std::nullopt;
   if (kernels->attentionScratch)

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Binder.h"
+#include "Dataflow.h"
 
 #include "mp/Program/program.pb.h"
 #include "mp/Runtime/Executable.h"
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <new>
 #include <sys/stat.h>
 
 namespace mp::rt {
@@ -108,7 +110,16 @@ static Status syntheticParameters(const program::Program &prog,
     t.shape.assign(p.shape().begin(), p.shape().end());
     if (!parseDType(p.dtype(), t.dtype))
       return Status::error("parameter '" + p.name() + "' has unknown dtype");
-    storage.emplace_back(t.bytes(), '\0');
+    int64_t size = 0;
+    std::string why;
+    if (!tensorBytes(t.shape, t.dtype, size, why))
+      return Status::error("parameter '" + p.name() + "' has " + why);
+    try {
+      storage.emplace_back(static_cast<size_t>(size), '\0');
+    } catch (const std::bad_alloc &) {
+      return Status::error("cannot allocate the " + std::to_string(size) +
+                           " bytes of parameter '" + p.name() + "'");
+    }
     t.data = storage.back().data();
     bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F16 ||
                    t.dtype == DType::BF16;
@@ -268,9 +279,33 @@ Status Executable::load(const std::string &dir,
     return s;
   exe->synthetic = prog.synthetic_weights();
 
+  // Every buffer's size, without overflow, before anything is allocated;
+  // the arena is no larger than its buffers laid end to end.
+  std::vector<int64_t> bufferBytes;
+  int64_t arenaTotal = 0;
+  for (int i = 0; i < prog.buffers_size(); ++i) {
+    const auto &b = prog.buffers(i);
+    DType dtype;
+    std::string why;
+    int64_t bytes = 0;
+    if (!parseDType(b.dtype(), dtype))
+      return Status::error("buffer " + std::to_string(i) +
+                           " has unknown dtype '" + b.dtype() + "'");
+    if (!tensorBytes(std::vector<int64_t>(b.shape().begin(), b.shape().end()),
+                     dtype, bytes, why))
+      return Status::error("buffer " + std::to_string(i) + " has " + why);
+    bufferBytes.push_back(bytes);
+    if (b.kind() == program::Buffer::ARENA)
+      arenaTotal += (bytes + 63) / 64 * 64;
+    if (arenaTotal > kMaxTensorBytes)
+      return Status::error("the program's buffers need more than " +
+                           std::to_string(kMaxTensorBytes) + " bytes");
+  }
   exe->arenaSize = prog.arena_bytes();
-  if (exe->arenaSize < 0)
-    return Status::error("program has a negative arena size");
+  if (exe->arenaSize < 0 || exe->arenaSize > arenaTotal)
+    return Status::error("program arena of " + std::to_string(exe->arenaSize) +
+                         " bytes: its buffers need between 0 and " +
+                         std::to_string(arenaTotal));
   void *arena = nullptr;
   if (Status s = exe->kernels->allocate(exe->arenaSize, &arena); !s)
     return Status::error("cannot allocate the " +
@@ -291,16 +326,12 @@ Status Executable::load(const std::string &dir,
     const auto &b = prog.buffers(i);
     Tensor t;
     std::string where = "buffer " + std::to_string(i);
-    if (!parseDType(b.dtype(), t.dtype))
-      return Status::error(where + " has unknown dtype '" + b.dtype() + "'");
+    parseDType(b.dtype(), t.dtype); // (checked above)
     t.shape.assign(b.shape().begin(), b.shape().end());
-    for (int64_t d : t.shape)
-      if (d < 0)
-        return Status::error(where + " has a negative dimension");
     switch (b.kind()) {
     case program::Buffer::ARENA:
-      if (b.offset() < 0 ||
-          b.offset() + static_cast<int64_t>(t.bytes()) > exe->arenaSize)
+      if (b.offset() < 0 || b.offset() > exe->arenaSize ||
+          bufferBytes[i] > exe->arenaSize - b.offset())
         return Status::error(where + " lies outside the arena");
       t.data = exe->arena + b.offset();
       break;
@@ -355,6 +386,8 @@ Status Executable::load(const std::string &dir,
     if (prog.buffers(id).kind() != program::Buffer::ARENA)
       return Status::error("an input is bound to a non-arena buffer");
 
+  if (Status s = checkDataflow(prog, bufferBytes); !s)
+    return s;
   exe->commScratch.assign(exe->axisComms.size(), 0);
   for (const auto &inst : prog.instructions()) {
     Step step;

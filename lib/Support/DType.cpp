@@ -31,4 +31,22 @@ bool parseDType(const std::string &name, DType &type) {
   return false;
 }
 
+bool tensorBytes(const std::vector<int64_t> &shape, DType type, int64_t &bytes,
+                 std::string &why) {
+  int64_t n = static_cast<int64_t>(dtypeSize(type));
+  for (int64_t d : shape) {
+    if (d < 0) {
+      why = "a negative dimension (" + std::to_string(d) + ")";
+      return false;
+    }
+    if (d != 0 && n > kMaxTensorBytes / d) {
+      why = "more than " + std::to_string(kMaxTensorBytes) + " bytes";
+      return false;
+    }
+    n *= d;
+  }
+  bytes = n;
+  return true;
+}
+
 } // namespace mp

@@ -1,5 +1,6 @@
 //===- ShapeTest.cpp - the ops' shape rules -------------------------------===//
 #include "mp/Support/Shape.h"
+#include "mp/Support/DType.h"
 
 #include <gtest/gtest.h>
 
@@ -88,4 +89,21 @@ TEST(ShapeRules, ShapeOps) {
   EXPECT_FALSE(shape::reshape({2, 8}, {3, 5}, e));
 }
 
+} // namespace
+
+namespace {
+TEST(TensorBytes, SizesWithoutOverflow) {
+  int64_t bytes = 0;
+  std::string why;
+  ASSERT_TRUE(mp::tensorBytes({2, 3}, mp::DType::F32, bytes, why));
+  EXPECT_EQ(bytes, 24);
+  EXPECT_TRUE(
+      mp::tensorBytes({0, int64_t(1) << 62}, mp::DType::F32, bytes, why));
+  EXPECT_EQ(bytes, 0);
+  EXPECT_FALSE(
+      mp::tensorBytes({int64_t(1) << 40, 1 << 10}, mp::DType::F64, bytes, why));
+  EXPECT_NE(why.find("more than"), std::string::npos);
+  EXPECT_FALSE(mp::tensorBytes({-1, 8}, mp::DType::I8, bytes, why));
+  EXPECT_EQ(why, "a negative dimension (-1)");
+}
 } // namespace

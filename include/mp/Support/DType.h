@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mp {
 
@@ -21,6 +22,14 @@ size_t dtypeSize(DType type);
 const char *dtypeName(DType type);
 /// Parses the names dtypeName gives; false if unknown.
 bool parseDType(const std::string &name, DType &type);
+
+/// The most bytes one tensor may have (256 TiB): sizes read from files are
+/// checked against it before anything is allocated or indexed.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
+/// The bytes of a tensor of `shape` and `type`, computed without overflow;
+/// false (and `why` set) for a negative dim or a size past kMaxTensorBytes.
+bool tensorBytes(const std::vector<int64_t> &shape, DType type, int64_t &bytes,
+                 std::string &why);
 
 } // namespace mp
 

@@ -21,8 +21,22 @@ with open(path, "rb") as f:
 assert sealed[-4:] == b"MPCK", "program.pb lacks its checksum trailer"
 prog.ParseFromString(sealed[:-8])
 op, _, arg = spec.partition("=")
-inst = next(i for i in prog.instructions if i.op == op)
-if action == "rename_op":
+index = next(k for k, i in enumerate(prog.instructions) if i.op == op)
+inst = prog.instructions[index]
+if action == "delete_op":
+    del prog.instructions[index]
+elif action == "swap_next":  # with the next instruction
+    following = program_pb2.Instruction()
+    following.CopyFrom(prog.instructions[index + 1])
+    prog.instructions[index + 1].CopyFrom(inst)
+    prog.instructions[index].CopyFrom(following)
+elif action == "place_result_at":  # the result at the offset of arg's result
+    other = next(i for i in prog.instructions if i.op == arg)
+    prog.buffers[inst.results[0]].offset = prog.buffers[other.results[0]].offset
+elif action == "set_float":
+    name, value = arg.split("=")
+    next(a for a in inst.attributes if a.name == name).f = float(value)
+elif action == "rename_op":
     inst.op = arg
 elif action == "drop_attr":
     keep = [a for a in inst.attributes if a.name != arg]
