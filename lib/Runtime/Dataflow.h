@@ -1,4 +1,5 @@
-//===- Dataflow.h - checking a program's use of the arena ---------*- C++ -*-===//
+//===- Dataflow.h - checking a program's use of the arena ---------*- C++
+//-*-===//
 #ifndef MP_LIB_RUNTIME_DATAFLOW_H
 #define MP_LIB_RUNTIME_DATAFLOW_H
 

@@ -552,3 +552,133 @@ TEST(KernelCast, HalfAndBfloatRoundToNearestEven) {
 }
 
 } // namespace
+
+namespace {
+
+/// The float inputs where transcendental kernels go wrong: zeros,
+/// subnormals, the smallest and largest normals, where exp over- and
+/// underflows, where x^2 overflows, infinities and NaN.
+std::vector<float> edgeValues() {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v = {0.0f,
+                          std::numeric_limits<float>::denorm_min(),
+                          1e-40f,
+                          std::numeric_limits<float>::min(),
+                          1e-30f,
+                          1e-7f,
+                          0.5f,
+                          1.0f,
+                          3.0f,
+                          9.5f,
+                          15.5f,
+                          30.0f,
+                          87.0f,
+                          88.8f,
+                          89.5f,
+                          104.0f,
+                          200.0f,
+                          1e10f,
+                          1.9e19f,
+                          1e30f,
+                          std::numeric_limits<float>::max(),
+                          inf};
+  size_t n = v.size();
+  for (size_t i = 0; i < n; ++i)
+    v.push_back(-v[i]);
+  v.push_back(std::numeric_limits<float>::quiet_NaN());
+  return v;
+}
+
+/// The mathematical value in long double (the limit at the infinities, where
+/// the formula would give inf * 0).
+long double refEdge(UnaryKind k, long double x) {
+  const long double inf = std::numeric_limits<long double>::infinity();
+  const long double sqrtHalf = 0.70710678118654752440084436210484903928L;
+  switch (k) {
+  case UnaryKind::Exp: return std::exp(x);
+  case UnaryKind::Log: return std::log(x);
+  case UnaryKind::Sqrt: return std::sqrt(x);
+  case UnaryKind::Rsqrt: return 1.0L / std::sqrt(x);
+  case UnaryKind::Reciprocal: return 1.0L / x;
+  case UnaryKind::Tanh: return std::tanh(x);
+  case UnaryKind::Erf: return std::erf(x);
+  case UnaryKind::Sigmoid: return 1.0L / (1.0L + std::exp(-x));
+  case UnaryKind::Silu: return x == -inf ? -0.0L : x / (1.0L + std::exp(-x));
+  case UnaryKind::Gelu:
+    return x == -inf ? -0.0L : 0.5L * x * std::erfc(-x * sqrtHalf);
+  case UnaryKind::GeluTanh: {
+    if (x == -inf)
+      return -0.0L;
+    long double u =
+        0.79788456080286535587989211986876373L * (x + 0.044715L * x * x * x);
+    return x / (1.0L + std::exp(-2.0L * u));
+  }
+  default: return std::numeric_limits<long double>::quiet_NaN();
+  }
+}
+
+/// Every float transcendental kernel at the edges of the float range, against
+/// long double math: NaN where it is NaN, infinities and zeros exactly,
+/// else within 4 float ulps (relative 5e-7, or 2 subnormal steps).
+TEST(KernelUnary, FloatEdgesAgainstLongDouble) {
+  std::vector<float> xs = edgeValues();
+  Buf x(DType::F32, {int64_t(xs.size())}), y(DType::F32, x.t.shape);
+  std::memcpy(x.t.data, xs.data(), xs.size() * 4);
+  for (UnaryKind k : {UnaryKind::Exp, UnaryKind::Log, UnaryKind::Sqrt,
+                      UnaryKind::Rsqrt, UnaryKind::Reciprocal, UnaryKind::Tanh,
+                      UnaryKind::Erf, UnaryKind::Sigmoid, UnaryKind::Silu,
+                      UnaryKind::Gelu, UnaryKind::GeluTanh}) {
+    ASSERT_TRUE(unary(k, x.t, y.t).ok);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      float got = y.p<float>()[i];
+      float want = static_cast<float>(refEdge(k, xs[i]));
+      std::string what = "kind " + std::to_string(static_cast<int>(k)) +
+                         " at " + std::to_string(xs[i]) + " (" +
+                         std::to_string(i) + ")";
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << what << ": got " << got;
+        continue;
+      }
+      if (std::isinf(want) || want == 0.0f) {
+        EXPECT_EQ(got, want) << what;
+        continue;
+      }
+      EXPECT_LE(std::fabs(got - want),
+                5e-7f * std::fabs(want) +
+                    2 * std::numeric_limits<float>::denorm_min())
+          << what << ": got " << got << ", want " << want;
+    }
+  }
+}
+
+/// The fp64 kernels (libm) at the same edges, and at -inf the limits.
+TEST(KernelUnary, DoubleEdgesAgainstLongDouble) {
+  std::vector<float> xs = edgeValues();
+  Buf x(DType::F64, {int64_t(xs.size())}), y(DType::F64, x.t.shape);
+  for (size_t i = 0; i < xs.size(); ++i)
+    x.p<double>()[i] = xs[i];
+  for (UnaryKind k : {UnaryKind::Erf, UnaryKind::Sigmoid, UnaryKind::Silu,
+                      UnaryKind::Gelu, UnaryKind::GeluTanh, UnaryKind::Tanh}) {
+    ASSERT_TRUE(unary(k, x.t, y.t).ok);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      double got = y.p<double>()[i];
+      double want = static_cast<double>(refEdge(k, xs[i]));
+      std::string what = "kind " + std::to_string(static_cast<int>(k)) +
+                         " at " + std::to_string(xs[i]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << what << ": got " << got;
+        continue;
+      }
+      if (std::isinf(want) || want == 0.0) {
+        EXPECT_EQ(got, want) << what;
+        continue;
+      }
+      EXPECT_LE(std::fabs(got - want),
+                1e-13 * std::fabs(want) +
+                    4 * std::numeric_limits<double>::denorm_min())
+          << what << ": got " << got << ", want " << want;
+    }
+  }
+}
+
+} // namespace

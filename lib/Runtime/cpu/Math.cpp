@@ -3,9 +3,10 @@
 // glibc's expf/tanhf/erff do not vectorize without -ffast-math, so the float
 // activations use branch-free Cephes-style approximations that the compiler
 // turns into SIMD code (max relative error measured over [-16, 16]: exp 8e-8,
-// tanh 1.3e-7, sigmoid 1.9e-7, silu 2.3e-7, erf 1.7e-7, gelu 8.4e-7; gelu_tanh
-// 1.2e-5 only in the far negative tail, from forming x^3 in float). The same
-// exp serves softmax, attention and cross-entropy (detail::expSubSum).
+// tanh 1.3e-7, sigmoid 1.9e-7, silu 2.3e-7, erf 1.7e-7, gelu 8.4e-7). Every
+// finite and infinite input gives the mathematical value (the limit at the
+// infinities), NaN gives NaN (KernelUnary.FloatEdgesAgainstLongDouble). The
+// same exp serves softmax, attention and cross-entropy (detail::expSubSum).
 //
 //===----------------------------------------------------------------------===//
 #include "Common.h"
@@ -83,6 +84,21 @@ inline float sigmoidFast(float x) {
   return x >= 0.0f ? s : e * s;
 }
 
+/// sigmoid(hi + lo) for |lo| << |hi|: e^-|x| = e^-|hi| e^-+lo, so that an
+/// argument known beyond float precision keeps its accuracy in the tail.
+inline float sigmoidSplit(float hi, float lo) {
+  const float e =
+      expFast(-std::fabs(hi)) * (hi >= 0.0f ? 1.0f - lo : 1.0f + lo);
+  const float s = 1.0f / (1.0f + e);
+  return hi >= 0.0f ? s : e * s;
+}
+
+/// x * sigmoid(x) far in the negative tail, where sigmoid(x) = e^x would
+/// underflow before the product does: (x e^(x+64)) e^-64.
+inline float siluTail(float x) {
+  return (x * expFast(x + 64.0f)) * 1.60381089e-28f;
+}
+
 /// erf(t) = t T(t^2) for |t| < 1 (Cephes erff).
 inline float erfSmall(float t) {
   const float z = t * t;
@@ -122,7 +138,11 @@ inline float erfcLarge(float a, float sqHi, float sqLo) {
   return e * q * (ac < 2.0f ? p : r);
 }
 
+/// erf(x); beyond |x| = 10, erf is +-1 in float, and x^2 would overflow
+/// (its low part NaN) past 1.8e19, so the argument is clamped (NaN passes
+/// the compares unchanged).
 inline float erfFast(float x) {
+  x = x > 10.0f ? 10.0f : x < -10.0f ? -10.0f : x;
   const float a = std::fabs(x);
   const float sq = x * x, sqLo = std::fma(x, x, -sq);
   const float large = std::copysign(1.0f - erfcLarge(a, sq, sqLo), x);
@@ -135,8 +155,10 @@ inline float geluErf(float x) {
   const float t = x * -0.70710678118654752f;
   const float a = std::fabs(t);
   const float small = 0.5f * x * (1.0f - erfSmall(t));
-  // t^2 = x^2 / 2, split exactly.
-  const float sq = x * x, sqLo = std::fma(x, x, -sq);
+  // t^2 = x^2 / 2, split exactly; past |x| = 15 erfc(|t|) is 0 in float (x^2
+  // would overflow past 1.8e19), so x is clamped there (NaN passes).
+  const float xc = x > 15.0f ? 15.0f : x < -15.0f ? -15.0f : x;
+  const float sq = xc * xc, sqLo = std::fma(xc, xc, -sq);
   const float ec = erfcLarge(a, 0.5f * sq, 0.5f * sqLo);
   float large = 0.5f * x * (t > 0.0f ? ec : 2.0f - ec);
   large = x < -15.0f ? -0.0f : large; // |result| < 1e-45
@@ -196,14 +218,26 @@ void unaryF32(UnaryKind kind, const float *x, float *y, int64_t n) {
   case UnaryKind::Relu:
     return mapParallel(x, y, n, [](float v) { return v < 0.0f ? 0.0f : v; });
   case UnaryKind::Silu:
-    return mapParallel(x, y, n, [](float v) { return v * sigmoidFast(v); });
+    // (-inf * sigmoid(-inf) would be NaN; the limit is -0.)
+    return mapParallel(x, y, n, [](float v) {
+      const float tail = v < -64.0f ? siluTail(v) : v * sigmoidFast(v);
+      return v == -std::numeric_limits<float>::infinity() ? -0.0f : tail;
+    });
   case UnaryKind::Gelu:
     return mapParallel(x, y, n, [](float v) { return geluErf(v); });
   case UnaryKind::GeluTanh:
     // 0.5 x (1 + tanh(u)) = x * sigmoid(2u): no cancellation for negative x.
+    // 2u formed in double and split, as sigmoid's tail needs it to better
+    // than float precision (from x^3 in float the tail was off by 1e-5).
     return mapParallel(x, y, n, [](float v) {
-      float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-      return v * sigmoidFast(2.0f * u);
+      const double d = v;
+      double w = 1.5957691216057308 * (d + 0.044715 * d * d * d);
+      w = w > 200.0 ? 200.0 : w < -200.0 ? -200.0 : w; // sigmoid saturated
+      const float hi = static_cast<float>(w);
+      const float lo = static_cast<float>(w - hi);
+      return v == -std::numeric_limits<float>::infinity()
+                 ? -0.0f
+                 : v * sigmoidSplit(hi, lo);
     });
   case UnaryKind::Cos:
     return mapAny(x, y, n, [](float v) { return std::cos(v); });
@@ -233,17 +267,26 @@ void unaryF64(UnaryKind kind, const double *x, double *y, int64_t n) {
     return mapAny(x, y, n, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
   case UnaryKind::Relu:
     return mapAny(x, y, n, [](double v) { return v < 0.0 ? 0.0 : v; });
+  // (At -inf, x * (something tending to 0) is NaN; the limits are -0.)
   case UnaryKind::Silu:
-    return mapAny(x, y, n, [](double v) { return v / (1.0 + std::exp(-v)); });
+    return mapAny(x, y, n, [](double v) {
+      return v == -std::numeric_limits<double>::infinity()
+                 ? -0.0
+                 : v / (1.0 + std::exp(-v));
+    });
   case UnaryKind::Gelu:
     return mapAny(x, y, n, [](double v) {
-      return 0.5 * v * std::erfc(v * -0.70710678118654752440);
+      return v == -std::numeric_limits<double>::infinity()
+                 ? -0.0
+                 : 0.5 * v * std::erfc(v * -0.70710678118654752440);
     });
   case UnaryKind::GeluTanh:
     // x * sigmoid(2u), as in fp32: no cancellation for negative x.
     return mapAny(x, y, n, [](double v) {
       double u = 0.79788456080286535588 * (v + 0.044715 * v * v * v);
-      return v / (1.0 + std::exp(-2.0 * u));
+      return v == -std::numeric_limits<double>::infinity()
+                 ? -0.0
+                 : v / (1.0 + std::exp(-2.0 * u));
     });
   case UnaryKind::Cos:
     return mapAny(x, y, n, [](double v) { return std::cos(v); });

@@ -120,6 +120,13 @@ __global__ void unaryKernel(int kind, const T *x, T *o, int64_t n) {
     case cpu::UnaryKind::Cos: r = m_cos(v); break;
     case cpu::UnaryKind::Sin: r = m_sin(v); break;
     }
+    // At -inf, x times a factor tending to 0 is NaN; as on the CPU, the
+    // limit (-0) instead.
+    const bool limit = kind == static_cast<int>(cpu::UnaryKind::Silu) ||
+                       kind == static_cast<int>(cpu::UnaryKind::Gelu) ||
+                       kind == static_cast<int>(cpu::UnaryKind::GeluTanh);
+    if (limit && isinf(v) && v < 0)
+      r = -C(0);
     o[i] = fromC<T>(r);
   }
 }

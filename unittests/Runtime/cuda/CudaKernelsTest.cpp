@@ -93,6 +93,47 @@ TEST_F(CudaKernels, UnaryMatchesCpu) {
   }
 }
 
+/// At the infinities, NaN and the largest floats the activations agree
+/// with the CPU's (its edges are checked against long double math).
+TEST_F(CudaKernels, UnaryEdgesMatchCpu) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> edges = {0.0f,
+                                    -0.0f,
+                                    1e-40f,
+                                    -1e-40f,
+                                    30.0f,
+                                    -30.0f,
+                                    1.9e19f,
+                                    -1.9e19f,
+                                    std::numeric_limits<float>::max(),
+                                    -std::numeric_limits<float>::max(),
+                                    inf,
+                                    -inf,
+                                    std::numeric_limits<float>::quiet_NaN()};
+  const int64_t n = static_cast<int64_t>(edges.size());
+  Pair x(DType::F32, {n}), out(DType::F32, {n}), ref(DType::F32, {n});
+  std::copy(edges.begin(), edges.end(), x.h.as<float>());
+  x.upload();
+  for (auto kind :
+       {cpu::UnaryKind::Exp, cpu::UnaryKind::Tanh, cpu::UnaryKind::Sigmoid,
+        cpu::UnaryKind::Gelu, cpu::UnaryKind::GeluTanh, cpu::UnaryKind::Silu,
+        cpu::UnaryKind::Erf}) {
+    ASSERT_TRUE(cuda::unary(kind, x.d, out.d));
+    ASSERT_TRUE(cpu::unary(kind, x.h, ref.h));
+    std::vector<uint8_t> bytes = out.download();
+    const float *g = reinterpret_cast<const float *>(bytes.data());
+    for (int64_t i = 0; i < n; ++i) {
+      float want = ref.h.as<float>()[i];
+      if (std::isnan(want) || std::isinf(want) || want == 0.0f)
+        EXPECT_TRUE(std::isnan(want) ? std::isnan(g[i]) : g[i] == want)
+            << "kind " << static_cast<int>(kind) << " at " << edges[i]
+            << ": got " << g[i] << ", want " << want;
+      else
+        EXPECT_NEAR(g[i], want, 1e-5 * std::abs(want)) << "at " << edges[i];
+    }
+  }
+}
+
 TEST_F(CudaKernels, LinearFp32MatchesCpu) {
   auto x = random({2, 5, 64}), w = random({64, 48}), wt = random({48, 64}),
        b = random({48});
