@@ -93,6 +93,26 @@ inline float sigmoidSplit(float hi, float lo) {
   return hi >= 0.0f ? s : e * s;
 }
 
+/// sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), with 2u formed in
+/// float-float arithmetic (FMA error terms; it vectorizes, unlike double),
+/// because the tail needs 2u to better than float precision: rounded to
+/// float, 2u = -76 at x = -9.5 is off by 7.6e-6, and so is the result.
+inline float sigmoidSplit2u(float x) {
+  // Past |x| = 100 the sigmoid is 0 or 1 in float; the clamp keeps x^2
+  // finite (NaN passes the compares).
+  const float v = x > 100.0f ? 100.0f : x < -100.0f ? -100.0f : x;
+  const float t = v * v, te = std::fma(v, v, -t);     // v^2 = t + te
+  const float a = 0.0447149985f, al = 1.54614448e-9f; // 0.044715
+  const float p = a * t, pe = std::fma(a, t, -p) + a * te + al * t; // a v^2
+  const float q = 1.0f + p, bb = q - 1.0f;                          // 1 + a v^2
+  const float qe = (1.0f - (q - bb)) + (p - bb) + pe;
+  const float kh = 1.59576917f, kl = -4.53406803e-8f; // 2 sqrt(2/pi)
+  const float m = kh * v, me = std::fma(kh, v, -m) + kl * v;
+  const float r = m * q, re = std::fma(m, q, -r) + m * qe + me * q;
+  const float hi = r + re, lo = re - (hi - r);
+  return sigmoidSplit(hi, lo);
+}
+
 /// x * sigmoid(x) far in the negative tail, where sigmoid(x) = e^x would
 /// underflow before the product does: (x e^(x+64)) e^-64.
 inline float siluTail(float x) {
@@ -227,17 +247,10 @@ void unaryF32(UnaryKind kind, const float *x, float *y, int64_t n) {
     return mapParallel(x, y, n, [](float v) { return geluErf(v); });
   case UnaryKind::GeluTanh:
     // 0.5 x (1 + tanh(u)) = x * sigmoid(2u): no cancellation for negative x.
-    // 2u formed in double and split, as sigmoid's tail needs it to better
-    // than float precision (from x^3 in float the tail was off by 1e-5).
     return mapParallel(x, y, n, [](float v) {
-      const double d = v;
-      double w = 1.5957691216057308 * (d + 0.044715 * d * d * d);
-      w = w > 200.0 ? 200.0 : w < -200.0 ? -200.0 : w; // sigmoid saturated
-      const float hi = static_cast<float>(w);
-      const float lo = static_cast<float>(w - hi);
       return v == -std::numeric_limits<float>::infinity()
                  ? -0.0f
-                 : v * sigmoidSplit(hi, lo);
+                 : v * sigmoidSplit2u(v);
     });
   case UnaryKind::Cos:
     return mapAny(x, y, n, [](float v) { return std::cos(v); });
