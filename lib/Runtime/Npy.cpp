@@ -1,8 +1,11 @@
 //===- Npy.cpp - NumPy .npy files -----------------------------------------===//
 #include "mp/Runtime/Npy.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -78,26 +81,53 @@ Status readNpy(const std::string &path, HostBuffer &out) {
   return Status::success();
 }
 
+/// Flushes the directory holding `path`, so that a rename into it survives
+/// a crash.
+static void syncDirectoryOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  int fd = ::open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
 Status writeFileAtomically(const std::string &path,
                            const std::vector<std::string_view> &pieces) {
   std::string tmp = path + ".tmp." + std::to_string(getpid());
-  bool written;
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return Status::error("cannot write '" + tmp + "'");
-    for (std::string_view piece : pieces)
-      out.write(piece.data(), static_cast<std::streamsize>(piece.size()));
-    written = static_cast<bool>(out.flush());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Status::error("cannot write '" + tmp + "': " + std::strerror(errno));
+  bool written = true;
+  for (std::string_view piece : pieces) {
+    const char *p = piece.data();
+    size_t left = piece.size();
+    while (written && left > 0) {
+      ssize_t n = ::write(fd, p, std::min<size_t>(left, size_t(1) << 30));
+      if (n < 0 && errno == EINTR)
+        continue;
+      written = n > 0;
+      if (written) {
+        p += n;
+        left -= static_cast<size_t>(n);
+      }
+    }
   }
+  // On disk before it gets its name: a crash leaves the old file or the
+  // whole new one, never half of it.
+  written = written && ::fsync(fd) == 0;
+  written = ::close(fd) == 0 && written;
   if (!written) {
+    std::string why = std::strerror(errno);
     std::remove(tmp.c_str());
-    return Status::error("failed writing '" + tmp + "' (disk full?)");
+    return Status::error("failed writing '" + tmp + "': " + why);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     return Status::error("cannot rename '" + tmp + "' to '" + path + "'");
   }
+  syncDirectoryOf(path);
   return Status::success();
 }
 

@@ -30,6 +30,7 @@
 
 #include <zlib.h>
 
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -512,6 +513,13 @@ LogicalResult commitDirectory(const fs::path &tmp, const fs::path &dir,
       fs::rename(old, dir, ec);
     return emitError(loc) << "cannot move the artifact into '" << dir.string()
                           << "': " << ec.message();
+  }
+  // The new name on disk before the old artifact goes (its files were
+  // flushed as they were written).
+  fs::path parent = fs::absolute(dir, ec).parent_path();
+  if (int fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
   }
   if (hadOld)
     fs::remove_all(old, ec);
