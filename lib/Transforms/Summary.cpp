@@ -119,7 +119,34 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     os << "  outside     ";
     outside.print(os);
     os << "\n";
+    summarizeReplicated(module, os);
     os.flush();
+  }
+
+  /// The block linears tensor parallelism left whole (mp.replicated), each
+  /// with why: less parallelism than asked is never silent.
+  void summarizeReplicated(ModuleOp module, llvm::raw_ostream &os) {
+    SmallVector<LinearOp> whole;
+    module.walk([&](LinearOp l) {
+      if (l->hasAttr("mp.replicated"))
+        whole.push_back(l);
+    });
+    if (whole.empty())
+      return;
+    os << "  replicated  " << whole.size() << " block linear"
+       << (whole.size() == 1 ? "" : "s")
+       << " left whole by tensor parallelism:\n";
+    constexpr size_t kShown = 8;
+    for (LinearOp l : ArrayRef(whole).take_front(kShown)) {
+      os << "    ";
+      if (auto weight = l.getWeight().getDefiningOp<GetParamOp>())
+        os << "@" << weight.getName() << ": ";
+      else if (auto name = dyn_cast<NameLoc>(l.getLoc()))
+        os << name.getName() << ": ";
+      os << l->getAttrOfType<StringAttr>("mp.replicated").getValue() << "\n";
+    }
+    if (whole.size() > kShown)
+      os << "    ... and " << whole.size() - kShown << " more\n";
   }
 
   void summarizeFunction(func::FuncOp func, llvm::raw_ostream &os) {

@@ -70,11 +70,20 @@ std::optional<Dims> propagate(Operation *op, const Dims &in) {
   return Dims(mapping->results);
 }
 
+/// Where the split of a linear that stays whole stopped, for telling the
+/// user: the op that could not take it and the dim it came split along.
+struct Stop {
+  Operation *op;
+  Dims dims; // the split of each of its operands (-1: whole)
+};
+
 /// Propagates splits from every linear in `allowed`; returns the linears to
 /// drop (those whose split reaches an op that cannot take it), or an empty
-/// vector when the split is consistent.
+/// vector when the split is consistent. The first stop of each linear
+/// dropped is recorded in `stops`.
 llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
-                        const llvm::BitVector &allowed, Split &split) {
+                        const llvm::BitVector &allowed, Split &split,
+                        llvm::DenseMap<unsigned, Stop> &stops) {
   split = Split();
   llvm::DenseMap<Operation *, unsigned> indexOf;
   for (auto [i, l] : llvm::enumerate(linears))
@@ -83,6 +92,12 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
   auto markResult = [&](Value v, int64_t d, const llvm::BitVector &from) {
     split.dim[v] = d;
     split.origin[v] = from;
+  };
+  auto stopAt = [&](Operation *op, const Dims &dims,
+                    const llvm::BitVector &from) {
+    for (unsigned i : from.set_bits())
+      stops.try_emplace(i, Stop{op, dims});
+    conflict |= from;
   };
 
   for (Operation &op : func.getBody().front()) {
@@ -100,7 +115,7 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
     if (auto linear = dyn_cast<LinearOp>(&op)) {
       if (dims[0] >= 0) {
         if (dims[0] != tensorType(linear.getInput()).getRank() - 1) {
-          conflict |= from;
+          stopAt(&op, dims, from);
           continue;
         }
         split.rows.push_back(linear);
@@ -127,7 +142,7 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
         return r.getType() == splitOp.getResult(0).getType();
       });
       if (!producer || !equal || split.groups.count(producer)) {
-        conflict |= from;
+        stopAt(&op, dims, from);
         continue;
       }
       split.groups[producer] = splitOp.getNumResults();
@@ -138,7 +153,7 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
     std::optional<Dims> results = propagate(&op, dims);
     if (!results) {
       LLVM_DEBUG(llvm::dbgs() << "split stops at " << op << "\n");
-      conflict |= from;
+      stopAt(&op, dims, from);
       continue;
     }
     for (auto [r, d] : llvm::zip(op.getResults(), *results))
@@ -170,6 +185,8 @@ struct TensorParallelPass
   }
 
   LogicalResult parallelize(ModuleOp module, func::FuncOp func);
+  void reportWhole(ArrayRef<LinearOp> linears, const Split &split,
+                   const llvm::DenseMap<unsigned, Stop> &stops);
   LogicalResult checkDivisible(const Split &split);
   LogicalResult shardParam(Value v, int64_t axis, int64_t groups,
                            Operation *user);
@@ -184,6 +201,58 @@ struct TensorParallelPass
   llvm::MapVector<StringAttr, std::pair<int64_t, int64_t>> paramShards;
   llvm::DenseMap<StringAttr, llvm::SmallPtrSet<Operation *, 4>> shardUsers;
 };
+
+/// Why a split stopped at `stop.op`, in the user's terms.
+static std::string describeStop(const Stop &stop) {
+  std::string why;
+  llvm::raw_string_ostream os(why);
+  int64_t dim = *llvm::max_element(stop.dims);
+  os << "its output reaches '" << stop.op->getName() << "'";
+  if (auto name = dyn_cast<NameLoc>(stop.op->getLoc()))
+    os << " ('" << name.getName() << "')";
+  os << " split along dim " << dim << ", ";
+  if (isa<LinearOp>(stop.op)) {
+    os << "which is not that linear's input features";
+    return why;
+  }
+  if (auto rule = dyn_cast<SplitOpInterface>(stop.op);
+      rule && succeeded(rule.propagateSplit(stop.dims))) {
+    os << "where an operand that is whole spans the split (tensor "
+          "parallelism cuts no whole operand)";
+    return why;
+  }
+  os << "which cannot run on that split";
+  return why;
+}
+
+/// A transformer-block linear that stays whole costs the parallelism the
+/// user asked for: a warning says so, naming the op that stopped its split,
+/// and `mp.replicated` records it for the summary.
+void TensorParallelPass::reportWhole(
+    ArrayRef<LinearOp> linears, const Split &split,
+    const llvm::DenseMap<unsigned, Stop> &stops) {
+  llvm::SmallPtrSet<Operation *, 16> splitOnes;
+  for (LinearOp l : split.columns)
+    splitOnes.insert(l);
+  for (LinearOp l : split.rows)
+    splitOnes.insert(l);
+  for (auto [i, linear] : llvm::enumerate(linears)) {
+    if (splitOnes.contains(linear))
+      continue;
+    std::string why = "no split reaches it";
+    Operation *at = nullptr;
+    if (auto stop = stops.find(i); stop != stops.end()) {
+      at = stop->second.op;
+      why = describeStop(stop->second);
+    }
+    linear->setAttr("mp.replicated", StringAttr::get(&getContext(), why));
+    InFlightDiagnostic diag = linear->emitWarning()
+                              << "this linear stays whole (replicated on all "
+                              << static_cast<int64_t>(tp) << " ranks): " << why;
+    if (at)
+      diag.attachNote(at->getLoc()) << "the split stops here";
+  }
+}
 
 LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
   int64_t t = tp;
@@ -364,14 +433,16 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
   });
   llvm::BitVector allowed(linears.size(), true);
   Split split;
+  llvm::DenseMap<unsigned, Stop> stops;
   while (true) {
-    llvm::BitVector conflict = analyze(func, linears, allowed, split);
+    llvm::BitVector conflict = analyze(func, linears, allowed, split, stops);
     if (conflict.none())
       break;
     allowed.reset(conflict);
   }
   if (failed(checkDivisible(split)))
     return failure();
+  reportWhole(linears, split, stops);
 
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());
