@@ -20,6 +20,7 @@
 #include "llvm/Support/Regex.h"
 
 #include <cmath>
+#include <map>
 #include <optional>
 
 #define DEBUG_TYPE "mp-raise"
@@ -375,46 +376,107 @@ static bool matchOnePlus(Value v, llvm::function_ref<bool(Value)> inner) {
          (isSplat(add.getRhs(), 1.0) && inner(add.getLhs()));
 }
 
-/// Matches x * c or x / (1/c) for constant c; returns x.
-static Value matchScaled(Value v, double c) {
-  if (auto mul = v.getDefiningOp<MulOp>()) {
-    if (isSplat(mul.getRhs(), c))
-      return mul.getLhs();
-    if (isSplat(mul.getLhs(), c))
-      return mul.getRhs();
+/// A polynomial in one value x, degree -> coefficient (degrees up to 4).
+using Polynomial = std::map<int, double>;
+
+/// `v` as a polynomial in `x`, when it is one: built from x and constants by
+/// add, sub, mul, div by a constant, neg and pow by a small whole number, in
+/// any association (so x*x*x, x*(x*x) and pow(x, 3) are all x^3).
+static std::optional<Polynomial> polynomialIn(Value v, Value x, int depth = 0) {
+  if (v == x)
+    return Polynomial{{1, 1.0}};
+  if (std::optional<double> c = splatValue(v))
+    return Polynomial{{0, *c}};
+  Operation *op = v.getDefiningOp();
+  if (!op || depth > 12)
+    return std::nullopt;
+  auto operand = [&](int i) {
+    return polynomialIn(op->getOperand(i), x, depth + 1);
+  };
+  auto combine = [](Polynomial a, const Polynomial &b, double sign) {
+    for (auto [d, c] : b)
+      a[d] += sign * c;
+    return a;
+  };
+  auto multiply = [](const Polynomial &a,
+                     const Polynomial &b) -> std::optional<Polynomial> {
+    Polynomial r;
+    for (auto [da, ca] : a)
+      for (auto [db, cb] : b) {
+        if (da + db > 4)
+          return std::nullopt;
+        r[da + db] += ca * cb;
+      }
+    return r;
+  };
+  if (isa<AddOp, SubOp, MulOp>(op)) {
+    std::optional<Polynomial> a = operand(0), b = operand(1);
+    if (!a || !b)
+      return std::nullopt;
+    if (isa<MulOp>(op))
+      return multiply(*a, *b);
+    return combine(*a, *b, isa<AddOp>(op) ? 1.0 : -1.0);
   }
-  if (auto div = v.getDefiningOp<DivOp>())
-    if (isSplat(div.getRhs(), 1.0 / c))
-      return div.getLhs();
-  return Value();
+  if (auto div = dyn_cast<DivOp>(op)) {
+    std::optional<double> c = splatValue(div.getRhs());
+    std::optional<Polynomial> a = operand(0);
+    if (!c || *c == 0 || !a)
+      return std::nullopt;
+    return combine(Polynomial(), *a, 1.0 / *c);
+  }
+  if (isa<NegOp>(op)) {
+    std::optional<Polynomial> a = operand(0);
+    return a ? std::optional(combine(Polynomial(), *a, -1.0)) : std::nullopt;
+  }
+  if (auto pow = dyn_cast<PowOp>(op)) {
+    std::optional<double> e = splatValue(pow.getRhs());
+    std::optional<Polynomial> a = operand(0);
+    if (!e || !a || *e < 1 || *e > 4 || *e != std::floor(*e))
+      return std::nullopt;
+    Polynomial r = *a;
+    for (int k = 1; k < static_cast<int>(*e); ++k) {
+      std::optional<Polynomial> next = multiply(r, *a);
+      if (!next)
+        return std::nullopt;
+      r = *next;
+    }
+    return r;
+  }
+  return std::nullopt;
 }
 
-/// erf(x / sqrt 2): returns x.
-static Value matchErfArg(Value v) {
+/// Whether `p` is exactly `expected` (relative 1e-4 per coefficient).
+static bool isPolynomial(const Polynomial &p, const Polynomial &expected) {
+  for (int d = 0; d <= 4; ++d) {
+    double want = expected.count(d) ? expected.at(d) : 0.0;
+    double got = p.count(d) ? p.at(d) : 0.0;
+    if (std::fabs(got - want) > 1e-4 * std::max(std::fabs(want), 1e-3))
+      return false;
+  }
+  return true;
+}
+
+/// erf(x / sqrt 2), in any spelling of its argument.
+static bool isErfOf(Value v, Value x) {
   auto erf = v.getDefiningOp<ErfOp>();
-  return erf ? matchScaled(erf.getInput(), M_SQRT1_2) : Value();
+  std::optional<Polynomial> p =
+      erf ? polynomialIn(erf.getInput(), x) : std::nullopt;
+  return p && isPolynomial(*p, {{1, M_SQRT1_2}});
 }
 
-/// tanh(sqrt(2/pi) * (x + 0.044715 * x^3)): returns x.
-static Value matchTanhArg(Value v) {
+/// tanh(sqrt(2/pi) (x + 0.044715 x^3)), in any spelling of its argument
+/// (x^3 as pow, x*x*x or x*(x*x); the constant distributed or factored
+/// out, as in sqrt(2/pi) x (1 + 0.044715 x x)).
+static bool isTanhOf(Value v, Value x) {
   auto tanh = v.getDefiningOp<TanhOp>();
-  if (!tanh)
-    return Value();
-  Value inner = matchScaled(tanh.getInput(), std::sqrt(2.0 / M_PI));
-  auto add = inner ? inner.getDefiningOp<AddOp>() : AddOp();
-  if (!add)
-    return Value();
-  for (auto [x, cubic] : {std::pair(add.getLhs(), add.getRhs()),
-                          std::pair(add.getRhs(), add.getLhs())}) {
-    Value cubed = matchScaled(cubic, 0.044715);
-    auto pow = cubed ? cubed.getDefiningOp<PowOp>() : PowOp();
-    if (pow && pow.getLhs() == x && isSplat(pow.getRhs(), 3.0))
-      return x;
-  }
-  return Value();
+  std::optional<Polynomial> p =
+      tanh ? polynomialIn(tanh.getInput(), x) : std::nullopt;
+  const double k = std::sqrt(2.0 / M_PI);
+  return p && isPolynomial(*p, {{1, k}, {3, k * 0.044715}});
 }
 
-/// 0.5 * x * (1 + erf(x / sqrt 2)) and the tanh form, in any association.
+/// 0.5 * x * (1 + erf(x / sqrt 2)) and the tanh form, in any association
+/// of the product and any spelling of the erf or tanh argument.
 struct GeluFromDecomposed : OpRewritePattern<MulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MulOp op,
@@ -425,22 +487,21 @@ struct GeluFromDecomposed : OpRewritePattern<MulOp> {
       return failure();
     if (!takeFactor(factors, [](Value v) { return isSplat(v, 0.5); }))
       return failure();
-    for (GeluApproximation form :
-         {GeluApproximation::none, GeluApproximation::tanh}) {
-      Value x;
-      auto isGate = [&](Value v) {
-        return matchOnePlus(v, [&](Value f) {
-          x = form == GeluApproximation::none ? matchErfArg(f)
-                                              : matchTanhArg(f);
-          return static_cast<bool>(x);
-        });
-      };
-      SmallVector<Value> rest(factors);
-      if (!takeFactor(rest, isGate) || rest.size() != 1 || rest[0] != x ||
-          x.getType() != op.getType())
+    for (auto [x, gate] : {std::pair(factors[0], factors[1]),
+                           std::pair(factors[1], factors[0])}) {
+      if (x.getType() != op.getType())
         continue;
-      rewriter.replaceOpWithNewOp<GeluOp>(op, x, form);
-      return success();
+      for (GeluApproximation form :
+           {GeluApproximation::none, GeluApproximation::tanh}) {
+        bool isGate = matchOnePlus(gate, [&](Value f) {
+          return form == GeluApproximation::none ? isErfOf(f, x)
+                                                 : isTanhOf(f, x);
+        });
+        if (!isGate)
+          continue;
+        rewriter.replaceOpWithNewOp<GeluOp>(op, x, form);
+        return success();
+      }
     }
     return failure();
   }

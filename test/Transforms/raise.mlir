@@ -319,3 +319,50 @@ func.func @shared_queries(%q: tensor<1x2x4x8xf32>, %kt: tensor<3x2x8x6xf32>, %v:
   %o = mp.matmul %p, %v : (tensor<3x2x4x6xf32>, tensor<3x2x6x8xf32>) -> tensor<3x2x4x8xf32>
   return %o : tensor<3x2x4x8xf32>
 }
+
+// -----
+
+// Tests the tanh GELU in other spellings: x^3 as x*x*x with the scale
+// distributed (HF's gelu_new after the exporter), and GPT-NeoX's
+// sqrt(2/pi) * x * (1 + 0.044715 * x * x); and the erf GELU with x / sqrt 2
+// written as x * (1/sqrt 2).
+// CHECK-LABEL: func.func @gelu_spellings
+// CHECK: %[[A:.*]] = mp.gelu %arg0 approximate = tanh : tensor<4xf32>
+// CHECK: %[[B:.*]] = mp.gelu %arg0 approximate = tanh : tensor<4xf32>
+// CHECK: %[[C:.*]] = mp.gelu %arg0 : tensor<4xf32>
+// CHECK: return %[[A]], %[[B]], %[[C]]
+func.func @gelu_spellings(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %half = mp.constant dense<0.5> : tensor<f32>
+  %one = mp.constant dense<1.0> : tensor<f32>
+  %c = mp.constant dense<0.044715> : tensor<f32>
+  %k = mp.constant dense<0.797884583> : tensor<f32>
+  %kc = mp.constant dense<0.0356774069> : tensor<f32>
+  %r2 = mp.constant dense<0.707106769> : tensor<f32>
+  // 0.5 * x * (1 + tanh(k * x + (k * 0.044715) * (x * x * x)))
+  %x2 = mp.mul %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %x3 = mp.mul %x2, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %t1 = mp.mul %x, %k : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %t3 = mp.mul %x3, %kc : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %arg = mp.add %t1, %t3 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %th = mp.tanh %arg : tensor<4xf32>
+  %g = mp.add %one, %th : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  %hx = mp.mul %half, %x : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  %a = mp.mul %hx, %g : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // 0.5 * x * (1 + tanh(k * x * (1 + 0.044715 * x * x)))
+  %y2 = mp.mul %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %cy2 = mp.mul %c, %y2 : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  %inner = mp.add %one, %cy2 : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  %kx = mp.mul %k, %x : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  %arg2 = mp.mul %kx, %inner : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %th2 = mp.tanh %arg2 : tensor<4xf32>
+  %g2 = mp.add %th2, %one : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %xg = mp.mul %x, %g2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %b = mp.mul %xg, %half : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  // x * 0.5 * (1 + erf(x * (1 / sqrt 2)))
+  %e = mp.mul %x, %r2 : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %erf = mp.erf %e : tensor<4xf32>
+  %g3 = mp.add %erf, %one : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %xh = mp.mul %x, %half : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %cc = mp.mul %xh, %g3 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %a, %b, %cc : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
