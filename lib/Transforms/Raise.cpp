@@ -568,14 +568,17 @@ isCausalPattern(DenseElementsAttr attr, int64_t sq, int64_t sk,
   return true;
 }
 
-static bool isCausalBoolMask(Value mask, int64_t sq, int64_t sk) {
+/// A constant causal mask of booleans: true where a key is allowed, or
+/// with `masked`, true where it is masked (masked_fill's condition).
+static bool isCausalBoolMask(Value mask, int64_t sq, int64_t sk,
+                             bool masked = false) {
   DenseElementsAttr attr;
   if (!matchPattern(mask, m_Constant(&attr)) ||
       !attr.getElementType().isInteger(1))
     return false;
   SmallVector<bool> values(attr.getValues<bool>());
   return isCausalPattern(attr, sq, sk, [&](int64_t i) -> std::optional<bool> {
-    return values[i];
+    return values[i] != masked;
   });
 }
 
@@ -613,53 +616,25 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     int64_t sq = tensorType(scores).getDimSize(2);
     int64_t sk = tensorType(scores).getDimSize(3);
 
-    // Masking.
-    bool causal = false;
+    // Masking and scaling, in either order.
+    bool causal = false, scaledMask = false;
     Value mask;
-    if (auto where = scores.getDefiningOp<WhereOp>()) {
-      std::optional<double> fill = splatValue(where.getOnFalse());
-      if (!fill || !isVeryNegative(*fill) ||
-          !isCausalBoolMask(where.getCondition(), sq, sk))
-        return failure();
-      causal = true;
-      scores = where.getOnTrue();
-    } else if (auto add = scores.getDefiningOp<AddOp>()) {
-      for (auto [s, m] : {std::pair(add.getLhs(), add.getRhs()),
-                          std::pair(add.getRhs(), add.getLhs())}) {
-        if (!s.getDefiningOp<MatmulOp>() && !s.getDefiningOp<DivOp>() &&
-            !s.getDefiningOp<MulOp>())
-          continue;
-        scores = s;
-        if (isCausalAdditiveMask(m, sq, sk))
-          causal = true;
-        else
-          mask = m;
-        break;
-      }
-      if (scores == add.getResult())
-        return failure();
-    }
-
-    // Scaling.
     double scale = 1.0;
-    if (auto div = scores.getDefiningOp<DivOp>()) {
-      std::optional<double> c = splatValue(div.getRhs());
-      if (!c || *c <= 0)
-        return failure();
-      scale = 1.0 / *c;
-      scores = div.getLhs();
-    } else if (auto mul = scores.getDefiningOp<MulOp>()) {
-      for (auto [s, c] : {std::pair(mul.getLhs(), mul.getRhs()),
-                          std::pair(mul.getRhs(), mul.getLhs())})
-        if (std::optional<double> v = splatValue(c); v && *v > 0) {
-          scale = *v;
-          scores = s;
-          break;
-        }
-      if (scores == mul.getResult())
-        return failure();
+    bool haveMask = false, haveScale = false;
+    for (int step = 0; step < 2; ++step) {
+      if (!haveMask && peelMask(scores, sq, sk, causal, mask)) {
+        haveMask = true;
+        // Peeled after the scale: added before it, so scaled with the
+        // scores.
+        scaledMask = haveScale && mask;
+        continue;
+      }
+      if (!haveScale && peelScale(scores, scale)) {
+        haveScale = true;
+        continue;
+      }
+      break;
     }
-
     auto qk = scores.getDefiningOp<MatmulOp>();
     if (!qk || tensorType(qk.getLhs()).getRank() != 4 ||
         tensorType(qk.getRhs()).getRank() != 4)
@@ -684,11 +659,82 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     if (!key)
       key = TransposeOp::create(rewriter, op.getLoc(), keySource.source,
                                 rewriter.getDenseI64ArrayAttr(*keySource.perm));
+    // attention adds its mask after scaling; one added before is scaled too.
+    if (scaledMask)
+      mask = MulOp::create(
+          rewriter, op.getLoc(), mask,
+          splatConstant(
+              rewriter, op.getLoc(),
+              RankedTensorType::get({}, tensorType(mask).getElementType()),
+              scale));
     rewriter.replaceOpWithNewOp<AttentionOp>(
         op, query, key, value, mask,
         rewriter.getF32FloatAttr(static_cast<float>(scale)),
         causal ? rewriter.getUnitAttr() : nullptr);
     return success();
+  }
+
+  /// The operands a mask is applied to: the product, or it scaled.
+  static bool isScores(Value v) {
+    return v.getDefiningOp<MatmulOp>() || v.getDefiningOp<DivOp>() ||
+           v.getDefiningOp<MulOp>();
+  }
+
+  /// Peels a mask off `scores`: where(allowed, scores, -inf),
+  /// where(masked, -inf, scores) (masked_fill), or scores + mask (causal
+  /// when it is a constant causal pattern).
+  static bool peelMask(Value &scores, int64_t sq, int64_t sk, bool &causal,
+                       Value &mask) {
+    if (auto where = scores.getDefiningOp<WhereOp>()) {
+      for (bool masked : {false, true}) {
+        Value kept = masked ? where.getOnFalse() : where.getOnTrue();
+        std::optional<double> fill =
+            splatValue(masked ? where.getOnTrue() : where.getOnFalse());
+        if (fill && isVeryNegative(*fill) &&
+            isCausalBoolMask(where.getCondition(), sq, sk, masked)) {
+          causal = true;
+          scores = kept;
+          return true;
+        }
+      }
+      return false;
+    }
+    auto add = scores.getDefiningOp<AddOp>();
+    if (!add)
+      return false;
+    for (auto [s, m] : {std::pair(add.getLhs(), add.getRhs()),
+                        std::pair(add.getRhs(), add.getLhs())}) {
+      if (!isScores(s))
+        continue;
+      scores = s;
+      if (isCausalAdditiveMask(m, sq, sk))
+        causal = true;
+      else
+        mask = m;
+      return true;
+    }
+    return false;
+  }
+
+  /// Peels a positive constant scale off `scores` (x / c or x * c).
+  static bool peelScale(Value &scores, double &scale) {
+    if (auto div = scores.getDefiningOp<DivOp>()) {
+      std::optional<double> c = splatValue(div.getRhs());
+      if (!c || *c <= 0)
+        return false;
+      scale = 1.0 / *c;
+      scores = div.getLhs();
+      return true;
+    }
+    if (auto mul = scores.getDefiningOp<MulOp>())
+      for (auto [s, c] : {std::pair(mul.getLhs(), mul.getRhs()),
+                          std::pair(mul.getRhs(), mul.getLhs())})
+        if (std::optional<double> v = splatValue(c); v && *v > 0) {
+          scale = *v;
+          scores = s;
+          return true;
+        }
+    return false;
   }
 
   /// K given Kᵀ (the transpose of the last two dims): a value that is K,

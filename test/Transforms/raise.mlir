@@ -366,3 +366,41 @@ func.func @gelu_spellings(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, t
   %cc = mp.mul %xh, %g3 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %a, %b, %cc : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Tests GPT-NeoX's masking: scores scaled first, then masked_fill(mask,
+// -inf) (where with the masked positions as its condition and the fill as
+// its first value).
+// CHECK-LABEL: func.func @attention_masked_fill
+// CHECK: mp.attention %arg0, %{{.*}}, %arg2 {causal, scale = 0.353553385 : f32}
+// CHECK-NOT: mp.softmax
+func.func @attention_masked_fill(%q: tensor<1x2x3x8xf32>, %kt: tensor<1x2x8x3xf32>, %v: tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32> {
+  %s = mp.matmul %q, %kt : (tensor<1x2x3x8xf32>, tensor<1x2x8x3xf32>) -> tensor<1x2x3x3xf32>
+  %c = mp.constant dense<0.353553385> : tensor<f32>
+  %d = mp.mul %s, %c : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %m = mp.constant dense<[[false, true, true], [false, false, true], [false, false, false]]> : tensor<3x3xi1>
+  %n = mp.constant dense<0xFF800000> : tensor<f32>
+  %w = mp.where %m, %n, %d : (tensor<3x3xi1>, tensor<f32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %p = mp.softmax %w {axis = -1 : i64} : tensor<1x2x3x3xf32>
+  %o = mp.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32>
+  return %o : tensor<1x2x3x8xf32>
+}
+
+// -----
+
+// Tests an additive (padding) mask added before the scaling: attention adds
+// its mask after scaling, so the mask is scaled with the scores.
+// CHECK-LABEL: func.func @attention_mask_before_scale
+// CHECK: %[[S:.*]] = mp.constant dense<1.250000e-01> : tensor<f32>
+// CHECK: %[[M:.*]] = mp.mul %arg3, %[[S]]
+// CHECK: mp.attention %arg0, %{{.*}}, %arg2, %[[M]] {scale = 1.250000e-01 : f32}
+func.func @attention_mask_before_scale(%q: tensor<1x2x3x8xf32>, %kt: tensor<1x2x8x3xf32>, %v: tensor<1x2x3x8xf32>, %mask: tensor<1x1x1x3xf32>) -> tensor<1x2x3x8xf32> {
+  %s = mp.matmul %q, %kt : (tensor<1x2x3x8xf32>, tensor<1x2x8x3xf32>) -> tensor<1x2x3x3xf32>
+  %a = mp.add %s, %mask : (tensor<1x2x3x3xf32>, tensor<1x1x1x3xf32>) -> tensor<1x2x3x3xf32>
+  %c = mp.constant dense<8.0> : tensor<f32>
+  %d = mp.div %a, %c : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %p = mp.softmax %d {axis = 3 : i64} : tensor<1x2x3x3xf32>
+  %o = mp.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32>
+  return %o : tensor<1x2x3x8xf32>
+}
