@@ -7,6 +7,7 @@
 // each op of a repeated transformer block with its layer index.
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Analysis/Layers.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/Shape.h"
 #include "mp/Transforms/Passes.h"
@@ -17,7 +18,6 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/Debug.h"
-#include "llvm/Support/Regex.h"
 
 #include <cmath>
 #include <map>
@@ -762,47 +762,6 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
 };
 
 //===----------------------------------------------------------------------===//
-// Layer indices
-//===----------------------------------------------------------------------===//
-
-/// Extracts a block index from names like "/h.3/attn/MatMul",
-/// "model.layers.3.mlp.up_proj.weight" or "/encoder/layer.3/...".
-static std::optional<int64_t> layerFromName(StringRef name) {
-  static llvm::Regex pattern(
-      "(^|[/._])(h|layer|layers|block|blocks)[._]([0-9]+)([/._]|$)");
-  SmallVector<StringRef> groups;
-  if (!pattern.match(name, &groups))
-    return std::nullopt;
-  int64_t layer;
-  if (groups[3].getAsInteger(10, layer))
-    return std::nullopt;
-  return layer;
-}
-
-static std::optional<int64_t> layerFromLoc(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return layerFromName(name.getName());
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (auto layer = layerFromLoc(inner))
-        return layer;
-  return std::nullopt;
-}
-
-/// The layer of an op: its ONNX node name, else the parameters it reads.
-static std::optional<int64_t> layerOf(Operation *op) {
-  if (auto layer = layerFromLoc(op->getLoc()))
-    return layer;
-  if (auto get = dyn_cast<GetParamOp>(op))
-    return layerFromName(get.getName());
-  for (Value operand : op->getOperands())
-    if (auto get = operand.getDefiningOp<GetParamOp>())
-      if (auto layer = layerFromName(get.getName()))
-        return layer;
-  return std::nullopt;
-}
-
-//===----------------------------------------------------------------------===//
 // Pass
 //===----------------------------------------------------------------------===//
 
@@ -818,18 +777,8 @@ struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
       getOperation().emitError("mp-raise did not converge");
       return signalPassFailure();
     }
-    tagLayers();
-  }
-
-  void tagLayers() {
-    Builder b(&getContext());
-    getOperation().walk([&](Operation *op) {
-      if (op->getDialect() != op->getContext()->getLoadedDialect<MPDialect>() ||
-          isa<ParamOp>(op))
-        return;
-      if (std::optional<int64_t> layer = layerOf(op))
-        op->setAttr(MPDialect::getLayerAttrName(), b.getI64IntegerAttr(*layer));
-    });
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      tagLayers(func);
   }
 };
 
