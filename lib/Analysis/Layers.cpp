@@ -92,7 +92,8 @@ static bool isSelfAttention(AttentionOp a) {
 // of the first residual add its result reaches; the block then follows the
 // residual stream through further residual adds (the MLP's; a parallel
 // residual's second add) and norms (post-LN) until the next self-attention.
-SmallVector<std::pair<int64_t, int64_t>> mp::findTransformerBlocks(Block &body) {
+SmallVector<std::pair<int64_t, int64_t>>
+mp::findTransformerBlocks(Block &body) {
   llvm::DenseMap<Operation *, int64_t> pos;
   SmallVector<AttentionOp> attentions;
   for (auto [i, op] : llvm::enumerate(body.without_terminator())) {

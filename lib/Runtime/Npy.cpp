@@ -1,13 +1,17 @@
 //===- Npy.cpp - NumPy .npy files -----------------------------------------===//
 #include "mp/Runtime/Npy.h"
 
+#include "mp/Support/Shape.h"
+
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace mp::rt {
@@ -19,36 +23,89 @@ static const struct {
                {"<i8", DType::I64},  {"<i4", DType::I32}, {"|i1", DType::I8},
                {"|b1", DType::Bool}, {"|u1", DType::Bool}};
 
-static std::string header(const std::string &text, const std::string &key) {
-  size_t k = text.find("'" + key + "'");
-  if (k == std::string::npos)
-    return "";
-  size_t colon = text.find(':', k);
-  return colon == std::string::npos ? "" : text.substr(colon + 1);
+/// The value of `key` in a .npy header dict ("{'descr': '<f4', ...}"): the
+/// text after its colon; empty when the key is absent.
+static std::string_view headerValue(std::string_view text,
+                                    std::string_view key) {
+  std::string quoted = "'" + std::string(key) + "'";
+  size_t k = text.find(quoted);
+  if (k == std::string_view::npos)
+    return {};
+  size_t colon = text.find(':', k + quoted.size());
+  return colon == std::string_view::npos ? std::string_view()
+                                         : text.substr(colon + 1);
 }
 
-Status readNpy(const std::string &path, HostBuffer &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error("cannot open '" + path + "'");
-  char magic[8];
-  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
-    return Status::error("'" + path + "' is not a .npy file");
-  uint32_t headerLen = 0;
-  if (magic[6] == 1) {
-    uint16_t len;
-    in.read(reinterpret_cast<char *>(&len), 2);
-    headerLen = len;
-  } else {
-    in.read(reinterpret_cast<char *>(&headerLen), 4);
-  }
-  std::string text(headerLen, '\0');
-  if (!in.read(text.data(), headerLen))
-    return Status::error("'" + path + "' has a truncated header");
+static std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
 
-  std::string descr = header(text, "descr");
-  size_t q1 = descr.find('\''), q2 = descr.find('\'', q1 + 1);
-  descr = q1 == std::string::npos ? "" : descr.substr(q1 + 1, q2 - q1 - 1);
+/// A shape tuple "(2, 8)", "(8,)" or "()"; false for anything else (a list,
+/// a negative or non-numeric dim, one past int64).
+static bool parseShapeTuple(std::string_view text, std::vector<int64_t> &shape,
+                            std::string &why) {
+  text = trimmed(text);
+  size_t close = text.find(')');
+  if (text.empty() || text.front() != '(' || close == std::string_view::npos) {
+    why = "has a shape that is not a tuple like (2, 8)";
+    return false;
+  }
+  std::string_view inner = text.substr(1, close - 1);
+  shape.clear();
+  while (!trimmed(inner).empty()) {
+    size_t comma = inner.find(',');
+    std::string_view dim = trimmed(inner.substr(0, comma));
+    int64_t value = -1;
+    auto [end, ec] =
+        std::from_chars(dim.data(), dim.data() + dim.size(), value);
+    if (dim.empty() || ec != std::errc() || end != dim.data() + dim.size() ||
+        value < 0) {
+      why = "has a shape dimension '" + std::string(dim) +
+            "' that is not a non-negative 64-bit integer";
+      return false;
+    }
+    shape.push_back(value);
+    if (comma == std::string_view::npos)
+      break;
+    inner.remove_prefix(comma + 1);
+  }
+  return true;
+}
+
+Status decodeNpy(std::string_view file, const std::string &name,
+                 HostBuffer &out) {
+  auto bad = [&](const std::string &why) {
+    return Status::error("'" + name + "' " + why);
+  };
+  if (file.size() < 10 || file.substr(0, 6) != std::string_view("\x93NUMPY", 6))
+    return bad("is not a .npy file");
+  const unsigned char version = static_cast<unsigned char>(file[6]);
+  if (version < 1 || version > 3)
+    return bad("is .npy format version " + std::to_string(version) +
+               " (1 to 3 are read)");
+  size_t lengthBytes = version == 1 ? 2 : 4;
+  if (file.size() < 8 + lengthBytes)
+    return bad("has a truncated header");
+  uint32_t headerLen = 0;
+  for (size_t i = 0; i < lengthBytes; ++i)
+    headerLen |= uint32_t(static_cast<unsigned char>(file[8 + i])) << (8 * i);
+  size_t dataOffset = 8 + lengthBytes;
+  if (file.size() - dataOffset < headerLen)
+    return bad("has a truncated header");
+  std::string_view text = file.substr(dataOffset, headerLen);
+  dataOffset += headerLen;
+
+  std::string_view descrValue = trimmed(headerValue(text, "descr"));
+  std::string descr;
+  if (descrValue.size() >= 2 && descrValue.front() == '\'') {
+    size_t q2 = descrValue.find('\'', 1);
+    if (q2 != std::string_view::npos)
+      descr = std::string(descrValue.substr(1, q2 - 1));
+  }
   bool known = false;
   for (const auto &d : kDescrs)
     if (descr == d.descr) {
@@ -56,29 +113,72 @@ Status readNpy(const std::string &path, HostBuffer &out) {
       known = true;
     }
   if (!known)
-    return Status::error("'" + path + "' has unsupported dtype '" + descr +
-                         "' (expected <f4, <f8, <f2, <i8, <i4, |i1 or |b1)");
-  if (header(text, "fortran_order").find("True") <
-      header(text, "fortran_order").find(','))
-    return Status::error("'" + path +
-                         "' is in Fortran order; save it with "
-                         "numpy.ascontiguousarray first");
-  std::string shapeText = header(text, "shape");
-  size_t open = shapeText.find('('), close = shapeText.find(')');
-  out.shape.clear();
-  std::stringstream dims(shapeText.substr(open + 1, close - open - 1));
-  std::string dim;
-  while (std::getline(dims, dim, ','))
-    if (dim.find_first_of("0123456789") != std::string::npos)
-      out.shape.push_back(std::stoll(dim));
-  size_t bytes =
-      static_cast<size_t>(Tensor{nullptr, out.dtype, out.shape}.numel()) *
-      dtypeSize(out.dtype);
-  out.bytes.resize(bytes);
-  if (!in.read(reinterpret_cast<char *>(out.bytes.data()), bytes))
-    return Status::error("'" + path + "' holds fewer than the " +
-                         std::to_string(bytes) + " bytes its shape needs");
+    return bad("has unsupported dtype '" + descr +
+               "' (expected <f4, <f8, <f2, <i8, <i4, |i1 or |b1)");
+  std::string_view order = trimmed(headerValue(text, "fortran_order"));
+  if (order.substr(0, 4) == "True")
+    return bad("is in Fortran order; save it with numpy.ascontiguousarray "
+               "first");
+  if (order.substr(0, 5) != "False")
+    return bad("has no fortran_order: False in its header");
+  std::string why;
+  if (!parseShapeTuple(headerValue(text, "shape"), out.shape, why))
+    return bad(why);
+  int64_t bytes = 0;
+  if (!tensorBytes(out.shape, out.dtype, bytes, why))
+    return bad("has shape " + formatShape(out.shape) + ": " + why);
+  const size_t available = file.size() - dataOffset;
+  if (available != static_cast<size_t>(bytes))
+    return bad("holds " + std::to_string(available) +
+               " bytes of data but its shape " + formatShape(out.shape) +
+               " needs " + std::to_string(bytes));
+  const auto *data =
+      reinterpret_cast<const uint8_t *>(file.data() + dataOffset);
+  out.bytes.assign(data, data + bytes);
   return Status::success();
+}
+
+Status readWholeFile(const std::string &path, std::string &bytes,
+                     int64_t maxBytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::error("'" + path +
+                         "' is not a regular file (a directory, device or "
+                         "pipe?)");
+  }
+  if (st.st_size > maxBytes) {
+    ::close(fd);
+    return Status::error("'" + path + "' is " + std::to_string(st.st_size) +
+                         " bytes, more than the " + std::to_string(maxBytes) +
+                         " read here");
+  }
+  bytes.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      ::close(fd);
+      return Status::error(
+          "cannot read '" + path + "': " +
+          (n == 0 ? "it shrank while being read" : std::strerror(errno)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::success();
+}
+
+Status readNpy(const std::string &path, HostBuffer &out) {
+  std::string file;
+  if (Status s = readWholeFile(path, file); !s)
+    return s;
+  return decodeNpy(file, path, out);
 }
 
 /// Flushes the directory holding `path`, so that a rename into it survives

@@ -21,6 +21,14 @@ int64_t numElements(const Shape &shape) {
   return n;
 }
 
+std::optional<int64_t> checkedNumElements(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return std::nullopt;
+  return n;
+}
+
 bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
   size_t rank = std::max(a.size(), b.size());
   Shape result(rank, 1);

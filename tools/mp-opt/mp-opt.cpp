@@ -24,6 +24,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -93,6 +94,12 @@ static OwningOpRef<ModuleOp> importModel(StringRef path, MLIRContext &context) {
     return nullptr;
   }
   options.shapeOnly = shapeOnly;
+  if (paramPreview < 0) {
+    llvm::errs() << "error: --mp-param-preview: " << paramPreview
+                 << " is negative (give the number of leading values to "
+                    "record, 0 for none)\n";
+    return nullptr;
+  }
   options.paramPreview = paramPreview;
   return mp::importONNXFile(path, &context, options);
 }
@@ -261,6 +268,18 @@ int main(int argc, char **argv) {
     for (const std::string &op : mp::getSupportedONNXOps())
       llvm::outs() << op << "\n";
     return 0;
+  }
+  if (artifactDir.getNumOccurrences() && artifactDir.empty()) {
+    llvm::errs() << "error: --artifact needs a directory\n";
+    return 1;
+  }
+  // Inputs are read whole: a device or pipe (/dev/zero) would never end.
+  if (inputFilename != "-" && llvm::sys::fs::exists(inputFilename) &&
+      !llvm::sys::fs::is_regular_file(inputFilename) &&
+      !llvm::sys::fs::is_directory(inputFilename)) {
+    llvm::errs() << "error: '" << inputFilename
+                 << "' is not a regular file (a device or pipe?)\n";
+    return 1;
   }
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
   // MLIR input without an artifact: mlir-opt's own driver

@@ -68,8 +68,61 @@ TEST(Npy, ErrorsNameTheFile) {
   }
   std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() - 20);
   s = readNpy(path, out);
-  EXPECT_NE(s.message.find("holds fewer than the 24 bytes"), std::string::npos)
+  EXPECT_NE(s.message.find("holds 4 bytes of data but its shape 2x3 needs 24"),
+            std::string::npos)
       << s.message;
+  s = readNpy("/dev/zero", out);
+  EXPECT_NE(s.message.find("is not a regular file"), std::string::npos)
+      << s.message;
+}
+
+/// A version-1 .npy file with header dict `dict` and `data` bytes of data.
+static std::string npyFile(const std::string &dict, size_t data) {
+  std::string header = dict;
+  while ((10 + header.size() + 1) % 16)
+    header += ' ';
+  header += '\n';
+  std::string file = std::string("\x93NUMPY\x01\x00", 8);
+  file += static_cast<char>(header.size() & 0xff);
+  file += static_cast<char>(header.size() >> 8);
+  return file + header + std::string(data, '\0');
+}
+
+TEST(Npy, HostileHeadersAreErrors) {
+  auto decode = [](const std::string &shape, size_t data = 128) {
+    HostBuffer out;
+    Status s = decodeNpy(npyFile("{'descr': '<i8', 'fortran_order': False, "
+                                 "'shape': " +
+                                     shape + ", }",
+                                 data),
+                         "x.npy", out);
+    return s ? std::string("ok") : s.message;
+  };
+  EXPECT_EQ(decode("(2, 8)"), "ok");
+  EXPECT_EQ(decode("(16,)"), "ok");
+  EXPECT_EQ(decode("()", 8), "ok");
+  EXPECT_NE(
+      decode("(-1, 8)").find("shape dimension '-1' that is not a non-negative"),
+      std::string::npos);
+  EXPECT_NE(decode("(1125899906842624, 8)").find("more than"),
+            std::string::npos);
+  EXPECT_NE(decode("(99999999999999999999, 8)").find("not a non-negative"),
+            std::string::npos);
+  EXPECT_NE(decode("[2, 8]").find("not a tuple"), std::string::npos);
+  EXPECT_NE(decode("(2, x)").find("dimension 'x'"), std::string::npos);
+  EXPECT_NE(decode("(2, 8)", 200).find("holds 200 bytes of data"),
+            std::string::npos);
+  HostBuffer out;
+  std::string file = npyFile("{'descr': '<f4', 'fortran_order': False, "
+                             "'shape': (2,), }",
+                             8);
+  file[6] = 9;
+  EXPECT_NE(decodeNpy(file, "x.npy", out).message.find("version 9"),
+            std::string::npos);
+  file[6] = 1;
+  EXPECT_NE(decodeNpy(file.substr(0, 20), "x.npy", out)
+                .message.find("truncated header"),
+            std::string::npos);
 }
 
 TEST(Safetensors, RoundTripAndCorruption) {

@@ -1,5 +1,4 @@
-//===- Npy.h - NumPy .npy files -----------------------------------*- C++
-//-*-===//
+//===- Npy.h - NumPy .npy files and whole-file I/O -------------*- C++ -*-===//
 #ifndef MP_RUNTIME_NPY_H
 #define MP_RUNTIME_NPY_H
 
@@ -22,6 +21,16 @@ struct HostBuffer {
 
 /// Reads a C-order .npy file (versions 1-3) of a supported dtype.
 Status readNpy(const std::string &path, HostBuffer &out);
+/// The same for the bytes of a whole .npy file; `name` is for messages.
+/// Every header field is checked (a tuple of non-negative int64 dims, a size
+/// within kMaxTensorBytes that the data matches exactly) before anything is
+/// allocated.
+Status decodeNpy(std::string_view file, const std::string &name,
+                 HostBuffer &out);
+/// Reads the regular file `path` whole (not a device or pipe, at most
+/// `maxBytes`).
+Status readWholeFile(const std::string &path, std::string &bytes,
+                     int64_t maxBytes = kMaxTensorBytes);
 /// Writes a .npy file (via a temporary file renamed into place).
 Status writeNpy(const std::string &path, const Tensor &tensor);
 

@@ -23,6 +23,9 @@ using Shape = std::vector<int64_t>;
 std::string formatShape(const Shape &shape);
 /// The product of the dims (1 for a scalar).
 int64_t numElements(const Shape &shape);
+/// The product of the dims; nullopt when a dim is negative or the product
+/// overflows int64 (shapes read from files, before anything is allocated).
+std::optional<int64_t> checkedNumElements(const Shape &shape);
 /// The numpy broadcast of two shapes; false when they do not broadcast.
 /// (`out` may alias `a` or `b`.)
 bool broadcastShapes(const Shape &a, const Shape &b, Shape &out);

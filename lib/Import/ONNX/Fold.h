@@ -14,6 +14,8 @@
 
 #include "HostTensor.h"
 
+#include "mp/Support/IntegerArithmetic.h"
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -60,10 +62,13 @@ struct Folder {
   bool elementwise(DType outType,
                    const std::function<double(double, double)> &fd,
                    const std::function<int64_t(int64_t, int64_t)> &fi);
-  /// `f` on every element of input 0, keeping its type.
-  bool unary(const std::function<double(double)> &f);
-  /// Appends a tensor of `shape` whose element i is `src`'s `source(i)`.
-  void gatherInto(const HostTensor &src, const std::vector<int64_t> &shape,
+  /// `f` on every element of input 0, keeping its type; `fi` instead on
+  /// integers where given (exact beyond 2^53).
+  bool unary(const std::function<double(double)> &f,
+             const std::function<int64_t(int64_t)> &fi = nullptr);
+  /// Appends a tensor of `shape` whose element i is `src`'s `source(i)`;
+  /// false when a tensor of `shape` cannot be held.
+  bool gatherInto(const HostTensor &src, const std::vector<int64_t> &shape,
                   const std::function<int64_t(int64_t)> &source);
   /// Appends `src` with a new shape of the same number of elements.
   bool reshapeTo(const HostTensor &src, std::vector<int64_t> shape);
@@ -76,9 +81,11 @@ std::vector<int64_t> intsOf(const HostTensor &t);
 int64_t broadcastIndex(int64_t outIndex, const std::vector<int64_t> &outShape,
                        const std::vector<int64_t> &inShape);
 
-/// An elementwise binary op whose result has the first operand's type.
-template <template <typename> class Fn> bool foldArithmetic(Folder &f) {
-  return f.elementwise(f.input(0).dtype, Fn<double>(), Fn<int64_t>());
+/// An elementwise binary op whose result has the first operand's type: `Fn`
+/// on floats, `Int` (the runtime's wrapping arithmetic) on integers.
+template <template <typename> class Fn, int64_t (*Int)(int64_t, int64_t)>
+bool foldArithmetic(Folder &f) {
+  return f.elementwise(f.input(0).dtype, Fn<double>(), Int);
 }
 /// An elementwise comparison (a bool result).
 template <template <typename> class Fn> bool foldComparison(Folder &f) {

@@ -14,6 +14,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <sstream>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -50,7 +52,8 @@ bool Folder::elementwise(DType outType,
   HostTensor r;
   r.dtype = outType;
   r.shape = shape;
-  r.allocate();
+  if (!r.allocate(error))
+    return false;
   bool useFloat = input(0).isFloat() || input(1).isFloat();
   for (int64_t i = 0; i < r.numElements(); ++i) {
     int64_t a = broadcastIndex(i, shape, input(0).shape);
@@ -58,16 +61,21 @@ bool Folder::elementwise(DType outType,
     if (useFloat || !fi)
       r.set(i, fd(input(0).getDouble(a), input(1).getDouble(b)));
     else
-      r.ints[i] = fi(input(0).ints[a], input(1).ints[b]);
+      r.setInt(i, fi(input(0).ints[a], input(1).ints[b]));
   }
   out.push_back(std::move(r));
   return true;
 }
 
-bool Folder::unary(const std::function<double(double)> &f) {
+bool Folder::unary(const std::function<double(double)> &f,
+                   const std::function<int64_t(int64_t)> &fi) {
   HostTensor r = input(0);
-  for (int64_t i = 0; i < r.numElements(); ++i)
-    r.set(i, f(input(0).getDouble(i)));
+  for (int64_t i = 0; i < r.numElements(); ++i) {
+    if (fi && !r.isFloat())
+      r.setInt(i, fi(input(0).ints[i]));
+    else
+      r.set(i, f(input(0).getDouble(i)));
+  }
   out.push_back(std::move(r));
   return true;
 }
@@ -82,13 +90,13 @@ bool foldDiv(Folder &f) {
     if (divisor.ints[i] == 0)
       return f.fail("integer division by zero");
   return f.elementwise(f.input(0).dtype, std::divides<double>(),
-                       std::divides<int64_t>());
+                       rt::intDiv<int64_t>);
 }
 
 bool foldPow(Folder &f) {
   return f.elementwise(
       f.input(0).dtype, [](double a, double b) { return std::pow(a, b); },
-      nullptr);
+      rt::intPow<int64_t>);
 }
 
 bool foldWhere(Folder &f) {
@@ -99,7 +107,8 @@ bool foldWhere(Folder &f) {
   HostTensor r;
   r.dtype = f.input(1).dtype;
   r.shape = shape;
-  r.allocate();
+  if (!r.allocate(f.error))
+    return false;
   for (int64_t i = 0; i < r.numElements(); ++i) {
     bool c = f.input(0).getInt(broadcastIndex(i, shape, f.input(0).shape)) != 0;
     const HostTensor &src = c ? f.input(1) : f.input(2);
@@ -121,7 +130,8 @@ bool foldCast(Folder &f) {
   HostTensor r;
   r.dtype = static_cast<DType>(to);
   r.shape = f.input(0).shape;
-  r.allocate();
+  if (!r.allocate(f.error))
+    return false;
   for (int64_t i = 0; i < r.numElements(); ++i) {
     if (!r.isFloat() && !f.input(0).isFloat())
       r.ints[i] =
@@ -146,7 +156,8 @@ bool foldMatMul(Folder &f) {
   HostTensor r;
   r.dtype = f.input(0).dtype;
   r.shape = shape;
-  r.allocate();
+  if (!r.allocate(f.error))
+    return false;
   int64_t batches = 1;
   for (int64_t d : batch)
     batches *= d;
@@ -193,7 +204,8 @@ bool foldEinsum(Folder &f) {
   HostTensor r;
   r.dtype = f.input(0).dtype;
   r.shape = outShape;
-  r.allocate();
+  if (!r.allocate(f.error))
+    return false;
   std::vector<double> acc(r.numElements(), 0.0);
   std::map<char, int64_t> value;
   std::function<void(size_t)> loop = [&](size_t li) {
@@ -315,7 +327,8 @@ bool foldReduce(Folder &f, const std::string &kind) {
     ++count[o];
   }
   r.shape = shape;
-  r.allocate();
+  if (!r.allocate(f.error))
+    return false;
   for (int64_t i = 0; i < n; ++i)
     r.set(i, kind == "mean" ? acc[i] / std::max<int64_t>(count[i], 1) : acc[i]);
   f.out.push_back(std::move(r));
@@ -323,16 +336,27 @@ bool foldReduce(Folder &f, const std::string &kind) {
 }
 
 bool foldRange(Folder &f) {
+  for (int k = 0; k < 3; ++k)
+    if (f.input(k).numElements() != 1)
+      return f.fail("range input " + std::to_string(k) + " must be a scalar");
   HostTensor r;
   r.dtype = f.input(0).dtype;
   double start = f.input(0).getDouble(0), limit = f.input(1).getDouble(0);
   double delta = f.input(2).getDouble(0);
   if (delta == 0)
     return f.fail("range delta is zero");
-  int64_t n = std::max<int64_t>(
-      0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  double count = std::ceil((limit - start) / delta);
+  if (!(count <= static_cast<double>(kMaxKnownElements))) {
+    std::ostringstream message;
+    message << "range from " << start << " to " << limit << " by " << delta
+            << " has more than the importer's limit of " << kMaxKnownElements
+            << " elements";
+    return f.fail(message.str());
+  }
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   r.shape = {n};
-  r.allocate();
+  if (!r.allocate(f.error))
+    return false;
   for (int64_t i = 0; i < n; ++i)
     r.set(i, start + i * delta);
   f.out.push_back(std::move(r));

@@ -28,13 +28,14 @@ std::vector<int64_t> intsOf(const HostTensor &t) {
   return v;
 }
 
-void Folder::gatherInto(const HostTensor &src,
+bool Folder::gatherInto(const HostTensor &src,
                         const std::vector<int64_t> &shape,
                         const std::function<int64_t(int64_t)> &source) {
   HostTensor r;
   r.dtype = src.dtype;
   r.shape = shape;
-  r.allocate();
+  if (!r.allocate(error))
+    return false;
   for (int64_t i = 0; i < r.numElements(); ++i) {
     if (r.isFloat())
       r.floats[i] = src.floats[source(i)];
@@ -42,6 +43,7 @@ void Folder::gatherInto(const HostTensor &src,
       r.ints[i] = src.ints[source(i)];
   }
   out.push_back(std::move(r));
+  return true;
 }
 
 bool Folder::reshapeTo(const HostTensor &src, std::vector<int64_t> shape) {
@@ -105,14 +107,15 @@ bool foldTranspose(Folder &f) {
   if (!shape::transpose(x.shape, perm, shape, f.error))
     return false;
   std::vector<int64_t> inStrides = stridesOf(x.shape);
-  f.gatherInto(x, shape, [&](int64_t i) {
-    int64_t src = 0;
-    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-      src += (i % shape[d]) * inStrides[perm[d]];
-      i /= shape[d];
-    }
-    return src;
-  });
+  if (!f.gatherInto(x, shape, [&](int64_t i) {
+        int64_t src = 0;
+        for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+          src += (i % shape[d]) * inStrides[perm[d]];
+          i /= shape[d];
+        }
+        return src;
+      }))
+    return false;
   return true;
 }
 
@@ -172,7 +175,8 @@ bool foldConcat(Folder &f) {
   HostTensor r;
   r.dtype = f.input(0).dtype;
   r.shape = shape;
-  r.allocate();
+  if (!r.allocate(f.error))
+    return false;
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d)
     outer *= shape[d];
@@ -223,14 +227,15 @@ bool foldSlice(Folder &f) {
     step[a] = st;
   }
   std::vector<int64_t> inStrides = stridesOf(x.shape);
-  f.gatherInto(x, shape, [&](int64_t i) {
-    int64_t src = 0;
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      src += (start[d] + (i % shape[d]) * step[d]) * inStrides[d];
-      i /= shape[d];
-    }
-    return src;
-  });
+  if (!f.gatherInto(x, shape, [&](int64_t i) {
+        int64_t src = 0;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          src += (start[d] + (i % shape[d]) * step[d]) * inStrides[d];
+          i /= shape[d];
+        }
+        return src;
+      }))
+    return false;
   return true;
 }
 
@@ -250,15 +255,16 @@ bool foldGather(Folder &f) {
     if (j < -dim || j >= dim)
       return f.fail("gather index " + std::to_string(j) + " is out of range");
   }
-  f.gatherInto(x, shape, [&](int64_t i) {
-    int64_t in0 = i % inner;
-    int64_t k = (i / inner) % n;
-    int64_t o = i / inner / n;
-    int64_t j = idx.getInt(k);
-    if (j < 0)
-      j += dim;
-    return (o * dim + j) * inner + in0;
-  });
+  if (!f.gatherInto(x, shape, [&](int64_t i) {
+        int64_t in0 = i % inner;
+        int64_t k = (i / inner) % n;
+        int64_t o = i / inner / n;
+        int64_t j = idx.getInt(k);
+        if (j < 0)
+          j += dim;
+        return (o * dim + j) * inner + in0;
+      }))
+    return false;
   return true;
 }
 
@@ -266,9 +272,10 @@ bool foldExpand(Folder &f) {
   std::vector<int64_t> shape;
   if (!broadcastShapes(f.input(0).shape, intsOf(f.input(1)), shape))
     return f.fail("cannot expand to the given shape");
-  f.gatherInto(f.input(0), shape, [&](int64_t i) {
-    return broadcastIndex(i, shape, f.input(0).shape);
-  });
+  if (!f.gatherInto(f.input(0), shape, [&](int64_t i) {
+        return broadcastIndex(i, shape, f.input(0).shape);
+      }))
+    return false;
   return true;
 }
 
@@ -308,10 +315,11 @@ bool foldSplit(Folder &f) {
   for (int64_t s : sizes) {
     std::vector<int64_t> shape = x.shape;
     shape[axis] = s;
-    f.gatherInto(x, shape, [&](int64_t i) {
-      int64_t in0 = i % inner, a = (i / inner) % s, o = i / inner / s;
-      return (o * dim + offset + a) * inner + in0;
-    });
+    if (!f.gatherInto(x, shape, [&](int64_t i) {
+          int64_t in0 = i % inner, a = (i / inner) % s, o = i / inner / s;
+          return (o * dim + offset + a) * inner + in0;
+        }))
+      return false;
     offset += s;
   }
   return true;
@@ -370,7 +378,8 @@ bool foldConstantOfShape(Folder &f) {
     value = v.numElements() ? v.getDouble(0) : 0;
   }
   r.shape = intsOf(f.input(0));
-  r.allocate();
+  if (!r.allocate(f.error))
+    return false;
   for (int64_t i = 0; i < r.numElements(); ++i)
     r.set(i, value);
   f.out.push_back(std::move(r));

@@ -10,6 +10,7 @@
 #include "HostTensor.h"
 
 #include "mp/Support/Float16.h"
+#include "mp/Support/IntegerArithmetic.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -56,13 +57,32 @@ int64_t HostTensor::getInt(int64_t i) const {
   return isFloat() ? static_cast<int64_t>(floats[i]) : ints[i];
 }
 
-void HostTensor::allocate() {
+std::string knownShapeProblem(const std::vector<int64_t> &shape) {
+  if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; }))
+    return "shape " + formatShape(shape) + " has a negative dimension";
+  std::optional<int64_t> n = checkedNumElements(shape);
+  if (!n)
+    return "shape " + formatShape(shape) +
+           " has more elements than int64 "
+           "counts";
+  if (*n > kMaxKnownElements)
+    return "a known tensor of " + std::to_string(*n) + " elements (" +
+           formatShape(shape) + ") is larger than the importer's limit of " +
+           std::to_string(kMaxKnownElements);
+  return "";
+}
+
+bool HostTensor::allocate(std::string &error) {
+  error = knownShapeProblem(shape);
+  if (!error.empty())
+    return false;
   floats.clear();
   ints.clear();
   if (isFloat())
     floats.assign(numElements(), 0.0);
   else
     ints.assign(numElements(), 0);
+  return true;
 }
 
 static double roundToFloat16(double v) {
@@ -89,9 +109,18 @@ void HostTensor::set(int64_t i, double v) {
   case DType::Float16: floats[i] = roundToFloat16(v); return;
   case DType::BFloat16: floats[i] = roundToBFloat16(v); return;
   case DType::Bool: ints[i] = v != 0; return;
+  case DType::Int8: ints[i] = rt::saturatingToInt<int8_t>(v); return;
+  case DType::Int32: ints[i] = rt::saturatingToInt<int32_t>(v); return;
+  case DType::Int64: ints[i] = rt::saturatingToInt<int64_t>(v); return;
+  }
+}
+
+void HostTensor::setInt(int64_t i, int64_t v) {
+  switch (dtype) {
+  case DType::Bool: ints[i] = v != 0; return;
   case DType::Int8: ints[i] = static_cast<int8_t>(v); return;
   case DType::Int32: ints[i] = static_cast<int32_t>(v); return;
-  case DType::Int64: ints[i] = static_cast<int64_t>(v); return;
+  default: ints[i] = v; return;
   }
 }
 
@@ -187,7 +216,7 @@ static void decodeRaw(const std::string &bytes, HostTensor &out) {
 }
 
 bool decodeTensor(const onnx::TensorProto &proto, const std::string *external,
-                  HostTensor &out, std::string &error) {
+                  HostTensor &out, std::string &error, int64_t leading) {
   if (!isSupportedDType(proto.data_type())) {
     error = "tensor '" + proto.name() + "' has unsupported element type " +
             dtypeName(proto.data_type());
@@ -195,8 +224,14 @@ bool decodeTensor(const onnx::TensorProto &proto, const std::string *external,
   }
   out.dtype = static_cast<DType>(proto.data_type());
   out.shape.assign(proto.dims().begin(), proto.dims().end());
-  out.allocate();
-  int64_t n = out.numElements();
+  std::optional<int64_t> count = checkedNumElements(out.shape);
+  if (!count) {
+    error = "tensor '" + proto.name() + "' has shape " +
+            formatShape(out.shape) +
+            ": a negative dimension or more elements than int64 counts";
+    return false;
+  }
+  const int64_t n = *count;
   auto sizeError = [&](int64_t found) {
     error = "tensor '" + proto.name() + "' holds " + std::to_string(found) +
             " values but its shape needs " + std::to_string(n);
@@ -205,58 +240,57 @@ bool decodeTensor(const onnx::TensorProto &proto, const std::string *external,
   const std::string *raw = external               ? external
                            : proto.has_raw_data() ? &proto.raw_data()
                                                   : nullptr;
+  int64_t found = 0;
   if (raw) {
-    int64_t bytes = n * elementBytes(out.dtype);
-    if (static_cast<int64_t>(raw->size()) != bytes) {
+    int64_t bytes;
+    bool overflow = __builtin_mul_overflow(n, elementBytes(out.dtype), &bytes);
+    if (overflow || static_cast<int64_t>(raw->size()) != bytes) {
       error = "tensor '" + proto.name() + "' has " +
               std::to_string(raw->size()) +
-              " bytes of data but its shape "
-              "needs " +
-              std::to_string(bytes);
+              " bytes of data but its shape needs " +
+              (overflow ? "more than int64 counts" : std::to_string(bytes));
       return false;
     }
+  } else {
+    switch (out.dtype) {
+    case DType::Float: found = proto.float_data_size(); break;
+    case DType::Double: found = proto.double_data_size(); break;
+    case DType::Int64: found = proto.int64_data_size(); break;
+    default: found = proto.int32_data_size(); break;
+    }
+    if (found != n)
+      return sizeError(found);
+  }
+  if (leading >= 0)
+    out.shape = {std::min(leading, n)};
+  if (std::string problem = knownShapeProblem(out.shape); !problem.empty()) {
+    error = "tensor '" + proto.name() + "': " + problem;
+    return false;
+  }
+  out.allocate(error);
+  const int64_t m = out.numElements();
+  if (raw) {
     decodeRaw(*raw, out);
     return true;
   }
-  switch (out.dtype) {
-  case DType::Float:
-    if (proto.float_data_size() != n)
-      return sizeError(proto.float_data_size());
-    for (int64_t i = 0; i < n; ++i)
-      out.floats[i] = proto.float_data(i);
-    return true;
-  case DType::Double:
-    if (proto.double_data_size() != n)
-      return sizeError(proto.double_data_size());
-    for (int64_t i = 0; i < n; ++i)
-      out.floats[i] = proto.double_data(i);
-    return true;
-  case DType::Int64:
-    if (proto.int64_data_size() != n)
-      return sizeError(proto.int64_data_size());
-    for (int64_t i = 0; i < n; ++i)
-      out.ints[i] = proto.int64_data(i);
-    return true;
-  case DType::Float16:
-  case DType::BFloat16:
-    if (proto.int32_data_size() != n)
-      return sizeError(proto.int32_data_size());
-    for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < m; ++i) {
+    switch (out.dtype) {
+    case DType::Float: out.floats[i] = proto.float_data(i); break;
+    case DType::Double: out.floats[i] = proto.double_data(i); break;
+    case DType::Int64: out.ints[i] = proto.int64_data(i); break;
+    case DType::Float16:
+    case DType::BFloat16: {
       uint16_t bits = static_cast<uint16_t>(proto.int32_data(i));
       out.floats[i] =
           out.dtype == DType::Float16 ? halfToFloat(bits) : bf16ToFloat(bits);
+      break;
     }
-    return true;
-  case DType::Int8:
-  case DType::Int32:
-  case DType::Bool:
-    if (proto.int32_data_size() != n)
-      return sizeError(proto.int32_data_size());
-    for (int64_t i = 0; i < n; ++i)
-      out.ints[i] = proto.int32_data(i);
-    return true;
+    case DType::Int8:
+    case DType::Int32:
+    case DType::Bool: out.ints[i] = proto.int32_data(i); break;
+    }
   }
-  return false;
+  return true;
 }
 
 //===----------------------------------------------------------------------===//

@@ -38,6 +38,16 @@ bool isSupportedDType(int32_t onnxType);
 bool isFloatDType(DType type);
 std::string dtypeName(int32_t onnxType);
 
+/// The most elements the importer holds in one known tensor (a constant, a
+/// folded value): 64 Mi, 512 MiB as doubles; a causal mask of 8192x8192 fits.
+/// Larger constants would be written into the IR; ask a model that needs
+/// them to compute them at run time instead.
+constexpr int64_t kMaxKnownElements = int64_t(1) << 26;
+
+/// Why a tensor of `shape` cannot be held at import (a negative dim, too many
+/// elements); empty when it can.
+std::string knownShapeProblem(const std::vector<int64_t> &shape);
+
 struct HostTensor {
   DType dtype = DType::Float;
   std::vector<int64_t> shape;
@@ -49,15 +59,22 @@ struct HostTensor {
   /// Element i as double / int64 whatever the dtype.
   double getDouble(int64_t i) const { return isFloat() ? floats[i] : ints[i]; }
   int64_t getInt(int64_t i) const;
-  /// Allocates zeroed storage for the current shape.
-  void allocate();
+  /// Allocates zeroed storage for the current shape; false with `error` set
+  /// when a dim is negative or there are more than kMaxKnownElements.
+  bool allocate(std::string &error);
+  /// Element i set from a double, as a cast does: rounded to a float type,
+  /// truncated and saturated to an integer type (the runtime's cast).
   void set(int64_t i, double v);
+  /// Integer element i set from an int64, wrapped to the type's width (the
+  /// runtime's integer arithmetic).
+  void setInt(int64_t i, int64_t v);
 };
 
 /// Decodes a TensorProto whose data is inline or in `externalData` (the
-/// bytes of its external file slice). Returns false with `error` set.
+/// bytes of its external file slice); with `leading` >= 0, only its first
+/// `leading` elements, as a vector. Returns false with `error` set.
 bool decodeTensor(const onnx::TensorProto &proto, const std::string *external,
-                  HostTensor &out, std::string &error);
+                  HostTensor &out, std::string &error, int64_t leading = -1);
 
 /// The attribute `name` of `node`, or nullptr.
 const onnx::AttributeProto *findAttr(const onnx::NodeProto &node,

@@ -41,7 +41,8 @@ static Value convertTo(NodeEmitter &e, int i, Type elem) {
       return DType::Bool;
     };
     converted.dtype = dtypeOf(elem);
-    converted.allocate();
+    std::string unused; // `t` is held, so its shape is within the limits
+    converted.allocate(unused);
     for (int64_t k = 0; k < t.numElements(); ++k)
       converted.set(k, t.getDouble(k));
     auto type = RankedTensorType::get(t.shape, elem);

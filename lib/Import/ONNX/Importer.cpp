@@ -156,15 +156,12 @@ LogicalResult Importer::declareParam(const onnx::TensorProto &init,
   }
   if (options.paramPreview <= 0)
     return success();
-  HostTensor data;
-  if (!decodeTensor(init, isExternal(init) ? &external : nullptr, data, error))
+  HostTensor preview;
+  if (!decodeTensor(init, isExternal(init) ? &external : nullptr, preview,
+                    error, options.paramPreview))
     return emitError(loc) << error;
-  int64_t count = std::min<int64_t>(options.paramPreview, data.numElements());
-  HostTensor preview = data;
-  preview.shape = {count};
-  preview.floats.resize(count);
-  param.setPreviewAttr(
-      toAttr(preview, RankedTensorType::get({count}, elemType)));
+  param.setPreviewAttr(toAttr(
+      preview, RankedTensorType::get({preview.numElements()}, elemType)));
   return success();
 }
 

@@ -6,6 +6,9 @@
 #include <onnx/version_converter/convert.h>
 
 #include "mp/Import/ONNXImporter.h"
+#include "mp/Support/Shape.h"
+
+#include "llvm/Support/JSON.h"
 
 #include <filesystem>
 #include <fstream>
@@ -35,6 +38,21 @@ static bool readModelFile(const std::string &path, onnx::ModelProto &model,
   }
   if (fs::is_directory(path, ec)) {
     error = "'" + path + "' is a directory, not an ONNX model file";
+    return false;
+  }
+  if (!fs::is_regular_file(path, ec)) {
+    error = "'" + path + "' is not a regular file (a device, pipe or " +
+            "socket?); give the path of an .onnx model file";
+    return false;
+  }
+  // Protobuf refuses messages over 2 GiB; bigger models keep their weights
+  // in external data files.
+  constexpr uintmax_t kMaxModelBytes = (uintmax_t(1) << 31) - 1;
+  uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > kMaxModelBytes) {
+    error = "'" + path + "' is " + std::to_string(size >> 20) +
+            " MiB; an ONNX protobuf holds at most 2 GiB (export the weights "
+            "as external data: onnx.save(..., save_as_external_data=True))";
     return false;
   }
   std::ifstream in(path, std::ios::binary);
@@ -101,21 +119,32 @@ pinInputShapes(onnx::GraphProto &graph,
   std::set<std::string> initializers;
   for (const auto &init : graph.initializer())
     initializers.insert(init.name());
-  for (const auto &[name, file] : bound)
-    initializers.insert(name);
   std::set<std::string> seen;
   for (const auto &input : graph.input())
     if (!initializers.count(input.name()))
       seen.insert(input.name());
+  auto inputList = [&] {
+    std::string known;
+    for (const std::string &s : seen)
+      known += (known.empty() ? "" : ", ") + s;
+    return known.empty() ? std::string("none") : known;
+  };
+  for (const auto &[name, file] : bound) {
+    if (!seen.count(name)) {
+      error = "--mp-bind-input names '" + name +
+              "', which is not a graph input (inputs: " + inputList() + ")";
+      return false;
+    }
+  }
+  for (const auto &[name, file] : bound) {
+    initializers.insert(name);
+    seen.erase(name);
+  }
   for (const auto &[name, dims] : shapes)
     if (!seen.count(name)) {
-      std::string known;
-      for (const std::string &s : seen)
-        known += (known.empty() ? "" : ", ") + s;
       error = "--mp-shape names '" + name +
-              "', which is not a graph input "
-              "(inputs: " +
-              known + ")";
+              "', which is not a graph input (inputs: " + inputList() +
+              (bound.count(name) ? "; it is bound by --mp-bind-input)" : ")");
       return false;
     }
   for (auto &input : *graph.mutable_input()) {
@@ -169,6 +198,71 @@ pinInputShapes(onnx::GraphProto &graph,
       error = "graph input '" + input.name() + "' has dynamic dimension " +
               std::to_string(i) + symbol +
               "; pin it with --mp-shape=" + input.name() + "=<d0>x<d1>...";
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Names reach MLIR attributes and program.pb (proto3 strings, UTF-8 only):
+/// every name in the graph must be valid UTF-8.
+static bool checkNames(const onnx::GraphProto &graph, std::string &error) {
+  auto bad = [&](const std::string &name, const std::string &what) {
+    if (llvm::json::isUTF8(name))
+      return false;
+    error = what + " is not valid UTF-8 (" + llvm::json::fixUTF8(name) + ")";
+    return true;
+  };
+  for (const auto &v : graph.input())
+    if (bad(v.name(), "a graph input's name"))
+      return false;
+  for (const auto &v : graph.output())
+    if (bad(v.name(), "a graph output's name"))
+      return false;
+  for (const auto &init : graph.initializer())
+    if (bad(init.name(), "an initializer's name"))
+      return false;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto &node = graph.node(i);
+    std::string which = "node #" + std::to_string(i) + " (" +
+                        llvm::json::fixUTF8(node.op_type()) + ")";
+    if (bad(node.name(), "the name of " + which) ||
+        bad(node.op_type(), "the op type of " + which))
+      return false;
+    for (const auto &name : node.input())
+      if (bad(name, "an input name of " + which))
+        return false;
+    for (const auto &name : node.output())
+      if (bad(name, "an output name of " + which))
+        return false;
+  }
+  return true;
+}
+
+/// Shapes read from the file: no negative dimensions, element counts that
+/// int64 holds, and something to compute.
+static bool checkShapes(const onnx::GraphProto &graph, std::string &error) {
+  if (graph.output_size() == 0) {
+    error = "the graph has no outputs: there is nothing to compute";
+    return false;
+  }
+  for (const auto &init : graph.initializer()) {
+    std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
+    if (!checkedNumElements(dims)) {
+      error = "initializer '" + init.name() + "' has shape " +
+              formatShape(dims) +
+              ": a negative dimension or more elements than int64 counts";
+      return false;
+    }
+  }
+  for (const auto &input : graph.input()) {
+    std::vector<int64_t> dims;
+    for (const auto &d : input.type().tensor_type().shape().dim())
+      dims.push_back(d.has_dim_value() ? d.dim_value() : 1);
+    if (!checkedNumElements(dims)) {
+      error = "graph input '" + input.name() + "' has shape " +
+              formatShape(dims) +
+              ": a negative dimension or more elements than int64 counts";
       return false;
     }
   }
@@ -317,7 +411,8 @@ bool loadModel(const std::string &path,
   if (!readModelFile(path, out.model, error))
     return false;
   onnx::GraphProto &graph = *out.model.mutable_graph();
-  if (!checkDefinitions(graph, error) ||
+  if (!checkNames(graph, error) || !checkShapes(graph, error) ||
+      !checkDefinitions(graph, error) ||
       !pinInputShapes(graph, inputShapes, boundInputs, error) ||
       !convertOpset(out, error))
     return false;

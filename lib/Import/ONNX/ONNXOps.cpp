@@ -36,9 +36,11 @@ static LogicalResult emitNeedsConstants(NodeEmitter &e) {
 
 static const ONNXOpDef opDefs[] = {
     // Elementwise with broadcasting, and casts.
-    {"Add", emitBinary<AddOp>, foldArithmetic<std::plus>},
-    {"Sub", emitBinary<SubOp>, foldArithmetic<std::minus>},
-    {"Mul", emitBinary<MulOp>, foldArithmetic<std::multiplies>},
+    {"Add", emitBinary<AddOp>, foldArithmetic<std::plus, rt::wrapAdd<int64_t>>},
+    {"Sub", emitBinary<SubOp>,
+     foldArithmetic<std::minus, rt::wrapSub<int64_t>>},
+    {"Mul", emitBinary<MulOp>,
+     foldArithmetic<std::multiplies, rt::wrapMul<int64_t>>},
     {"Div", emitBinary<DivOp>, foldDiv},
     {"Pow", emitBinary<PowOp>, foldPow},
     {"Equal", emitCompare<ComparePredicate::eq>, foldComparison<std::equal_to>},
@@ -52,7 +54,10 @@ static const ONNXOpDef opDefs[] = {
     {"Reciprocal", emitUnary<ReciprocalOp>,
      [](Folder &f) { return f.unary([](double x) { return 1.0 / x; }); }},
     {"Neg", emitUnary<NegOp>,
-     [](Folder &f) { return f.unary([](double x) { return -x; }); }},
+     [](Folder &f) {
+       return f.unary([](double x) { return -x; },
+                      [](int64_t x) { return rt::wrapSub<int64_t>(0, x); });
+     }},
     {"Exp", emitUnary<ExpOp>,
      [](Folder &f) { return f.unary([](double x) { return std::exp(x); }); }},
     {"Log", emitUnary<LogOp>,
@@ -67,7 +72,8 @@ static const ONNXOpDef opDefs[] = {
      }},
     {"Relu", emitUnary<ReluOp>,
      [](Folder &f) {
-       return f.unary([](double x) { return x > 0 ? x : 0.0; });
+       return f.unary([](double x) { return x > 0 ? x : 0.0; },
+                      [](int64_t x) { return std::max<int64_t>(x, 0); });
      }},
     {"Cos", emitUnary<CosOp>,
      [](Folder &f) { return f.unary([](double x) { return std::cos(x); }); }},

@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Common.h"
-#include "mp/Runtime/IntegerArithmetic.h"
 #include "mp/Runtime/Kernels.h"
 #include "mp/Support/Float16.h"
+#include "mp/Support/IntegerArithmetic.h"
 
 #include <omp.h>
 

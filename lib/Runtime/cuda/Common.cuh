@@ -15,7 +15,7 @@
 #define MP_RUNTIME_CUDA_COMMON_CUH
 
 #include "mp/Runtime/CudaKernels.h"
-#include "mp/Runtime/IntegerArithmetic.h"
+#include "mp/Support/IntegerArithmetic.h"
 
 #include "Plans.h"
 #include "Streams.h"

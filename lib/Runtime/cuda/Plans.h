@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "mp/Runtime/HostDevice.h"
-#include "mp/Runtime/IntegerArithmetic.h"
+#include "mp/Support/HostDevice.h"
+#include "mp/Support/IntegerArithmetic.h"
 
 namespace mp::rt::cuda {
 

@@ -89,6 +89,25 @@ def main():
     write(out, "fold_reduce", "ReduceSum", [], inits=[data, ints("axes", [2])])
     write(out, "fold_slice", "Slice", [],
           inits=[data, ints("starts", [0]), ints("ends", [2]), ints("axes", [4])])
+    # Folding within a stated size: 2^40 elements would exhaust memory.
+    write(out, "fold_constant_of_shape", "ConstantOfShape", [],
+          inits=[ints("s", [1 << 20, 1 << 20])])
+    write(out, "fold_expand", "Expand", [],
+          inits=[data, ints("s", [1 << 24, 6])])
+    write(out, "fold_range", "Range", [],
+          inits=[ints("a", 0), ints("b", 1 << 40), ints("c", 1)])
+    write(out, "fold_range_vector", "Range", [],
+          inits=[ints("a", [0, 1]), ints("b", 4), ints("c", 1)])
+    # Integer folding follows the runtime's arithmetic: wrap-around, and
+    # INT64_MIN / -1 (which traps in C++) is INT64_MIN.
+    write(out, "fold_int64_min_div", "Div", [],
+          inits=[ints("a", [-(1 << 63), 7]), ints("b", [-1, -2])])
+    write(out, "fold_int64_wrap", "Add", [],
+          inits=[ints("a", [(1 << 63) - 1]), ints("b", [1])])
+    write(out, "fold_int32_wrap", "Mul", [],
+          inits=[numpy_helper.from_array(np.array([65536], np.int32), "a"),
+                 numpy_helper.from_array(np.array([65537], np.int32), "b")])
+    write(out, "fold_int64_neg", "Neg", [], inits=[ints("a", [-(1 << 63)])])
 
 
 if __name__ == "__main__":

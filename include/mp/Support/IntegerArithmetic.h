@@ -1,17 +1,17 @@
-//===- IntegerArithmetic.h - integer binary ops, CPU and CUDA ------*- C++
-//-*-===//
+//===- IntegerArithmetic.h - integer binary ops everywhere ------*- C++ -*-===//
 //
-// The integer semantics of the binary ops, shared by the CPU kernels and the
-// CUDA kernels (compiled as host and device code there): two's-complement
-// wrap-around instead of undefined overflow, truncating division that never
-// traps, exact integer powers, and float-to-integer casts that saturate
-// instead of being undefined.
+// The integer semantics of the binary ops, shared by the CPU kernels, the
+// CUDA kernels (compiled as host and device code there) and the importer's
+// constant folding, so a folded value is the one a run computes:
+// two's-complement wrap-around instead of undefined overflow, truncating
+// division that never traps, exact integer powers, and float-to-integer casts
+// that saturate instead of being undefined.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MP_RUNTIME_INTEGERARITHMETIC_H
-#define MP_RUNTIME_INTEGERARITHMETIC_H
+#ifndef MP_SUPPORT_INTEGERARITHMETIC_H
+#define MP_SUPPORT_INTEGERARITHMETIC_H
 
-#include "mp/Runtime/HostDevice.h"
+#include "mp/Support/HostDevice.h"
 
 #include <cstdint>
 #include <type_traits>
@@ -70,4 +70,4 @@ template <class I> MP_HOST_DEVICE inline I saturatingToInt(double v) {
 
 } // namespace mp::rt
 
-#endif // MP_RUNTIME_INTEGERARITHMETIC_H
+#endif // MP_SUPPORT_INTEGERARITHMETIC_H
