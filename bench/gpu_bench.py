@@ -9,7 +9,9 @@
 
 mp-run uses the synthetic-weight artifacts from scripts/gpu-prepare.sh; the
 PyTorch models use random weights of the same shapes (the timing does not
-depend on the values). Prints tokens/s, achieved TFLOP/s and the ratio.
+depend on the values). Prints tokens/s, achieved TFLOP/s and the ratio, and
+the ratio against PyTorch doing the copies a mp-run run does (ids to the
+device, logits to the host).
 
 `--device cpu` runs the same harness on the CPU (PyTorch on the CPU,
 mp-run --device cpu, fp32 cases only): a rehearsal of the GPU check on a
@@ -58,17 +60,24 @@ def timed_ms(run, device):
 
 
 def torch_ms(cfg, batch, seq, dtype, iterations, warmup, device):
+    """Median milliseconds of PyTorch's forward alone (ids and logits stay
+    on the device), and of the forward with the ids copied in from the host
+    and the logits copied out, as a `mp-run` run does."""
     torch.manual_seed(0)
     model = gen_tiny.GPT2(dict(cfg, max_positions=seq, activation="gelu_erf"),
                           tied=True).to(device).to(dtype).eval()
-    ids = torch.randint(0, cfg["vocab"], (batch, seq), device=device)
+    host_ids = torch.randint(0, cfg["vocab"], (batch, seq))
+    ids = host_ids.to(device)
+    medians = []
     with torch.no_grad():
-        for _ in range(warmup):
-            model(ids)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times = [timed_ms(lambda: model(ids), device) for _ in range(iterations)]
-    return sorted(times)[len(times) // 2]
+        for run in (lambda: model(ids), lambda: model(host_ids.to(device)).cpu()):
+            for _ in range(warmup):
+                run()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times = [timed_ms(run, device) for _ in range(iterations)]
+            medians.append(sorted(times)[len(times) // 2])
+    return medians
 
 
 def mp_ms(mp_run, carry, name, cfg, batch, seq, iterations, warmup, device, work):
@@ -106,7 +115,8 @@ def main():
             print("%s: skipped on the CPU (mp-run runs fp16/bf16 programs on CUDA only)" % name)
             continue
         tokens, f = batch * seq, flops(cfg, batch, seq)
-        t = torch_ms(cfg, batch, seq, dtype, args.iterations, args.warmup, args.device)
+        t, t_copies = torch_ms(cfg, batch, seq, dtype, args.iterations, args.warmup,
+                               args.device)
         mp_run = args.mp_run or os.path.join(args.carry, "bin", "mp-run")
         m = mp_ms(mp_run, args.carry, name, cfg, batch, seq, args.iterations, args.warmup,
                   args.device, args.work)
@@ -114,6 +124,9 @@ def main():
               "mp-run %.2f ms (%.0f tokens/s, %.1f TFLOP/s); mp-run speed / PyTorch speed %.2fx"
               % (name, batch, seq, str(dtype).replace("torch.", ""), t, tokens / t * 1e3, f / t / 1e9, m,
                  tokens / m * 1e3, f / m / 1e9, t / m))
+        # mp-run's time includes copying the ids in and the outputs out.
+        print("%s: PyTorch with the same copies (ids in, logits out) %.2f ms; "
+              "mp-run speed / PyTorch speed %.2fx" % (name, t_copies, t_copies / m))
     return 0
 
 

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import numpy_helper, mapping
+from onnx import numpy_helper
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -25,7 +25,11 @@ def _attrs(node):
 
 
 def _np_type(onnx_type):
-    return mapping.TENSOR_TYPE_TO_NP_TYPE[onnx_type]
+    # onnx.mapping (Debian's onnx 1.12) was removed in onnx 1.18, whose
+    # helper has the function instead.
+    if hasattr(onnx.helper, "tensor_dtype_to_np_dtype"):
+        return onnx.helper.tensor_dtype_to_np_dtype(onnx_type)
+    return onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[onnx_type]
 
 
 def _axes(node, ins, a, idx):

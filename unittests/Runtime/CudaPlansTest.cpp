@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <ostream>
 #include <random>
 
@@ -399,4 +400,104 @@ TEST_F(CudaPlans, CoalescingKeepsEveryOffset) {
     ASSERT_EQ(offsetOf(i, merged, mi), offsetOf(i, dims, in)) << i;
     ASSERT_EQ(offsetOf(i, merged, mo), offsetOf(i, dims, out)) << i;
   }
+}
+
+/// Row-major offsets computed the plain way, for offsetOf to match.
+static int64_t referenceOffset(int64_t index, const std::vector<int64_t> &shape,
+                               const std::vector<int64_t> &strides) {
+  int64_t off = 0;
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    off += (index % shape[d]) * strides[d];
+    index /= shape[d];
+  }
+  return off;
+}
+
+TEST(CudaPlanIndexing, OffsetsMatchThePlainArithmeticBeyondThirtyTwoBits) {
+  const int64_t big = int64_t(1) << 33;
+  struct Case {
+    std::vector<int64_t> shape, strides;
+    std::vector<int64_t> indices;
+  };
+  for (const Case &c :
+       {Case{{}, {}, {0}}, Case{{7}, {3}, {0, 6}},
+        Case{{2, 3, 4, 5, 6, 7, 2, 3},
+             {1, 2, 3, 4, 5, 6, 7, 8},
+             {0, 1, 999, 30239}},
+        Case{{3, big}, {big, 1}, {0, big - 1, big, 3 * big - 1}},
+        Case{{big, 3}, {-1, big}, {0, 5, 3 * big - 2}}}) {
+    Dims dims = dimsOf(c.shape);
+    Strides st;
+    for (size_t d = 0; d < c.strides.size(); ++d)
+      st.s[d] = c.strides[d];
+    for (int64_t i : c.indices)
+      EXPECT_EQ(offsetOf(i, dims, st), referenceOffset(i, c.shape, c.strides))
+          << "index " << i << " of rank " << c.shape.size();
+  }
+  int64_t q, r;
+  divMod(big + 5, 3, q, r);
+  EXPECT_EQ(q, (big + 5) / 3);
+  EXPECT_EQ(r, (big + 5) % 3);
+}
+
+/// Every byte a move plan copies goes where the element-wise copy puts it.
+static void expectSameBytes(const std::vector<int64_t> &shape, Strides in,
+                            int64_t inBase, Strides out, int64_t outBase,
+                            int elemBytes, uintptr_t inPtr, uintptr_t outPtr,
+                            int expectedWord) {
+  std::map<int64_t, int64_t> plain, planned; // out byte -> in byte
+  Dims dims = dimsOf(shape);
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  for (int64_t i = 0; i < n; ++i)
+    for (int b = 0; b < elemBytes; ++b)
+      plain[(outBase + offsetOf(i, dims, out)) * elemBytes + b] =
+          (inBase + offsetOf(i, dims, in)) * elemBytes + b;
+  MovePlan plan =
+      planMove(shape, in, inBase, out, outBase, elemBytes, inPtr, outPtr);
+  EXPECT_EQ(plan.wordBytes, expectedWord);
+  int64_t words = 1;
+  for (int d = 0; d < plan.dims.rank; ++d)
+    words *= plan.dims.size[d];
+  for (int64_t i = 0; i < words; ++i)
+    for (int b = 0; b < plan.wordBytes; ++b)
+      planned[(plan.outBase + offsetOf(i, plan.dims, plan.out)) *
+                  plan.wordBytes +
+              b] =
+          (plan.inBase + offsetOf(i, plan.dims, plan.in)) * plan.wordBytes + b;
+  EXPECT_EQ(planned, plain);
+}
+
+TEST(CudaPlanIndexing, MovesWidenToTheWordsTheirRowsAllow) {
+  auto strides = [](std::vector<int64_t> s) {
+    Strides st;
+    for (size_t d = 0; d < s.size(); ++d)
+      st.s[d] = s[d];
+    return st;
+  };
+  // Split of [4, 24] bf16 into [4, 8] pieces at column 8: rows of 16 bytes.
+  expectSameBytes({4, 8}, strides({24, 1}), 8, strides({8, 1}), 0, 2, 256, 512,
+                  16);
+  // The same split at column 4: 8-byte aligned only.
+  expectSameBytes({4, 8}, strides({24, 1}), 4, strides({8, 1}), 0, 2, 256, 512,
+                  8);
+  // A pointer that is only 4-byte aligned caps the word.
+  expectSameBytes({4, 8}, strides({24, 1}), 8, strides({8, 1}), 0, 2, 260, 512,
+                  4);
+  // [B, S, H, D] -> [B, H, S, D] in fp32 with D = 4: 16-byte rows.
+  expectSameBytes({2, 3, 5, 4}, strides({60, 4, 12, 1}), 0,
+                  strides({60, 20, 4, 1}), 0, 4, 0, 0, 16);
+  // A transpose of the innermost dim, odd rows, a step-2 slice, one
+  // element: element by element.
+  expectSameBytes({3, 5}, strides({1, 3}), 0, strides({5, 1}), 0, 4, 0, 0, 4);
+  expectSameBytes({3, 3}, strides({3, 1}), 0, strides({3, 1}), 0, 2, 0, 0, 2);
+  expectSameBytes({4}, strides({2}), 1, strides({1}), 0, 2, 0, 0, 2);
+  expectSameBytes({1, 1}, strides({1, 1}), 3, strides({1, 1}), 0, 1, 0, 0, 1);
+  // A whole contiguous 96-byte copy of int8 becomes 6 words of 16.
+  expectSameBytes({2, 48}, strides({48, 1}), 0, strides({48, 1}), 0, 1, 0, 0,
+                  16);
+  EXPECT_EQ(wordBytesFor(8192, {256, 512}), 16);
+  EXPECT_EQ(wordBytesFor(6, {256, 512}), 2);
+  EXPECT_EQ(wordBytesFor(8192, {256, 3}), 1);
 }

@@ -7,10 +7,14 @@
 #ifndef MP_SUPPORT_HOSTDEVICE_H
 #define MP_SUPPORT_HOSTDEVICE_H
 
+// MP_UNROLL asks nvcc to unroll the loop that follows (GCC would warn about
+// an unknown pragma).
 #ifdef __CUDACC__
 #define MP_HOST_DEVICE __host__ __device__
+#define MP_UNROLL _Pragma("unroll")
 #else
 #define MP_HOST_DEVICE
+#define MP_UNROLL
 #endif
 
 #endif // MP_SUPPORT_HOSTDEVICE_H

@@ -50,8 +50,11 @@ attentionSoftmaxKernel(const float *scores, T *probs, int64_t keys,
 template <typename T>
 __global__ void addBiasKernel(T *o, const T *bias, int64_t n, int64_t cols) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    o[i] = fromC<T>(toC(o[i]) + toC(bias[i % cols]));
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t row, col;
+    divMod(i, cols, row, col);
+    o[i] = fromC<T>(toC(o[i]) + toC(bias[col]));
+  }
 }
 
 bool gemmType(DType t, cudaDataType &out) {

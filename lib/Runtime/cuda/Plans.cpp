@@ -59,6 +59,51 @@ void coalesce(Dims &dims, std::initializer_list<Strides *> operands) {
     *st = strides[i++];
 }
 
+int wordBytesFor(int64_t bytes, std::initializer_list<uintptr_t> pointers) {
+  for (int word : {16, 8, 4, 2}) {
+    bool fits = bytes % word == 0;
+    for (uintptr_t p : pointers)
+      fits = fits && p % word == 0;
+    if (fits)
+      return word;
+  }
+  return 1;
+}
+
+MovePlan planMove(const std::vector<int64_t> &shape, Strides in, int64_t inBase,
+                  Strides out, int64_t outBase, int elemBytes, uintptr_t inPtr,
+                  uintptr_t outPtr) {
+  MovePlan plan{dimsOf(shape), in, out, inBase, outBase, elemBytes};
+  coalesce(plan.dims, {&plan.in, &plan.out});
+  int last = plan.dims.rank - 1;
+  if (last < 0 || plan.in.s[last] != 1 || plan.out.s[last] != 1)
+    return plan;
+  // Elements per word: the widest that every count in elements allows.
+  auto divides = [&](int64_t f) {
+    bool ok = plan.dims.size[last] % f == 0 && plan.inBase % f == 0 &&
+              plan.outBase % f == 0;
+    for (int d = 0; d < last; ++d)
+      ok = ok && plan.in.s[d] % f == 0 && plan.out.s[d] % f == 0;
+    return ok;
+  };
+  for (int word : {16, 8, 4, 2}) {
+    int64_t f = word / elemBytes;
+    if (word <= elemBytes || word % elemBytes != 0 || !divides(f) ||
+        (inPtr | outPtr) % word != 0)
+      continue;
+    plan.dims.size[last] /= f;
+    for (int d = 0; d < last; ++d) {
+      plan.in.s[d] /= f;
+      plan.out.s[d] /= f;
+    }
+    plan.inBase /= f;
+    plan.outBase /= f;
+    plan.wordBytes = word;
+    break;
+  }
+  return plan;
+}
+
 std::vector<RowMajorGemm>
 matmulPlan(std::vector<int64_t> a, std::vector<int64_t> b, std::string &error) {
   if (a.empty() || b.empty()) {

@@ -11,54 +11,52 @@ namespace mp::rt::cuda {
 
 namespace {
 
-/// Copies elements of `elemBytes` to out[i] from in[offsetOf(i)].
 /// out[outBase + offsetOf(i, dims, outSt)] = in[inBase + offsetOf(i, dims,
-/// inSt)] for every index i of `dims`.
-template <typename E>
-__global__ void moveElements(const E *in, E *out, int64_t n, Dims dims,
-                             Strides inSt, int64_t inBase, Strides outSt,
-                             int64_t outBase) {
+/// inSt)] for every index i of `dims`, in words of type W.
+template <typename W>
+__global__ void moveWords(const W *in, W *out, int64_t n, Dims dims,
+                          Strides inSt, int64_t inBase, Strides outSt,
+                          int64_t outBase) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
     out[outBase + offsetOf(i, dims, outSt)] =
         in[inBase + offsetOf(i, dims, inSt)];
 }
 
-/// Moves the elements of an index space `shape` between two strided views.
+/// Runs `launch(W{})` with W the unsigned type of `wordBytes` bytes (uint4
+/// for 16); false for another size.
+template <typename Launch> bool withWord(int wordBytes, Launch launch) {
+  switch (wordBytes) {
+  case 1: launch(uint8_t{}); return true;
+  case 2: launch(uint16_t{}); return true;
+  case 4: launch(uint32_t{}); return true;
+  case 8: launch(uint64_t{}); return true;
+  case 16: launch(uint4{}); return true;
+  default: return false;
+  }
+}
+
+/// Moves the elements of an index space `shape` between two strided views
+/// (strides and bases in elements), in the widest words planMove allows.
 Status moveBytes(const Tensor &in, void *out, const std::vector<int64_t> &shape,
                  Strides inSt, int64_t inBase, Strides outSt, int64_t outBase,
                  const char *kernel) {
+  MovePlan plan = planMove(
+      shape, inSt, inBase, outSt, outBase, dtypeSize(in.dtype),
+      reinterpret_cast<uintptr_t>(in.data), reinterpret_cast<uintptr_t>(out));
   int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
+  for (int d = 0; d < plan.dims.rank; ++d)
+    n *= plan.dims.size[d];
   if (n == 0)
     return Status::success();
-  Dims dims = dimsOf(shape);
-  coalesce(dims, {&inSt, &outSt});
-  int grid = blocksFor(n);
-  switch (dtypeSize(in.dtype)) {
-  case 1:
-    moveElements<<<grid, kThreads, 0, computeStream()>>>(
-        in.as<uint8_t>(), static_cast<uint8_t *>(out), n, dims, inSt, inBase,
-        outSt, outBase);
-    break;
-  case 2:
-    moveElements<<<grid, kThreads, 0, computeStream()>>>(
-        in.as<uint16_t>(), static_cast<uint16_t *>(out), n, dims, inSt, inBase,
-        outSt, outBase);
-    break;
-  case 4:
-    moveElements<<<grid, kThreads, 0, computeStream()>>>(
-        in.as<uint32_t>(), static_cast<uint32_t *>(out), n, dims, inSt, inBase,
-        outSt, outBase);
-    break;
-  case 8:
-    moveElements<<<grid, kThreads, 0, computeStream()>>>(
-        in.as<uint64_t>(), static_cast<uint64_t *>(out), n, dims, inSt, inBase,
-        outSt, outBase);
-    break;
-  default: return typeError(kernel, in.dtype);
-  }
+  bool launchedAny = withWord(plan.wordBytes, [&](auto word) {
+    using W = decltype(word);
+    moveWords<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+        static_cast<const W *>(in.data), static_cast<W *>(out), n, plan.dims,
+        plan.in, plan.inBase, plan.out, plan.outBase);
+  });
+  if (!launchedAny)
+    return typeError(kernel, in.dtype);
   return launched(kernel);
 }
 
@@ -68,35 +66,46 @@ Status gatherBytes(const Tensor &x, Tensor &out, const Strides &st,
                    kernel);
 }
 
-__global__ void gatherRowsKernel(const uint8_t *x, const void *idx, bool idx64,
-                                 uint8_t *out, int64_t outer, int64_t count,
-                                 int64_t dim, int64_t rowBytes) {
-  int64_t total = outer * count * rowBytes;
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
-       t += (int64_t)gridDim.x * blockDim.x) {
-    int64_t byte = t % rowBytes, k = (t / rowBytes) % count,
-            o = t / rowBytes / count;
+/// A row of `rowWords` words per block (grid-stride over the rows): the
+/// row index is divided once per row, not once per byte.
+template <typename W>
+__global__ void gatherRowsKernel(const W *x, const void *idx, bool idx64,
+                                 W *out, int64_t outer, int64_t count,
+                                 int64_t dim, int64_t rowWords) {
+  for (int64_t row = blockIdx.x; row < outer * count; row += gridDim.x) {
+    int64_t o = row / count, k = row % count;
     int64_t j = idx64 ? static_cast<const int64_t *>(idx)[k]
                       : static_cast<const int32_t *>(idx)[k];
     if (j < 0)
       j += dim;
-    out[t] = x[(o * dim + j) * rowBytes + byte];
+    const W *src = x + (o * dim + j) * rowWords;
+    W *dst = out + row * rowWords;
+    for (int64_t w = threadIdx.x; w < rowWords; w += blockDim.x)
+      dst[w] = src[w];
   }
 }
 
-__global__ void vocabEmbeddingKernel(const uint8_t *table, const void *ids,
-                                     bool ids64, uint8_t *out, int64_t count,
-                                     int64_t rows, int64_t rowBytes,
+/// One table row per output row; zeros for ids outside this rank's rows.
+template <typename W>
+__global__ void vocabEmbeddingKernel(const W *table, const void *ids,
+                                     bool ids64, W *out, int64_t count,
+                                     int64_t rows, int64_t rowWords,
                                      int64_t offset, int64_t vocab) {
-  int64_t total = count * rowBytes;
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
-       t += (int64_t)gridDim.x * blockDim.x) {
-    int64_t k = t / rowBytes, byte = t % rowBytes;
+  for (int64_t k = blockIdx.x; k < count; k += gridDim.x) {
     int64_t id = ids64 ? static_cast<const int64_t *>(ids)[k]
                        : static_cast<const int32_t *>(ids)[k];
     int64_t local = (id < 0 ? id + vocab : id) - offset;
-    out[t] = local >= 0 && local < rows ? table[local * rowBytes + byte] : 0;
+    bool inside = local >= 0 && local < rows;
+    const W *src = table + (inside ? local : 0) * rowWords;
+    W *dst = out + k * rowWords;
+    for (int64_t w = threadIdx.x; w < rowWords; w += blockDim.x)
+      dst[w] = inside ? src[w] : W{};
   }
+}
+
+/// Blocks for `rows` rows, one row per block up to the grid limit.
+int rowBlocks(int64_t rows) {
+  return static_cast<int>(std::min<int64_t>(rows, 65535LL * 16));
 }
 
 } // namespace
@@ -108,12 +117,19 @@ Status gather(const Tensor &x, const Tensor &indices, int64_t axis,
     outer *= x.shape[d];
   for (size_t d = axis + 1; d < x.shape.size(); ++d)
     inner *= x.shape[d];
-  int64_t count = indices.numel(), total = outer * count * inner;
-  if (total == 0)
+  int64_t count = indices.numel();
+  if (outer * count * inner == 0)
     return Status::success();
-  gatherRowsKernel<<<blocksFor(total), kThreads, 0, computeStream()>>>(
-      x.as<uint8_t>(), indices.data, indices.dtype == DType::I64,
-      out.as<uint8_t>(), outer, count, x.shape[axis], inner);
+  int word = wordBytesFor(inner, {reinterpret_cast<uintptr_t>(x.data),
+                                  reinterpret_cast<uintptr_t>(out.data)});
+  withWord(word, [&](auto w) {
+    using W = decltype(w);
+    gatherRowsKernel<<<rowBlocks(outer * count), kThreads, 0,
+                       computeStream()>>>(
+        static_cast<const W *>(x.data), indices.data,
+        indices.dtype == DType::I64, static_cast<W *>(out.data), outer, count,
+        x.shape[axis], inner / word);
+  });
   return launched("gather");
 }
 
@@ -181,12 +197,18 @@ Status vocabEmbedding(const Tensor &table, const Tensor &ids, int64_t offset,
                       int64_t vocab, Tensor &out) {
   int64_t rows = table.shape[0];
   int64_t rowBytes = rows ? static_cast<int64_t>(table.bytes()) / rows : 0;
-  int64_t total = ids.numel() * rowBytes;
-  if (total == 0)
+  if (ids.numel() * rowBytes == 0)
     return Status::success();
-  vocabEmbeddingKernel<<<blocksFor(total), kThreads, 0, computeStream()>>>(
-      table.as<uint8_t>(), ids.data, ids.dtype == DType::I64, out.as<uint8_t>(),
-      ids.numel(), rows, rowBytes, offset, vocab);
+  int word = wordBytesFor(rowBytes, {reinterpret_cast<uintptr_t>(table.data),
+                                     reinterpret_cast<uintptr_t>(out.data)});
+  withWord(word, [&](auto w) {
+    using W = decltype(w);
+    vocabEmbeddingKernel<<<rowBlocks(ids.numel()), kThreads, 0,
+                           computeStream()>>>(
+        static_cast<const W *>(table.data), ids.data, ids.dtype == DType::I64,
+        static_cast<W *>(out.data), ids.numel(), rows, rowBytes / word, offset,
+        vocab);
+  });
   return launched("vocab-parallel embedding");
 }
 

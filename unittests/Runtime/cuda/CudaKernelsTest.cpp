@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/CudaKernels.h"
 #include "mp/Runtime/Kernels.h"
+#include "mp/Support/Float16.h"
 
 #include <gtest/gtest.h>
 
@@ -155,8 +156,18 @@ TEST_F(CudaKernels, LinearBf16AccumulatesInFp32) {
   ASSERT_TRUE(cuda::cast(w->d, wb.d));
   ASSERT_TRUE(cuda::linear(xb.d, wb.d, nullptr, false, ob.d));
   ASSERT_TRUE(cuda::cast(ob.d, out.d));
+  // The reference is the fp32 product of the same bf16-rounded inputs, so
+  // that what remains is the output's rounding (2^-9 relative) and the
+  // summation order. Against unrounded inputs, the inputs' rounding errors
+  // (about 0.05 over 256 products of up to 4) swamp results near zero. A
+  // bf16 accumulator would be off by about 2^-9 of the running sum, far
+  // more than this tolerance for the small results.
+  for (Pair *p : {x.get(), w.get()})
+    for (int64_t i = 0; i < p->h.numel(); ++i)
+      p->h.as<float>()[i] =
+          mp::bf16ToFloat(mp::floatToBf16(p->h.as<float>()[i]));
   ASSERT_TRUE(cpu::linear(x->h, w->h, nullptr, false, ref.h));
-  expectNear(out, ref.h, 3e-2); // bf16 inputs: 8-bit mantissas
+  expectNear(out, ref.h, 4e-3);
 }
 
 TEST_F(CudaKernels, NormsAndSoftmaxMatchCpu) {
@@ -318,6 +329,74 @@ TEST_F(CudaKernels, TransposeExpandAndGatherMatchCpu) {
   ASSERT_TRUE(cuda::expand(small->d, wide.d));
   ASSERT_TRUE(cpu::expand(small->h, wideRef.h));
   expectNear(wide, wideRef.h, 0);
+}
+
+/// Splits, concats, slices, transposes and row gathers move 16-, 8- or
+/// 4-byte words as their rows and offsets allow (planMove): each width,
+/// exactly as the CPU kernels move elements.
+TEST_F(CudaKernels, MovesInWideWordsMatchCpu) {
+  auto x = random({4, 24});
+  for (std::vector<int64_t> widths :
+       {std::vector<int64_t>{8, 8, 8}, {4, 12, 8}, {3, 21}, {2, 2, 20}}) {
+    std::vector<std::unique_ptr<Pair>> parts, refs;
+    std::vector<Tensor *> partsD, refsH;
+    std::vector<const Tensor *> partsC;
+    for (int64_t w : widths) {
+      parts.push_back(
+          std::make_unique<Pair>(DType::F32, std::vector<int64_t>{4, w}));
+      refs.push_back(
+          std::make_unique<Pair>(DType::F32, std::vector<int64_t>{4, w}));
+      partsD.push_back(&parts.back()->d);
+      refsH.push_back(&refs.back()->h);
+      partsC.push_back(&parts.back()->d);
+    }
+    ASSERT_TRUE(cuda::split(x->d, 1, partsD));
+    ASSERT_TRUE(cpu::split(x->h, 1, refsH));
+    for (size_t i = 0; i < parts.size(); ++i)
+      expectNear(*parts[i], refs[i]->h, 0);
+    Pair joined(DType::F32, {4, 24});
+    ASSERT_TRUE(cuda::concat(partsC, 1, joined.d));
+    expectNear(joined, x->h, 0);
+  }
+  Pair sliced(DType::F32, {2, 8}), slicedRef(DType::F32, {2, 8});
+  ASSERT_TRUE(cuda::slice(x->d, {1, 4}, {2, 1}, sliced.d));
+  ASSERT_TRUE(cpu::slice(x->h, {1, 4}, {2, 1}, slicedRef.h));
+  expectNear(sliced, slicedRef.h, 0);
+
+  auto heads = random({2, 3, 5, 8});
+  Pair t(DType::F32, {2, 5, 3, 8}), tRef(DType::F32, {2, 5, 3, 8});
+  ASSERT_TRUE(cuda::transpose(heads->d, {0, 2, 1, 3}, t.d));
+  ASSERT_TRUE(cpu::transpose(heads->h, {0, 2, 1, 3}, tRef.h));
+  expectNear(t, tRef.h, 0);
+
+  auto table = random({10, 3}); // 12-byte rows: 4-byte words
+  Pair ids(DType::I32, {3});
+  int32_t values[3] = {9, 0, -1};
+  std::memcpy(ids.h.data, values, sizeof(values));
+  ids.upload();
+  Pair rows(DType::F32, {3, 3}), rowsRef(DType::F32, {3, 3});
+  ASSERT_TRUE(cuda::gather(table->d, ids.d, 0, rows.d));
+  ASSERT_TRUE(cpu::gather(table->h, ids.h, 0, rowsRef.h));
+  expectNear(rows, rowsRef.h, 0);
+}
+
+/// This rank holds vocabulary rows 4..13 of 20: other ids give zero rows.
+TEST_F(CudaKernels, VocabParallelEmbeddingCopiesOnlyItsRows) {
+  auto table = random({10, 8});
+  Pair ids(DType::I64, {5});
+  int64_t values[5] = {5, 3, 13, -1, 14};
+  std::memcpy(ids.h.data, values, sizeof(values));
+  ids.upload();
+  Pair out(DType::F32, {5, 8}), expected(DType::F32, {5, 8});
+  for (int64_t k = 0; k < 5; ++k)
+    for (int64_t c = 0; c < 8; ++c) {
+      int64_t id = values[k] < 0 ? values[k] + 20 : values[k];
+      bool mine = id >= 4 && id < 14;
+      expected.h.as<float>()[k * 8 + c] =
+          mine ? table->h.as<float>()[(id - 4) * 8 + c] : 0.0f;
+    }
+  ASSERT_TRUE(cuda::vocabEmbedding(table->d, ids.d, 4, 20, out.d));
+  expectNear(out, expected.h, 0);
 }
 
 //===----------------------------------------------------------------------===//
