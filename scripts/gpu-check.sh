@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check, on a machine with a GPU: the runtime built there, the CUDA
 # kernel tests, every bundled model run on the GPU and compared with its
-# PyTorch reference, and the GPU benchmark against PyTorch on the same GPU.
+# PyTorch reference (fp32, and bf16 on the GPU), and the GPU benchmark
+# against PyTorch on the same GPU.
 # Uses build-gpu-carry/ from scripts/gpu-prepare.sh (run that where the
 # compiler and the runtime's libraries are). Prints a summary line; exits
-# non-zero if anything failed. Fits in 8 minutes.
+# non-zero if anything failed. Fits in 9 minutes.
 #
 # --dry-run rehearses the whole check on a machine without a GPU: the same
 # steps with --device cpu (fp32 only; the CUDA tests skip), to catch a broken
@@ -68,9 +69,9 @@ check() { # name, command...
   return 1
 }
 
-# Every step has a time limit, so the whole check ends within 8 minutes even
+# Every step has a time limit, so the whole check ends within 9 minutes even
 # if something hangs (runtime build 150 s, kernel tests 45 s, sanitizer
-# 75 s, models 15 s each, benchmark 110 s: 470 s in all).
+# 75 s, models 15 s each in fp32 and bf16, benchmark 110 s: 530 s in all).
 
 # The runtime built here from this working tree (compiler and MPI off,
 # sm_90) with this machine's compiler, CMake and CUDA toolkit, and the other
@@ -198,10 +199,12 @@ for m in gpt2 gpt2_untied bert llama llama_range; do
     $PY test/Runtime/compare_npy.py '$WORK/$m' models/$m/outputs"
 done
 if [ "$DEVICE" = cuda ]; then
-  check "gpt2 in bf16 on the GPU vs PyTorch (fp32 reference, bf16 tolerance)" bash -c "
-    timeout 15 '$RUN/mp-run' '$CARRY/artifacts/gpt2_bf16' --device cuda \
-      --input input_ids=models/gpt2/inputs/input_ids.npy --output-dir '$WORK/gpt2_bf16' &&
-    $PY test/Runtime/compare_npy.py '$WORK/gpt2_bf16' models/gpt2/outputs --tolerance 3e-2"
+  for m in gpt2 gpt2_untied bert llama llama_range; do
+    check "$m in bf16 on the GPU vs PyTorch (fp32 reference, bf16 tolerance)" bash -c "
+      timeout 15 '$RUN/mp-run' '$CARRY/artifacts/${m}_bf16' --device cuda \
+        --input input_ids=models/$m/inputs/input_ids.npy --output-dir '$WORK/${m}_bf16' &&
+      $PY test/Runtime/compare_npy.py '$WORK/${m}_bf16' models/$m/outputs --tolerance 3e-2"
+  done
   check "benchmark vs PyTorch" timeout 110 $PY bench/gpu_bench.py --carry "$CARRY" \
     --mp-run "$RUN/mp-run" --work "$WORK"
 else
