@@ -10,7 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev zlib1g-dev
   libgtest-dev googletest libbenchmark-dev
   python3-torch python3-onnx python3-numpy python3-protobuf
-  clang-format
+  clang-format clang-22 libclang-rt-22-dev
 )
 
 missing=()

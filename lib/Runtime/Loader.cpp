@@ -224,7 +224,11 @@ static Status openProgram(const std::string &dir, Device device, int ranksHere,
   }
   ranks = 1;
   for (int64_t d : prog.grid_shape())
-    ranks *= d;
+    if (d < 1 || __builtin_mul_overflow(ranks, d, &ranks) || ranks > (1 << 20))
+      return Status::error("artifact '" + dir + "' has a device grid of " +
+                           std::to_string(prog.grid_shape_size()) +
+                           " axes with a size out of range (" +
+                           std::to_string(d) + ")");
   if (ranks != ranksHere)
     return Status::error(
         "artifact '" + dir + "' was compiled for " + std::to_string(ranks) +

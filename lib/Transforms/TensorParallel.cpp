@@ -302,7 +302,9 @@ LogicalResult TensorParallelPass::shardParam(Value v, int64_t axis,
 /// type; a parameter also read whole is an error.
 LogicalResult TensorParallelPass::applyParamShards(ModuleOp module) {
   SymbolTableCollection symbols;
-  for (auto &[name, shard] : paramShards) {
+  for (auto &entry : paramShards) {
+    StringAttr name = entry.first;
+    const auto &shard = entry.second;
     auto param = module.lookupSymbol<ParamOp>(name);
     OpBuilder b(param);
     param.setGridAttr(grid);

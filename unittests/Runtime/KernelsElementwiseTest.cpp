@@ -681,4 +681,59 @@ TEST(KernelUnary, DoubleEdgesAgainstLongDouble) {
   }
 }
 
+/// pow at the edges, as C's pow (and numpy's power) defines them: every
+/// pair of edge values, the exponent as a tensor and as a scalar (which
+/// takes the x*x, x*x*x and x shortcuts for 2, 3 and 1), against long
+/// double pow: NaN where it is NaN, infinities and zeros exactly (with
+/// their signs), else within 2 float ulps plus one subnormal step.
+TEST(KernelBinary, PowAtTheEdgesAgainstLongDouble) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> bases = edgeValues();
+  std::vector<float> exponents = {0.0f,
+                                  -0.0f,
+                                  0.5f,
+                                  1.0f,
+                                  2.0f,
+                                  3.0f,
+                                  -1.0f,
+                                  -2.0f,
+                                  2.5f,
+                                  1e10f,
+                                  inf,
+                                  -inf,
+                                  std::numeric_limits<float>::quiet_NaN()};
+  auto check = [&](float x, float y, float got) {
+    float want = static_cast<float>(
+        std::pow(static_cast<long double>(x), static_cast<long double>(y)));
+    std::string what = "pow(" + std::to_string(x) + ", " + std::to_string(y) +
+                       "): got " + std::to_string(got);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << what;
+    } else if (std::isinf(want) || want == 0.0f) {
+      EXPECT_EQ(got, want) << what;
+      EXPECT_EQ(std::signbit(got), std::signbit(want)) << what;
+    } else {
+      EXPECT_LE(std::fabs(got - want),
+                2.5e-7f * std::fabs(want) +
+                    std::numeric_limits<float>::denorm_min())
+          << what << ", want " << want;
+    }
+  };
+  int64_t n = static_cast<int64_t>(bases.size());
+  Buf x(DType::F32, {n}), out(DType::F32, {n});
+  std::memcpy(x.t.data, bases.data(), bases.size() * 4);
+  for (float y : exponents) {
+    Buf scalar = fromValues(DType::F32, {}, {y});
+    ASSERT_TRUE(binary(BinaryKind::Pow, x.t, scalar.t, out.t).ok);
+    for (int64_t i = 0; i < n; ++i)
+      check(bases[i], y, out.p<float>()[i]);
+    Buf full(DType::F32, {n});
+    for (int64_t i = 0; i < n; ++i)
+      full.p<float>()[i] = y;
+    ASSERT_TRUE(binary(BinaryKind::Pow, x.t, full.t, out.t).ok);
+    for (int64_t i = 0; i < n; ++i)
+      check(bases[i], y, out.p<float>()[i]);
+  }
+}
+
 } // namespace

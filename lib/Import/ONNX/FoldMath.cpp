@@ -244,6 +244,15 @@ bool foldSoftmax(Folder &f) {
   if (!f.axis(intAttr(f.node, "axis", -1), rank, axis) ||
       !shape::softmax(r.shape, axis, shape, f.error))
     return false;
+  if (!r.isFloat()) {
+    f.error = "Softmax takes floating-point data, not " +
+              dtypeName(static_cast<int32_t>(r.dtype));
+    return false;
+  }
+  if (r.numElements() == 0) {
+    f.out.push_back(std::move(r));
+    return true;
+  }
   int64_t dim = r.shape[axis], inner = 1;
   for (int64_t d = axis + 1; d < rank; ++d)
     inner *= r.shape[d];

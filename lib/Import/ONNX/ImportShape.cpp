@@ -51,8 +51,8 @@ LogicalResult emitReshape(NodeEmitter &e) {
       infer = static_cast<int64_t>(i);
     } else if (d < 0) {
       return e.error() << "invalid shape entry " << d;
-    } else {
-      known *= d;
+    } else if (__builtin_mul_overflow(known, d, &known)) {
+      return e.error() << "shape entries multiply past 2^63 elements";
     }
     shape.push_back(d);
   }

@@ -5,7 +5,7 @@
 
 #include "mp/Runtime/Tensor.h"
 
-#include <omp.h>
+#include "OpenMP.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -11,7 +11,7 @@
 #include "mp/Support/Float16.h"
 #include "mp/Support/IntegerArithmetic.h"
 
-#include <omp.h>
+#include "OpenMP.h"
 
 #include <algorithm>
 #include <cmath>

@@ -11,8 +11,8 @@
 #include "mp/Runtime/Kernels.h"
 #include "mp/Support/Einsum.h"
 
+#include "OpenMP.h"
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include "Common.h"
 #include "mp/Runtime/Kernels.h"
 
-#include <omp.h>
+#include "OpenMP.h"
 
 #include <algorithm>
 #include <cmath>
