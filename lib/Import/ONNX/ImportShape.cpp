@@ -320,8 +320,29 @@ LogicalResult emitExpand(NodeEmitter &e) {
   return success();
 }
 
+/// Identity of a parameter: PyTorch's exporter keeps one initializer for
+/// parameters that are equal (freshly initialized norm weights and biases,
+/// say) and writes each other one as an Identity node named after it. Each
+/// becomes the parameter it was, reading the same bytes, so that
+/// partitioning and training treat them apart (training moves them apart).
 LogicalResult emitIdentity(NodeEmitter &e) {
-  e.imp.values[e.node.output(0)] = *e.entry(0);
+  Entry *in = e.entry(0);
+  if (!in)
+    return failure();
+  const std::string &out = e.node.output(0);
+  if (!in->param.empty() && !e.imp.module.lookupSymbol(out))
+    if (auto source = e.imp.module.lookupSymbol<ParamOp>(in->param)) {
+      OpBuilder b(source);
+      b.setInsertionPointAfter(source);
+      auto copy = cast<ParamOp>(b.clone(*source));
+      copy.setSymName(out);
+      copy->setLoc(NameLoc::get(b.getStringAttr(out)));
+      if (!copy.getOffset())
+        copy.setInitializer(source.getInitializer().value_or(in->param));
+      e.imp.values[out] = Entry{Value(), in->constant, out, in->type};
+      return success();
+    }
+  e.imp.values[out] = *in;
   return success();
 }
 

@@ -130,9 +130,9 @@ LogicalResult Importer::declareParam(const onnx::TensorProto &init,
   Location loc = NameLoc::get(builder.getStringAttr(init.name()));
   auto type = RankedTensorType::get(
       Shape(init.dims().begin(), init.dims().end()), elemType);
-  auto param =
-      ParamOp::create(builder, loc, init.name(), type, nullptr, nullptr,
-                      nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  auto param = ParamOp::create(builder, loc, init.name(), type, nullptr,
+                               nullptr, nullptr, nullptr, nullptr, nullptr,
+                               nullptr, nullptr, nullptr);
   values[init.name()] = Entry{Value(), std::nullopt, init.name(), type};
   if (options.shapeOnly)
     return success();
@@ -308,7 +308,7 @@ Value Importer::materialize(const std::string &name, Location loc) {
   if (!e.param.empty()) {
     // Read once, at the first use (the body is one block).
     e.value = GetParamOp::create(
-        builder, NameLoc::get(builder.getStringAttr(name)), e.type, name);
+        builder, NameLoc::get(builder.getStringAttr(name)), e.type, e.param);
     return e.value;
   }
   e.value = ConstantOp::create(builder, loc, toAttr(*e.constant, e.type));

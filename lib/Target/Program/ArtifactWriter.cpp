@@ -149,7 +149,9 @@ LogicalResult readStoredParamData(ParamOp param, std::string &bytes) {
              << "' for parameter '" << param.getSymName() << "'";
     return success();
   }
-  if (!readONNXInitializer(file, param.getSymName().str(), bytes, error))
+  std::string initializer =
+      param.getInitializer().value_or(param.getSymName()).str();
+  if (!readONNXInitializer(file, initializer, bytes, error))
     return param.emitError() << error;
   return success();
 }

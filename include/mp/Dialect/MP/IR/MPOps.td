@@ -36,7 +36,10 @@ def MP_ParamOp : MP_Op<"param", [Symbol,
   let description = [{
     Declares a parameter. Its data is not held in the IR: `file` names where it
     lives. Without `offset` the data is the ONNX initializer of the same name
-    inside the ONNX model `file`; with `offset` and `length` it is raw
+    inside the ONNX model `file` (or the one `initializer` names: PyTorch's
+    exporter stores parameters that are equal once and writes the others as
+    `Identity` nodes, which import as parameters of their own reading the
+    stored one's data); with `offset` and `length` it is raw
     little-endian bytes at that offset in `file` (ONNX external data). A
     parameter without `file` has a shape only (imported with
     `--mp-shape-only`). `preview` optionally holds its first few values.
@@ -63,7 +66,8 @@ def MP_ParamOp : MP_Op<"param", [Symbol,
                        OptionalAttr<FlatSymbolRefAttr>:$grid,
                        OptionalAttr<I64Attr>:$shard_axis,
                        OptionalAttr<I64Attr>:$shard_groups,
-                       OptionalAttr<TypeAttr>:$source_type);
+                       OptionalAttr<TypeAttr>:$source_type,
+                       OptionalAttr<StrAttr>:$initializer);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
