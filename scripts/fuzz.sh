@@ -35,14 +35,14 @@ need_toolchain() {
   fi
 }
 
-# Seed corpora from the bundled models: the models themselves and the bad
-# ones, small single-node models of every supported op from ONNX's own
+# Seed corpora from the bundled models: the models themselves, the zoo's and
+# the bad ones, small single-node models of every supported op from ONNX's own
 # tests, the programs and parameter files of compiled artifacts, and the
 # .npy inputs and outputs.
 make_seeds() {
   local seeds=$FUZZ_BUILD/seeds
   rm -rf "$seeds" && mkdir -p "$seeds"/{onnx,program,safetensors,npy}
-  for m in models/*/model.onnx; do
+  for m in models/*/model.onnx models/zoo/*/model.onnx; do
     cp "$m" "$seeds/onnx/$(basename "$(dirname "$m")").onnx"
   done
   cp models/bad/*.onnx "$seeds/onnx/"

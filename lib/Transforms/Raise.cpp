@@ -3,14 +3,17 @@
 // ONNX exporters decompose linears, norms, activations and attention into
 // elementwise ops. The partitioning passes and the kernels want intent, so
 // this pass pattern-matches those decompositions back into mp.linear,
-// mp.layer_norm, mp.rms_norm, mp.gelu, mp.silu and mp.attention, then tags
-// each op of a repeated transformer block with its layer index.
+// mp.layer_norm, mp.rms_norm, mp.gelu, mp.silu and mp.attention (its
+// patterns in RaiseAttention.cpp), then tags each op of a repeated
+// transformer block with its layer index.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Analysis/Layers.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/Shape.h"
 #include "mp/Transforms/Passes.h"
+
+#include "RaisePatterns.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Matchers.h"
@@ -36,25 +39,6 @@ using namespace mp;
 //===----------------------------------------------------------------------===//
 // Matching helpers
 //===----------------------------------------------------------------------===//
-
-static RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
-static Shape shapeOf(Value v) {
-  ArrayRef<int64_t> shape = tensorType(v).getShape();
-  return Shape(shape.begin(), shape.end());
-}
-
-/// The value of a constant whose elements are all equal.
-static std::optional<double> splatValue(Value v) {
-  DenseElementsAttr attr;
-  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat())
-    return std::nullopt;
-  if (isa<FloatType>(attr.getElementType()))
-    return attr.getSplatValue<APFloat>().convertToDouble();
-  return static_cast<double>(attr.getSplatValue<APInt>().getSExtValue());
-}
 
 static bool isSplat(Value v, double expected, double relTol = 1e-4) {
   std::optional<double> value = splatValue(v);
@@ -126,13 +110,6 @@ static Value matchInverseRMS(Value v, float &eps) {
     if (isSplat(div.getLhs(), 1.0))
       return matchRootMeanSquarePlusEps(div.getRhs(), eps);
   return Value();
-}
-
-static Value splatConstant(PatternRewriter &rewriter, Location loc,
-                           RankedTensorType type, double value) {
-  auto attr = DenseElementsAttr::get(
-      type, rewriter.getFloatAttr(type.getElementType(), value));
-  return ConstantOp::create(rewriter, loc, attr);
 }
 
 /// Flattens a tree of single-use multiplications rooted at `root` into its
@@ -525,243 +502,6 @@ struct SiluFromDecomposed : OpRewritePattern<MulOp> {
 };
 
 //===----------------------------------------------------------------------===//
-// attention
-//===----------------------------------------------------------------------===//
-
-/// Undoes the head repeat of grouped-query attention:
-/// reshape(expand(reshape(x: [B,Hkv,S,D] -> [B,Hkv,1,S,D])) -> [B,H,S,D]).
-static Value stripHeadRepeat(Value v) {
-  auto outer = v.getDefiningOp<ReshapeOp>();
-  auto expand = outer ? outer.getInput().getDefiningOp<ExpandOp>() : ExpandOp();
-  auto inner =
-      expand ? expand.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
-  if (!inner)
-    return v;
-  ArrayRef<int64_t> x = tensorType(inner.getInput()).getShape();
-  ArrayRef<int64_t> unsq = tensorType(inner.getResult()).getShape();
-  ArrayRef<int64_t> exp = tensorType(expand.getResult()).getShape();
-  ArrayRef<int64_t> out = tensorType(outer.getResult()).getShape();
-  if (x.size() != 4 || unsq.size() != 5 || out.size() != 4)
-    return v;
-  bool repeat = unsq == ArrayRef<int64_t>{x[0], x[1], 1, x[2], x[3]} &&
-                exp[0] == x[0] && exp[1] == x[1] && exp[3] == x[2] &&
-                exp[4] == x[3] &&
-                out == ArrayRef<int64_t>{x[0], x[1] * exp[2], x[2], x[3]};
-  return repeat ? inner.getInput() : v;
-}
-
-/// True when `attr` (broadcastable to [..., Sq, Sk]) masks exactly the keys
-/// after each query: `allowed(i, j)` says how to read an element.
-static bool
-isCausalPattern(DenseElementsAttr attr, int64_t sq, int64_t sk,
-                llvm::function_ref<std::optional<bool>(int64_t)> allowedAt) {
-  ArrayRef<int64_t> shape = cast<ShapedType>(attr.getType()).getShape();
-  if (shape.size() < 2 || shape[shape.size() - 2] != sq || shape.back() != sk)
-    return false;
-  int64_t n = attr.getNumElements();
-  for (int64_t idx = 0; idx < n; ++idx) {
-    int64_t j = idx % sk, i = (idx / sk) % sq;
-    std::optional<bool> allowed = allowedAt(idx);
-    if (!allowed || *allowed != (j <= i + (sk - sq)))
-      return false;
-  }
-  return true;
-}
-
-/// A constant causal mask of booleans: true where a key is allowed, or
-/// with `masked`, true where it is masked (masked_fill's condition).
-static bool isCausalBoolMask(Value mask, int64_t sq, int64_t sk,
-                             bool masked = false) {
-  DenseElementsAttr attr;
-  if (!matchPattern(mask, m_Constant(&attr)) ||
-      !attr.getElementType().isInteger(1))
-    return false;
-  SmallVector<bool> values(attr.getValues<bool>());
-  return isCausalPattern(attr, sq, sk, [&](int64_t i) -> std::optional<bool> {
-    return values[i] != masked;
-  });
-}
-
-static bool isVeryNegative(double v) { return v <= -1e4; }
-
-static bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk) {
-  DenseElementsAttr attr;
-  if (!matchPattern(mask, m_Constant(&attr)) ||
-      !isa<FloatType>(attr.getElementType()))
-    return false;
-  SmallVector<double> values;
-  for (APFloat f : attr.getValues<APFloat>())
-    values.push_back(f.convertToDouble());
-  return isCausalPattern(attr, sq, sk, [&](int64_t i) -> std::optional<bool> {
-    if (values[i] == 0.0)
-      return true;
-    if (isVeryNegative(values[i]))
-      return false;
-    return std::nullopt;
-  });
-}
-
-/// softmax(q·kᵀ·scale [masked]) · v -> attention(q, k, v).
-struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(MatmulOp op,
-                                PatternRewriter &rewriter) const override {
-    auto softmax = op.getLhs().getDefiningOp<SoftmaxOp>();
-    if (!softmax || tensorType(op.getLhs()).getRank() != 4 ||
-        tensorType(op.getRhs()).getRank() != 4 ||
-        (static_cast<int64_t>(softmax.getAxis()) != 3 &&
-         static_cast<int64_t>(softmax.getAxis()) != -1))
-      return failure();
-    Value scores = softmax.getInput();
-    int64_t sq = tensorType(scores).getDimSize(2);
-    int64_t sk = tensorType(scores).getDimSize(3);
-
-    // Masking and scaling, in either order.
-    bool causal = false, scaledMask = false;
-    Value mask;
-    double scale = 1.0;
-    bool haveMask = false, haveScale = false;
-    for (int step = 0; step < 2; ++step) {
-      if (!haveMask && peelMask(scores, sq, sk, causal, mask)) {
-        haveMask = true;
-        // Peeled after the scale: added before it, so scaled with the
-        // scores.
-        scaledMask = haveScale && mask;
-        continue;
-      }
-      if (!haveScale && peelScale(scores, scale)) {
-        haveScale = true;
-        continue;
-      }
-      break;
-    }
-    auto qk = scores.getDefiningOp<MatmulOp>();
-    if (!qk || tensorType(qk.getLhs()).getRank() != 4 ||
-        tensorType(qk.getRhs()).getRank() != 4)
-      return failure();
-    Value query = qk.getLhs();
-    Value value = stripHeadRepeat(op.getRhs());
-    // Matmuls broadcast batch and heads where attention does not (queries
-    // shared across the batch): such a pattern stays decomposed. Checked
-    // before any op is created.
-    KeySource keySource = keyFromTransposed(qk.getRhs());
-    Value key = keySource.perm ? Value() : stripHeadRepeat(keySource.source);
-    Shape keyShape = key ? shapeOf(key) : keySource.shape;
-    Shape maskShape, expected;
-    if (mask)
-      maskShape = shapeOf(mask);
-    std::string error;
-    if (!shape::attention(shapeOf(query), keyShape, shapeOf(value),
-                          mask ? &maskShape : nullptr, expected, error) ||
-        expected != shapeOf(op.getResult()))
-      return rewriter.notifyMatchFailure(
-          op, error.empty() ? "attention shape differs" : error);
-    if (!key)
-      key = TransposeOp::create(rewriter, op.getLoc(), keySource.source,
-                                rewriter.getDenseI64ArrayAttr(*keySource.perm));
-    // attention adds its mask after scaling; one added before is scaled too.
-    if (scaledMask)
-      mask = MulOp::create(
-          rewriter, op.getLoc(), mask,
-          splatConstant(
-              rewriter, op.getLoc(),
-              RankedTensorType::get({}, tensorType(mask).getElementType()),
-              scale));
-    rewriter.replaceOpWithNewOp<AttentionOp>(
-        op, query, key, value, mask,
-        rewriter.getF32FloatAttr(static_cast<float>(scale)),
-        causal ? rewriter.getUnitAttr() : nullptr);
-    return success();
-  }
-
-  /// The operands a mask is applied to: the product, or it scaled.
-  static bool isScores(Value v) {
-    return v.getDefiningOp<MatmulOp>() || v.getDefiningOp<DivOp>() ||
-           v.getDefiningOp<MulOp>();
-  }
-
-  /// Peels a mask off `scores`: where(allowed, scores, -inf),
-  /// where(masked, -inf, scores) (masked_fill), or scores + mask (causal
-  /// when it is a constant causal pattern).
-  static bool peelMask(Value &scores, int64_t sq, int64_t sk, bool &causal,
-                       Value &mask) {
-    if (auto where = scores.getDefiningOp<WhereOp>()) {
-      for (bool masked : {false, true}) {
-        Value kept = masked ? where.getOnFalse() : where.getOnTrue();
-        std::optional<double> fill =
-            splatValue(masked ? where.getOnTrue() : where.getOnFalse());
-        if (fill && isVeryNegative(*fill) &&
-            isCausalBoolMask(where.getCondition(), sq, sk, masked)) {
-          causal = true;
-          scores = kept;
-          return true;
-        }
-      }
-      return false;
-    }
-    auto add = scores.getDefiningOp<AddOp>();
-    if (!add)
-      return false;
-    for (auto [s, m] : {std::pair(add.getLhs(), add.getRhs()),
-                        std::pair(add.getRhs(), add.getLhs())}) {
-      if (!isScores(s))
-        continue;
-      scores = s;
-      if (isCausalAdditiveMask(m, sq, sk))
-        causal = true;
-      else
-        mask = m;
-      return true;
-    }
-    return false;
-  }
-
-  /// Peels a positive constant scale off `scores` (x / c or x * c).
-  static bool peelScale(Value &scores, double &scale) {
-    if (auto div = scores.getDefiningOp<DivOp>()) {
-      std::optional<double> c = splatValue(div.getRhs());
-      if (!c || *c <= 0)
-        return false;
-      scale = 1.0 / *c;
-      scores = div.getLhs();
-      return true;
-    }
-    if (auto mul = scores.getDefiningOp<MulOp>())
-      for (auto [s, c] : {std::pair(mul.getLhs(), mul.getRhs()),
-                          std::pair(mul.getRhs(), mul.getLhs())})
-        if (std::optional<double> v = splatValue(c); v && *v > 0) {
-          scale = *v;
-          scores = s;
-          return true;
-        }
-    return false;
-  }
-
-  /// K given Kᵀ (the transpose of the last two dims): a value that is K,
-  /// or the transpose (`perm`) of `source` that gives it, of shape `shape`.
-  struct KeySource {
-    Value source;
-    std::optional<SmallVector<int64_t>> perm;
-    Shape shape;
-  };
-  static KeySource keyFromTransposed(Value kt) {
-    SmallVector<int64_t> perm = {0, 1, 3, 2};
-    Value source = kt;
-    if (auto t = kt.getDefiningOp<TransposeOp>()) {
-      perm.assign(t.getPermutation().begin(), t.getPermutation().end());
-      std::swap(perm[2], perm[3]);
-      source = t.getInput();
-    }
-    if (perm == SmallVector<int64_t>{0, 1, 2, 3})
-      return {source, std::nullopt, shapeOf(source)};
-    Shape in = shapeOf(source), shape;
-    for (int64_t p : perm)
-      shape.push_back(in[p]);
-    return {source, perm, shape};
-  }
-};
-
-//===----------------------------------------------------------------------===//
 // Pass
 //===----------------------------------------------------------------------===//
 
@@ -769,10 +509,12 @@ struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     RewritePatternSet patterns(ctx);
-    patterns.add<LinearFromMatmul, LinearBias, EmbeddingFromGather,
-                 LayerNormFromDecomposed, RMSNormFromDecomposed, RMSNormFromDiv,
-                 NormScale, LayerNormBias, GeluFromDecomposed,
-                 SiluFromDecomposed, AttentionFromDecomposed>(ctx);
+    patterns
+        .add<LinearFromMatmul, LinearBias, EmbeddingFromGather,
+             LayerNormFromDecomposed, RMSNormFromDecomposed, RMSNormFromDiv,
+             NormScale, LayerNormBias, GeluFromDecomposed, SiluFromDecomposed>(
+            ctx);
+    populateRaiseAttentionPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
       getOperation().emitError("mp-raise did not converge");
       return signalPassFailure();

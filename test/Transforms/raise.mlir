@@ -273,9 +273,12 @@ func.func @attention_masked(%q: tensor<2x2x4x8xf32>, %kt: tensor<2x2x8x4xf32>, %
 
 // -----
 
-// Tests that a where-mask that is not causal is not taken for attention.
+// Tests that a where-mask that is not causal (keys after the query allowed
+// here) is not taken for causality: attention gets it as a mask operand.
 // CHECK-LABEL: func.func @not_causal_where
-// CHECK-NOT: mp.attention
+// CHECK-NOT: causal
+// CHECK: %[[ADD:.*]] = mp.where %{{.*}} : (tensor<2x2xi1>, tensor<f32>, tensor<f32>) -> tensor<2x2xf32>
+// CHECK: mp.attention %arg0, %{{.*}}, %arg2, %[[ADD]] {scale = 1.000000e+00 : f32}
 func.func @not_causal_where(%q: tensor<1x1x2x8xf32>, %kt: tensor<1x1x8x2xf32>, %v: tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32> {
   %s = mp.matmul %q, %kt : (tensor<1x1x2x8xf32>, tensor<1x1x8x2xf32>) -> tensor<1x1x2x2xf32>
   %m = mp.constant dense<[[true, true], [false, true]]> : tensor<2x2xi1>
@@ -401,6 +404,44 @@ func.func @attention_mask_before_scale(%q: tensor<1x2x3x8xf32>, %kt: tensor<1x2x
   %c = mp.constant dense<8.0> : tensor<f32>
   %d = mp.div %a, %c : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
   %p = mp.softmax %d {axis = 3 : i64} : tensor<1x2x3x3xf32>
+  %o = mp.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32>
+  return %o : tensor<1x2x3x8xf32>
+}
+
+// -----
+
+// Tests a boolean mask that is not causal (a sliding window of 2 here) by
+// masked_fill: attention takes it as an additive mask operand, where(m,
+// -inf, 0); and a runtime boolean mask applied by where(allowed, s, -inf).
+// CHECK-LABEL: func.func @attention_window_mask
+// CHECK-DAG: %[[M:.*]] = mp.constant dense<{{\[\[}}false, true, true], [false, false, true], [true, false, false]]> : tensor<3x3xi1>
+// CHECK-DAG: %[[INF:.*]] = mp.constant dense<0xFF800000> : tensor<f32>
+// CHECK-DAG: %[[ZERO:.*]] = mp.constant dense<0.000000e+00> : tensor<f32>
+// CHECK: %[[ADD:.*]] = mp.where %[[M]], %[[INF]], %[[ZERO]] : (tensor<3x3xi1>, tensor<f32>, tensor<f32>) -> tensor<3x3xf32>
+// CHECK: mp.attention %arg0, %{{.*}}, %arg2, %[[ADD]] {scale = 0.353553385 : f32}
+// CHECK-NOT: mp.softmax
+func.func @attention_window_mask(%q: tensor<1x2x3x8xf32>, %kt: tensor<1x2x8x3xf32>, %v: tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32> {
+  %s = mp.matmul %q, %kt : (tensor<1x2x3x8xf32>, tensor<1x2x8x3xf32>) -> tensor<1x2x3x3xf32>
+  %c = mp.constant dense<0.353553385> : tensor<f32>
+  %d = mp.mul %s, %c : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %m = mp.constant dense<[[false, true, true], [false, false, true], [true, false, false]]> : tensor<3x3xi1>
+  %n = mp.constant dense<0xFF800000> : tensor<f32>
+  %w = mp.where %m, %n, %d : (tensor<3x3xi1>, tensor<f32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %p = mp.softmax %w {axis = -1 : i64} : tensor<1x2x3x3xf32>
+  %o = mp.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32>
+  return %o : tensor<1x2x3x8xf32>
+}
+
+// CHECK-LABEL: func.func @attention_runtime_bool_mask
+// CHECK: %[[ADD:.*]] = mp.where %arg3, %{{.*}}, %{{.*}} : (tensor<1x1x1x3xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x1x3xf32>
+// CHECK: mp.attention %arg0, %{{.*}}, %arg2, %[[ADD]] {scale = 1.250000e-01 : f32}
+func.func @attention_runtime_bool_mask(%q: tensor<1x2x3x8xf32>, %kt: tensor<1x2x8x3xf32>, %v: tensor<1x2x3x8xf32>, %allowed: tensor<1x1x1x3xi1>) -> tensor<1x2x3x8xf32> {
+  %s = mp.matmul %q, %kt : (tensor<1x2x3x8xf32>, tensor<1x2x8x3xf32>) -> tensor<1x2x3x3xf32>
+  %c = mp.constant dense<8.0> : tensor<f32>
+  %d = mp.div %s, %c : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %n = mp.constant dense<-1.0e9> : tensor<f32>
+  %w = mp.where %allowed, %d, %n : (tensor<1x1x1x3xi1>, tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %p = mp.softmax %w {axis = -1 : i64} : tensor<1x2x3x3xf32>
   %o = mp.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32>
   return %o : tensor<1x2x3x8xf32>
 }

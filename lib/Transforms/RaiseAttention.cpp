@@ -1,0 +1,287 @@
+//===- RaiseAttention.cpp - raise decomposed attention ------------------===//
+//
+// softmax(q·kᵀ·scale [masked]) · v back to mp.attention, whatever order the
+// export masked and scaled in: a constant causal pattern becomes the causal
+// attribute, any other mask (a sliding window, padding, boolean or
+// additive) the mask operand; the head repeat of grouped-query attention is
+// undone.
+//
+//===----------------------------------------------------------------------===//
+#include "RaisePatterns.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mp;
+
+/// Undoes the head repeat of grouped-query attention:
+/// reshape(expand(reshape(x: [B,Hkv,S,D] -> [B,Hkv,1,S,D])) -> [B,H,S,D]).
+static Value stripHeadRepeat(Value v) {
+  auto outer = v.getDefiningOp<ReshapeOp>();
+  auto expand = outer ? outer.getInput().getDefiningOp<ExpandOp>() : ExpandOp();
+  auto inner =
+      expand ? expand.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!inner)
+    return v;
+  ArrayRef<int64_t> x = tensorType(inner.getInput()).getShape();
+  ArrayRef<int64_t> unsq = tensorType(inner.getResult()).getShape();
+  ArrayRef<int64_t> exp = tensorType(expand.getResult()).getShape();
+  ArrayRef<int64_t> out = tensorType(outer.getResult()).getShape();
+  if (x.size() != 4 || unsq.size() != 5 || out.size() != 4)
+    return v;
+  bool repeat = unsq == ArrayRef<int64_t>{x[0], x[1], 1, x[2], x[3]} &&
+                exp[0] == x[0] && exp[1] == x[1] && exp[3] == x[2] &&
+                exp[4] == x[3] &&
+                out == ArrayRef<int64_t>{x[0], x[1] * exp[2], x[2], x[3]};
+  return repeat ? inner.getInput() : v;
+}
+
+/// True when `attr` (broadcastable to [..., Sq, Sk]) masks exactly the keys
+/// after each query: `allowed(i, j)` says how to read an element.
+static bool
+isCausalPattern(DenseElementsAttr attr, int64_t sq, int64_t sk,
+                llvm::function_ref<std::optional<bool>(int64_t)> allowedAt) {
+  ArrayRef<int64_t> shape = cast<ShapedType>(attr.getType()).getShape();
+  if (shape.size() < 2 || shape[shape.size() - 2] != sq || shape.back() != sk)
+    return false;
+  int64_t n = attr.getNumElements();
+  for (int64_t idx = 0; idx < n; ++idx) {
+    int64_t j = idx % sk, i = (idx / sk) % sq;
+    std::optional<bool> allowed = allowedAt(idx);
+    if (!allowed || *allowed != (j <= i + (sk - sq)))
+      return false;
+  }
+  return true;
+}
+
+/// A constant causal mask of booleans: true where a key is allowed, or
+/// with `masked`, true where it is masked (masked_fill's condition).
+static bool isCausalBoolMask(Value mask, int64_t sq, int64_t sk,
+                             bool masked = false) {
+  DenseElementsAttr attr;
+  if (!matchPattern(mask, m_Constant(&attr)) ||
+      !attr.getElementType().isInteger(1))
+    return false;
+  SmallVector<bool> values(attr.getValues<bool>());
+  return isCausalPattern(attr, sq, sk, [&](int64_t i) -> std::optional<bool> {
+    return values[i] != masked;
+  });
+}
+
+static bool isVeryNegative(double v) { return v <= -1e4; }
+
+static bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk) {
+  DenseElementsAttr attr;
+  if (!matchPattern(mask, m_Constant(&attr)) ||
+      !isa<FloatType>(attr.getElementType()))
+    return false;
+  SmallVector<double> values;
+  for (APFloat f : attr.getValues<APFloat>())
+    values.push_back(f.convertToDouble());
+  return isCausalPattern(attr, sq, sk, [&](int64_t i) -> std::optional<bool> {
+    if (values[i] == 0.0)
+      return true;
+    if (isVeryNegative(values[i]))
+      return false;
+    return std::nullopt;
+  });
+}
+
+/// softmax(q·kᵀ·scale [masked]) · v -> attention(q, k, v).
+namespace {
+
+struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto softmax = op.getLhs().getDefiningOp<SoftmaxOp>();
+    if (!softmax || tensorType(op.getLhs()).getRank() != 4 ||
+        tensorType(op.getRhs()).getRank() != 4 ||
+        (static_cast<int64_t>(softmax.getAxis()) != 3 &&
+         static_cast<int64_t>(softmax.getAxis()) != -1))
+      return failure();
+    Value scores = softmax.getInput();
+    int64_t sq = tensorType(scores).getDimSize(2);
+    int64_t sk = tensorType(scores).getDimSize(3);
+
+    // Masking and scaling, in either order.
+    bool causal = false, scaledMask = false;
+    Value mask;
+    BoolMask boolMask;
+    double scale = 1.0;
+    bool haveMask = false, haveScale = false;
+    for (int step = 0; step < 2; ++step) {
+      if (!haveMask && peelMask(scores, sq, sk, causal, mask, boolMask)) {
+        haveMask = true;
+        // Peeled after the scale: added before it, so scaled with the
+        // scores.
+        scaledMask = haveScale && (mask || boolMask.condition);
+        continue;
+      }
+      if (!haveScale && peelScale(scores, scale)) {
+        haveScale = true;
+        continue;
+      }
+      break;
+    }
+    auto qk = scores.getDefiningOp<MatmulOp>();
+    if (!qk || tensorType(qk.getLhs()).getRank() != 4 ||
+        tensorType(qk.getRhs()).getRank() != 4)
+      return failure();
+    Value query = qk.getLhs();
+    Value value = stripHeadRepeat(op.getRhs());
+    // Matmuls broadcast batch and heads where attention does not (queries
+    // shared across the batch): such a pattern stays decomposed. Checked
+    // before any op is created.
+    KeySource keySource = keyFromTransposed(qk.getRhs());
+    Value key = keySource.perm ? Value() : stripHeadRepeat(keySource.source);
+    Shape keyShape = key ? shapeOf(key) : keySource.shape;
+    Shape maskShape, expected;
+    if (mask)
+      maskShape = shapeOf(mask);
+    if (boolMask.condition)
+      maskShape = shapeOf(boolMask.condition);
+    bool haveMaskOperand = mask || boolMask.condition;
+    std::string error;
+    if (!shape::attention(shapeOf(query), keyShape, shapeOf(value),
+                          haveMaskOperand ? &maskShape : nullptr, expected,
+                          error) ||
+        expected != shapeOf(op.getResult()))
+      return rewriter.notifyMatchFailure(
+          op, error.empty() ? "attention shape differs" : error);
+    if (!key)
+      key = TransposeOp::create(rewriter, op.getLoc(), keySource.source,
+                                rewriter.getDenseI64ArrayAttr(*keySource.perm));
+    if (boolMask.condition)
+      mask = boolMask.additive(rewriter, op.getLoc(),
+                               tensorType(scores).getElementType());
+    // attention adds its mask after scaling; one added before is scaled too.
+    if (scaledMask)
+      mask = MulOp::create(
+          rewriter, op.getLoc(), mask,
+          splatConstant(
+              rewriter, op.getLoc(),
+              RankedTensorType::get({}, tensorType(mask).getElementType()),
+              scale));
+    rewriter.replaceOpWithNewOp<AttentionOp>(
+        op, query, key, value, mask,
+        rewriter.getF32FloatAttr(static_cast<float>(scale)),
+        causal ? rewriter.getUnitAttr() : nullptr);
+    return success();
+  }
+
+  /// The operands a mask is applied to: the product, or it scaled.
+  static bool isScores(Value v) {
+    return v.getDefiningOp<MatmulOp>() || v.getDefiningOp<DivOp>() ||
+           v.getDefiningOp<MulOp>();
+  }
+
+  /// A boolean mask applied by `where`: `condition` true where keys are
+  /// hidden (`masked`, masked_fill's spelling) or where they are allowed,
+  /// with `fill` (very negative) for the hidden ones.
+  struct BoolMask {
+    Value condition;
+    bool masked = false;
+    double fill = 0;
+    /// The additive mask attention takes: fill where hidden, else 0.
+    Value additive(PatternRewriter &rewriter, Location loc,
+                   Type elementType) const {
+      auto scalar = RankedTensorType::get({}, elementType);
+      Value hidden = splatConstant(rewriter, loc, scalar, fill);
+      Value shown = splatConstant(rewriter, loc, scalar, 0.0);
+      return WhereOp::create(rewriter, loc, condition, masked ? hidden : shown,
+                             masked ? shown : hidden);
+    }
+  };
+
+  /// Peels a mask off `scores`: where(allowed, scores, -inf),
+  /// where(masked, -inf, scores) (masked_fill), or scores + mask. A
+  /// constant causal pattern becomes the causal attribute; any other
+  /// boolean mask (a sliding window, padding) `boolMask`, an additive one
+  /// `mask`.
+  static bool peelMask(Value &scores, int64_t sq, int64_t sk, bool &causal,
+                       Value &mask, BoolMask &boolMask) {
+    if (auto where = scores.getDefiningOp<WhereOp>()) {
+      for (bool masked : {false, true}) {
+        Value kept = masked ? where.getOnFalse() : where.getOnTrue();
+        std::optional<double> fill =
+            splatValue(masked ? where.getOnTrue() : where.getOnFalse());
+        if (!fill || !isVeryNegative(*fill) ||
+            !tensorType(where.getCondition()).getElementType().isInteger(1))
+          continue;
+        scores = kept;
+        if (isCausalBoolMask(where.getCondition(), sq, sk, masked))
+          causal = true;
+        else
+          boolMask = {where.getCondition(), masked, *fill};
+        return true;
+      }
+      return false;
+    }
+    auto add = scores.getDefiningOp<AddOp>();
+    if (!add)
+      return false;
+    for (auto [s, m] : {std::pair(add.getLhs(), add.getRhs()),
+                        std::pair(add.getRhs(), add.getLhs())}) {
+      if (!isScores(s))
+        continue;
+      scores = s;
+      if (isCausalAdditiveMask(m, sq, sk))
+        causal = true;
+      else
+        mask = m;
+      return true;
+    }
+    return false;
+  }
+
+  /// Peels a positive constant scale off `scores` (x / c or x * c).
+  static bool peelScale(Value &scores, double &scale) {
+    if (auto div = scores.getDefiningOp<DivOp>()) {
+      std::optional<double> c = splatValue(div.getRhs());
+      if (!c || *c <= 0)
+        return false;
+      scale = 1.0 / *c;
+      scores = div.getLhs();
+      return true;
+    }
+    if (auto mul = scores.getDefiningOp<MulOp>())
+      for (auto [s, c] : {std::pair(mul.getLhs(), mul.getRhs()),
+                          std::pair(mul.getRhs(), mul.getLhs())})
+        if (std::optional<double> v = splatValue(c); v && *v > 0) {
+          scale = *v;
+          scores = s;
+          return true;
+        }
+    return false;
+  }
+
+  /// K given Kᵀ (the transpose of the last two dims): a value that is K,
+  /// or the transpose (`perm`) of `source` that gives it, of shape `shape`.
+  struct KeySource {
+    Value source;
+    std::optional<SmallVector<int64_t>> perm;
+    Shape shape;
+  };
+  static KeySource keyFromTransposed(Value kt) {
+    SmallVector<int64_t> perm = {0, 1, 3, 2};
+    Value source = kt;
+    if (auto t = kt.getDefiningOp<TransposeOp>()) {
+      perm.assign(t.getPermutation().begin(), t.getPermutation().end());
+      std::swap(perm[2], perm[3]);
+      source = t.getInput();
+    }
+    if (perm == SmallVector<int64_t>{0, 1, 2, 3})
+      return {source, std::nullopt, shapeOf(source)};
+    Shape in = shapeOf(source), shape;
+    for (int64_t p : perm)
+      shape.push_back(in[p]);
+    return {source, perm, shape};
+  }
+};
+
+} // namespace
+
+void mp::populateRaiseAttentionPatterns(RewritePatternSet &patterns) {
+  patterns.add<AttentionFromDecomposed>(patterns.getContext());
+}

@@ -1,0 +1,53 @@
+//===- RaisePatterns.h - what mp-raise's pattern files share ----*- C++ -*-===//
+//
+// Matching helpers used by the patterns of mp-raise in more than one file,
+// and the patterns each file adds.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_TRANSFORMS_RAISEPATTERNS_H
+#define MP_TRANSFORMS_RAISEPATTERNS_H
+
+#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Support/Shape.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <optional>
+
+namespace mp {
+
+inline mlir::RankedTensorType tensorType(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType());
+}
+
+inline Shape shapeOf(mlir::Value v) {
+  llvm::ArrayRef<int64_t> shape = tensorType(v).getShape();
+  return Shape(shape.begin(), shape.end());
+}
+
+/// The value of a constant whose elements are all equal.
+inline std::optional<double> splatValue(mlir::Value v) {
+  mlir::DenseElementsAttr attr;
+  if (!mlir::matchPattern(v, mlir::m_Constant(&attr)) || !attr.isSplat())
+    return std::nullopt;
+  if (llvm::isa<mlir::FloatType>(attr.getElementType()))
+    return attr.getSplatValue<llvm::APFloat>().convertToDouble();
+  return static_cast<double>(attr.getSplatValue<llvm::APInt>().getSExtValue());
+}
+
+/// A constant of `type` whose every element is `value`.
+inline mlir::Value splatConstant(mlir::PatternRewriter &rewriter,
+                                 mlir::Location loc,
+                                 mlir::RankedTensorType type, double value) {
+  auto attr = mlir::DenseElementsAttr::get(
+      type, rewriter.getFloatAttr(type.getElementType(), value));
+  return ConstantOp::create(rewriter, loc, attr);
+}
+
+/// softmax(q·kᵀ·scale [masked]) · v -> mp.attention (RaiseAttention.cpp).
+void populateRaiseAttentionPatterns(mlir::RewritePatternSet &patterns);
+
+} // namespace mp
+
+#endif // MP_TRANSFORMS_RAISEPATTERNS_H
