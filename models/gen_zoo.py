@@ -6,8 +6,10 @@ bundled export styles (issue 15).
 
 For every model NAME this writes models/zoo/NAME/:
   model.onnx               opset 17, input_ids int64 [2, 8] -> logits f32 [2, 8, 64]
-  inputs/input_ids.npy
-  outputs/logits.npy       the PyTorch fp32 forward
+                           (bert_pooler: also token_type_ids and attention_mask
+                           in, last_hidden_state and pooler_output out)
+  inputs/NAME.npy          each input
+  outputs/NAME.npy         each output of the PyTorch fp32 forward
 
 Unlike gen_tiny.py these use nn.Linear and the exporter's defaults where a
 user would (constant folding on: transposed weight copies under onnx::
@@ -308,16 +310,255 @@ class LlamaLike(nn.Module):
 
 
 # ----------------------------------------------------------------------------
+# Phi-2: one LayerNorm feeding attention and MLP in parallel, rotary on 40%
+# of each head, q/k/v/dense with biases, tanh GELU, an LM head with a bias.
+# ----------------------------------------------------------------------------
+class PhiLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.input_layernorm = nn.LayerNorm(HIDDEN)
+        self.q_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.k_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.v_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.dense = nn.Linear(HIDDEN, HIDDEN)
+        self.fc1 = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.fc2 = nn.Linear(4 * HIDDEN, HIDDEN)
+        self.rot = int(HEAD_DIM * 0.4) // 2 * 2
+        cos, sin = rotary_tables(self.rot, SEQ)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("mask", causal_bool(SEQ), persistent=False)
+
+    def forward(self, x):
+        h = self.input_layernorm(x)
+        s = x.shape[1]
+        q, k, v = (split_heads(p(h), HEADS) for p in (self.q_proj, self.k_proj, self.v_proj))
+        cos, sin = self.cos[:, :, :s], self.sin[:, :, :s]
+        q = partial_rotary(q, cos, sin, self.rot)
+        k = partial_rotary(k, cos, sin, self.rot)
+        attn = self.dense(merge_heads(attend(q, k, v, self.mask[:s, :s], "masked_fill")))
+        return x + attn + self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
+
+
+class Phi(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
+        self.layers = nn.ModuleList(PhiLayer() for _ in range(LAYERS))
+        self.final_layernorm = nn.LayerNorm(HIDDEN)
+        self.lm_head = nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, ids):
+        x = self.embed_tokens(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.lm_head(self.final_layernorm(x))
+
+
+# ----------------------------------------------------------------------------
+# Gemma (the 7B layout, one KV head per query head): RMSNorm scaled by 1 + w,
+# embeddings scaled by sqrt(hidden), GeGLU (tanh GELU gate), tied LM head.
+# ----------------------------------------------------------------------------
+class GemmaLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.input_layernorm = RMSNorm(HIDDEN, plus_one=True)
+        self.q_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.k_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.v_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.o_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.post_attention_layernorm = RMSNorm(HIDDEN, plus_one=True)
+        self.gate_proj = nn.Linear(HIDDEN, 3 * HIDDEN, bias=False)
+        self.up_proj = nn.Linear(HIDDEN, 3 * HIDDEN, bias=False)
+        self.down_proj = nn.Linear(3 * HIDDEN, HIDDEN, bias=False)
+        cos, sin = rotary_tables(HEAD_DIM, SEQ)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("mask", causal_bool(SEQ), persistent=False)
+
+    def forward(self, x):
+        h = self.input_layernorm(x)
+        s = x.shape[1]
+        q, k, v = (split_heads(p(h), HEADS) for p in (self.q_proj, self.k_proj, self.v_proj))
+        cos, sin = self.cos[:, :, :s], self.sin[:, :, :s]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        x = x + self.o_proj(merge_heads(attend(q, k, v, self.mask[:s, :s], "masked_fill")))
+        h = self.post_attention_layernorm(x)
+        gate = F.gelu(self.gate_proj(h), approximate="tanh")
+        return x + self.down_proj(gate * self.up_proj(h))
+
+
+class Gemma(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
+        self.layers = nn.ModuleList(GemmaLayer() for _ in range(LAYERS))
+        self.norm = RMSNorm(HIDDEN, plus_one=True)
+
+    def forward(self, ids):
+        x = self.embed_tokens(ids) * math.sqrt(HIDDEN)
+        for layer in self.layers:
+            x = layer(x)
+        return torch.matmul(self.norm(x), self.embed_tokens.weight.t())
+
+
+# ----------------------------------------------------------------------------
+# BERT with everything an encoder user feeds it: token types, a padding mask
+# input (1 keep, 0 pad) turned into an additive mask of float min, post-LN
+# layers, and a pooler (tanh of a dense layer on the first token); outputs
+# the last hidden states and the pooled vector.
+# ----------------------------------------------------------------------------
+class BertLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.query = nn.Linear(HIDDEN, HIDDEN)
+        self.key = nn.Linear(HIDDEN, HIDDEN)
+        self.value = nn.Linear(HIDDEN, HIDDEN)
+        self.attention_output = nn.Linear(HIDDEN, HIDDEN)
+        self.attention_norm = nn.LayerNorm(HIDDEN, eps=1e-12)
+        self.intermediate = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.output = nn.Linear(4 * HIDDEN, HIDDEN)
+        self.output_norm = nn.LayerNorm(HIDDEN, eps=1e-12)
+
+    def forward(self, x, additive_mask):
+        q, k, v = (split_heads(p(x), HEADS) for p in (self.query, self.key, self.value))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(HEAD_DIM) + additive_mask
+        attn = merge_heads(torch.matmul(torch.softmax(scores, dim=-1), v))
+        x = self.attention_norm(x + self.attention_output(attn))
+        return self.output_norm(x + self.output(F.gelu(self.intermediate(x))))
+
+
+class BertEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(VOCAB, HIDDEN)
+        self.position_embeddings = nn.Embedding(SEQ, HIDDEN)
+        self.token_type_embeddings = nn.Embedding(2, HIDDEN)
+        self.embeddings_norm = nn.LayerNorm(HIDDEN, eps=1e-12)
+        self.layer = nn.ModuleList(BertLayer() for _ in range(LAYERS))
+        self.pooler = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, input_ids, token_type_ids, attention_mask):
+        positions = torch.arange(input_ids.shape[1])
+        x = (self.word_embeddings(input_ids) + self.position_embeddings(positions) +
+             self.token_type_embeddings(token_type_ids))
+        x = self.embeddings_norm(x)
+        additive = (1.0 - attention_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        for layer in self.layer:
+            x = layer(x, additive)
+        return x, torch.tanh(self.pooler(x[:, 0]))
+
+
+def bert_inputs(ids):
+    """Token types (a second segment from position 5) and a padding mask
+    (the second sequence padded after 6 tokens)."""
+    types = torch.zeros_like(ids)
+    types[:, 5:] = 1
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    return {"token_type_ids": types, "attention_mask": mask}
+
+
+# ----------------------------------------------------------------------------
+# T5-style encoder-decoder, as Megatron's T5 lays it out: learned absolute
+# positions, pre-norm RMSNorm, ReLU MLPs, no biases; the decoder has causal
+# self-attention and cross-attention (queries from the decoder, keys and
+# values from the encoder's output); modules enc.N / dec.N; tied head.
+# ----------------------------------------------------------------------------
+class T5Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.k = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.v = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.o = nn.Linear(HIDDEN, HIDDEN, bias=False)
+
+    def forward(self, x, memory, hidden_mask):
+        q = split_heads(self.q(x), HEADS)
+        k, v = split_heads(self.k(memory), HEADS), split_heads(self.v(memory), HEADS)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(HEAD_DIM)
+        if hidden_mask is not None:
+            scores = scores.masked_fill(hidden_mask, float("-inf"))
+        return self.o(merge_heads(torch.matmul(torch.softmax(scores, dim=-1), v)))
+
+
+class T5MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wi = nn.Linear(HIDDEN, 4 * HIDDEN, bias=False)
+        self.wo = nn.Linear(4 * HIDDEN, HIDDEN, bias=False)
+
+    def forward(self, x):
+        return self.wo(F.relu(self.wi(x)))
+
+
+class T5Block(nn.Module):
+    def __init__(self, decoder):
+        super().__init__()
+        self.self_norm = RMSNorm(HIDDEN)
+        self.self_attn = T5Attention()
+        self.cross_norm = RMSNorm(HIDDEN) if decoder else None
+        self.cross_attn = T5Attention() if decoder else None
+        self.mlp_norm = RMSNorm(HIDDEN)
+        self.mlp = T5MLP()
+
+    def forward(self, x, memory=None, causal=None):
+        h = self.self_norm(x)
+        x = x + self.self_attn(h, h, causal)
+        if self.cross_attn is not None:
+            x = x + self.cross_attn(self.cross_norm(x), memory, None)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class T5(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HIDDEN)
+        self.enc_positions = nn.Embedding(SEQ, HIDDEN)
+        self.dec_positions = nn.Embedding(SEQ, HIDDEN)
+        self.enc = nn.ModuleList(T5Block(False) for _ in range(LAYERS))
+        self.enc_norm = RMSNorm(HIDDEN)
+        self.dec = nn.ModuleList(T5Block(True) for _ in range(LAYERS))
+        self.dec_norm = RMSNorm(HIDDEN)
+        self.register_buffer("mask", causal_bool(SEQ), persistent=False)
+
+    def forward(self, input_ids, decoder_input_ids):
+        x = self.embed(input_ids) + self.enc_positions(torch.arange(input_ids.shape[1]))
+        for block in self.enc:
+            x = block(x)
+        memory = self.enc_norm(x)
+        s = decoder_input_ids.shape[1]
+        y = self.embed(decoder_input_ids) + self.dec_positions(torch.arange(s))
+        for block in self.dec:
+            y = block(y, memory, self.mask[:s, :s])
+        return torch.matmul(self.dec_norm(y), self.embed.weight.t())
+
+
+def t5_inputs(ids):
+    """The decoder's input: the targets shifted right (token 0 first)."""
+    return {"decoder_input_ids": torch.cat((torch.zeros_like(ids[:, :1]), ids[:, :-1].flip(1)), 1)}
+
+
+# ----------------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------------
-# name: (constructor, seed, dynamic batch/sequence axes)
+# name: (constructor, seed, dynamic batch/sequence axes); models with more
+# inputs than input_ids, and outputs other than logits, are in EXTRA_INPUTS
+# and OUTPUTS.
 MODELS = {
     "gpt_neox": (NeoX, 2001, True),
     "gptj": (GPTJ, 2002, False),
     "opt": (OPT, 2003, False),
     "qwen2": (lambda: LlamaLike(qkv_bias=True), 2004, False),
     "mistral": (lambda: LlamaLike(window=3), 2005, True),
+    "phi2": (Phi, 2006, False),
+    "gemma": (Gemma, 2007, False),
+    "bert_pooler": (BertEncoder, 2008, True),
+    "t5": (T5, 2009, False),
 }
+EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs}
+OUTPUTS = {"bert_pooler": ["last_hidden_state", "pooler_output"]}
 
 
 def generate(name, out_root):
@@ -328,19 +569,24 @@ def generate(name, out_root):
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(seed + 7))
+    inputs = {"input_ids": ids, **EXTRA_INPUTS.get(name, lambda _: {})(ids)}
+    outputs = OUTPUTS.get(name, ["logits"])
     d = os.path.join(out_root, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(os.path.join(d, "inputs"))
     os.makedirs(os.path.join(d, "outputs"))
-    axes = {"input_ids": {0: "batch", 1: "sequence"}, "logits": {0: "batch", 1: "sequence"}}
+    axes = {n: {0: "batch", 1: "sequence"} for n in list(inputs) + outputs}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        logits = model(ids)
-        torch.onnx.export(model, (ids,), os.path.join(d, "model.onnx"), opset_version=OPSET,
-                          input_names=["input_ids"], output_names=["logits"],
+        results = model(*inputs.values())
+        results = results if isinstance(results, tuple) else (results,)
+        torch.onnx.export(model, tuple(inputs.values()), os.path.join(d, "model.onnx"),
+                          opset_version=OPSET, input_names=list(inputs), output_names=outputs,
                           dynamic_axes=axes if dynamic else None)
-    np.save(os.path.join(d, "inputs", "input_ids.npy"), ids.numpy())
-    np.save(os.path.join(d, "outputs", "logits.npy"), logits.numpy().astype(np.float32))
+    for n, value in inputs.items():
+        np.save(os.path.join(d, "inputs", n + ".npy"), value.numpy())
+    for n, value in zip(outputs, results):
+        np.save(os.path.join(d, "outputs", n + ".npy"), value.numpy().astype(np.float32))
     print("wrote", d)
 
 
