@@ -262,23 +262,23 @@ class OPT(nn.Module):
 # q/k/v biases, Mistral a sliding-window causal mask.
 # ----------------------------------------------------------------------------
 class LlamaLikeLayer(nn.Module):
-    def __init__(self, qkv_bias, window):
+    def __init__(self, qkv_bias=False, window=None, kv=HEADS // 2, ffn=2 * HIDDEN,
+                 theta=1e6, plus_one=False, activation=F.silu):
         super().__init__()
-        kv = HEADS // 2
-        self.input_layernorm = RMSNorm(HIDDEN)
+        self.input_layernorm = RMSNorm(HIDDEN, plus_one=plus_one)
         self.q_proj = nn.Linear(HIDDEN, HIDDEN, bias=qkv_bias)
         self.k_proj = nn.Linear(HIDDEN, kv * HEAD_DIM, bias=qkv_bias)
         self.v_proj = nn.Linear(HIDDEN, kv * HEAD_DIM, bias=qkv_bias)
         self.o_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
-        self.post_attention_layernorm = RMSNorm(HIDDEN)
-        self.gate_proj = nn.Linear(HIDDEN, 2 * HIDDEN, bias=False)
-        self.up_proj = nn.Linear(HIDDEN, 2 * HIDDEN, bias=False)
-        self.down_proj = nn.Linear(2 * HIDDEN, HIDDEN, bias=False)
-        cos, sin = rotary_tables(HEAD_DIM, SEQ, theta=1e6)
+        self.post_attention_layernorm = RMSNorm(HIDDEN, plus_one=plus_one)
+        self.gate_proj = nn.Linear(HIDDEN, ffn, bias=False)
+        self.up_proj = nn.Linear(HIDDEN, ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, HIDDEN, bias=False)
+        cos, sin = rotary_tables(HEAD_DIM, SEQ, theta=theta)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
         self.register_buffer("mask", causal_bool(SEQ, window), persistent=False)
-        self.kv = kv
+        self.kv, self.activation = kv, activation
 
     def forward(self, x):
         h = self.input_layernorm(x)
@@ -291,7 +291,7 @@ class LlamaLikeLayer(nn.Module):
         k = k * cos + rotate_half(k) * sin
         x = x + self.o_proj(merge_heads(attend(q, k, v, self.mask[:s, :s], "masked_fill")))
         h = self.post_attention_layernorm(x)
-        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+        return x + self.down_proj(self.activation(self.gate_proj(h)) * self.up_proj(h))
 
 
 class LlamaLike(nn.Module):
@@ -359,41 +359,14 @@ class Phi(nn.Module):
 # Gemma (the 7B layout, one KV head per query head): RMSNorm scaled by 1 + w,
 # embeddings scaled by sqrt(hidden), GeGLU (tanh GELU gate), tied LM head.
 # ----------------------------------------------------------------------------
-class GemmaLayer(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.input_layernorm = RMSNorm(HIDDEN, plus_one=True)
-        self.q_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
-        self.k_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
-        self.v_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
-        self.o_proj = nn.Linear(HIDDEN, HIDDEN, bias=False)
-        self.post_attention_layernorm = RMSNorm(HIDDEN, plus_one=True)
-        self.gate_proj = nn.Linear(HIDDEN, 3 * HIDDEN, bias=False)
-        self.up_proj = nn.Linear(HIDDEN, 3 * HIDDEN, bias=False)
-        self.down_proj = nn.Linear(3 * HIDDEN, HIDDEN, bias=False)
-        cos, sin = rotary_tables(HEAD_DIM, SEQ)
-        self.register_buffer("cos", cos, persistent=False)
-        self.register_buffer("sin", sin, persistent=False)
-        self.register_buffer("mask", causal_bool(SEQ), persistent=False)
-
-    def forward(self, x):
-        h = self.input_layernorm(x)
-        s = x.shape[1]
-        q, k, v = (split_heads(p(h), HEADS) for p in (self.q_proj, self.k_proj, self.v_proj))
-        cos, sin = self.cos[:, :, :s], self.sin[:, :, :s]
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        x = x + self.o_proj(merge_heads(attend(q, k, v, self.mask[:s, :s], "masked_fill")))
-        h = self.post_attention_layernorm(x)
-        gate = F.gelu(self.gate_proj(h), approximate="tanh")
-        return x + self.down_proj(gate * self.up_proj(h))
-
-
 class Gemma(nn.Module):
     def __init__(self):
         super().__init__()
         self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
-        self.layers = nn.ModuleList(GemmaLayer() for _ in range(LAYERS))
+        self.layers = nn.ModuleList(
+            LlamaLikeLayer(kv=HEADS, ffn=3 * HIDDEN, theta=10000.0, plus_one=True,
+                           activation=lambda x: F.gelu(x, approximate="tanh"))
+            for _ in range(LAYERS))
         self.norm = RMSNorm(HIDDEN, plus_one=True)
 
     def forward(self, ids):
