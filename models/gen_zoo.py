@@ -356,15 +356,16 @@ class Phi(nn.Module):
 
 
 # ----------------------------------------------------------------------------
-# Gemma (the 7B layout, one KV head per query head): RMSNorm scaled by 1 + w,
-# embeddings scaled by sqrt(hidden), GeGLU (tanh GELU gate), tied LM head.
+# Gemma: RMSNorm scaled by 1 + w, embeddings scaled by sqrt(hidden), GeGLU
+# (tanh GELU gate), tied LM head; the 7B layout has a KV head per query
+# head, the 2B layout one KV head for all (multi-query attention).
 # ----------------------------------------------------------------------------
 class Gemma(nn.Module):
-    def __init__(self):
+    def __init__(self, kv=HEADS):
         super().__init__()
         self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
         self.layers = nn.ModuleList(
-            LlamaLikeLayer(kv=HEADS, ffn=3 * HIDDEN, theta=10000.0, plus_one=True,
+            LlamaLikeLayer(kv=kv, ffn=3 * HIDDEN, theta=10000.0, plus_one=True,
                            activation=lambda x: F.gelu(x, approximate="tanh"))
             for _ in range(LAYERS))
         self.norm = RMSNorm(HIDDEN, plus_one=True)
@@ -527,6 +528,7 @@ MODELS = {
     "mistral": (lambda: LlamaLike(window=3), 2005, True),
     "phi2": (Phi, 2006, False),
     "gemma": (Gemma, 2007, False),
+    "gemma_mqa": (lambda: Gemma(kv=1), 2010, False),
     "bert_pooler": (BertEncoder, 2008, True),
     "t5": (T5, 2009, False),
 }

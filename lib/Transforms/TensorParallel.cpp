@@ -70,6 +70,34 @@ std::optional<Dims> propagate(Operation *op, const Dims &in) {
   return Dims(mapping->results);
 }
 
+/// The operands of `op` whose splits it cannot take: the fewest that, kept
+/// whole, let its split rule accept the others (multi-query attention takes
+/// split query heads with its one key/value head whole), else every split
+/// operand.
+SmallVector<unsigned> refusedOperands(Operation *op, const Dims &dims) {
+  SmallVector<unsigned> splitOperands;
+  for (auto [i, d] : llvm::enumerate(dims))
+    if (d >= 0)
+      splitOperands.push_back(i);
+  unsigned n = splitOperands.size();
+  if (n > 1 && n <= 8)
+    for (unsigned count = 1; count < n; ++count)
+      for (unsigned mask = 1; mask < (1u << n) - 1; ++mask) {
+        if (static_cast<unsigned>(llvm::popcount(mask)) != count)
+          continue;
+        Dims kept = dims;
+        SmallVector<unsigned> refused;
+        for (unsigned b = 0; b < n; ++b)
+          if (mask & (1u << b)) {
+            kept[splitOperands[b]] = -1;
+            refused.push_back(splitOperands[b]);
+          }
+        if (propagate(op, kept))
+          return refused;
+      }
+  return splitOperands;
+}
+
 /// Where the split of a linear that stays whole stopped, for telling the
 /// user: the op that could not take it and the dim it came split along.
 struct Stop {
@@ -153,7 +181,10 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
     std::optional<Dims> results = propagate(&op, dims);
     if (!results) {
       LLVM_DEBUG(llvm::dbgs() << "split stops at " << op << "\n");
-      stopAt(&op, dims, from);
+      llvm::BitVector refusedFrom(linears.size());
+      for (unsigned i : refusedOperands(&op, dims))
+        refusedFrom |= split.origin[op.getOperand(i)];
+      stopAt(&op, dims, refusedFrom);
       continue;
     }
     for (auto [r, d] : llvm::zip(op.getResults(), *results))
@@ -215,6 +246,12 @@ static std::string describeStop(const Stop &stop) {
     os << "which is not that linear's input features";
     return why;
   }
+  if (auto attention = dyn_cast<AttentionOp>(stop.op);
+      attention && tensorType(attention.getKey()).getDimSize(1) == 1) {
+    os << "and multi-query attention reads its one key/value head whole on "
+          "every rank";
+    return why;
+  }
   if (auto rule = dyn_cast<SplitOpInterface>(stop.op);
       rule && succeeded(rule.propagateSplit(stop.dims))) {
     os << "where an operand that is whole spans the split (tensor "
@@ -266,7 +303,7 @@ LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
           return attention.emitError()
                  << "attention heads (" << q
                  << ") are not divisible by the tensor-parallel size " << t;
-        if (kv % t)
+        if (split.dim.count(attention.getKey()) && kv % t)
           return attention.emitError()
                  << "key/value heads (" << kv
                  << ") are not divisible by the tensor-parallel size " << t;

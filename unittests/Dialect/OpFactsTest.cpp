@@ -125,6 +125,19 @@ TEST_F(OpFactsTest, AttentionSplitsByHeads) {
   EXPECT_EQ(split(ops[1], {1, 1, 1, -1}), "fails"); // the mask spans heads
 }
 
+/// Multi-query attention: the query heads split, the one key/value head
+/// stays whole (every query head reads it); a split key/value of one head is
+/// refused.
+TEST_F(OpFactsTest, MultiQueryAttentionKeepsItsKeyValueHeadWhole) {
+  auto ops = parse("%q: tensor<2x4x8x16xf32>, %kv: tensor<2x1x8x16xf32>",
+                   R"mlir(
+    %0 = mp.attention %q, %kv, %kv {scale = 0.25 : f32} : (tensor<2x4x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>) -> tensor<2x4x8x16xf32>)mlir");
+  EXPECT_EQ(split(ops[0], {1, -1, -1}), "1, -1, -1 -> 1");
+  EXPECT_EQ(split(ops[0], {1, 1, 1}), "1, 1, 1 -> 1");
+  EXPECT_EQ(split(ops[0], {1, 3, 3}), "fails");
+  EXPECT_EQ(split(ops[0], {-1, -1, 1}), "fails");
+}
+
 TEST_F(OpFactsTest, OpsWithoutARuleSayNothing) {
   auto ops = parse("%x: tensor<2x8xf32>, %y: tensor<8x4xf32>", R"mlir(
     %0 = mp.matmul %x, %y : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>)mlir");
