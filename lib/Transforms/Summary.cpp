@@ -193,6 +193,13 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     if (sharded)
       os << "; " << byteString(localBytes) << " per rank";
     os << (shapeOnly ? " (shapes only)" : "") << "\n";
+    for (auto param : module.getOps<ParamOp>())
+      if (auto copies = param->getAttrOfType<ArrayAttr>("mp.tied_copies"))
+        for (Attribute copy : copies)
+          os << "  tied        @" << param.getSymName()
+             << " read transposed in place of '"
+             << cast<StringAttr>(copy).getValue()
+             << "', the copy constant folding made of it\n";
   }
 };
 

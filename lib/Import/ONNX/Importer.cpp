@@ -328,7 +328,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   for (int i = 0; i < graph.node_size(); ++i)
     if (failed(importNode(graph.node(i), i)))
       return nullptr;
-  if (failed(finishFunction()))
+  if (failed(finishFunction()) || failed(tieTransposedCopies()))
     return nullptr;
   if (failed(mlir::verify(module)))
     return nullptr;

@@ -64,6 +64,10 @@ struct Importer {
                                    mlir::Type elemType);
   mlir::LogicalResult createFunction();
   mlir::LogicalResult finishFunction();
+  /// Folded transposed copies of parameters read as their transposes
+  /// (TiedCopies.cpp).
+  mlir::LogicalResult tieTransposedCopies();
+  void readTransposed(ParamOp copy, ParamOp source);
   mlir::LogicalResult bindInput(const onnx::ValueInfoProto &input,
                                 const std::string &file, mlir::Location loc);
 

@@ -452,8 +452,8 @@ bool loadModel(const std::string &path,
 }
 
 /// Raw little-endian bytes of an inline initializer's data.
-static bool initializerBytes(const onnx::TensorProto &t, std::string &bytes,
-                             std::string &error) {
+bool initializerBytes(const onnx::TensorProto &t, std::string &bytes,
+                      std::string &error) {
   if (t.has_raw_data()) {
     bytes = t.raw_data();
     return true;

@@ -54,6 +54,10 @@ bool getExternalLocation(const onnx::TensorProto &tensor,
 /// Reads `length` bytes (all remaining when -1) at `offset` of `file`.
 bool readFileSlice(const ExternalLocation &loc, std::string &bytes,
                    std::string &error);
+/// The little-endian bytes of an initializer held in the model (raw_data or
+/// the typed fields).
+bool initializerBytes(const onnx::TensorProto &t, std::string &bytes,
+                      std::string &error);
 
 } // namespace mp::onnx_import
 
