@@ -330,6 +330,7 @@ OwningOpRef<ModuleOp> Importer::run() {
       return nullptr;
   if (failed(finishFunction()) || failed(tieTransposedCopies()))
     return nullptr;
+  nameFoldedWeights();
   if (failed(mlir::verify(module)))
     return nullptr;
   return owned;

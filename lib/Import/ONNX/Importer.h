@@ -64,10 +64,12 @@ struct Importer {
                                    mlir::Type elemType);
   mlir::LogicalResult createFunction();
   mlir::LogicalResult finishFunction();
-  /// Folded transposed copies of parameters read as their transposes
-  /// (TiedCopies.cpp).
+  /// Parameters constant folding made (FoldedParams.cpp): transposed
+  /// copies read as their sources' transposes, and weights named after the
+  /// module of the one node reading them.
   mlir::LogicalResult tieTransposedCopies();
   void readTransposed(ParamOp copy, ParamOp source);
+  void nameFoldedWeights();
   mlir::LogicalResult bindInput(const onnx::ValueInfoProto &input,
                                 const std::string &file, mlir::Location loc);
 

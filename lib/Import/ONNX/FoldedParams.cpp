@@ -1,18 +1,23 @@
-//===- TiedCopies.cpp - keep a tied LM head tied through folding ----------===//
+//===- FoldedParams.cpp - parameters PyTorch's constant folding made ------===//
 //
-// PyTorch's constant folding writes a tied LM head, x · Eᵀ, as a second
-// initializer holding Eᵀ under an exporter-made name (onnx::MatMul_N). Read
-// as a parameter of its own, the head and the embedding would be two
-// weights: twice the memory, partitioned apart, and, once training lands,
-// updated apart. Each such copy is read instead as the transpose of the
-// parameter it copies, and the copy's mp.param is dropped; the parameter
-// records the copies it replaced (`mp.tied_copies`) for --mp-summary.
+// PyTorch's exporter, folding constants, writes some parameters as new
+// initializers under exporter-made names (onnx::MatMul_N): the transpose of
+// each nn.Linear weight, and a tied LM head, x · Eᵀ, as a second copy of
+// the embedding, transposed. Read as they come, the head and the embedding
+// would be two weights (twice the memory, partitioned apart and, once
+// training lands, updated apart), and warnings and summaries would name
+// weights the user never wrote. So a transposed copy of a parameter is read
+// as that parameter's transpose (its mp.param dropped, recorded in
+// `mp.tied_copies` for --mp-summary), and a weight read by one node is
+// named after that node's module (/layers.0/q_proj/MatMul ->
+// layers.0.q_proj.weight), reading the initializer it came as.
 //
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
 
-#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/STLExtras.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir;
@@ -89,6 +94,44 @@ LogicalResult Importer::tieTransposedCopies() {
     }
   }
   return success();
+}
+
+/// The weight name of the module that node `/a/b/Op` belongs to
+/// ("a.b.weight"); empty for a node outside any module.
+static std::string moduleWeightName(Location loc) {
+  auto name = dyn_cast<NameLoc>(loc);
+  if (!name)
+    return "";
+  StringRef node = name.getName().getValue();
+  size_t last = node.rfind('/');
+  if (!node.starts_with("/") || last == 0 || last == StringRef::npos)
+    return "";
+  std::string module = node.substr(1, last - 1).str();
+  std::replace(module.begin(), module.end(), '/', '.');
+  return module + ".weight";
+}
+
+void Importer::nameFoldedWeights() {
+  for (ParamOp param : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
+    if (!isExporterMade(param.getSymName().str()) || param.getInitializer())
+      continue;
+    SmallVector<GetParamOp> reads;
+    module.walk([&](GetParamOp get) {
+      if (get.getNameAttr().getAttr() == param.getSymNameAttr())
+        reads.push_back(get);
+    });
+    if (reads.size() != 1 || !reads[0]->hasOneUse())
+      continue;
+    std::string name = moduleWeightName((*reads[0]->user_begin())->getLoc());
+    if (name.empty() || module.lookupSymbol(name))
+      continue;
+    StringAttr old = param.getSymNameAttr();
+    param.setSymName(name);
+    if (!param.getOffset())
+      param.setInitializer(old);
+    reads[0].setNameAttr(FlatSymbolRefAttr::get(module.getContext(), name));
+    reads[0]->setLoc(NameLoc::get(StringAttr::get(module.getContext(), name)));
+  }
 }
 
 /// Replaces every read of `copy` by the transpose of `source` and drops
