@@ -617,6 +617,27 @@ long double refEdge(UnaryKind k, long double x) {
   }
 }
 
+/// `got` against the exact `want` at an edge: NaN where it is NaN,
+/// infinities and zeros exactly (and, with `sameSign`, with their sign),
+/// else within `relTol` plus `subnormalSteps` of the smallest subnormal.
+template <typename T>
+void expectEdge(T got, T want, T relTol, int subnormalSteps,
+                const std::string &what, bool sameSign = false) {
+  if (std::isnan(want)) {
+    EXPECT_TRUE(std::isnan(got)) << what << ": got " << got;
+  } else if (std::isinf(want) || want == T(0)) {
+    EXPECT_EQ(got, want) << what;
+    if (sameSign) {
+      EXPECT_EQ(std::signbit(got), std::signbit(want)) << what;
+    }
+  } else {
+    EXPECT_LE(std::fabs(got - want),
+              relTol * std::fabs(want) +
+                  subnormalSteps * std::numeric_limits<T>::denorm_min())
+        << what << ": got " << got << ", want " << want;
+  }
+}
+
 /// Every float transcendental kernel at the edges of the float range, against
 /// long double math: NaN where it is NaN, infinities and zeros exactly,
 /// else within 4 float ulps (relative 5e-7, or 2 subnormal steps).
@@ -632,21 +653,9 @@ TEST(KernelUnary, FloatEdgesAgainstLongDouble) {
     for (size_t i = 0; i < xs.size(); ++i) {
       float got = y.p<float>()[i];
       float want = static_cast<float>(refEdge(k, xs[i]));
-      std::string what = "kind " + std::to_string(static_cast<int>(k)) +
-                         " at " + std::to_string(xs[i]) + " (" +
-                         std::to_string(i) + ")";
-      if (std::isnan(want)) {
-        EXPECT_TRUE(std::isnan(got)) << what << ": got " << got;
-        continue;
-      }
-      if (std::isinf(want) || want == 0.0f) {
-        EXPECT_EQ(got, want) << what;
-        continue;
-      }
-      EXPECT_LE(std::fabs(got - want),
-                5e-7f * std::fabs(want) +
-                    2 * std::numeric_limits<float>::denorm_min())
-          << what << ": got " << got << ", want " << want;
+      expectEdge(got, want, 5e-7f, 2,
+                 "kind " + std::to_string(static_cast<int>(k)) + " at " +
+                     std::to_string(xs[i]) + " (" + std::to_string(i) + ")");
     }
   }
 }
@@ -663,20 +672,9 @@ TEST(KernelUnary, DoubleEdgesAgainstLongDouble) {
     for (size_t i = 0; i < xs.size(); ++i) {
       double got = y.p<double>()[i];
       double want = static_cast<double>(refEdge(k, xs[i]));
-      std::string what = "kind " + std::to_string(static_cast<int>(k)) +
-                         " at " + std::to_string(xs[i]);
-      if (std::isnan(want)) {
-        EXPECT_TRUE(std::isnan(got)) << what << ": got " << got;
-        continue;
-      }
-      if (std::isinf(want) || want == 0.0) {
-        EXPECT_EQ(got, want) << what;
-        continue;
-      }
-      EXPECT_LE(std::fabs(got - want),
-                1e-13 * std::fabs(want) +
-                    4 * std::numeric_limits<double>::denorm_min())
-          << what << ": got " << got << ", want " << want;
+      expectEdge(got, want, 1e-13, 4,
+                 "kind " + std::to_string(static_cast<int>(k)) + " at " +
+                     std::to_string(xs[i]));
     }
   }
 }
@@ -705,19 +703,9 @@ TEST(KernelBinary, PowAtTheEdgesAgainstLongDouble) {
   auto check = [&](float x, float y, float got) {
     float want = static_cast<float>(
         std::pow(static_cast<long double>(x), static_cast<long double>(y)));
-    std::string what = "pow(" + std::to_string(x) + ", " + std::to_string(y) +
-                       "): got " + std::to_string(got);
-    if (std::isnan(want)) {
-      EXPECT_TRUE(std::isnan(got)) << what;
-    } else if (std::isinf(want) || want == 0.0f) {
-      EXPECT_EQ(got, want) << what;
-      EXPECT_EQ(std::signbit(got), std::signbit(want)) << what;
-    } else {
-      EXPECT_LE(std::fabs(got - want),
-                2.5e-7f * std::fabs(want) +
-                    std::numeric_limits<float>::denorm_min())
-          << what << ", want " << want;
-    }
+    expectEdge(got, want, 2.5e-7f, 1,
+               "pow(" + std::to_string(x) + ", " + std::to_string(y) + ")",
+               /*sameSign=*/true);
   };
   int64_t n = static_cast<int64_t>(bases.size());
   Buf x(DType::F32, {n}), out(DType::F32, {n});

@@ -143,6 +143,15 @@ Status waitFor(MPI_Request &request, const char *what) {
   }
 }
 
+/// Completes a non-blocking MPI call: `rc` is what `call` returned when
+/// it posted `request`, then the wait as waitFor's.
+Status complete(int rc, const char *call, MPI_Request &request,
+                const char *what) {
+  if (Status s = check(rc, call); !s)
+    return s;
+  return waitFor(request, what);
+}
+
 /// A collective on which a job-wide decision rests: a rank that never
 /// arrives stops every rank, saying why, from here.
 void waitOrStop(MPI_Request &request, const char *what) {
@@ -174,21 +183,15 @@ public:
 
   Status send(const Tensor &t, int peer) override {
     MPI_Request request;
-    if (Status s = check(MPI_Isend(t.data, static_cast<int>(t.bytes()),
-                                   MPI_BYTE, peer, /*tag=*/0, comm, &request),
-                         "MPI_Isend");
-        !s)
-      return s;
-    return waitFor(request, "send");
+    return complete(MPI_Isend(t.data, static_cast<int>(t.bytes()), MPI_BYTE,
+                              peer, /*tag=*/0, comm, &request),
+                    "MPI_Isend", request, "send");
   }
   Status recv(Tensor &t, int peer) override {
     MPI_Request request;
-    if (Status s = check(MPI_Irecv(t.data, static_cast<int>(t.bytes()),
-                                   MPI_BYTE, peer, /*tag=*/0, comm, &request),
-                         "MPI_Irecv");
-        !s)
-      return s;
-    return waitFor(request, "recv");
+    return complete(MPI_Irecv(t.data, static_cast<int>(t.bytes()), MPI_BYTE,
+                              peer, /*tag=*/0, comm, &request),
+                    "MPI_Irecv", request, "recv");
   }
   Status split(const std::vector<int64_t> &gridShape, int64_t axis,
                std::unique_ptr<Communicator> &out) override {
@@ -218,23 +221,16 @@ protected:
       return Status::error(std::string("all_reduce of ") + dtypeName(dtype) +
                            " is not supported");
     MPI_Request request;
-    if (Status s =
-            check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
-                                 mpiType(dtype), MPI_SUM, comm, &request),
-                  "MPI_Iallreduce");
-        !s)
-      return s;
-    return waitFor(request, "all_reduce");
+    return complete(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                                   mpiType(dtype), MPI_SUM, comm, &request),
+                    "MPI_Iallreduce", request, "all_reduce");
   }
   Status allGatherRaw(const void *in, void *out, size_t bytes) override {
     MPI_Request request;
-    if (Status s = check(MPI_Iallgather(in, static_cast<int>(bytes), MPI_BYTE,
-                                        out, static_cast<int>(bytes), MPI_BYTE,
-                                        comm, &request),
-                         "MPI_Iallgather");
-        !s)
-      return s;
-    return waitFor(request, "all_gather");
+    return complete(MPI_Iallgather(in, static_cast<int>(bytes), MPI_BYTE, out,
+                                   static_cast<int>(bytes), MPI_BYTE, comm,
+                                   &request),
+                    "MPI_Iallgather", request, "all_gather");
   }
   Status reduceScatterRaw(const void *in, void *out, int64_t count,
                           DType dtype) override {
@@ -242,13 +238,10 @@ protected:
       return Status::error(std::string("reduce_scatter of ") +
                            dtypeName(dtype) + " is not supported");
     MPI_Request request;
-    if (Status s = check(
-            MPI_Ireduce_scatter_block(in, out, static_cast<int>(count),
-                                      mpiType(dtype), MPI_SUM, comm, &request),
-            "MPI_Ireduce_scatter_block");
-        !s)
-      return s;
-    return waitFor(request, "reduce_scatter");
+    return complete(MPI_Ireduce_scatter_block(in, out, static_cast<int>(count),
+                                              mpiType(dtype), MPI_SUM, comm,
+                                              &request),
+                    "MPI_Ireduce_scatter_block", request, "reduce_scatter");
   }
 
 private:
@@ -334,12 +327,10 @@ Status broadcastBytes(Communicator &comm, void *data, size_t bytes, int root) {
   for (size_t offset = 0; offset < bytes; offset += chunk) {
     MPI_Request request;
     int count = static_cast<int>(std::min(chunk, bytes - offset));
-    if (Status s = check(MPI_Ibcast(p + offset, count, MPI_BYTE, root,
-                                    MPI_COMM_WORLD, &request),
-                         "MPI_Ibcast");
+    if (Status s = complete(MPI_Ibcast(p + offset, count, MPI_BYTE, root,
+                                       MPI_COMM_WORLD, &request),
+                            "MPI_Ibcast", request, "broadcast");
         !s)
-      return s;
-    if (Status s = waitFor(request, "broadcast"); !s)
       return s;
   }
   return Status::success();

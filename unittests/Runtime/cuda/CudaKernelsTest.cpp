@@ -68,6 +68,23 @@ protected:
                   tol * (1 + std::abs(expected.as<float>()[i])))
           << "element " << i;
   }
+  /// Gathers rows `ids` of a random table of `shape` on the GPU and on the
+  /// CPU, and expects the same rows.
+  template <typename Id>
+  void expectGatherMatchesCpu(std::vector<int64_t> shape,
+                              const std::vector<Id> &values) {
+    auto table = random(shape);
+    DType type = sizeof(Id) == 8 ? DType::I64 : DType::I32;
+    int64_t count = static_cast<int64_t>(values.size());
+    Pair ids(type, {count});
+    std::memcpy(ids.h.data, values.data(), values.size() * sizeof(Id));
+    ids.upload();
+    Pair rows(DType::F32, {count, shape[1]}),
+        rowsRef(DType::F32, {count, shape[1]});
+    ASSERT_TRUE(cuda::gather(table->d, ids.d, 0, rows.d));
+    ASSERT_TRUE(cpu::gather(table->h, ids.h, 0, rowsRef.h));
+    expectNear(rows, rowsRef.h, 0);
+  }
   std::mt19937 rng{7};
 };
 
@@ -314,15 +331,7 @@ TEST_F(CudaKernels, TransposeExpandAndGatherMatchCpu) {
   ASSERT_TRUE(cpu::transpose(x->h, {0, 2, 1, 3}, ref.h));
   expectNear(out, ref.h, 0);
 
-  auto table = random({10, 8});
-  Pair ids(DType::I64, {3});
-  int64_t values[3] = {9, 0, -1};
-  std::memcpy(ids.h.data, values, sizeof(values));
-  ids.upload();
-  Pair rows(DType::F32, {3, 8}), rowsRef(DType::F32, {3, 8});
-  ASSERT_TRUE(cuda::gather(table->d, ids.d, 0, rows.d));
-  ASSERT_TRUE(cpu::gather(table->h, ids.h, 0, rowsRef.h));
-  expectNear(rows, rowsRef.h, 0);
+  expectGatherMatchesCpu<int64_t>({10, 8}, {9, 0, -1});
 
   auto small = random({3, 1});
   Pair wide(DType::F32, {2, 3, 4}), wideRef(DType::F32, {2, 3, 4});
@@ -369,15 +378,7 @@ TEST_F(CudaKernels, MovesInWideWordsMatchCpu) {
   ASSERT_TRUE(cpu::transpose(heads->h, {0, 2, 1, 3}, tRef.h));
   expectNear(t, tRef.h, 0);
 
-  auto table = random({10, 3}); // 12-byte rows: 4-byte words
-  Pair ids(DType::I32, {3});
-  int32_t values[3] = {9, 0, -1};
-  std::memcpy(ids.h.data, values, sizeof(values));
-  ids.upload();
-  Pair rows(DType::F32, {3, 3}), rowsRef(DType::F32, {3, 3});
-  ASSERT_TRUE(cuda::gather(table->d, ids.d, 0, rows.d));
-  ASSERT_TRUE(cpu::gather(table->h, ids.h, 0, rowsRef.h));
-  expectNear(rows, rowsRef.h, 0);
+  expectGatherMatchesCpu<int32_t>({10, 3}, {9, 0, -1}); // 12-byte rows
 }
 
 /// This rank holds vocabulary rows 4..13 of 20: other ids give zero rows.
