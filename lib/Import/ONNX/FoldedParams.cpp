@@ -8,9 +8,10 @@
 // training lands, updated apart), and warnings and summaries would name
 // weights the user never wrote. So a transposed copy of a parameter is read
 // as that parameter's transpose (its mp.param dropped, recorded in
-// `mp.tied_copies` for --mp-summary), and a weight read by one node is
+// `mp.tied_copies` for --mp-summary), and a weight read by one matmul is
 // named after that node's module (/layers.0/q_proj/MatMul ->
-// layers.0.q_proj.weight), reading the initializer it came as.
+// layers.0.q_proj.weight.T: the transpose of PyTorch's weight), reading the
+// initializer it came as.
 //
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
@@ -26,16 +27,19 @@ namespace mp::onnx_import {
 
 namespace {
 
-/// An initializer's bytes, inline or external; empty (and false) when they
+/// An initializer's `size` bytes, inline or external; false when they
 /// cannot be read, which only means no tie is found.
 bool dataOf(const onnx::TensorProto &init, const std::string &directory,
-            std::string &bytes) {
+            int64_t size, std::string &bytes) {
   std::string error;
   if (!isExternal(init))
     return initializerBytes(init, bytes, error);
   ExternalLocation where;
-  return getExternalLocation(init, directory, where, error) &&
-         readFileSlice(where, bytes, error);
+  if (!getExternalLocation(init, directory, where, error))
+    return false;
+  if (where.length < 0) // no length: the tensor's, not the rest of the file
+    where.length = size;
+  return readFileSlice(where, bytes, error);
 }
 
 /// True when `copy` ([rows, cols]) holds `source` ([cols, rows]) transposed,
@@ -54,95 +58,21 @@ bool isTransposedCopy(const std::string &copy, const std::string &source,
 }
 
 /// Exporter-made names: what folding calls the tensors it creates.
-bool isExporterMade(const std::string &name) {
-  return name.rfind("onnx::", 0) == 0;
-}
+bool isExporterMade(StringRef name) { return name.starts_with("onnx::"); }
 
-} // namespace
-
-LogicalResult Importer::tieTransposedCopies() {
-  if (options.shapeOnly)
-    return success();
-  const auto &graph = model.model.graph();
-  // Candidate sources by (rows, cols, type): the named 2-D float parameters.
-  std::map<std::tuple<int64_t, int64_t, int32_t>,
-           std::vector<const onnx::TensorProto *>>
-      sources;
-  for (const auto &init : graph.initializer())
-    if (init.dims_size() == 2 && !isExporterMade(init.name()) &&
-        module.lookupSymbol<ParamOp>(init.name()))
-      sources[{init.dims(0), init.dims(1), init.data_type()}].push_back(&init);
-  for (const auto &init : graph.initializer()) {
-    if (init.dims_size() != 2 || !isExporterMade(init.name()))
-      continue;
-    auto copyParam = module.lookupSymbol<ParamOp>(init.name());
-    auto it = sources.find({init.dims(1), init.dims(0), init.data_type()});
-    if (!copyParam || it == sources.end())
-      continue;
-    std::string copy;
-    if (!dataOf(init, model.directory, copy))
-      continue;
-    size_t size = (copyParam.getTensorType().getElementTypeBitWidth() + 7) / 8;
-    for (const onnx::TensorProto *source : it->second) {
-      std::string data;
-      if (!dataOf(*source, model.directory, data) ||
-          !isTransposedCopy(copy, data, init.dims(0), init.dims(1), size))
-        continue;
-      auto sourceParam = module.lookupSymbol<ParamOp>(source->name());
-      readTransposed(copyParam, sourceParam);
-      break;
-    }
-  }
-  return success();
-}
-
-/// The weight name of the module that node `/a/b/Op` belongs to
-/// ("a.b.weight"); empty for a node outside any module.
-static std::string moduleWeightName(Location loc) {
-  auto name = dyn_cast<NameLoc>(loc);
-  if (!name)
-    return "";
-  StringRef node = name.getName().getValue();
-  size_t last = node.rfind('/');
-  if (!node.starts_with("/") || last == 0 || last == StringRef::npos)
-    return "";
-  std::string module = node.substr(1, last - 1).str();
-  std::replace(module.begin(), module.end(), '/', '.');
-  return module + ".weight";
-}
-
-void Importer::nameFoldedWeights() {
-  for (ParamOp param : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
-    if (!isExporterMade(param.getSymName().str()) || param.getInitializer())
-      continue;
-    SmallVector<GetParamOp> reads;
-    module.walk([&](GetParamOp get) {
-      if (get.getNameAttr().getAttr() == param.getSymNameAttr())
-        reads.push_back(get);
-    });
-    if (reads.size() != 1 || !reads[0]->hasOneUse())
-      continue;
-    std::string name = moduleWeightName((*reads[0]->user_begin())->getLoc());
-    if (name.empty() || module.lookupSymbol(name))
-      continue;
-    StringAttr old = param.getSymNameAttr();
-    param.setSymName(name);
-    if (!param.getOffset())
-      param.setInitializer(old);
-    reads[0].setNameAttr(FlatSymbolRefAttr::get(module.getContext(), name));
-    reads[0]->setLoc(NameLoc::get(StringAttr::get(module.getContext(), name)));
-  }
-}
-
-/// Replaces every read of `copy` by the transpose of `source` and drops
-/// `copy`, noting it on `source`.
-void Importer::readTransposed(ParamOp copy, ParamOp source) {
-  StringAttr copyName = copy.getSymNameAttr();
-  SmallVector<GetParamOp> reads;
+/// The mp.get_param ops reading each parameter, in one walk.
+using ParamReads = llvm::DenseMap<StringAttr, SmallVector<GetParamOp>>;
+ParamReads readsByParam(ModuleOp module) {
+  ParamReads reads;
   module.walk([&](GetParamOp get) {
-    if (get.getNameAttr().getAttr() == copyName)
-      reads.push_back(get);
+    reads[get.getNameAttr().getAttr()].push_back(get);
   });
+  return reads;
+}
+
+/// Replaces the reads of `copy` by the transpose of `source` and drops
+/// `copy`, noting it on `source`.
+void readTransposed(ParamOp copy, ParamOp source, ArrayRef<GetParamOp> reads) {
   for (GetParamOp get : reads) {
     OpBuilder b(get);
     Value whole = GetParamOp::create(b, get.getLoc(), source.getTensorType(),
@@ -155,10 +85,101 @@ void Importer::readTransposed(ParamOp copy, ParamOp source) {
   SmallVector<Attribute> copies;
   if (auto old = source->getAttrOfType<ArrayAttr>("mp.tied_copies"))
     copies.append(old.begin(), old.end());
-  copies.push_back(copyName);
+  copies.push_back(copy.getSymNameAttr());
   source->setAttr("mp.tied_copies",
-                  ArrayAttr::get(module.getContext(), copies));
+                  ArrayAttr::get(source.getContext(), copies));
   copy.erase();
+}
+
+/// The name of the transposed weight of the module that node `/a/b/Op`
+/// belongs to ("a.b.weight.T": folding stored nn.Linear's weight, [out,
+/// in], transposed); empty for a node outside any module.
+std::string moduleWeightName(Location loc) {
+  auto name = dyn_cast<NameLoc>(loc);
+  if (!name)
+    return "";
+  StringRef node = name.getName().getValue();
+  size_t last = node.rfind('/');
+  if (!node.starts_with("/") || last == 0 || last == StringRef::npos)
+    return "";
+  std::string module = node.substr(1, last - 1).str();
+  std::replace(module.begin(), module.end(), '/', '.');
+  return module + ".weight.T";
+}
+
+} // namespace
+
+LogicalResult Importer::tieTransposedCopies() {
+  if (options.shapeOnly)
+    return success();
+  const auto &graph = model.model.graph();
+  SymbolTable symbols(module);
+  // Candidate sources by (rows, cols, type): the named 2-D float
+  // parameters, each read at most once.
+  std::map<std::tuple<int64_t, int64_t, int32_t>,
+           std::vector<const onnx::TensorProto *>>
+      sources;
+  std::map<const onnx::TensorProto *, std::optional<std::string>> sourceData;
+  for (const auto &init : graph.initializer())
+    if (init.dims_size() == 2 && !isExporterMade(init.name()) &&
+        symbols.lookup<ParamOp>(init.name()))
+      sources[{init.dims(0), init.dims(1), init.data_type()}].push_back(&init);
+  ParamReads reads;
+  for (const auto &init : graph.initializer()) {
+    if (init.dims_size() != 2 || !isExporterMade(init.name()))
+      continue;
+    auto copyParam = symbols.lookup<ParamOp>(init.name());
+    auto it = sources.find({init.dims(1), init.dims(0), init.data_type()});
+    if (!copyParam || it == sources.end())
+      continue;
+    size_t size = (copyParam.getTensorType().getElementTypeBitWidth() + 7) / 8;
+    int64_t bytes = init.dims(0) * init.dims(1) * static_cast<int64_t>(size);
+    std::string copy;
+    if (!dataOf(init, model.directory, bytes, copy))
+      continue;
+    for (const onnx::TensorProto *source : it->second) {
+      std::optional<std::string> &data = sourceData[source];
+      if (!data && !dataOf(*source, model.directory, bytes, data.emplace()))
+        data = std::string(); // unreadable: matches no copy
+      if (!isTransposedCopy(copy, *data, init.dims(0), init.dims(1), size))
+        continue;
+      if (reads.empty())
+        reads = readsByParam(module);
+      readTransposed(copyParam, symbols.lookup<ParamOp>(source->name()),
+                     reads[copyParam.getSymNameAttr()]);
+      break;
+    }
+  }
+  return success();
+}
+
+void Importer::nameFoldedWeights() {
+  ParamReads reads = readsByParam(module);
+  SymbolTable symbols(module);
+  for (ParamOp param : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
+    if (!isExporterMade(param.getSymName()) || param.getInitializer())
+      continue;
+    // Only a matmul's weight: other folded values (a norm's 1 + w, say)
+    // are not any parameter the user wrote.
+    SmallVector<GetParamOp> mine = reads.lookup(param.getSymNameAttr());
+    if (mine.size() != 1 || !mine[0]->hasOneUse())
+      continue;
+    GetParamOp read = mine[0];
+    auto matmul = dyn_cast<MatmulOp>(*read->user_begin());
+    if (!matmul || matmul.getRhs() != read.getResult())
+      continue;
+    std::string name = moduleWeightName((*read->user_begin())->getLoc());
+    if (name.empty() || symbols.lookup(name))
+      continue;
+    StringAttr old = param.getSymNameAttr();
+    symbols.remove(param);
+    param.setSymName(name);
+    symbols.insert(param);
+    if (!param.getOffset())
+      param.setInitializer(old);
+    read.setNameAttr(FlatSymbolRefAttr::get(module.getContext(), name));
+    read->setLoc(NameLoc::get(StringAttr::get(module.getContext(), name)));
+  }
 }
 
 } // namespace mp::onnx_import

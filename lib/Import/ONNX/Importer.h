@@ -68,7 +68,6 @@ struct Importer {
   /// copies read as their sources' transposes, and weights named after the
   /// module of the one node reading them.
   mlir::LogicalResult tieTransposedCopies();
-  void readTransposed(ParamOp copy, ParamOp source);
   void nameFoldedWeights();
   mlir::LogicalResult bindInput(const onnx::ValueInfoProto &input,
                                 const std::string &file, mlir::Location loc);
