@@ -97,8 +97,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     auto softmax = op.getLhs().getDefiningOp<SoftmaxOp>();
     if (!softmax || tensorType(op.getLhs()).getRank() != 4 ||
         tensorType(op.getRhs()).getRank() != 4 ||
-        (static_cast<int64_t>(softmax.getAxis()) != 3 &&
-         static_cast<int64_t>(softmax.getAxis()) != -1))
+        softmax.getNormalizedAxis() != 3)
       return failure();
     Value scores = softmax.getInput();
     int64_t sq = tensorType(scores).getDimSize(2);
