@@ -34,6 +34,8 @@ Status checkIndices(const KernelTable *k, const Tensor &device, int64_t dim,
   for (int64_t i = 0; i < indices.numel(); ++i) {
     int64_t j = indices.dtype == DType::I64 ? indices.as<int64_t>()[i]
                                             : indices.as<int32_t>()[i];
+    if (!allowNegative && j == cpu::kIgnoreIndex)
+      continue; // a class target PyTorch ignores
     if (j < (allowNegative ? -dim : 0) || j >= dim)
       return Status::error(where + ": index " + std::to_string(j) +
                            " is out of range [" +
@@ -804,6 +806,14 @@ Status Binder::bind(Executable::Step &step) {
   case OpKind::AllGather:
   case OpKind::ReduceScatter:
   case OpKind::AllSlice: return bindCollective(step, *kind);
+  case OpKind::LinearWeightGrad: return bindLinearWeightGrad(step);
+  case OpKind::LayerNormGrad: return bindNormGrad(step, /*layer=*/true);
+  case OpKind::RMSNormGrad: return bindNormGrad(step, /*layer=*/false);
+  case OpKind::GeluGrad: return bindGeluGrad(step);
+  case OpKind::AttentionGrad: return bindAttentionGrad(step);
+  case OpKind::EmbeddingGrad: return bindEmbeddingGrad(step);
+  case OpKind::CrossEntropyGrad: return bindCrossEntropyGrad(step);
+  case OpKind::SliceGrad: return bindSliceGrad(step);
   }
   return fail("unknown op");
 }

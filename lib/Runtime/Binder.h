@@ -18,7 +18,8 @@ namespace mp::rt {
 
 /// Indices come from user input: out-of-range ones are an error, not a stray
 /// read. Gather indices may count from the end ([-dim, dim)); class targets
-/// may not (`allowNegative` false: [0, dim)). Device indices are checked
+/// may not (`allowNegative` false: [0, dim), or -100, which PyTorch
+/// ignores). Device indices are checked
 /// from a host copy.
 Status checkIndices(const KernelTable *kernels, const Tensor &indices,
                     int64_t dim, const std::string &where,
@@ -101,6 +102,17 @@ private:
   Status bindSplit(Executable::Step &step);
   Status bindReduce(Executable::Step &step);
   Status bindEinsum(Executable::Step &step);
+  // Gradient ops (BindGrad.cpp).
+  /// An error naming the op when the device has no such kernel.
+  Status needKernel(const void *kernel) const;
+  Status positiveFloat(AttrName name, float &value) const;
+  Status bindLinearWeightGrad(Executable::Step &step);
+  Status bindNormGrad(Executable::Step &step, bool layer);
+  Status bindGeluGrad(Executable::Step &step);
+  Status bindAttentionGrad(Executable::Step &step);
+  Status bindEmbeddingGrad(Executable::Step &step);
+  Status bindCrossEntropyGrad(Executable::Step &step);
+  Status bindSliceGrad(Executable::Step &step);
 
   Executable &exe;
   const program::Instruction &inst;

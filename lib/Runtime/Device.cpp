@@ -92,7 +92,15 @@ const KernelTable &cpuKernelTable() {
                                     nullptr,
                                     nullptr,
                                     nullptr,
-                                    nullptr};
+                                    nullptr,
+                                    cpu::linearWeightGrad,
+                                    cpu::layerNormGrad,
+                                    cpu::rmsNormGrad,
+                                    cpu::geluGrad,
+                                    cpu::attentionGrad,
+                                    cpu::embeddingGrad,
+                                    cpu::crossEntropyGrad,
+                                    cpu::sliceGrad};
   return table;
 }
 

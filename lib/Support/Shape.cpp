@@ -377,5 +377,67 @@ bool reshape(const Shape &input, const Shape &result, std::string &error) {
   return true;
 }
 
+// Gradient ops: the forward op's rule, with the gradient of its result in
+// the result's shape.
+
+bool linearWeightGrad(const Shape &input, const Shape &resultGrad,
+                      bool transposeWeight, Shape &result, std::string &error) {
+  if (input.empty() || resultGrad.empty())
+    return fail(error, "input and result gradient must have rank >= 1");
+  if (!expectShape("result gradient's leading dims",
+                   Shape(resultGrad.begin(), resultGrad.end() - 1),
+                   Shape(input.begin(), input.end() - 1), error))
+    return false;
+  int64_t k = input.back(), n = resultGrad.back();
+  result = transposeWeight ? Shape{n, k} : Shape{k, n};
+  return true;
+}
+
+bool layerNormGrad(const Shape &input, int64_t axis, const Shape &scale,
+                   const Shape &resultGrad, std::string &error) {
+  Shape result;
+  return layerNorm(input, axis, scale, nullptr, result, error) &&
+         expectShape("result gradient", resultGrad, result, error);
+}
+
+bool rmsNormGrad(const Shape &input, const Shape &scale,
+                 const Shape &resultGrad, std::string &error) {
+  Shape result;
+  return rmsNorm(input, scale, result, error) &&
+         expectShape("result gradient", resultGrad, result, error);
+}
+
+bool attentionGrad(const Shape &query, const Shape &key, const Shape &value,
+                   const Shape &result, const Shape &resultGrad,
+                   const Shape *mask, std::string &error) {
+  Shape expected;
+  return attention(query, key, value, mask, expected, error) &&
+         expectShape("result", result, expected, error) &&
+         expectShape("result gradient", resultGrad, expected, error);
+}
+
+bool embeddingGrad(const Shape &table, const Shape &indices,
+                   const Shape &resultGrad, std::string &error) {
+  Shape expected;
+  return embedding(table, indices, expected, error) &&
+         expectShape("result gradient", resultGrad, expected, error);
+}
+
+bool crossEntropyGrad(const Shape &logits, const Shape &targets,
+                      const Shape &lossGrad, std::string &error) {
+  Shape expected;
+  return crossEntropy(logits, targets, expected, error) &&
+         expectShape("loss gradient", lossGrad, expected, error);
+}
+
+bool sliceGrad(const Shape &input, const std::vector<int64_t> &starts,
+               const std::vector<int64_t> &limits,
+               const std::vector<int64_t> &strides, const Shape &resultGrad,
+               std::string &error) {
+  Shape expected;
+  return slice(input, starts, limits, strides, expected, error) &&
+         expectShape("result gradient", resultGrad, expected, error);
+}
+
 } // namespace shape
 } // namespace mp

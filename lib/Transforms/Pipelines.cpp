@@ -26,6 +26,11 @@ void mp::buildParallelizePipeline(OpPassManager &pm,
   buildPartitionPipeline(pm, options);
 }
 
+void mp::buildTrainPipeline(OpPassManager &pm) {
+  pm.addPass(createMPLoss());
+  pm.addPass(createMPAutodiff());
+}
+
 /// Why `options` do not make a pipeline, or "" when they do.
 static std::string invalid(const mp::ParallelizeOptions &options) {
   if (options.tp < 1)
@@ -58,4 +63,10 @@ void mp::registerMPPipelines() {
       [](function_ref<void(const detail::PassOptions &)> optHandler) {
         optHandler(ParallelizeOptions());
       });
+  PassPipelineRegistration<>(
+      "mp-train",
+      "append the training loss (cross-entropy against a 'labels' input) "
+      "and the backward pass: the program becomes the train step, returning "
+      "the loss and every parameter's gradient",
+      buildTrainPipeline);
 }

@@ -2,7 +2,10 @@
 """Compares every REF_DIR/NAME.npy with OUT_DIR/NAME.npy.
 
 Prints, per output, the max absolute error, the reference's scale (max |x|)
-and their ratio, and fails when the ratio exceeds --tolerance.
+and their ratio, and fails when the ratio exceeds --tolerance. With --floor F,
+a scale is at least F times the largest scale of all the references (for
+gradients that are zero in exact arithmetic, whose reference is rounding
+noise). --names compares only the given names.
 """
 import argparse
 import os
@@ -17,8 +20,15 @@ def main():
     parser.add_argument("ref_dir")
     parser.add_argument("--tolerance", type=float, default=1e-4,
                         help="max |out - ref| / max |ref| (default 1e-4)")
+    parser.add_argument("--floor", type=float, default=0.0,
+                        help="least scale, as a fraction of the largest (default 0)")
+    parser.add_argument("--names", nargs="+", help="compare only these")
     args = parser.parse_args()
-    names = sorted(f[:-4] for f in os.listdir(args.ref_dir) if f.endswith(".npy"))
+    names = args.names or sorted(f[:-4] for f in os.listdir(args.ref_dir)
+                                 if f.endswith(".npy"))
+    largest = max(float(np.max(np.abs(np.load(os.path.join(args.ref_dir, n + ".npy")))))
+                  if np.load(os.path.join(args.ref_dir, n + ".npy")).size else 0.0
+                  for n in names) if names else 0.0
     if not names:
         sys.exit("error: no .npy files in %s" % args.ref_dir)
     worst = 0.0
@@ -34,6 +44,7 @@ def main():
             return 1
         err = float(np.max(np.abs(out.astype(np.float64) - ref.astype(np.float64)))) if ref.size else 0.0
         scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+        scale = max(scale, args.floor * largest)
         rel = err / scale if scale > 0 else err
         worst = max(worst, rel)
         verdict = "ok" if rel <= args.tolerance else "FAIL"

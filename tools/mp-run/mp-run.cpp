@@ -47,7 +47,8 @@ Every rank must be given the same options and run the same program.
 
 options:
   --input NAME=FILE.npy   an input (repeat for each; --input NAME FILE also works)
-  --output-dir DIR        write each output as DIR/NAME.npy
+  --output-dir DIR        write each output as DIR/NAME.npy (a train step's:
+                          DIR/loss.npy and DIR/grads/PARAM.npy)
   --device cpu|cuda       where to run (default: cuda when this mp-run has
                           CUDA and a GPU is visible, else cpu); several
                           ranks on GPUs communicate through NCCL
@@ -121,19 +122,43 @@ void stopIfAnyRankFailed(Communicator &world, const Status &local) {
   std::exit(1);
 }
 
-/// An output name as a file name that stays inside the output directory:
-/// characters other than letters, digits, '.', '_' and '-' become '_', and
-/// a leading '.' is prefixed ("../../x" -> "_.._.._x").
-std::string fileNameOf(const std::string &name) {
-  std::string safe;
-  for (char c : name)
-    safe += std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
-                    c == '_' || c == '-'
-                ? c
-                : '_';
-  if (safe.empty() || safe[0] == '.')
-    safe = "_" + safe;
-  return safe;
+/// An output name as a path that stays inside the output directory: '/'
+/// separates directories (a train step's gradients are "grads/NAME"); in
+/// each component, characters other than letters, digits, '.', '_' and '-'
+/// become '_', and a leading '.' is prefixed ("../../x" -> "_../_../x").
+std::string relativePathOf(const std::string &name) {
+  std::string path, component;
+  auto flush = [&]() {
+    if (component.empty() || component[0] == '.')
+      component = "_" + component;
+    path += (path.empty() ? "" : "/") + component;
+    component.clear();
+  };
+  for (char c : name) {
+    if (c == '/') {
+      flush();
+      continue;
+    }
+    component += std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                         c == '_' || c == '-'
+                     ? c
+                     : '_';
+  }
+  flush();
+  return path;
+}
+
+/// Creates the directories of `path` below `root` (which exists).
+Status makeParents(const std::string &root, const std::string &path) {
+  for (size_t slash = path.find('/'); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    std::string dir = root + "/" + path.substr(0, slash);
+    mkdir(dir.c_str(), 0755);
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return Status::error("cannot create output directory '" + dir + "'");
+  }
+  return Status::success();
 }
 
 /// An error during a run, which other ranks may not share: stop them all.
@@ -530,8 +555,10 @@ int main(int argc, char **argv) {
     if (stat(o.outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
       abortRun("cannot create output directory '" + o.outputDir + "'");
     for (size_t i = 0; i < outputs.size(); ++i) {
-      std::string path =
-          o.outputDir + "/" + fileNameOf(exe->outputs()[i].name) + ".npy";
+      std::string relative = relativePathOf(exe->outputs()[i].name) + ".npy";
+      if (Status s = makeParents(o.outputDir, relative); !s)
+        abortRun(s.message);
+      std::string path = o.outputDir + "/" + relative;
       if (Status s = writeNpy(path, outputs[i]); !s)
         abortRun(s.message);
       if (!o.quiet)

@@ -74,6 +74,16 @@ struct KernelTable {
   /// The device in a few words (e.g. "NVIDIA H200, 139.8 GiB, sm_90"), for
   /// mp-run's load line; null where the name says enough.
   std::string (*describe)();
+  // Gradient kernels (null where the device has none yet: a train step is
+  // then an error at load naming the op).
+  decltype(&cpu::linearWeightGrad) linearWeightGrad = nullptr;
+  decltype(&cpu::layerNormGrad) layerNormGrad = nullptr;
+  decltype(&cpu::rmsNormGrad) rmsNormGrad = nullptr;
+  decltype(&cpu::geluGrad) geluGrad = nullptr;
+  decltype(&cpu::attentionGrad) attentionGrad = nullptr;
+  decltype(&cpu::embeddingGrad) embeddingGrad = nullptr;
+  decltype(&cpu::crossEntropyGrad) crossEntropyGrad = nullptr;
+  decltype(&cpu::sliceGrad) sliceGrad = nullptr;
 };
 
 const KernelTable &cpuKernelTable();

@@ -86,8 +86,11 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
 /// indices count from the end. Any element type. (Embedding = axis 0.)
 Status gather(const Tensor &x, const Tensor &indices, int64_t axis,
               Tensor &out);
+/// A class target that is ignored (PyTorch's default `ignore_index`).
+constexpr int64_t kIgnoreIndex = -100;
 /// Mean over positions of -log softmax(logits)[target]; logits [..., V] f32,
-/// targets [...] i64/i32; out is a f32 scalar.
+/// targets [...] i64/i32 (kIgnoreIndex: left out of the mean; NaN when
+/// every target is, as PyTorch); out is a f32 scalar.
 Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out);
 /// Einstein summation (see mp/Support/Einsum.h). f32, f64.
 Status einsum(const std::string &equation,
@@ -111,6 +114,41 @@ Status split(const Tensor &x, int64_t axis, const std::vector<Tensor *> &outs);
 Status expand(const Tensor &x, Tensor &out);
 /// Copies the bytes (reshape).
 Status copy(const Tensor &x, Tensor &out);
+
+// Gradient ops (the backward of a train step): f32; the gradients have the
+// forward operands' shapes.
+
+/// dW = Σ x[..., K]ᵀ · dy[..., N] over the leading dims: [K, N], or [N, K]
+/// when `transposeWeight`.
+Status linearWeightGrad(const Tensor &x, const Tensor &dy, bool transposeWeight,
+                        Tensor &dw);
+/// Input and scale gradients of layerNorm (statistics recomputed from x).
+Status layerNormGrad(const Tensor &x, const Tensor &scale, const Tensor &dy,
+                     int64_t axis, float epsilon, Tensor &dx, Tensor &dscale);
+/// Input and scale gradients of rmsNorm.
+Status rmsNormGrad(const Tensor &x, const Tensor &scale, const Tensor &dy,
+                   float epsilon, Tensor &dx, Tensor &dscale);
+/// dy · gelu'(x) (erf form, or tanh form when `tanhForm`).
+Status geluGrad(const Tensor &x, const Tensor &dy, bool tanhForm, Tensor &dx);
+/// Gradients of attention's q, k and v given its result `out` and the
+/// result's gradient `dout`; probabilities are recomputed per query block,
+/// never stored whole.
+Status attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
+                     const Tensor *mask, const Tensor &out, const Tensor &dout,
+                     float scale, bool causal, Tensor &dq, Tensor &dk,
+                     Tensor &dv);
+/// Table gradient [rows, H]: rows of dy summed by id, for ids within
+/// [offset, offset + rows) of a vocabulary of `vocab` rows (negative ids
+/// count from its end); other ids add nothing (vocab-parallel).
+Status embeddingGrad(const Tensor &ids, const Tensor &dy, int64_t offset,
+                     int64_t vocab, Tensor &dtable);
+/// dlogits = dloss · (softmax(logits) − onehot(target)) / n, n the targets
+/// that are not kIgnoreIndex (their rows are zeros).
+Status crossEntropyGrad(const Tensor &logits, const Tensor &targets,
+                        const Tensor &dloss, Tensor &dlogits);
+/// dx: zeros, with dy where slice(x, starts, strides) read. Any element type.
+Status sliceGrad(const Tensor &dy, const std::vector<int64_t> &starts,
+                 const std::vector<int64_t> &strides, Tensor &dx);
 
 /// Threads for kernels and OpenBLAS (0: leave the defaults).
 void setNumThreads(int threads);

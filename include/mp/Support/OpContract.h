@@ -67,6 +67,9 @@ enum Operand : int { Input, Scale, Bias };
 namespace attention {
 enum Operand : int { Query, Key, Value, Mask };
 }
+namespace attention_grad {
+enum Operand : int { Query, Key, Value, Result, ResultGrad, Mask };
+}
 
 /// Enum attribute values ('predicate', 'approximate', 'kind'). The dialect's
 /// ODS enums have the same values (checked where it is compiled).

@@ -92,6 +92,32 @@ bool expand(const Shape &input, const Shape &result, std::string &error);
 /// Same number of elements.
 bool reshape(const Shape &input, const Shape &result, std::string &error);
 
+// Gradient ops: the forward op's rule holds and the result gradient has
+// the forward result's shape.
+
+/// Weight gradient of a linear: input [..., K], resultGrad [..., N] (same
+/// leading dims); result [K, N] ([N, K] when `transposeWeight`).
+bool linearWeightGrad(const Shape &input, const Shape &resultGrad,
+                      bool transposeWeight, Shape &result, std::string &error);
+bool layerNormGrad(const Shape &input, int64_t axis, const Shape &scale,
+                   const Shape &resultGrad, std::string &error);
+bool rmsNormGrad(const Shape &input, const Shape &scale,
+                 const Shape &resultGrad, std::string &error);
+/// `result` is the forward result, which the backward reads.
+bool attentionGrad(const Shape &query, const Shape &key, const Shape &value,
+                   const Shape &result, const Shape &resultGrad,
+                   const Shape *mask, std::string &error);
+bool embeddingGrad(const Shape &table, const Shape &indices,
+                   const Shape &resultGrad, std::string &error);
+/// `lossGrad` is a scalar.
+bool crossEntropyGrad(const Shape &logits, const Shape &targets,
+                      const Shape &lossGrad, std::string &error);
+/// `input` is the sliced tensor's shape (the gradient's).
+bool sliceGrad(const Shape &input, const std::vector<int64_t> &starts,
+               const std::vector<int64_t> &limits,
+               const std::vector<int64_t> &strides, const Shape &resultGrad,
+               std::string &error);
+
 } // namespace shape
 } // namespace mp
 

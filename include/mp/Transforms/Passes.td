@@ -165,4 +165,46 @@ def MPConvertPrecision : Pass<"mp-convert-precision", "mlir::ModuleOp"> {
   let dependentDialects = ["mp::MPDialect"];
 }
 
+
+def MPLoss : Pass<"mp-loss", "mlir::ModuleOp"> {
+  let summary = "append the training loss: mean cross-entropy of the logits";
+  let description = [{
+    Turns the entry function into the loss of a language model: a new
+    integer argument `labels`, of the token ids' type, and the token-level
+    mean cross-entropy of the logits against it (as PyTorch's
+    `F.cross_entropy`: a label of -100 is ignored), which becomes the
+    function's only result, named `loss` (fp32, also under a bf16 program).
+    The logits are the float result shaped `ids + [V]`, `ids` the shape of
+    the integer argument the embedding reads.
+    ```mlir
+    func.func @main(%ids: tensor<2x8xi64> {mp.name = "input_ids"},
+                    %labels: tensor<2x8xi64> {mp.name = "labels"})
+        -> (tensor<f32> {mp.name = "loss"}) {
+      ...
+      %loss = mp.cross_entropy %logits, %labels : (...) -> tensor<f32>
+    ```
+  }];
+  let dependentDialects = ["mp::MPDialect"];
+}
+
+def MPAutodiff : Pass<"mp-autodiff", "mlir::ModuleOp"> {
+  let summary = "reverse-mode differentiation: the train step's backward";
+  let description = [{
+    Differentiates the entry function's only result, a scalar loss, with
+    respect to every parameter, appending the backward pass to the function:
+    it then returns the loss and one gradient per parameter (in declaration
+    order, named `grads/NAME`, NAME the parameter's), with the parameter's
+    local type. Each op's derivative rule lives on the op
+    (AutodiffOpInterface); values that do not depend on a parameter, or that
+    the loss does not depend on, get no adjoint. An op on the path from a
+    parameter to the loss without a rule is an error naming it. The
+    gradient of a parameter the loss does not read is zeros.
+    ```mlir
+    %dw = mp.linear_weight_grad %x, %dy : (...) -> tensor<32x96xf32>
+    return %loss, %dw, ... : tensor<f32>, tensor<32x96xf32>, ...
+    ```
+  }];
+  let dependentDialects = ["mp::MPDialect"];
+}
+
 #endif // MP_TRANSFORMS_PASSES_TD

@@ -48,7 +48,14 @@ void buildPartitionPipeline(mlir::OpPassManager &pm,
 void buildParallelizePipeline(mlir::OpPassManager &pm,
                               const ParallelizeOptions &options);
 
-/// Registers `mp-parallelize` (for --pass-pipeline and mp-opt's options).
+/// The train step of a (partitioned) program: the loss appended (mp-loss),
+/// then its backward (mp-autodiff). Registered as `mp-train`, so that
+/// `mp-opt MODEL.onnx --mp-parallelize=... --mp-train` runs it after
+/// partitioning: each rank differentiates its own program.
+void buildTrainPipeline(mlir::OpPassManager &pm);
+
+/// Registers `mp-parallelize` and `mp-train` (for --pass-pipeline and
+/// mp-opt's options).
 void registerMPPipelines();
 
 } // namespace mp

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace mp::rt::cpu {
 
@@ -20,6 +21,29 @@ constexpr int64_t kParallelMin = 32768;
 inline bool shouldParallelize(int64_t work) {
   return work >= kParallelMin && !omp_in_parallel() &&
          omp_get_max_threads() > 1;
+}
+
+/// The product of dims [from, to) of `s` (the whole shape by default).
+inline int64_t product(const std::vector<int64_t> &s, size_t from = 0,
+                       size_t to = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i)
+    p *= s[i];
+  return p;
+}
+
+/// Element strides of an attention mask broadcast to [B, H, Sq, Sk]: 0 along
+/// the dims it broadcasts (all zeros without a mask).
+inline void maskStrides(const Tensor *mask, int64_t strides[4]) {
+  std::fill(strides, strides + 4, 0);
+  if (!mask)
+    return;
+  const size_t rank = mask->shape.size();
+  int64_t step = 1;
+  for (size_t d = rank; d-- > 0;) {
+    strides[d + 4 - rank] = mask->shape[d] == 1 ? 0 : step;
+    step *= mask->shape[d];
+  }
 }
 
 /// Calls f(begin, end) on contiguous parts of [0, n), one per thread.

@@ -17,13 +17,6 @@
 namespace mp::rt::cpu {
 namespace {
 
-int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to && i < s.size(); ++i)
-    p *= s[i];
-  return p;
-}
-
 //===----------------------------------------------------------------------===//
 // softmax
 //===----------------------------------------------------------------------===//
@@ -457,6 +450,8 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
   for (int64_t i = 0; i < positions; ++i) {
     t[size_t(i)] = targets.dtype == DType::I64 ? targets.as<const int64_t>()[i]
                                                : targets.as<const int32_t>()[i];
+    if (t[size_t(i)] == kIgnoreIndex)
+      continue;
     if (t[size_t(i)] < 0 || t[size_t(i)] >= v)
       return Status::error("crossEntropy: target " +
                            std::to_string(t[size_t(i)]) + " at position " +
@@ -468,6 +463,8 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
   parallelRange(
       positions, shouldParallelize(positions * v), [&](int64_t b, int64_t e) {
         for (int64_t p = b; p < e; ++p) {
+          if (t[size_t(p)] == kIgnoreIndex)
+            continue;
           const float *row = x + p * v;
           const float m = detail::maxOf(row, v);
           double lse =
@@ -476,9 +473,14 @@ Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
         }
       });
   double sum = 0;
-  for (double l : loss)
-    sum += l;
-  out.as<float>()[0] = positions ? float(sum / double(positions)) : 0.0f;
+  int64_t counted = 0;
+  for (int64_t p = 0; p < positions; ++p)
+    if (t[size_t(p)] != kIgnoreIndex) {
+      sum += loss[size_t(p)];
+      ++counted;
+    }
+  out.as<float>()[0] = counted ? float(sum / double(counted))
+                               : std::numeric_limits<float>::quiet_NaN();
   return Status::success();
 }
 

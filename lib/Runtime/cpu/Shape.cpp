@@ -15,13 +15,6 @@
 namespace mp::rt::cpu {
 namespace {
 
-int64_t product(const std::vector<int64_t> &s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to && i < s.size(); ++i)
-    p *= s[i];
-  return p;
-}
-
 /// Iterates the linear indices [begin, end) of `sizes` (row-major), calling
 /// f(xOffset, yOffset) with offsets from the two stride vectors.
 template <class F>

@@ -252,6 +252,32 @@ void addAttributes(Operation *op, program::Instruction &inst) {
       })
       .Case([&](SplitOp s) {
         addInt(inst, AttrName::Axis, s.getNormalizedAxis());
+      })
+      .Case([&](LinearWeightGradOp l) {
+        addInt(inst, AttrName::TransposeWeight, l.getTransposeWeight());
+      })
+      .Case([&](LayerNormGradOp l) {
+        addInt(inst, AttrName::Axis,
+               mp::detail::nonNegativeAxis(l.getAxis(), l.getInput()));
+        addFloat(inst, AttrName::Epsilon, l.getEpsilon().convertToFloat());
+      })
+      .Case([&](RMSNormGradOp r) {
+        addFloat(inst, AttrName::Epsilon, r.getEpsilon().convertToFloat());
+      })
+      .Case([&](GeluGradOp g) {
+        addInt(inst, AttrName::Approximate,
+               static_cast<int64_t>(g.getApproximate()));
+      })
+      .Case([&](AttentionGradOp a) {
+        addFloat(inst, AttrName::Scale, a.getScale().convertToFloat());
+        addInt(inst, AttrName::Causal, a.getCausal());
+      })
+      .Case([&](EmbeddingGradOp e) {
+        addInt(inst, AttrName::VocabParallel, e.getGrid().has_value());
+      })
+      .Case([&](SliceGradOp s) {
+        addInts(inst, AttrName::Starts, s.getStarts());
+        addInts(inst, AttrName::Strides, s.getStrides());
       });
 }
 

@@ -594,3 +594,51 @@ func.func @f() {
   %0 = mp.get_param @p : tensor<12x4xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<2x8x32xf32>, %dy: tensor<2x7x96xf32>) {
+  // expected-error @+1 {{expected result gradient's leading dims shape 2x8 but found 2x7}}
+  %0 = mp.linear_weight_grad %x, %dy : (tensor<2x8x32xf32>, tensor<2x7x96xf32>) -> tensor<32x96xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8x32xf32>, %dy: tensor<2x8x96xf32>) {
+  // expected-error @+1 {{expected result shape 96x32 but found 32x96}}
+  %0 = mp.linear_weight_grad %x, %dy {transpose_weight} : (tensor<2x8x32xf32>, tensor<2x8x96xf32>) -> tensor<32x96xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %s: tensor<8xf32>, %dy: tensor<2x4xf32>) {
+  // expected-error @+1 {{expected result gradient shape 2x8 but found 2x4}}
+  %0:2 = mp.rms_norm_grad %x, %s, %dy {epsilon = 1.0e-6 : f32} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x4xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%ids: tensor<2x8xi64>, %dy: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{expected result gradient shape 2x8x32 but found 2x8x16}}
+  %0 = mp.embedding_grad %ids, %dy : (tensor<2x8xi64>, tensor<2x8x16xf32>) -> tensor<64x32xf32>
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x4xf32>) {
+  // expected-error @+1 {{expected result gradient shape 2x3 but found 2x4}}
+  %0 = mp.slice_grad %dy {starts = array<i64: 0, 1>, limits = array<i64: 2, 4>, strides = array<i64: 1, 1>} : tensor<2x4xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%logits: tensor<2x8x64xf32>, %t: tensor<2x8xi64>, %g: tensor<2xf32>) {
+  // expected-error @+1 {{'mp.cross_entropy_grad' op operand #2 must be 0D tensor of floating-point values}}
+  %0 = mp.cross_entropy_grad %logits, %t, %g : (tensor<2x8x64xf32>, tensor<2x8xi64>, tensor<2xf32>) -> tensor<2x8x64xf32>
+  return
+}

@@ -145,3 +145,29 @@ func.func @sharded(%ids: tensor<2x8xi64>) -> tensor<2x8x32xf32> {
   %r = shard.all_reduce %e on @tp grid_axes = [0] : tensor<2x8x32xf32> -> tensor<2x8x32xf32>
   return %r : tensor<2x8x32xf32>
 }
+
+// -----
+
+// Tests the gradient ops (what mp-autodiff's rules build).
+// CHECK-LABEL: func.func @gradients
+// CHECK: mp.linear_weight_grad %{{.*}}, %{{.*}} {transpose_weight} : (tensor<2x8x32xf32>, tensor<2x8x96xf32>) -> tensor<96x32xf32>
+// CHECK: mp.layer_norm_grad {{.*}} {axis = 2 : i64, epsilon = {{.*}}} : (tensor<2x8x32xf32>, tensor<32xf32>, tensor<2x8x32xf32>) -> (tensor<2x8x32xf32>, tensor<32xf32>)
+// CHECK: mp.rms_norm_grad
+// CHECK: mp.gelu_grad %{{.*}}, %{{.*}} approximate = tanh : tensor<2x8x32xf32>
+// CHECK: mp.attention_grad {{.*}} {causal, scale = {{.*}}} : (tensor<2x4x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>)
+// CHECK: mp.embedding_grad %{{.*}}, %{{.*}} : (tensor<2x8xi64>, tensor<2x8x32xf32>) -> tensor<64x32xf32>
+// CHECK: mp.cross_entropy_grad
+// CHECK: mp.slice_grad %{{.*}} {limits = array<i64: 2, 8, 32>, starts = array<i64: 0, 0, 16>, strides = array<i64: 1, 2, 1>} : tensor<2x4x16xf32> -> tensor<2x8x32xf32>
+func.func @gradients(%x: tensor<2x8x32xf32>, %dy: tensor<2x8x96xf32>, %s: tensor<32xf32>,
+                     %q: tensor<2x4x8x8xf32>, %k: tensor<2x2x8x8xf32>, %ids: tensor<2x8xi64>,
+                     %logits: tensor<2x8x64xf32>, %one: tensor<f32>, %part: tensor<2x4x16xf32>) {
+  %0 = mp.linear_weight_grad %x, %dy {transpose_weight} : (tensor<2x8x32xf32>, tensor<2x8x96xf32>) -> tensor<96x32xf32>
+  %1:2 = mp.layer_norm_grad %x, %s, %x {axis = 2 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x8x32xf32>, tensor<32xf32>, tensor<2x8x32xf32>) -> (tensor<2x8x32xf32>, tensor<32xf32>)
+  %2:2 = mp.rms_norm_grad %x, %s, %x {epsilon = 1.0e-6 : f32} : (tensor<2x8x32xf32>, tensor<32xf32>, tensor<2x8x32xf32>) -> (tensor<2x8x32xf32>, tensor<32xf32>)
+  %3 = mp.gelu_grad %x, %x approximate = tanh : tensor<2x8x32xf32>
+  %4:3 = mp.attention_grad %q, %k, %k, %q, %q {causal, scale = 0.35 : f32} : (tensor<2x4x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>)
+  %5 = mp.embedding_grad %ids, %x : (tensor<2x8xi64>, tensor<2x8x32xf32>) -> tensor<64x32xf32>
+  %6 = mp.cross_entropy_grad %logits, %ids, %one : (tensor<2x8x64xf32>, tensor<2x8xi64>, tensor<f32>) -> tensor<2x8x64xf32>
+  %7 = mp.slice_grad %part {starts = array<i64: 0, 0, 16>, limits = array<i64: 2, 8, 32>, strides = array<i64: 1, 2, 1>} : tensor<2x4x16xf32> -> tensor<2x8x32xf32>
+  return
+}

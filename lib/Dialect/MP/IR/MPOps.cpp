@@ -11,6 +11,8 @@
 #include "mp/Support/OpContract.h"
 #include "mp/Support/Shape.h"
 
+#include "OpHelpers.h"
+
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/Builders.h"
@@ -20,6 +22,9 @@
 
 using namespace mlir;
 using namespace mp;
+using mp::detail::checkRule;
+using mp::detail::shapeOf;
+using mp::detail::tensorType;
 
 #include "mp/Dialect/MP/IR/MPEnums.cpp.inc"
 #include "mp/Dialect/MP/IR/MPInterfaces.cpp.inc"
@@ -55,15 +60,6 @@ static_assert(sameValue(GeluApproximation::none, c::GeluApproximation::None) &&
 //===----------------------------------------------------------------------===//
 // Helpers
 //===----------------------------------------------------------------------===//
-
-static RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
-static Shape shapeOf(Value v) {
-  ArrayRef<int64_t> shape = tensorType(v).getShape();
-  return Shape(shape.begin(), shape.end());
-}
 
 static std::vector<Shape> shapesOf(ValueRange values) {
   std::vector<Shape> shapes;
@@ -109,14 +105,6 @@ static LogicalResult verifyInferredResults(Operation *op) {
              << " differs from the expected " << wantType.getElementType();
   }
   return success();
-}
-
-/// Emits a shape rule's error on `op` when the rule failed.
-static LogicalResult checkRule(Operation *op, bool ruleHeld,
-                               const std::string &error) {
-  if (ruleHeld)
-    return success();
-  return op->emitOpError() << error;
 }
 
 //===----------------------------------------------------------------------===//

@@ -39,4 +39,35 @@ def MP_SplitOpInterface : OpInterface<"SplitOpInterface"> {
   ];
 }
 
+
+def MP_AutodiffOpInterface : OpInterface<"AutodiffOpInterface"> {
+  let cppNamespace = "::mp";
+  let description = [{
+    The op's derivative rule for reverse-mode differentiation (mp-autodiff),
+    in the spirit of Enzyme-MLIR's `ReverseAutoDiffOpInterface`: given the
+    adjoint (gradient of the loss) of each result, build the adjoint of each
+    operand at the builder's insertion point, reading the op's own operands
+    and results where the rule needs them (those values then live from the
+    forward to the backward pass: what the memory plan and recompute see).
+
+    `resultAdjoints[i]` is null when result `i` does not reach the loss;
+    `needed[j]` says whether operand `j` needs an adjoint (it depends on a
+    parameter): the rule sets `operandAdjoints[j]` for those (null only
+    where the gradient is zero) and may leave the others null. Adjoints have
+    their value's type. A rule fails, with a diagnostic on the op, for a
+    case it does not cover.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds the adjoints of the operands `needed` asks for from the
+        adjoints of the results.
+      }],
+      "::mlir::LogicalResult", "buildAdjoints",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::llvm::ArrayRef<::mlir::Value>":$resultAdjoints,
+           "::llvm::ArrayRef<bool>":$needed,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandAdjoints)>,
+  ];
+}
+
 #endif // MP_DIALECT_MP_IR_MPINTERFACES_TD

@@ -23,6 +23,8 @@ def MP_SplitByTraits : DeclareOpInterfaceMethods<MP_SplitOpInterface>;
 // ... or by its own rule (propagateSplit in MPOps.cpp).
 def MP_SplitByRule
     : DeclareOpInterfaceMethods<MP_SplitOpInterface, ["propagateSplit"]>;
+// Has a derivative rule (buildAdjoints in MPAutodiff.cpp).
+def MP_Differentiable : DeclareOpInterfaceMethods<MP_AutodiffOpInterface>;
 def MP_FloatTensor : RankedTensorOf<[AnyFloat]>;
 def MP_IndexTensor : RankedTensorOf<[I32, I64]>;
 
@@ -106,7 +108,8 @@ def MP_ConstantOp : MP_Op<"constant", [ConstantLike, Pure,
 //===----------------------------------------------------------------------===//
 
 class MP_UnaryOp<string mnemonic, string desc, list<Trait> traits = []>
-    : MP_Op<mnemonic, !listconcat([Pure, Elementwise, SameOperandsAndResultType,
+    : MP_Op<mnemonic, !listconcat([MP_Differentiable, Pure, Elementwise,
+                                   SameOperandsAndResultType,
                                    InferTypeOpInterface, MP_SplitByTraits],
                                   traits)> {
   let summary = desc;
@@ -130,7 +133,8 @@ def MP_SiluOp : MP_UnaryOp<"silu", "elementwise x * sigmoid(x)",
 def MP_CosOp : MP_UnaryOp<"cos", "elementwise cosine">;
 def MP_SinOp : MP_UnaryOp<"sin", "elementwise sine">;
 
-def MP_GeluOp : MP_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType,
+def MP_GeluOp : MP_Op<"gelu", [MP_Differentiable,
+    Pure, Elementwise, SameOperandsAndResultType,
                                InferTypeOpInterface, MP_SplitByTraits,
                                MP_TransformerOpTrait]> {
   let summary = "Gaussian error linear unit (exact erf form or tanh form)";
@@ -144,7 +148,8 @@ def MP_GeluOp : MP_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType,
 }
 
 class MP_BinaryOp<string mnemonic, string desc, list<Trait> traits = []>
-    : MP_Op<mnemonic, !listconcat([Pure, ResultsBroadcastableShape,
+    : MP_Op<mnemonic, !listconcat([MP_Differentiable, Pure,
+                       ResultsBroadcastableShape,
                        AllElementTypesMatch<["lhs", "rhs", "result"]>,
                        InferTypeOpAdaptor, MP_SplitByTraits], traits)> {
   let summary = desc # " with ONNX (numpy) broadcasting";
@@ -175,7 +180,8 @@ def MP_CompareOp : MP_Op<"compare", [Pure, ResultsBroadcastableShape,
   let hasVerifier = 1;
 }
 
-def MP_WhereOp : MP_Op<"where", [Pure, ResultsBroadcastableShape,
+def MP_WhereOp : MP_Op<"where", [MP_Differentiable,
+    Pure, ResultsBroadcastableShape,
     AllElementTypesMatch<["on_true", "on_false", "result"]>,
     InferTypeOpAdaptor, MP_SplitByTraits]> {
   let summary = "elementwise select: condition ? on_true : on_false";
@@ -189,7 +195,8 @@ def MP_WhereOp : MP_Op<"where", [Pure, ResultsBroadcastableShape,
   let hasVerifier = 1;
 }
 
-def MP_CastOp : MP_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape,
+def MP_CastOp : MP_Op<"cast", [MP_Differentiable,
+    Pure, Elementwise, SameOperandsAndResultShape,
                                MP_SplitByTraits]> {
   let summary = "elementwise element-type conversion";
   let arguments = (ins MP_Tensor:$input);
@@ -201,7 +208,7 @@ def MP_CastOp : MP_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape,
 // Transformer ops
 //===----------------------------------------------------------------------===//
 
-def MP_MatmulOp : MP_Op<"matmul", [Pure,
+def MP_MatmulOp : MP_Op<"matmul", [MP_Differentiable, Pure,
     AllElementTypesMatch<["lhs", "rhs", "result"]>, InferTypeOpAdaptor,
     MP_TransformerOpTrait]> {
   let summary = "batched matrix product with ONNX MatMul semantics";
@@ -217,7 +224,7 @@ def MP_MatmulOp : MP_Op<"matmul", [Pure,
   let hasVerifier = 1;
 }
 
-def MP_LinearOp : MP_Op<"linear", [Pure, InferTypeOpAdaptor,
+def MP_LinearOp : MP_Op<"linear", [MP_Differentiable, Pure, InferTypeOpAdaptor,
                                    MP_TransformerOpTrait]> {
   let summary = "x · W + b over the last dimension of x";
   let description = [{
@@ -235,7 +242,8 @@ def MP_LinearOp : MP_Op<"linear", [Pure, InferTypeOpAdaptor,
   let hasVerifier = 1;
 }
 
-def MP_LayerNormOp : MP_Op<"layer_norm", [Pure, InferTypeOpAdaptor,
+def MP_LayerNormOp : MP_Op<"layer_norm", [MP_Differentiable,
+    Pure, InferTypeOpAdaptor,
                                           MP_SplitByRule,
                                           MP_TransformerOpTrait]> {
   let summary = "layer normalization over the trailing dims from `axis`";
@@ -257,7 +265,8 @@ def MP_LayerNormOp : MP_Op<"layer_norm", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def MP_RMSNormOp : MP_Op<"rms_norm", [Pure, InferTypeOpAdaptor, MP_SplitByRule,
+def MP_RMSNormOp : MP_Op<"rms_norm", [MP_Differentiable,
+    Pure, InferTypeOpAdaptor, MP_SplitByRule,
                                       MP_TransformerOpTrait]> {
   let summary = "root-mean-square normalization over the last dimension";
   let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$scale,
@@ -269,7 +278,8 @@ def MP_RMSNormOp : MP_Op<"rms_norm", [Pure, InferTypeOpAdaptor, MP_SplitByRule,
   let hasVerifier = 1;
 }
 
-def MP_SoftmaxOp : MP_Op<"softmax", [Pure, SameOperandsAndResultType,
+def MP_SoftmaxOp : MP_Op<"softmax", [MP_Differentiable,
+    Pure, SameOperandsAndResultType,
                                      InferTypeOpInterface, MP_SplitByRule,
                                      MP_TransformerOpTrait]> {
   let summary = "softmax along one axis";
@@ -286,7 +296,8 @@ def MP_SoftmaxOp : MP_Op<"softmax", [Pure, SameOperandsAndResultType,
   }];
 }
 
-def MP_ReduceOp : MP_Op<"reduce", [Pure, SameOperandsAndResultElementType,
+def MP_ReduceOp : MP_Op<"reduce", [MP_Differentiable,
+    Pure, SameOperandsAndResultElementType,
                                    InferTypeOpAdaptor]> {
   let summary = "reduction (sum, mean, max, min) over the given axes";
   let arguments = (ins MP_ReduceKind:$kind, MP_Tensor:$input,
@@ -299,7 +310,8 @@ def MP_ReduceOp : MP_Op<"reduce", [Pure, SameOperandsAndResultElementType,
   let hasVerifier = 1;
 }
 
-def MP_AttentionOp : MP_Op<"attention", [Pure, InferTypeOpAdaptor,
+def MP_AttentionOp : MP_Op<"attention", [MP_Differentiable,
+    Pure, InferTypeOpAdaptor,
                                          MP_SplitByRule,
                                          MP_TransformerOpTrait]> {
   let summary = "scaled dot-product attention: softmax(q·kᵀ·scale + mask)·v";
@@ -320,7 +332,8 @@ def MP_AttentionOp : MP_Op<"attention", [Pure, InferTypeOpAdaptor,
   let hasVerifier = 1;
 }
 
-def MP_EmbeddingOp : MP_Op<"embedding", [Pure, InferTypeOpAdaptor,
+def MP_EmbeddingOp : MP_Op<"embedding", [MP_Differentiable,
+    Pure, InferTypeOpAdaptor,
                                          MP_TransformerOpTrait]> {
   let summary = "rows of a [V, H] table picked by integer ids";
   let description = [{
@@ -337,7 +350,8 @@ def MP_EmbeddingOp : MP_Op<"embedding", [Pure, InferTypeOpAdaptor,
   let hasVerifier = 1;
 }
 
-def MP_GatherOp : MP_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def MP_GatherOp : MP_Op<"gather", [MP_Differentiable,
+    Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX Gather: slices of `input` along `axis` picked by indices";
   let arguments = (ins MP_Tensor:$input, MP_IndexTensor:$indices,
                        DefaultValuedAttr<I64Attr, "0">:$axis);
@@ -354,7 +368,8 @@ def MP_GatherOp : MP_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def MP_DropoutOp : MP_Op<"dropout", [Elementwise, SameOperandsAndResultType,
+def MP_DropoutOp : MP_Op<"dropout", [MP_Differentiable,
+    Elementwise, SameOperandsAndResultType,
                                      InferTypeOpInterface, MP_SplitByTraits,
                                      MP_TransformerOpTrait]> {
   let summary = "dropout with the given ratio (identity in inference)";
@@ -365,7 +380,8 @@ def MP_DropoutOp : MP_Op<"dropout", [Elementwise, SameOperandsAndResultType,
 }
 
 // The loss's element type is chosen (fp32 under a bf16 program): not inferred.
-def MP_CrossEntropyOp : MP_Op<"cross_entropy", [Pure, MP_TransformerOpTrait]> {
+def MP_CrossEntropyOp : MP_Op<"cross_entropy", [MP_Differentiable,
+    Pure, MP_TransformerOpTrait]> {
   let summary = "mean softmax cross-entropy of logits [..., V] vs targets [...]";
   let arguments = (ins MP_FloatTensor:$logits, MP_IndexTensor:$targets);
   let results = (outs 0DTensorOf<[AnyFloat]>:$result);
@@ -385,7 +401,8 @@ def MP_EinsumOp : MP_Op<"einsum", [Pure, InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
-def MP_TriluOp : MP_Op<"trilu", [Pure, SameOperandsAndResultType,
+def MP_TriluOp : MP_Op<"trilu", [MP_Differentiable,
+    Pure, SameOperandsAndResultType,
                                  InferTypeOpInterface]> {
   let summary = "keeps the upper or lower triangle of the last two dims";
   let arguments = (ins MP_Tensor:$input, UnitAttr:$upper,
@@ -399,7 +416,7 @@ def MP_TriluOp : MP_Op<"trilu", [Pure, SameOperandsAndResultType,
 // Shape ops
 //===----------------------------------------------------------------------===//
 
-def MP_ReshapeOp : MP_Op<"reshape", [Pure,
+def MP_ReshapeOp : MP_Op<"reshape", [MP_Differentiable, Pure,
     AllElementTypesMatch<["input", "result"]>, MP_SplitByRule,
     DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
   let summary = "reinterprets a tensor with a new static shape";
@@ -410,7 +427,7 @@ def MP_ReshapeOp : MP_Op<"reshape", [Pure,
   let hasFolder = 1;
 }
 
-def MP_TransposeOp : MP_Op<"transpose", [Pure,
+def MP_TransposeOp : MP_Op<"transpose", [MP_Differentiable, Pure,
     AllElementTypesMatch<["input", "result"]>, InferTypeOpAdaptor,
     MP_SplitByRule]> {
   let summary = "permutes dimensions: result dim i = input dim perm[i]";
@@ -423,7 +440,7 @@ def MP_TransposeOp : MP_Op<"transpose", [Pure,
   let hasFolder = 1;
 }
 
-def MP_SliceOp : MP_Op<"slice", [Pure,
+def MP_SliceOp : MP_Op<"slice", [MP_Differentiable, Pure,
     AllElementTypesMatch<["input", "result"]>, InferTypeOpAdaptor,
     MP_SplitByRule]> {
   let summary = "static strided slice (one start, limit and stride per dim)";
@@ -438,7 +455,8 @@ def MP_SliceOp : MP_Op<"slice", [Pure,
   let hasVerifier = 1;
 }
 
-def MP_ConcatOp : MP_Op<"concat", [Pure, InferTypeOpAdaptor, MP_SplitByRule]> {
+def MP_ConcatOp : MP_Op<"concat", [MP_Differentiable,
+    Pure, InferTypeOpAdaptor, MP_SplitByRule]> {
   let summary = "concatenation along an axis";
   let arguments = (ins Variadic<MP_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs MP_Tensor:$result);
@@ -454,7 +472,7 @@ def MP_ConcatOp : MP_Op<"concat", [Pure, InferTypeOpAdaptor, MP_SplitByRule]> {
   }];
 }
 
-def MP_SplitOp : MP_Op<"split", [Pure, MP_SplitByRule]> {
+def MP_SplitOp : MP_Op<"split", [MP_Differentiable, Pure, MP_SplitByRule]> {
   let summary = "splits a tensor along an axis; sizes come from result types";
   let arguments = (ins MP_Tensor:$input, I64Attr:$axis);
   let results = (outs Variadic<MP_Tensor>:$results);
@@ -468,12 +486,158 @@ def MP_SplitOp : MP_Op<"split", [Pure, MP_SplitByRule]> {
   }];
 }
 
-def MP_ExpandOp : MP_Op<"expand", [Pure,
+def MP_ExpandOp : MP_Op<"expand", [MP_Differentiable, Pure,
     AllElementTypesMatch<["input", "result"]>, MP_SplitByRule]> {
   let summary = "broadcasts a tensor to the result shape (numpy rules)";
   let arguments = (ins MP_Tensor:$input);
   let results = (outs MP_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+
+//===----------------------------------------------------------------------===//
+// Gradient ops: what the derivative rules build where composing the forward
+// ops would be slow or need storage the forward does not.
+//===----------------------------------------------------------------------===//
+
+def MP_LinearWeightGradOp : MP_Op<"linear_weight_grad", [Pure,
+    AllElementTypesMatch<["input", "result_grad", "result"]>]> {
+  let summary = "weight gradient of mp.linear: Σ xᵀ·dy over the leading dims";
+  let description = [{
+    `input` is the linear's input `[..., K]` and `result_grad` the gradient
+    of its result `[..., N]`; the result is the weight's gradient in the
+    weight's layout: `[K, N]`, or `[N, K]` with `transpose_weight`.
+  }];
+  let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$result_grad,
+                       UnitAttr:$transpose_weight);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $result_grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_LayerNormGradOp : MP_Op<"layer_norm_grad", [Pure,
+    AllTypesMatch<["input", "input_grad"]>,
+    AllTypesMatch<["scale", "scale_grad"]>]> {
+  let summary = "gradients of mp.layer_norm's input and scale";
+  let description = [{
+    Recomputes the row statistics from `input`; the bias gradient is the sum
+    of `result_grad` over the leading dims (built by the rule, not here).
+  }];
+  let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$scale,
+                       MP_FloatTensor:$result_grad, I64Attr:$axis,
+                       F32Attr:$epsilon);
+  let results = (outs MP_FloatTensor:$input_grad, MP_FloatTensor:$scale_grad);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $result_grad attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_RMSNormGradOp : MP_Op<"rms_norm_grad", [Pure,
+    AllTypesMatch<["input", "input_grad"]>,
+    AllTypesMatch<["scale", "scale_grad"]>]> {
+  let summary = "gradients of mp.rms_norm's input and scale";
+  let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$scale,
+                       MP_FloatTensor:$result_grad, F32Attr:$epsilon);
+  let results = (outs MP_FloatTensor:$input_grad, MP_FloatTensor:$scale_grad);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $result_grad attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_GeluGradOp : MP_Op<"gelu_grad", [Pure, Elementwise,
+    SameOperandsAndResultType]> {
+  let summary = "gradient of mp.gelu: result_grad · gelu'(input)";
+  let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$result_grad,
+      DefaultValuedAttr<MP_GeluApproximation,
+                        "::mp::GeluApproximation::none">:$approximate);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $result_grad (`approximate` `=` $approximate^)? attr-dict `:`
+    type($result)
+  }];
+}
+
+def MP_AttentionGradOp : MP_Op<"attention_grad", [Pure,
+    AllTypesMatch<["query", "query_grad"]>, AllTypesMatch<["key", "key_grad"]>,
+    AllTypesMatch<["value", "value_grad"]>,
+    AllTypesMatch<["result", "result_grad"]>]> {
+  let summary = "gradients of mp.attention's query, key and value";
+  let description = [{
+    Recomputes each query row's scores from `query` and `key` (the S×S
+    probabilities are never stored) and takes the softmax correction from
+    the saved `result` (Σ result·result_grad per row), as FlashAttention's
+    backward does. Grouped-query key/value gradients sum over the query
+    heads that share them. The mask gets no gradient.
+  }];
+  let arguments = (ins MP_FloatTensor:$query, MP_FloatTensor:$key,
+                       MP_FloatTensor:$value, MP_FloatTensor:$result,
+                       MP_FloatTensor:$result_grad,
+                       Optional<MP_FloatTensor>:$mask, F32Attr:$scale,
+                       UnitAttr:$causal);
+  let results = (outs MP_FloatTensor:$query_grad, MP_FloatTensor:$key_grad,
+                      MP_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $result `,` $result_grad (`,` $mask^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_EmbeddingGradOp : MP_Op<"embedding_grad", [Pure]> {
+  let summary = "embedding table gradient: result_grad rows summed by id";
+  let description = [{
+    The result has the table's type `[V, H]`: row `v` is the sum of the rows
+    of `result_grad` (`indices`' shape + `[H]`) whose id is `v` (negative
+    ids count from the end). With `grid`, the table is this rank's
+    vocab-parallel slice, as for mp.embedding: foreign ids add nothing.
+  }];
+  let arguments = (ins MP_IndexTensor:$indices, MP_FloatTensor:$result_grad,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $result_grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_CrossEntropyGradOp : MP_Op<"cross_entropy_grad", [Pure,
+    AllTypesMatch<["logits", "result"]>]> {
+  let summary = "gradient of mp.cross_entropy's logits";
+  let description = [{
+    `loss_grad` (a scalar) · (softmax(logits) − onehot(target)) / n, n the
+    number of targets that are not ignored (−100 gives a zero row).
+  }];
+  let arguments = (ins MP_FloatTensor:$logits, MP_IndexTensor:$targets,
+                       0DTensorOf<[AnyFloat]>:$loss_grad);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $loss_grad attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_SliceGradOp : MP_Op<"slice_grad", [Pure,
+    AllElementTypesMatch<["result_grad", "result"]>]> {
+  let summary = "gradient of mp.slice: result_grad placed where the slice read";
+  let description = [{
+    The result has the sliced input's type: zeros, except the elements the
+    slice (same `starts`, `limits`, `strides`) read, which hold
+    `result_grad`.
+  }];
+  let arguments = (ins MP_Tensor:$result_grad, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs MP_Tensor:$result);
+  let assemblyFormat = [{
+    $result_grad attr-dict `:` type($result_grad) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 

@@ -1,0 +1,240 @@
+//===- BindGrad.cpp - binding the gradient ops to kernels -----------------===//
+//
+// The Binder's part for the backward of a train step: each gradient op's
+// operands are checked against its shape rule (mp/Support/Shape.h, the
+// verifier's), its results against the forward operands' shapes, and its
+// kernel is looked up in the device's table (a device without one is an
+// error at load naming the op).
+//
+//===----------------------------------------------------------------------===//
+#include "Binder.h"
+
+#include <cmath>
+
+namespace mp::rt {
+
+Status Binder::needKernel(const void *kernel) const {
+  if (kernel)
+    return Status::success();
+  return fail(std::string("the ") + exe.kernels->name +
+              " backend has no kernel for this op yet (train on the cpu)");
+}
+
+Status Binder::positiveFloat(AttrName name, float &value) const {
+  value = static_cast<float>(floatAttr(name));
+  if (!(value > 0) || !std::isfinite(value))
+    return fail(std::string(contract::attrName(name)) + " " +
+                std::to_string(floatAttr(name)) + " is not a positive number");
+  return Status::success();
+}
+
+Status Binder::bindLinearWeightGrad(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
+  if (Status s =
+          needKernel(reinterpret_cast<const void *>(kernels->linearWeightGrad));
+      !s)
+    return s;
+  const Tensor x = in(0), dy = in(1);
+  bool transposed = intAttr(AttrName::TransposeWeight) != 0;
+  Shape expected;
+  std::string error;
+  if (Status s =
+          expectResult(shape::linearWeightGrad(x.shape, dy.shape, transposed,
+                                               expected, error),
+                       error, expected);
+      !s)
+    return s;
+  exe.flops += 2.0 * static_cast<double>(x.numel()) *
+               static_cast<double>(dy.shape.back());
+  Tensor o = out();
+  step.kernel = [kernels, x, dy, transposed, o]() mutable {
+    return kernels->linearWeightGrad(x, dy, transposed, o);
+  };
+  return Status::success();
+}
+
+Status Binder::bindNormGrad(Executable::Step &step, bool layer) {
+  const KernelTable *kernels = exe.kernels;
+  if (Status s = needKernel(
+          layer ? reinterpret_cast<const void *>(kernels->layerNormGrad)
+                : reinterpret_cast<const void *>(kernels->rmsNormGrad));
+      !s)
+    return s;
+  const Tensor x = in(0), scale = in(1), dy = in(2);
+  float eps;
+  if (Status s = positiveFloat(AttrName::Epsilon, eps); !s)
+    return s;
+  int64_t axis = static_cast<int64_t>(x.shape.size()) - 1;
+  if (layer)
+    if (Status s = axisAttr(AttrName::Axis, x.shape.size(), axis); !s)
+      return s;
+  std::string error;
+  bool rule =
+      layer ? shape::layerNormGrad(x.shape, axis, scale.shape, dy.shape, error)
+            : shape::rmsNormGrad(x.shape, scale.shape, dy.shape, error);
+  if (!rule)
+    return fail(error);
+  if (Status s = expectShape("input gradient", out(0).shape, x.shape); !s)
+    return s;
+  if (Status s = expectShape("scale gradient", out(1).shape, scale.shape); !s)
+    return s;
+  Tensor dx = out(0), dscale = out(1);
+  if (layer)
+    step.kernel = [kernels, x, scale, dy, axis, eps, dx, dscale]() mutable {
+      return kernels->layerNormGrad(x, scale, dy, axis, eps, dx, dscale);
+    };
+  else
+    step.kernel = [kernels, x, scale, dy, eps, dx, dscale]() mutable {
+      return kernels->rmsNormGrad(x, scale, dy, eps, dx, dscale);
+    };
+  return Status::success();
+}
+
+Status Binder::bindGeluGrad(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
+  if (Status s = needKernel(reinterpret_cast<const void *>(kernels->geluGrad));
+      !s)
+    return s;
+  const Tensor x = in(0), dy = in(1);
+  if (Status s = expectShape("result gradient", dy.shape, x.shape); !s)
+    return s;
+  if (Status s = expectShape("result", out().shape, x.shape); !s)
+    return s;
+  std::optional<contract::GeluApproximation> form =
+      contract::enumFromInt<contract::GeluApproximation>(
+          intAttr(AttrName::Approximate));
+  if (!form)
+    return fail("approximate " +
+                std::to_string(intAttr(AttrName::Approximate)) +
+                " is not a known value");
+  bool tanhForm = *form == contract::GeluApproximation::Tanh;
+  Tensor o = out();
+  step.kernel = [kernels, x, dy, tanhForm, o]() mutable {
+    return kernels->geluGrad(x, dy, tanhForm, o);
+  };
+  return Status::success();
+}
+
+Status Binder::bindAttentionGrad(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
+  if (Status s =
+          needKernel(reinterpret_cast<const void *>(kernels->attentionGrad));
+      !s)
+    return s;
+  using namespace contract::attention_grad;
+  const Tensor q = in(Query), k = in(Key), v = in(Value), o = in(Result),
+               dout = in(ResultGrad);
+  const Tensor *mask = optIn(Mask);
+  std::string error;
+  if (!shape::attentionGrad(q.shape, k.shape, v.shape, o.shape, dout.shape,
+                            mask ? &mask->shape : nullptr, error))
+    return fail(error);
+  const char *names[] = {"query gradient", "key gradient", "value gradient"};
+  const Tensor *forward[] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i)
+    if (Status s = expectShape(names[i], out(i).shape, forward[i]->shape); !s)
+      return s;
+  float scale;
+  if (Status s = positiveFloat(AttrName::Scale, scale); !s)
+    return s;
+  bool causal = intAttr(AttrName::Causal) != 0;
+  // Scores twice (forward recomputed), then dV, dP, dQ, dK.
+  exe.flops += 2.0 * static_cast<double>(q.shape[0] * q.shape[1]) *
+               static_cast<double>(q.shape[2] * k.shape[2]) *
+               static_cast<double>(3 * q.shape[3] + 2 * v.shape[3]);
+  std::optional<Tensor> m = mask ? std::optional<Tensor>(*mask) : std::nullopt;
+  Tensor dq = out(0), dk = out(1), dv = out(2);
+  step.kernel = [kernels, q, k, v, m, o, dout, scale, causal, dq, dk,
+                 dv]() mutable {
+    return kernels->attentionGrad(q, k, v, m ? &*m : nullptr, o, dout, scale,
+                                  causal, dq, dk, dv);
+  };
+  return Status::success();
+}
+
+Status Binder::bindEmbeddingGrad(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
+  if (Status s =
+          needKernel(reinterpret_cast<const void *>(kernels->embeddingGrad));
+      !s)
+    return s;
+  const Tensor ids = in(0), dy = in(1);
+  if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
+    return fail("indices must be i64 or i32");
+  Tensor o = out();
+  std::string error;
+  if (!shape::embeddingGrad(o.shape, ids.shape, dy.shape, error))
+    return fail(error);
+  int64_t rows = o.shape[0], offset = 0, vocab = rows;
+  if (intAttr(AttrName::VocabParallel)) {
+    Communicator *group = exe.axisComms[0].get();
+    offset = rows * group->rank();
+    vocab = rows * group->size();
+  }
+  std::string where =
+      "instruction '" + inst.op() + "' at '" + inst.location() + "'";
+  step.kernel = [kernels, ids, dy, o, offset, vocab,
+                 check = indexCheck(0, vocab, true, where)]() mutable {
+    if (Status s = check(); !s)
+      return s;
+    return kernels->embeddingGrad(ids, dy, offset, vocab, o);
+  };
+  return Status::success();
+}
+
+Status Binder::bindCrossEntropyGrad(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
+  if (Status s =
+          needKernel(reinterpret_cast<const void *>(kernels->crossEntropyGrad));
+      !s)
+    return s;
+  const Tensor logits = in(0), targets = in(1), dloss = in(2);
+  std::string error;
+  if (!shape::crossEntropyGrad(logits.shape, targets.shape, dloss.shape, error))
+    return fail(error);
+  if (targets.dtype != DType::I64 && targets.dtype != DType::I32)
+    return fail("targets must be i64 or i32");
+  if (Status s = expectShape("result", out().shape, logits.shape); !s)
+    return s;
+  Tensor o = out();
+  std::string where =
+      "instruction '" + inst.op() + "' at '" + inst.location() + "'";
+  step.kernel = [kernels, logits, targets, dloss, o,
+                 check = indexCheck(1, logits.shape.back(),
+                                    /*allowNegative=*/false, where)]() mutable {
+    if (Status s = check(); !s)
+      return s;
+    return kernels->crossEntropyGrad(logits, targets, dloss, o);
+  };
+  return Status::success();
+}
+
+Status Binder::bindSliceGrad(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
+  if (Status s = needKernel(reinterpret_cast<const void *>(kernels->sliceGrad));
+      !s)
+    return s;
+  const Tensor dy = in(0);
+  Tensor o = out();
+  Shape starts = intsAttr(AttrName::Starts);
+  Shape strides = intsAttr(AttrName::Strides);
+  size_t rank = o.shape.size();
+  if (starts.size() != rank || strides.size() != rank ||
+      dy.shape.size() != rank)
+    return fail("starts and strides must have one entry per dimension");
+  // The slice that read dy's elements must lie inside the result.
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t n = dy.shape[d];
+    int64_t last = starts[d] + (n - 1) * strides[d];
+    if (n > 0 && (starts[d] < 0 || starts[d] >= o.shape[d] || last < 0 ||
+                  last >= o.shape[d]))
+      return fail("slice of dimension " + std::to_string(d) +
+                  " writes outside the result");
+  }
+  step.kernel = [kernels, dy, starts, strides, o]() mutable {
+    return kernels->sliceGrad(dy, starts, strides, o);
+  };
+  return Status::success();
+}
+
+} // namespace mp::rt

@@ -1,0 +1,101 @@
+//===- Loss.cpp - append the language-model training loss -----------------===//
+#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mp {
+#define GEN_PASS_DEF_MPLOSS
+#include "mp/Transforms/Passes.h.inc"
+} // namespace mp
+
+using namespace mlir;
+using namespace mp;
+
+namespace {
+
+StringAttr nameOfArgument(func::FuncOp func, unsigned i) {
+  return func.getArgAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
+}
+
+/// The token ids: the integer argument named `input_ids`, else the first
+/// integer argument an embedding reads.
+BlockArgument findTokenIds(func::FuncOp func) {
+  BlockArgument readByEmbedding;
+  for (BlockArgument arg : func.getArguments()) {
+    if (!isa<IntegerType>(getElementTypeOrSelf(arg.getType())))
+      continue;
+    StringAttr name = nameOfArgument(func, arg.getArgNumber());
+    if (name && name.getValue() == "input_ids")
+      return arg;
+    bool embedded = llvm::any_of(arg.getUsers(), [&](Operation *user) {
+      auto embedding = dyn_cast<EmbeddingOp>(user);
+      return embedding && embedding.getIndices() == arg;
+    });
+    if (embedded && !readByEmbedding)
+      readByEmbedding = arg;
+  }
+  return readByEmbedding;
+}
+
+/// The index of the float result shaped `ids + [V]`, or -1.
+int64_t findLogits(func::FuncOp func, RankedTensorType ids) {
+  for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !isa<FloatType>(tensor.getElementType()) ||
+        tensor.getRank() != ids.getRank() + 1 ||
+        tensor.getShape().drop_back() != ids.getShape())
+      continue;
+    return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+struct LossPass : public mp::impl::MPLossBase<LossPass> {
+  void runOnOperation() override {
+    FailureOr<func::FuncOp> entry = getEntryFunction(getOperation());
+    if (failed(entry))
+      return signalPassFailure();
+    func::FuncOp func = *entry;
+    BlockArgument ids = findTokenIds(func);
+    if (!ids) {
+      func.emitError() << "cannot append the loss: no integer argument "
+                          "named 'input_ids' or read by an embedding (the "
+                          "token ids the labels follow)";
+      return signalPassFailure();
+    }
+    auto idsType = cast<RankedTensorType>(ids.getType());
+    int64_t logits = findLogits(func, idsType);
+    if (logits < 0) {
+      func.emitError() << "cannot append the loss: no float result shaped "
+                          "like the token ids plus a vocabulary dimension ("
+                       << idsType << " -> [..., V])";
+      return signalPassFailure();
+    }
+    MLIRContext *ctx = &getContext();
+    auto nameAttr = [&](StringRef name) {
+      return DictionaryAttr::get(ctx,
+                                 {NamedAttribute(MPDialect::getNameAttrName(),
+                                                 StringAttr::get(ctx, name))});
+    };
+    unsigned labelsIndex = func.getNumArguments();
+    if (failed(func.insertArgument(labelsIndex, idsType, nameAttr("labels"),
+                                   func.getLoc())))
+      return signalPassFailure();
+    Value labels = func.getArgument(labelsIndex);
+
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    OpBuilder b(ret);
+    Location loc = NameLoc::get(StringAttr::get(ctx, "loss"));
+    auto lossType = RankedTensorType::get({}, Float32Type::get(ctx));
+    Value loss = CrossEntropyOp::create(b, loc, lossType,
+                                        ret.getOperand(logits), labels);
+    func::ReturnOp::create(b, ret.getLoc(), loss);
+    ret.erase();
+    func.setFunctionType(
+        FunctionType::get(ctx, func.getArgumentTypes(), {lossType}));
+    func.setAllResultAttrs(ArrayRef<DictionaryAttr>{nameAttr("loss")});
+  }
+};
+
+} // namespace

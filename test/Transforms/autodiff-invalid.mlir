@@ -1,0 +1,53 @@
+// RUN: mp-opt %s --split-input-file --mp-autodiff --verify-diagnostics
+
+// An op without a derivative rule between a parameter and the loss.
+module {
+  mp.param @p : tensor<2x3xf32>
+  func.func @main(%x: tensor<3x4xf32>) -> tensor<f32> {
+    %p = mp.get_param @p : tensor<2x3xf32>
+    // expected-error @below {{'mp.einsum' op has no derivative rule, but lies between a parameter and the loss}}
+    %y = mp.einsum "ij,jk->ik" %p, %x : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %l = mp.reduce sum, %y {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// The function must return the loss alone.
+module {
+  mp.param @p : tensor<4xf32>
+  // expected-error @below {{mp-autodiff differentiates a function with one scalar float result (the loss); @main returns 'tensor<4xf32>': append a loss first (mp-loss, or --mp-train)}}
+  func.func @main() -> tensor<4xf32> {
+    %p = mp.get_param @p : tensor<4xf32>
+    return %p : tensor<4xf32>
+  }
+}
+
+// -----
+
+// An einsum that does not depend on a parameter needs no rule.
+module {
+  mp.param @p : tensor<2x4xf32>
+  func.func @main(%x: tensor<2x3xf32>, %y: tensor<3x4xf32>) -> tensor<f32> {
+    %e = mp.einsum "ij,jk->ik" %x, %y : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %p = mp.get_param @p : tensor<2x4xf32>
+    %m = mp.mul %e, %p : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %l = mp.reduce sum, %m {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A mask that depends on a parameter has no rule.
+module {
+  mp.param @m : tensor<1x1x4x4xf32>
+  func.func @main(%q: tensor<1x1x4x8xf32>) -> tensor<f32> {
+    %m = mp.get_param @m : tensor<1x1x4x4xf32>
+    // expected-error @below {{'mp.attention' op has no derivative rule for a mask that depends on parameters}}
+    %o = mp.attention %q, %q, %q, %m {scale = 0.35 : f32} : (tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x8xf32>
+    %l = mp.reduce sum, %o {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : tensor<1x1x4x8xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
