@@ -377,6 +377,18 @@ Status Executable::load(const std::string &dir,
         return Status::error("input/output '" + b.name() + "' names no buffer");
       const Tensor &t = exe->buffers[b.buffer()];
       specs.push_back({b.name(), t.dtype, t.shape});
+      if (b.has_sharding()) {
+        const program::Sharding &sh = b.sharding();
+        int64_t rank = static_cast<int64_t>(t.shape.size());
+        if (sh.axis() < 0 || sh.axis() >= rank || sh.groups() < 1 ||
+            t.shape[sh.axis()] % sh.groups() != 0)
+          return Status::error(
+              "output '" + b.name() + "': sharding axis " +
+              std::to_string(sh.axis()) + " in " + std::to_string(sh.groups()) +
+              " groups does not fit its shape " + formatShape(t.shape));
+        specs.back().shardAxis = sh.axis();
+        specs.back().shardGroups = sh.groups();
+      }
       ids.push_back(b.buffer());
     }
     return Status::success();

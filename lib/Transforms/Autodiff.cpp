@@ -4,12 +4,27 @@
 // loss back through every active op (one that depends on a parameter and
 // that the loss depends on), each op building its operands' adjoints by its
 // own rule (AutodiffOpInterface). The pass knows no op but mp.get_param
-// (where adjoints become gradients) and constants (which have none).
+// (where adjoints become gradients) and the shard collectives, which decide
+// what each rank holds.
+//
+// In a partitioned program (one per rank), a value is replicated (every
+// rank holds the same) or rank-local (a shard, or a partial sum). A rank's
+// adjoint of a replicated value has two parts: contributions every rank
+// computes alike (from ops whose results are replicated), and contributions
+// from rank-local consumers (a column-parallel linear's input gradient),
+// which only sum to the true adjoint over the group. The second part is
+// reduced where the value is defined: all-reduced (Megatron's f), or
+// reduce-scattered when the value is an all-gather's result (sequence
+// parallelism); a replicated parameter's gradient likewise (norm weights
+// under sequence parallelism, as Megatron's finalize_model_grads). The
+// collectives' own rules are the conjugates: all_reduce <-> identity,
+// reduce_scatter <-> all_gather, all_slice <-> all_gather.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
@@ -26,6 +41,11 @@ namespace {
 
 bool isFloatTensor(Value v) {
   return isa<FloatType>(getElementTypeOrSelf(v.getType()));
+}
+
+bool isCollective(Operation *op) {
+  return isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
+             shard::AllSliceOp>(op);
 }
 
 /// Values that depend on a parameter and that the loss depends on.
@@ -52,47 +72,205 @@ DenseSet<Value> activeValues(Block &body, Value loss) {
   return active;
 }
 
+/// Values that differ between the ranks of a partitioned program: sharded
+/// parameters, the results of reduce_scatter and all_slice and of
+/// vocab-parallel lookups (partial sums), and whatever is computed from
+/// them, up to an all_reduce or all_gather.
+DenseSet<Value> rankLocalValues(Block &body, SymbolTableCollection &symbols) {
+  DenseSet<Value> local;
+  for (Operation &op : body.without_terminator()) {
+    bool isLocal;
+    if (auto read = dyn_cast<GetParamOp>(op)) {
+      auto param =
+          symbols.lookupNearestSymbolFrom<ParamOp>(read, read.getNameAttr());
+      isLocal = param && param.getGrid();
+    } else if (isa<shard::AllReduceOp, shard::AllGatherOp>(op)) {
+      isLocal = false;
+    } else if (isa<shard::ReduceScatterOp, shard::AllSliceOp>(op)) {
+      isLocal = true;
+    } else if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
+      isLocal = embedding.getGrid().has_value();
+    } else {
+      isLocal = llvm::any_of(op.getOperands(),
+                             [&](Value v) { return local.contains(v); });
+    }
+    if (isLocal)
+      local.insert(op.getResults().begin(), op.getResults().end());
+  }
+  return local;
+}
+
 struct AutodiffPass : public mp::impl::MPAutodiffBase<AutodiffPass> {
   void runOnOperation() override;
 
 private:
-  /// Adds `adjoint` to the adjoint of `value`.
-  void accumulate(OpBuilder &b, Value value, Value adjoint) {
-    Value &slot = adjoints[value];
+  /// Adds `adjoint` to `value`'s adjoint: to its partial part when it comes
+  /// from a rank-local consumer of a replicated value.
+  void accumulate(OpBuilder &b, Value value, Value adjoint, bool isPartial) {
+    Value &slot = isPartial ? partial[value] : full[value];
     slot = slot ? AddOp::create(b, adjoint.getLoc(), slot, adjoint).getResult()
                 : adjoint;
   }
+  Value allReduce(OpBuilder &b, Location loc, Value v) {
+    return shard::AllReduceOp::create(b, loc, v, grid.getValue(),
+                                      ArrayRef<shard::GridAxis>{0},
+                                      shard::ReductionKind::Sum);
+  }
+  /// The whole adjoint of `value` (null: none): its full part plus its
+  /// partial part all-reduced over the group.
+  Value adjointOf(OpBuilder &b, Value value);
   /// Builds the adjoints of `op`'s active operands.
-  LogicalResult differentiate(OpBuilder &b, Operation *op,
-                              const DenseSet<Value> &active);
+  LogicalResult differentiate(OpBuilder &b, Operation *op);
+  /// The conjugate of a collective.
+  void differentiateCollective(OpBuilder &b, Operation *op);
+  /// The function's new results: the loss, then one gradient per
+  /// parameter in declaration order.
+  LogicalResult returnGradients(OpBuilder &b, func::FuncOp func,
+                                func::ReturnOp ret,
+                                SymbolTableCollection &symbols);
 
-  DenseMap<Value, Value> adjoints;
+  DenseSet<Value> active, local;
+  DenseMap<Value, Value> full, partial;
+  /// Per parameter: its gradient's full and partial parts.
+  llvm::MapVector<StringAttr, std::pair<Value, Value>> gradients;
+  FlatSymbolRefAttr grid; // the module's shard.grid, when partitioned
 };
 
-LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op,
-                                          const DenseSet<Value> &active) {
-  SmallVector<Value> resultAdjoints;
-  for (Value r : op->getResults())
-    resultAdjoints.push_back(adjoints.lookup(r));
-  if (llvm::all_of(resultAdjoints, [](Value v) { return !v; }))
+Value AutodiffPass::adjointOf(OpBuilder &b, Value value) {
+  Value whole = full.lookup(value), part = partial.lookup(value);
+  if (!part)
+    return whole;
+  Value reduced = allReduce(b, value.getLoc(), part);
+  return whole ? AddOp::create(b, value.getLoc(), whole, reduced).getResult()
+               : reduced;
+}
+
+void AutodiffPass::differentiateCollective(OpBuilder &b, Operation *op) {
+  Value input = op->getOperand(0), result = op->getResult(0);
+  if (!active.contains(input))
+    return;
+  Location loc = op->getLoc();
+  Type inputType = input.getType();
+  auto add = [&](Value adjoint) { accumulate(b, input, adjoint, false); };
+  auto gather = [&](Value dy, int64_t axis) {
+    return shard::AllGatherOp::create(b, loc, inputType, grid,
+                                      b.getDenseI16ArrayAttr({0}), dy,
+                                      b.getIndexAttr(axis))
+        .getResult();
+  };
+  if (auto gatherOp = dyn_cast<shard::AllGatherOp>(op)) {
+    // The replicated result's partial adjoint is reduce-scattered back to
+    // the shards; its full part only needs this rank's slice.
+    int64_t axis = gatherOp.getGatherAxis().getSExtValue();
+    if (Value part = partial.lookup(result))
+      add(shard::ReduceScatterOp::create(
+          b, loc, inputType, grid, b.getDenseI16ArrayAttr({0}), part,
+          shard::ReductionKindAttr::get(b.getContext(),
+                                        shard::ReductionKind::Sum),
+          b.getIndexAttr(axis)));
+    if (Value whole = full.lookup(result))
+      add(shard::AllSliceOp::create(b, loc, inputType, whole, grid.getValue(),
+                                    ArrayRef<shard::GridAxis>{0}, axis)
+              .getResult());
+    return;
+  }
+  Value dy = adjointOf(b, result);
+  if (!dy)
+    return;
+  if (isa<shard::AllReduceOp>(op))
+    add(dy);
+  else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op))
+    add(gather(dy, scatter.getScatterAxis().getSExtValue()));
+  else if (auto slice = dyn_cast<shard::AllSliceOp>(op))
+    add(gather(dy, slice.getSliceAxis().getSExtValue()));
+}
+
+LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op) {
+  if (auto read = dyn_cast<GetParamOp>(op)) {
+    auto sum = [&](Value &slot, Value v) {
+      if (v)
+        slot = slot ? AddOp::create(b, read.getLoc(), slot, v).getResult() : v;
+    };
+    auto &[whole, part] = gradients[read.getNameAttr().getAttr()];
+    sum(whole, full.lookup(read.getResult()));
+    sum(part, partial.lookup(read.getResult()));
     return success();
+  }
+  if (isCollective(op)) {
+    differentiateCollective(b, op);
+    return success();
+  }
+  bool anyResultAdjoint = llvm::any_of(op->getResults(), [&](Value r) {
+    return full.count(r) || partial.count(r);
+  });
   SmallVector<bool> needed;
   for (Value v : op->getOperands())
     needed.push_back(active.contains(v));
-  if (llvm::none_of(needed, [](bool n) { return n; }))
+  if (!anyResultAdjoint || llvm::none_of(needed, [](bool n) { return n; }))
     return success();
   auto rule = dyn_cast<AutodiffOpInterface>(op);
   if (!rule)
     return op->emitOpError()
            << "has no derivative rule, but lies between a parameter and the "
               "loss";
+  SmallVector<Value> resultAdjoints;
+  for (Value r : op->getResults())
+    resultAdjoints.push_back(adjointOf(b, r));
   SmallVector<Value> operandAdjoints;
   if (failed(rule.buildAdjoints(b, resultAdjoints, needed, operandAdjoints)))
     return failure();
+  // A rank-local op's adjoint of a replicated operand is this rank's part.
+  bool localOp = llvm::any_of(op->getResults(),
+                              [&](Value r) { return local.contains(r); });
   for (auto [operand, adjoint, need] :
        llvm::zip(op->getOperands(), operandAdjoints, needed))
     if (need && adjoint)
-      accumulate(b, operand, adjoint);
+      accumulate(b, operand, adjoint, localOp && !local.contains(operand));
+  return success();
+}
+
+LogicalResult AutodiffPass::returnGradients(OpBuilder &b, func::FuncOp func,
+                                            func::ReturnOp ret,
+                                            SymbolTableCollection &symbols) {
+  MLIRContext *ctx = &getContext();
+  SmallVector<Value> results{ret.getOperand(0)};
+  SmallVector<DictionaryAttr> resultAttrs{func.getResultAttrDict(0)};
+  for (auto param : getOperation().getOps<ParamOp>()) {
+    if (!isa<FloatType>(param.getTensorType().getElementType()))
+      continue;
+    FailureOr<RankedTensorType> localType = param.getLocalType(symbols);
+    if (failed(localType))
+      return failure();
+    auto [grad, part] = gradients.lookup(param.getSymNameAttr());
+    if (part) {
+      Value reduced = allReduce(b, param.getLoc(), part);
+      grad = grad ? AddOp::create(b, param.getLoc(), grad, reduced).getResult()
+                  : reduced;
+    }
+    if (!grad)
+      grad = ConstantOp::create(
+          b, param.getLoc(),
+          DenseElementsAttr::get(
+              *localType, FloatAttr::get(localType->getElementType(), 0.0)));
+    results.push_back(grad);
+    // A sharded parameter's gradient is this rank's shard, sharded alike.
+    SmallVector<NamedAttribute> attrs{
+        NamedAttribute(MPDialect::getNameAttrName(),
+                       StringAttr::get(ctx, "grads/" + param.getSymName()))};
+    if (param.getGrid()) {
+      attrs.push_back(NamedAttribute(StringAttr::get(ctx, "mp.shard_axis"),
+                                     param.getShardAxisAttr()));
+      if (param.getShardGroupsAttr())
+        attrs.push_back(NamedAttribute(StringAttr::get(ctx, "mp.shard_groups"),
+                                       param.getShardGroupsAttr()));
+    }
+    resultAttrs.push_back(DictionaryAttr::get(ctx, attrs));
+  }
+  func::ReturnOp::create(b, ret.getLoc(), results);
+  ret.erase();
+  func.setFunctionType(FunctionType::get(ctx, func.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
+  func.setAllResultAttrs(resultAttrs);
   return success();
 }
 
@@ -113,65 +291,51 @@ void AutodiffPass::runOnOperation() {
                      << ": append a loss first (mp-loss, or --mp-train)";
     return signalPassFailure();
   }
+  auto grids = module.getOps<shard::GridOp>();
+  if (!grids.empty() && std::next(grids.begin()) != grids.end()) {
+    module.emitError() << "mp-autodiff supports one shard.grid";
+    return signalPassFailure();
+  }
+  grid = grids.empty()
+             ? FlatSymbolRefAttr()
+             : FlatSymbolRefAttr::get((*grids.begin()).getSymNameAttr());
   Block &body = func.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(0);
-  DenseSet<Value> active = activeValues(body, loss);
+  SymbolTableCollection symbols;
+  active = activeValues(body, loss);
+  local = rankLocalValues(body, symbols);
+  if (local.contains(loss)) {
+    func.emitError() << "the loss differs between ranks: it must be "
+                        "replicated (all-reduced, or computed from gathered "
+                        "values)";
+    return signalPassFailure();
+  }
 
   OpBuilder b(ret);
-  Location lossLoc = loss.getLoc();
-  adjoints.clear();
-  adjoints[loss] = ConstantOp::create(
-      b, lossLoc,
+  full[loss] = ConstantOp::create(
+      b, loss.getLoc(),
       DenseElementsAttr::get(lossType,
                              FloatAttr::get(lossType.getElementType(), 1.0)));
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
-  // Gradients per parameter, summed over every read of it.
-  llvm::MapVector<StringAttr, Value> gradients;
   for (Operation *op : llvm::reverse(forward)) {
-    if (auto read = dyn_cast<GetParamOp>(op)) {
-      if (Value adjoint = adjoints.lookup(read.getResult())) {
-        Value &slot = gradients[read.getNameAttr().getAttr()];
-        slot = slot ? AddOp::create(b, read.getLoc(), slot, adjoint).getResult()
-                    : adjoint;
-      }
-      continue;
-    }
-    if (failed(differentiate(b, op, active)))
+    Operation *last = ret->getPrevNode();
+    if (failed(differentiate(b, op)))
       return signalPassFailure();
+    // The backward of a layer's op belongs to that layer (the summary,
+    // recompute and pipeline stages go by it).
+    if (Attribute layer = op->getAttr(MPDialect::getLayerAttrName()))
+      for (Operation *added = last->getNextNode(); added != ret.getOperation();
+           added = added->getNextNode())
+        added->setAttr(MPDialect::getLayerAttrName(), layer);
   }
-
-  // Results: the loss, then one gradient per parameter in declaration order.
-  MLIRContext *ctx = &getContext();
-  SymbolTableCollection symbols;
-  SmallVector<Value> results{loss};
-  SmallVector<DictionaryAttr> resultAttrs{func.getResultAttrDict(0)};
-  for (auto param : module.getOps<ParamOp>()) {
-    if (!isa<FloatType>(param.getTensorType().getElementType()))
-      continue;
-    FailureOr<RankedTensorType> local = param.getLocalType(symbols);
-    if (failed(local))
-      return signalPassFailure();
-    Value grad = gradients.lookup(param.getSymNameAttr());
-    if (!grad)
-      grad = ConstantOp::create(
-          b, param.getLoc(),
-          DenseElementsAttr::get(*local,
-                                 FloatAttr::get(local->getElementType(), 0.0)));
-    results.push_back(grad);
-    resultAttrs.push_back(DictionaryAttr::get(
-        ctx,
-        {NamedAttribute(MPDialect::getNameAttrName(),
-                        StringAttr::get(ctx, "grads/" + param.getSymName()))}));
-  }
-  func::ReturnOp::create(b, ret.getLoc(), results);
-  ret.erase();
-  func.setFunctionType(FunctionType::get(ctx, func.getArgumentTypes(),
-                                         ValueRange(results).getTypes()));
-  func.setAllResultAttrs(resultAttrs);
-  adjoints.clear();
+  if (failed(returnGradients(b, func, ret, symbols)))
+    return signalPassFailure();
+  full.clear();
+  partial.clear();
+  gradients.clear();
 }
 
 } // namespace

@@ -161,6 +161,27 @@ Status makeParents(const std::string &root, const std::string &path) {
   return Status::success();
 }
 
+/// The whole tensor of which `local` is this rank's shard, split as `spec`
+/// says, gathered from every rank of `comm` (called by every rank).
+Status gatherWhole(Communicator &comm, const Tensor &local, const IOSpec &spec,
+                   HostBuffer &whole) {
+  whole.dtype = local.dtype;
+  whole.shape = local.shape;
+  whole.shape[spec.shardAxis] *= comm.size();
+  whole.bytes.resize(local.bytes() * comm.size());
+  // Row-major, the shard is [outer · groups, inner] blocks of the whole's
+  // [outer · groups, ranks · inner]: a gather along the inner dim.
+  int64_t outer = spec.shardGroups;
+  for (int64_t d = 0; d < spec.shardAxis; ++d)
+    outer *= local.shape[d];
+  int64_t inner = outer ? local.numel() / outer : 0;
+  Tensor in{local.data, local.dtype, {outer, inner}};
+  Tensor out{whole.bytes.data(), local.dtype, {outer, inner * comm.size()}};
+  if (Status s = comm.allGather(in, out, 1); !s)
+    return Status::error("gathering output '" + spec.name + "': " + s.message);
+  return Status::success();
+}
+
 /// An error during a run, which other ranks may not share: stop them all.
 [[noreturn]] void abortRun(const std::string &message) {
   std::fprintf(
@@ -548,6 +569,19 @@ int main(int argc, char **argv) {
   if (!o.verify.empty() && rankId == 0)
     verify(o.verify == "-" ? o.artifact + "/reference" : o.verify, inputs,
            outputs, *exe);
+
+  // Sharded outputs (a train step's gradients) are gathered whole: every
+  // rank takes part.
+  std::vector<HostBuffer> gathered(outputs.size());
+  if (!o.outputDir.empty())
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const IOSpec &spec = exe->outputs()[i];
+      if (spec.shardAxis < 0 || rankCount == 1)
+        continue;
+      if (Status s = gatherWhole(*comm, outputs[i], spec, gathered[i]); !s)
+        abortRun(s.message);
+      outputs[i] = gathered[i].view();
+    }
 
   if (!o.outputDir.empty() && rankId == 0) {
     mkdir(o.outputDir.c_str(), 0755);

@@ -32,6 +32,11 @@ struct IOSpec {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
+  /// An output that is this rank's shard of a tensor split like a sharded
+  /// parameter: dimension `shardAxis` (-1: whole) viewed as `shardGroups`
+  /// blocks, each split over the ranks.
+  int64_t shardAxis = -1;
+  int64_t shardGroups = 1;
 };
 
 /// An artifact loaded and validated: buffers resolved to memory (one arena

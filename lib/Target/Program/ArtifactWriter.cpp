@@ -514,6 +514,11 @@ LogicalResult Lowering::run() {
         func.getResultAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
     binding->set_name(name ? name.str() : "output" + std::to_string(i));
     binding->set_buffer(bufferOf.at(v));
+    if (auto axis = func.getResultAttrOfType<IntegerAttr>(i, "mp.shard_axis")) {
+      auto groups = func.getResultAttrOfType<IntegerAttr>(i, "mp.shard_groups");
+      binding->mutable_sharding()->set_axis(axis.getInt());
+      binding->mutable_sharding()->set_groups(groups ? groups.getInt() : 1);
+    }
   }
   summary.unplannedBytes = plan.unplannedBytes();
   summary.arenaBytes = plan.peakBytes();
