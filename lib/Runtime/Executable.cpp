@@ -140,4 +140,12 @@ Status Executable::run(const std::vector<Tensor> &inputs,
   return Status::success();
 }
 
+Status Executable::download(const Tensor &device, void *host) const {
+  return kernels->toHost(host, device.data, device.bytes());
+}
+
+Status Executable::upload(const void *host, const Tensor &device) const {
+  return kernels->toDevice(device.data, host, device.bytes());
+}
+
 } // namespace mp::rt

@@ -325,6 +325,10 @@ Status Executable::load(const std::string &dir,
       return s;
   }
 
+  for (size_t i = 0; i < params.size(); ++i)
+    exe->paramTable.push_back(
+        {prog.parameters(static_cast<int>(i)).name(), params[i]});
+
   exe->constants.reserve(prog.buffers_size());
   for (int i = 0; i < prog.buffers_size(); ++i) {
     const auto &b = prog.buffers(i);

@@ -20,6 +20,9 @@
 #include "mp/Runtime/Kernels.h"
 #include "mp/Runtime/Npy.h"
 
+#include "Run.h"
+#include "Train.h"
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -35,51 +38,7 @@
 
 using namespace mp::rt;
 
-namespace {
-
-const char *kUsage = R"(usage: mp-run ARTIFACT_DIR [options]
-       mpirun -np N mp-run ARTIFACT_DIR [options]   (a partitioned artifact)
-
-Runs an artifact written by `mp-opt MODEL.onnx --artifact ARTIFACT_DIR`.
-A partitioned artifact runs one process per rank: rank 0 reads the inputs
-and sends them to every rank, prints, and writes the (gathered) outputs.
-Every rank must be given the same options and run the same program.
-
-options:
-  --input NAME=FILE.npy   an input (repeat for each; --input NAME FILE also works)
-  --output-dir DIR        write each output as DIR/NAME.npy (a train step's:
-                          DIR/loss.npy and DIR/grads/PARAM.npy)
-  --device cpu|cuda       where to run (default: cuda when this mp-run has
-                          CUDA and a GPU is visible, else cpu); several
-                          ranks on GPUs communicate through NCCL
-  --threads N             threads for kernels and BLAS (default: all cores)
-  --warmup N              untimed runs before timing (default 1)
-  --iterations N          timed runs (default 3)
-  --profile               print the time spent in each op kind
-  --collective-timeout S  seconds a collective waits for every rank before
-                          the run stops naming the ranks that never arrived
-                          (default 600; 0 waits forever)
-  --verify [REF_DIR]      also run the unpartitioned program (default
-                          ARTIFACT_DIR/reference) on rank 0 and print the
-                          max error of every output
-  --quiet                 print only errors
-  --help                  this text
-)";
-
-struct Options {
-  std::string artifact, outputDir, verify, device;
-  std::vector<std::pair<std::string, std::string>> inputs;
-  int threads = 0, warmup = 1, iterations = 3;
-  double collectiveTimeout = 600;
-  bool quiet = false, profile = false;
-
-  /// The options every rank must share (they decide the collectives run).
-  std::string shared() const {
-    return "--warmup " + std::to_string(warmup) + " --iterations " +
-           std::to_string(iterations) + (verify.empty() ? "" : " --verify") +
-           (profile ? " --profile" : "");
-  }
-};
+namespace mprun {
 
 int rankId = 0, rankCount = 1;
 
@@ -121,6 +80,72 @@ void stopIfAnyRankFailed(Communicator &world, const Status &local) {
   finalizeCommunication();
   std::exit(1);
 }
+
+/// An error during a run, which other ranks may not share: stop them all.
+[[noreturn]] void abortRun(const std::string &message) {
+  std::fprintf(
+      stderr, "mp-run: error%s: %s\n",
+      rankCount > 1 ? (" (rank " + std::to_string(rankId) + ")").c_str() : "",
+      message.c_str());
+  abortCommunication(1);
+}
+
+double seconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+} // namespace mprun
+
+using namespace mprun;
+
+namespace {
+
+const char *kUsage = R"(usage: mp-run ARTIFACT_DIR [options]
+       mpirun -np N mp-run ARTIFACT_DIR [options]   (a partitioned artifact)
+
+Runs an artifact written by `mp-opt MODEL.onnx --artifact ARTIFACT_DIR`.
+A partitioned artifact runs one process per rank: rank 0 reads the inputs
+and sends them to every rank, prints, and writes the (gathered) outputs.
+Every rank must be given the same options and run the same program.
+
+options:
+  --input NAME=FILE.npy   an input (repeat for each; --input NAME FILE also works)
+  --output-dir DIR        write each output as DIR/NAME.npy (a train step's:
+                          DIR/loss.npy and DIR/grads/PARAM.npy)
+  --device cpu|cuda       where to run (default: cuda when this mp-run has
+                          CUDA and a GPU is visible, else cpu); several
+                          ranks on GPUs communicate through NCCL
+  --threads N             threads for kernels and BLAS (default: all cores)
+  --warmup N              untimed runs before timing (default 1)
+  --iterations N          timed runs (default 3)
+  --profile               print the time spent in each op kind
+  --collective-timeout S  seconds a collective waits for every rank before
+                          the run stops naming the ranks that never arrived
+                          (default 600; 0 waits forever)
+  --verify [REF_DIR]      also run the unpartitioned program (default
+                          ARTIFACT_DIR/reference) on rank 0 and print the
+                          max error of every output
+  --quiet                 print only errors
+  --help                  this text
+)";
+
+struct Options {
+  std::string artifact, outputDir, verify, device;
+  TrainOptions train;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  int threads = 0, warmup = 1, iterations = 3;
+  double collectiveTimeout = 600;
+  bool quiet = false, profile = false;
+
+  /// The options every rank must share (they decide the collectives run).
+  std::string shared() const {
+    return "--warmup " + std::to_string(warmup) + " --iterations " +
+           std::to_string(iterations) + (verify.empty() ? "" : " --verify") +
+           (profile ? " --profile" : "") + train.shared();
+  }
+};
 
 /// An output name as a path that stays inside the output directory: '/'
 /// separates directories (a train step's gradients are "grads/NAME"); in
@@ -180,15 +205,6 @@ Status gatherWhole(Communicator &comm, const Tensor &local, const IOSpec &spec,
   if (Status s = comm.allGather(in, out, 1); !s)
     return Status::error("gathering output '" + spec.name + "': " + s.message);
   return Status::success();
-}
-
-/// An error during a run, which other ranks may not share: stop them all.
-[[noreturn]] void abortRun(const std::string &message) {
-  std::fprintf(
-      stderr, "mp-run: error%s: %s\n",
-      rankCount > 1 ? (" (rank " + std::to_string(rankId) + ")").c_str() : "",
-      message.c_str());
-  abortCommunication(1);
 }
 
 /// Prints and compares every output with the reference program's.
@@ -258,6 +274,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
     auto needsValue = [&]() { return Status::error(arg + " needs a value"); };
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
+      std::fputs(kTrainUsage, stdout);
       finalizeCommunication();
       std::exit(0);
     } else if (arg == "--input") {
@@ -314,6 +331,12 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.verify = "-";
       if (i + 1 < argc && argv[i + 1][0] != '-')
         o.verify = argv[++i];
+    } else if (arg == "--train" || isTrainValueOption(arg)) {
+      std::string v = arg == "--train" ? "" : value();
+      if (missing)
+        return needsValue();
+      if (Status s = parseTrainOption(arg, v, o.train); !s)
+        return s;
     } else if (arg == "--profile") {
       o.profile = true;
     } else if (arg == "--quiet") {
@@ -328,7 +351,9 @@ Status parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.artifact.empty())
     return Status::error("no artifact directory given (see --help)");
-  return Status::success();
+  if (o.train.enabled && !o.inputs.empty())
+    return Status::error("--train reads its inputs from --data, not --input");
+  return checkTrainOptions(o.train);
 }
 
 std::string describe(const IOSpec &spec) {
@@ -396,12 +421,6 @@ int64_t tokensPerRun(const Executable &exe) {
     if (s.dtype == DType::I64 || s.dtype == DType::I32)
       return Tensor{nullptr, s.dtype, s.shape}.numel();
   return 0;
-}
-
-double seconds() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 } // namespace
@@ -490,6 +509,22 @@ int main(int argc, char **argv) {
                                           checksum + ") than rank 0's (crc32 " +
                                           rank0Checksum + ")"));
   double loadSeconds = seconds() - t0;
+  if (o.train.enabled) {
+    if (!o.quiet)
+      std::printf("mp-run: %s: %zu instructions, arena %.1f MiB, parameters "
+                  "%.1f MiB, loaded in %.2f s, %d rank(s): training %lld "
+                  "steps\n",
+                  o.artifact.c_str(), exe->numInstructions(),
+                  exe->arenaBytes() / 1048576.0,
+                  exe->parameterBytes() / 1048576.0, loadSeconds, rankCount,
+                  static_cast<long long>(o.train.steps));
+    int rc = train(o.train, o.quiet, *exe, *comm);
+    exe.reset();
+    deviceComm.reset();
+    comm.reset();
+    finalizeCommunication();
+    return rc;
+  }
   std::vector<HostBuffer> inputBuffers;
   stopIfAnyRankFailed(*comm, rankId == 0 ? readInputs(o, *exe, inputBuffers)
                                          : Status::success());

@@ -67,6 +67,18 @@ public:
   size_t numInstructions() const { return steps.size(); }
   /// Multiply-add FLOPs of one run (GEMMs and attention), for throughput.
   double flopsPerRun() const { return flops; }
+  /// This rank's parameters (in the device's memory), by the names of the
+  /// program's parameter table: an optimizer updates them in place between
+  /// runs, through download and upload.
+  struct Parameter {
+    std::string name;
+    Tensor tensor;
+  };
+  const std::vector<Parameter> &parameters() const { return paramTable; }
+  /// Copies a tensor of this executable's device memory to host memory of
+  /// its size, and back.
+  Status download(const Tensor &device, void *host) const;
+  Status upload(const void *host, const Tensor &device) const;
   /// The crc32 of the program (every rank of a job must run the same one).
   uint32_t programChecksum() const { return checksum; }
 
@@ -90,6 +102,7 @@ private:
   friend class Binder;
 
   std::vector<IOSpec> inputSpecs, outputSpecs;
+  std::vector<Parameter> paramTable;
   std::vector<Tensor> buffers;
   std::vector<int> inputBuffers, outputBuffers;
   std::vector<Step> steps;

@@ -1,0 +1,514 @@
+//===- Train.cpp - mp-run --train: the training loop ----------------------===//
+//
+// Each step runs the artifact's train step (loss and gradients) on the next
+// rows of the token file, clips the gradients by their global norm over all
+// ranks, and updates this rank's parameters with AdamW or SGD on fp32
+// master weights (mp/Runtime/Optimizer.h). Every rank reads the token file
+// and runs the same steps; rank 0 prints and logs.
+//
+//===----------------------------------------------------------------------===//
+#include "Train.h"
+#include "Run.h"
+
+#include "mp/Runtime/Npy.h"
+#include "mp/Runtime/Safetensors.h"
+#include "mp/Support/Float16.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace mp::rt;
+
+namespace mprun {
+
+const char *kTrainUsage =
+    R"(training (an artifact written by mp-opt ... --mp-train):
+  --train                 run train steps (loss, gradients, optimizer update)
+  --data TOKENS.npy       integer tokens [N, S+1]: step i takes rows i*B ...
+                          i*B+B-1 (wrapping); inputs [:, :-1], labels [:, 1:]
+  --steps N               number of steps
+  --optimizer adamw|sgd   default adamw (torch.optim.AdamW; fp32 master
+                          weights and moments)
+  --lr X                  peak learning rate (default 1e-3)
+  --betas B1,B2           AdamW betas (default 0.9,0.95)
+  --eps X                 AdamW epsilon (default 1e-8)
+  --weight-decay X        decay of parameters with 2+ dims (default 0.1)
+  --clip-grad X           clip the global gradient norm (default 1.0; 0: off)
+  --warmup-steps W        linear warmup from 0 (default 0)
+  --lr-decay constant|cosine  after the warmup (default constant)
+  --min-lr X              where the cosine decay ends (default 0)
+  --log FILE.jsonl        one JSON object per step: step, loss, grad_norm, lr
+  --save DIR              write the trained weights: DIR/rank<R>.safetensors
+                          and DIR/manifest.json (a temporary directory,
+                          renamed into place when every rank has written)
+)";
+
+std::string TrainOptions::shared() const {
+  return enabled ? " --train --steps " + std::to_string(steps) +
+                       (save.empty() ? "" : " --save")
+                 : "";
+}
+
+bool isTrainValueOption(const std::string &flag) {
+  return flag == "--data" || flag == "--steps" || flag == "--optimizer" ||
+         flag == "--lr" || flag == "--betas" || flag == "--eps" ||
+         flag == "--weight-decay" || flag == "--clip-grad" ||
+         flag == "--warmup-steps" || flag == "--lr-decay" ||
+         flag == "--min-lr" || flag == "--log" || flag == "--save";
+}
+
+namespace {
+
+Status parseNumber(const std::string &flag, const std::string &text,
+                   double &out) {
+  char *end = nullptr;
+  errno = 0;
+  out = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(out) ||
+      out < 0)
+    return Status::error(flag + " expects a non-negative number, got '" + text +
+                         "'");
+  return Status::success();
+}
+
+Status parseSteps(const std::string &flag, const std::string &text,
+                  int64_t &out) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < 0)
+    return Status::error(flag + " expects a non-negative integer, got '" +
+                         text + "'");
+  out = v;
+  return Status::success();
+}
+
+} // namespace
+
+Status parseTrainOption(const std::string &flag, const std::string &value,
+                        TrainOptions &t) {
+  if (flag == "--train") {
+    t.enabled = true;
+    return Status::success();
+  }
+  if (flag == "--data")
+    t.data = value;
+  else if (flag == "--log")
+    t.log = value;
+  else if (flag == "--save")
+    t.save = value;
+  else if (flag == "--steps")
+    return parseSteps(flag, value, t.steps);
+  else if (flag == "--warmup-steps")
+    return parseSteps(flag, value, t.schedule.warmupSteps);
+  else if (flag == "--lr")
+    return parseNumber(flag, value, t.schedule.maxLr);
+  else if (flag == "--min-lr")
+    return parseNumber(flag, value, t.schedule.minLr);
+  else if (flag == "--eps")
+    return parseNumber(flag, value, t.adam.eps);
+  else if (flag == "--weight-decay")
+    return parseNumber(flag, value, t.weightDecay);
+  else if (flag == "--clip-grad")
+    return parseNumber(flag, value, t.clipGrad);
+  else if (flag == "--optimizer") {
+    if (value != "adamw" && value != "sgd")
+      return Status::error("--optimizer expects adamw or sgd, got '" + value +
+                           "'");
+    t.sgd = value == "sgd";
+  } else if (flag == "--lr-decay") {
+    if (value != "constant" && value != "cosine")
+      return Status::error("--lr-decay expects constant or cosine, got '" +
+                           value + "'");
+    t.schedule.decay = value == "cosine" ? LRSchedule::Decay::Cosine
+                                         : LRSchedule::Decay::Constant;
+  } else if (flag == "--betas") {
+    size_t comma = value.find(',');
+    double b1, b2;
+    if (comma == std::string::npos ||
+        !parseNumber(flag, value.substr(0, comma), b1) ||
+        !parseNumber(flag, value.substr(comma + 1), b2) || b1 >= 1 || b2 >= 1)
+      return Status::error("--betas expects B1,B2 in [0, 1), got '" + value +
+                           "'");
+    t.adam.beta1 = b1;
+    t.adam.beta2 = b2;
+  }
+  return Status::success();
+}
+
+Status checkTrainOptions(const TrainOptions &t) {
+  if (!t.enabled) {
+    if (!t.data.empty() || t.steps || !t.save.empty() || !t.log.empty())
+      return Status::error("--data, --steps, --log and --save need --train");
+    return Status::success();
+  }
+  if (t.data.empty())
+    return Status::error("--train needs --data TOKENS.npy");
+  if (t.steps < 1)
+    return Status::error("--train needs --steps N (N >= 1)");
+  return Status::success();
+}
+
+namespace {
+
+int removeEntry(const char *path, const struct stat *, int, struct FTW *) {
+  return ::remove(path);
+}
+
+/// Removes `path` and everything below it (nothing when it is absent).
+void removeTree(const std::string &path) {
+  ::nftw(path.c_str(), removeEntry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/// One parameter being trained: this rank's shard and its optimizer state.
+struct Slot {
+  std::string name;
+  Tensor param;     // in the executable's device memory
+  size_t gradIndex; // among the outputs
+  bool sharded;     // else replicated: counted once in the norm
+  bool decays;      // weight decay applies (2+ dims)
+  std::vector<float> master, m, v, grad;
+};
+
+float toFloat(const void *data, DType dtype, int64_t i) {
+  switch (dtype) {
+  case DType::F32: return static_cast<const float *>(data)[i];
+  case DType::BF16:
+    return mp::bf16ToFloat(static_cast<const uint16_t *>(data)[i]);
+  case DType::F16:
+    return mp::halfToFloat(static_cast<const uint16_t *>(data)[i]);
+  default: return 0;
+  }
+}
+
+void fromFloats(const std::vector<float> &values, DType dtype,
+                std::vector<uint8_t> &out) {
+  out.resize(values.size() * dtypeSize(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::F32)
+      std::memcpy(out.data() + 4 * i, &values[i], 4);
+    else {
+      uint16_t h = dtype == DType::BF16 ? mp::floatToBf16(values[i])
+                                        : mp::floatToHalf(values[i]);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+}
+
+bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+
+bool isIndex(DType t) { return t == DType::I64 || t == DType::I32; }
+
+/// Finds the train step's inputs and outputs and every parameter's
+/// gradient; an artifact that is not a train step is an error saying so.
+Status bindTrainStep(Executable &exe, std::vector<Slot> &slots,
+                     size_t &idsInput, size_t &labelsInput) {
+  const std::string notTraining =
+      "this artifact is not a train step (compile it with mp-opt "
+      "MODEL.onnx ... --mp-train --artifact DIR)";
+  const auto &ins = exe.inputs();
+  const auto &outs = exe.outputs();
+  idsInput = labelsInput = ins.size();
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (ins[i].name == "labels")
+      labelsInput = i;
+    else if (isIndex(ins[i].dtype) && idsInput == ins.size())
+      idsInput = i;
+  }
+  if (ins.size() != 2 || idsInput == ins.size() || labelsInput == ins.size() ||
+      outs.empty() || outs[0].name != "loss")
+    return Status::error(notTraining);
+  if (ins[idsInput].shape.size() != 2 ||
+      ins[idsInput].shape != ins[labelsInput].shape)
+    return Status::error("the train step's token ids must be [batch, "
+                         "sequence], as its labels");
+  for (const Executable::Parameter &p : exe.parameters()) {
+    if (!isFloat(p.tensor.dtype))
+      continue;
+    Slot slot;
+    slot.name = p.name;
+    slot.param = p.tensor;
+    slot.gradIndex = outs.size();
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i].name == "grads/" + p.name)
+        slot.gradIndex = i;
+    if (slot.gradIndex == outs.size())
+      return Status::error(notTraining + ": no gradient of parameter '" +
+                           p.name + "'");
+    const IOSpec &g = outs[slot.gradIndex];
+    if (g.shape != p.tensor.shape || g.dtype != p.tensor.dtype)
+      return Status::error("the gradient of '" + p.name +
+                           "' does not match the parameter");
+    slot.sharded = g.shardAxis >= 0;
+    slot.decays = p.tensor.shape.size() >= 2;
+    slots.push_back(std::move(slot));
+  }
+  return Status::success();
+}
+
+/// Reads the token file: integers [N, S+1].
+Status readTokens(const std::string &path, int64_t sequence,
+                  HostBuffer &tokens) {
+  if (Status s = readNpy(path, tokens); !s)
+    return Status::error("--data: " + s.message);
+  if (!isIndex(tokens.dtype) || tokens.shape.size() != 2 ||
+      tokens.shape[1] != sequence + 1 || tokens.shape[0] < 1)
+    return Status::error(
+        "--data '" + path + "' holds " + dtypeName(tokens.dtype) + " " +
+        formatShape(tokens.shape) + ": expected integer tokens [N, " +
+        std::to_string(sequence + 1) +
+        "] (the model's sequence plus one, for the labels)");
+  return Status::success();
+}
+
+int64_t tokenAt(const HostBuffer &t, int64_t i) {
+  return t.dtype == DType::I64
+             ? reinterpret_cast<const int64_t *>(t.bytes.data())[i]
+             : reinterpret_cast<const int32_t *>(t.bytes.data())[i];
+}
+
+void setIndex(HostBuffer &b, int64_t i, int64_t v) {
+  if (b.dtype == DType::I64)
+    reinterpret_cast<int64_t *>(b.bytes.data())[i] = v;
+  else
+    reinterpret_cast<int32_t *>(b.bytes.data())[i] = static_cast<int32_t>(v);
+}
+
+/// Step `step`'s rows (from 1): inputs [:, :-1] and labels [:, 1:].
+void fillBatch(const HostBuffer &tokens, int64_t step, HostBuffer &ids,
+               HostBuffer &labels) {
+  const int64_t batch = ids.shape[0], seq = ids.shape[1];
+  const int64_t rows = tokens.shape[0], width = tokens.shape[1];
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t row = ((step - 1) * batch + b) % rows;
+    for (int64_t s = 0; s < seq; ++s) {
+      setIndex(ids, b * seq + s, tokenAt(tokens, row * width + s));
+      setIndex(labels, b * seq + s, tokenAt(tokens, row * width + s + 1));
+    }
+  }
+}
+
+Status initSlots(Executable &exe, std::vector<Slot> &slots) {
+  for (Slot &s : slots) {
+    const int64_t n = s.param.numel();
+    std::vector<uint8_t> host(s.param.bytes());
+    if (Status st = exe.download(s.param, host.data()); !st)
+      return st;
+    s.master.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      s.master[i] = toFloat(host.data(), s.param.dtype, i);
+    s.m.assign(static_cast<size_t>(n), 0.0f);
+    s.v.assign(static_cast<size_t>(n), 0.0f);
+    s.grad.resize(static_cast<size_t>(n));
+  }
+  return Status::success();
+}
+
+/// The global gradient norm: sharded pieces summed over the ranks,
+/// replicated copies counted once (rank 0's).
+Status globalNorm(Communicator &world, const std::vector<Slot> &slots,
+                  double &norm) {
+  double local = 0;
+  for (const Slot &s : slots)
+    if (s.sharded || world.rank() == 0)
+      local += sumOfSquares(s.grad.data(), static_cast<int64_t>(s.grad.size()));
+  double total = local;
+  if (world.size() > 1) {
+    Tensor in{&local, DType::F64, {1}}, out{&total, DType::F64, {1}};
+    if (Status st = world.allReduceSum(in, out); !st)
+      return st;
+  }
+  norm = std::sqrt(total);
+  return Status::success();
+}
+
+Status applyUpdate(const TrainOptions &t, Executable &exe,
+                   std::vector<Slot> &slots, int64_t step, double lr) {
+  std::vector<uint8_t> bytes;
+  for (Slot &s : slots) {
+    const int64_t n = static_cast<int64_t>(s.master.size());
+    const double wd = s.decays ? t.weightDecay : 0.0;
+    if (t.sgd)
+      sgdStep(s.master.data(), s.grad.data(), n, lr, wd);
+    else
+      adamwStep(s.master.data(), s.m.data(), s.v.data(), s.grad.data(), n, step,
+                lr, wd, t.adam);
+    fromFloats(s.master, s.param.dtype, bytes);
+    if (Status st = exe.upload(bytes.data(), s.param); !st)
+      return st;
+  }
+  return Status::success();
+}
+
+/// Writes this rank's trained weights into `dir` (rank 0 also the
+/// manifest).
+Status saveRank(const std::string &dir, Communicator &world,
+                const std::vector<Slot> &slots, const Executable &exe) {
+  SafetensorsWriter writer(dir + "/rank" + std::to_string(world.rank()) +
+                           ".safetensors");
+  std::vector<uint8_t> bytes;
+  for (const Slot &s : slots) {
+    fromFloats(s.master, s.param.dtype, bytes);
+    writer.add(s.name, s.param.dtype, s.param.shape,
+               std::string(bytes.begin(), bytes.end()));
+  }
+  if (Status st = writer.finish(); !st)
+    return st;
+  if (world.rank() != 0)
+    return Status::success();
+  std::string json = "{\n  \"format\": \"mp-trained-weights\",\n  \"ranks\": " +
+                     std::to_string(world.size()) + ",\n  \"parameters\": [";
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Slot &s = slots[i];
+    const IOSpec &g = exe.outputs()[s.gradIndex];
+    std::string shape;
+    for (size_t d = 0; d < s.param.shape.size(); ++d)
+      shape += (d ? ", " : "") + std::to_string(s.param.shape[d]);
+    json += std::string(i ? "," : "") + "\n    {\"name\": \"" + s.name +
+            "\", \"dtype\": \"" + dtypeName(s.param.dtype) +
+            "\", \"local_shape\": [" + shape +
+            "], \"shard_axis\": " + std::to_string(g.shardAxis) +
+            ", \"shard_groups\": " + std::to_string(g.shardGroups) + "}";
+  }
+  json += "\n  ]\n}\n";
+  return writeFileAtomically(dir + "/manifest.json", json);
+}
+
+/// Every rank writes into a temporary directory, which rank 0 renames into
+/// place once all have: a crash leaves the previous DIR whole.
+void save(const std::string &dir, Communicator &world,
+          const std::vector<Slot> &slots, const Executable &exe) {
+  const std::string tmp = dir + ".tmp";
+  if (world.rank() == 0)
+    removeTree(tmp);
+  stopIfAnyRankFailed(world, Status::success()); // (a barrier)
+  Status made = Status::success();
+  if (world.rank() == 0 && ::mkdir(tmp.c_str(), 0755) != 0)
+    made = Status::error("--save: cannot create '" + tmp +
+                         "': " + std::strerror(errno));
+  stopIfAnyRankFailed(world, made);
+  stopIfAnyRankFailed(world, saveRank(tmp, world, slots, exe));
+  Status moved = Status::success();
+  if (world.rank() == 0) {
+    const std::string old = dir + ".old";
+    struct stat st;
+    bool existed = ::stat(dir.c_str(), &st) == 0;
+    if (existed && std::rename(dir.c_str(), old.c_str()) != 0)
+      moved = Status::error("--save: cannot move the previous '" + dir + "'");
+    else if (std::rename(tmp.c_str(), dir.c_str()) != 0)
+      moved =
+          Status::error("--save: cannot rename '" + tmp + "' to '" + dir + "'");
+    else if (existed)
+      removeTree(old);
+  }
+  stopIfAnyRankFailed(world, moved);
+}
+
+/// "[#####.....]  3/10" on a terminal, overwritten by the next line.
+void progressBar(int64_t step, int64_t steps) {
+  const int width = 30;
+  int done = static_cast<int>(width * step / steps);
+  std::printf("[%s%s] %lld/%lld\r", std::string(done, '#').c_str(),
+              std::string(width - done, '.').c_str(),
+              static_cast<long long>(step), static_cast<long long>(steps));
+  std::fflush(stdout);
+}
+
+} // namespace
+
+int train(const TrainOptions &t, bool quiet, Executable &exe,
+          Communicator &world) {
+  std::vector<Slot> slots;
+  size_t idsInput, labelsInput;
+  stopIfAnyRankFailed(world, bindTrainStep(exe, slots, idsInput, labelsInput));
+  const IOSpec &idsSpec = exe.inputs()[idsInput];
+  const int64_t batch = idsSpec.shape[0], seq = idsSpec.shape[1];
+  HostBuffer tokens;
+  stopIfAnyRankFailed(world, readTokens(t.data, seq, tokens));
+  stopIfAnyRankFailed(world, initSlots(exe, slots));
+  std::FILE *log = nullptr;
+  if (!t.log.empty() && world.rank() == 0) {
+    log = std::fopen(t.log.c_str(), "w");
+    if (!log)
+      abortRun("--log: cannot write '" + t.log + "': " + std::strerror(errno));
+  }
+
+  std::vector<HostBuffer> inputs(2);
+  for (size_t i : {idsInput, labelsInput}) {
+    inputs[i].dtype = exe.inputs()[i].dtype;
+    inputs[i].shape = exe.inputs()[i].shape;
+    inputs[i].bytes.resize(inputs[i].view().bytes());
+  }
+  const bool terminal = !quiet && ::isatty(1);
+  LRSchedule schedule = t.schedule;
+  schedule.totalSteps = t.steps;
+  std::vector<Tensor> in(2), out;
+  double started = seconds(), lastLoss = 0;
+  for (int64_t step = 1; step <= t.steps; ++step) {
+    const double stepStart = seconds();
+    fillBatch(tokens, step, inputs[idsInput], inputs[labelsInput]);
+    for (size_t i = 0; i < 2; ++i)
+      in[i] = inputs[i].view();
+    if (Status st = exe.run(in, out); !st)
+      abortRun(st.message);
+    const float loss = out[0].as<float>()[0];
+    for (Slot &s : slots)
+      for (size_t i = 0; i < s.grad.size(); ++i)
+        s.grad[i] = toFloat(out[s.gradIndex].data, s.param.dtype,
+                            static_cast<int64_t>(i));
+    double norm = 0;
+    if (Status st = globalNorm(world, slots, norm); !st)
+      abortRun(st.message);
+    // As torch.nn.utils.clip_grad_norm_: scale by max / (norm + 1e-6).
+    if (t.clipGrad > 0 && norm > t.clipGrad) {
+      const float scale = static_cast<float>(t.clipGrad / (norm + 1e-6));
+      for (Slot &s : slots)
+        for (float &g : s.grad)
+          g *= scale;
+    }
+    const double lr = schedule.at(step);
+    if (Status st = applyUpdate(t, exe, slots, step, lr); !st)
+      abortRun(st.message);
+    const double elapsed = seconds() - stepStart;
+    lastLoss = loss;
+    if (!quiet) {
+      std::printf("%sstep %lld/%lld  loss %.6f  grad_norm %.4g  lr %.4g  "
+                  "%.0f tokens/s\n",
+                  terminal ? "\r\033[K" : "", static_cast<long long>(step),
+                  static_cast<long long>(t.steps), loss, norm, lr,
+                  static_cast<double>(batch * seq) / elapsed);
+      if (terminal && step < t.steps)
+        progressBar(step, t.steps);
+    }
+    if (log) {
+      std::fprintf(log,
+                   "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, "
+                   "\"lr\": %.9g}\n",
+                   static_cast<long long>(step), loss, norm, lr);
+      std::fflush(log);
+    }
+  }
+  if (log)
+    std::fclose(log);
+  const double total = seconds() - started;
+  if (!quiet)
+    std::printf("mp-run: trained %lld steps in %.2f s (%.0f tokens/s), final "
+                "loss %.6f\n",
+                static_cast<long long>(t.steps), total,
+                static_cast<double>(batch * seq * t.steps) / total, lastLoss);
+  if (!t.save.empty()) {
+    save(t.save, world, slots, exe);
+    if (!quiet)
+      std::printf("mp-run: saved the trained weights to %s\n", t.save.c_str());
+  }
+  return 0;
+}
+
+} // namespace mprun

@@ -1,0 +1,189 @@
+//===- KernelsGradTest.cpp - gradient kernels vs finite differences -------===//
+//
+// Each gradient kernel against central finite differences of its forward
+// kernel: for L(x) = Σ w·f(x) with random w (the result's gradient), the
+// kernel's operand gradient must match (L(x + h) − L(x − h)) / 2h. The
+// forward kernels are fp32, so h = 1e-2 and the tolerance is 1e-2 relative
+// plus 2e-3 of the largest gradient (truncation O(h²), rounding O(ε/h)).
+//
+//===----------------------------------------------------------------------===//
+#include "KernelTestUtil.h"
+
+#include "mp/Runtime/Kernels.h"
+
+#include <functional>
+
+namespace mp::rt::test {
+namespace {
+
+double dot(const Buf &a, const Buf &b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.n(); ++i)
+    s += a.get(i) * b.get(i);
+  return s;
+}
+
+/// d(Σ w·out)/dx by central differences, `forward` recomputing `out`.
+std::vector<double> numericGrad(Buf &x, const std::function<void()> &forward,
+                                const Buf &out, const Buf &w, double h = 1e-2) {
+  std::vector<double> g(static_cast<size_t>(x.n()));
+  for (int64_t i = 0; i < x.n(); ++i) {
+    const double xi = x.get(i);
+    x.set(i, xi + h);
+    forward();
+    const double plus = dot(out, w);
+    x.set(i, xi - h);
+    forward();
+    const double minus = dot(out, w);
+    x.set(i, xi);
+    g[size_t(i)] = (plus - minus) / (2 * h);
+  }
+  forward();
+  return g;
+}
+
+void expectGrad(const Buf &got, const std::vector<double> &numeric,
+                const std::string &what) {
+  double scale = 0;
+  for (double v : numeric)
+    scale = std::max(scale, std::fabs(v));
+  expectClose(got, numeric, 1e-2, 2e-3 * scale, what);
+}
+
+TEST(KernelGrad, LinearWeightMatchesFiniteDifferences) {
+  for (bool transposed : {false, true}) {
+    Buf x = randomBuf(DType::F32, {2, 3, 4}, 1);
+    Buf w = randomBuf(DType::F32, transposed ? Shape{5, 4} : Shape{4, 5}, 2);
+    Buf y(DType::F32, {2, 3, 5}), dy = randomBuf(DType::F32, {2, 3, 5}, 3);
+    auto forward = [&] {
+      ASSERT_TRUE(linear(x.t, w.t, nullptr, transposed, y.t).ok);
+    };
+    std::vector<double> numeric = numericGrad(w, forward, y, dy);
+    Buf dw(DType::F32, w.t.shape);
+    ASSERT_TRUE(linearWeightGrad(x.t, dy.t, transposed, dw.t).ok);
+    expectGrad(dw, numeric, transposed ? "dW (transposed)" : "dW");
+  }
+}
+
+TEST(KernelGrad, LayerNormMatchesFiniteDifferences) {
+  // Normalized over the trailing two dims (axis 1 of [3, 2, 4]).
+  Buf x = randomBuf(DType::F32, {3, 2, 4}, 4, -2, 2);
+  Buf scale = randomBuf(DType::F32, {2, 4}, 5, 0.5, 1.5);
+  Buf y(DType::F32, {3, 2, 4}), dy = randomBuf(DType::F32, {3, 2, 4}, 6);
+  auto forward = [&] {
+    ASSERT_TRUE(layerNorm(x.t, scale.t, nullptr, 1, 1e-5f, y.t).ok);
+  };
+  std::vector<double> dxNumeric = numericGrad(x, forward, y, dy);
+  std::vector<double> dsNumeric = numericGrad(scale, forward, y, dy);
+  Buf dx(DType::F32, x.t.shape), ds(DType::F32, scale.t.shape);
+  ASSERT_TRUE(layerNormGrad(x.t, scale.t, dy.t, 1, 1e-5f, dx.t, ds.t).ok);
+  expectGrad(dx, dxNumeric, "layer norm dx");
+  expectGrad(ds, dsNumeric, "layer norm dscale");
+}
+
+TEST(KernelGrad, RMSNormMatchesFiniteDifferences) {
+  Buf x = randomBuf(DType::F32, {5, 6}, 7, -2, 2);
+  Buf scale = randomBuf(DType::F32, {6}, 8, 0.5, 1.5);
+  Buf y(DType::F32, {5, 6}), dy = randomBuf(DType::F32, {5, 6}, 9);
+  auto forward = [&] { ASSERT_TRUE(rmsNorm(x.t, scale.t, 1e-6f, y.t).ok); };
+  std::vector<double> dxNumeric = numericGrad(x, forward, y, dy);
+  std::vector<double> dsNumeric = numericGrad(scale, forward, y, dy);
+  Buf dx(DType::F32, x.t.shape), ds(DType::F32, scale.t.shape);
+  ASSERT_TRUE(rmsNormGrad(x.t, scale.t, dy.t, 1e-6f, dx.t, ds.t).ok);
+  expectGrad(dx, dxNumeric, "rms norm dx");
+  expectGrad(ds, dsNumeric, "rms norm dscale");
+}
+
+TEST(KernelGrad, GeluBothFormsMatchFiniteDifferences) {
+  for (bool tanhForm : {false, true}) {
+    Buf x = randomBuf(DType::F32, {40}, 10, -4, 4);
+    Buf y(DType::F32, {40}), dy = randomBuf(DType::F32, {40}, 11);
+    auto forward = [&] {
+      ASSERT_TRUE(
+          unary(tanhForm ? UnaryKind::GeluTanh : UnaryKind::Gelu, x.t, y.t).ok);
+    };
+    std::vector<double> numeric = numericGrad(x, forward, y, dy, 1e-3);
+    Buf dx(DType::F32, {40});
+    ASSERT_TRUE(geluGrad(x.t, dy.t, tanhForm, dx.t).ok);
+    expectGrad(dx, numeric, tanhForm ? "gelu (tanh) dx" : "gelu dx");
+  }
+}
+
+TEST(KernelGrad, CausalGroupedQueryAttentionMatchesFiniteDifferences) {
+  // 4 query heads over 2 kv heads, 3 queries aligned at the end of 5 keys,
+  // an additive mask broadcast over heads; one fully masked row of scores
+  // would give zeros (not covered by differences), so the mask is finite.
+  const Shape qs{2, 4, 3, 4}, ks{2, 2, 5, 4};
+  Buf q = randomBuf(DType::F32, qs, 12), k = randomBuf(DType::F32, ks, 13);
+  Buf v = randomBuf(DType::F32, ks, 14);
+  Buf mask = randomBuf(DType::F32, {2, 1, 3, 5}, 15, -1, 0);
+  Buf out(DType::F32, qs), dout = randomBuf(DType::F32, qs, 16);
+  const float scale = 0.5f;
+  auto forward = [&] {
+    ASSERT_TRUE(attention(q.t, k.t, v.t, &mask.t, scale, true, out.t).ok);
+  };
+  std::vector<double> dqNumeric = numericGrad(q, forward, out, dout);
+  std::vector<double> dkNumeric = numericGrad(k, forward, out, dout);
+  std::vector<double> dvNumeric = numericGrad(v, forward, out, dout);
+  Buf dq(DType::F32, qs), dk(DType::F32, ks), dv(DType::F32, ks);
+  ASSERT_TRUE(attentionGrad(q.t, k.t, v.t, &mask.t, out.t, dout.t, scale, true,
+                            dq.t, dk.t, dv.t)
+                  .ok);
+  expectGrad(dq, dqNumeric, "attention dq");
+  expectGrad(dk, dkNumeric, "attention dk");
+  expectGrad(dv, dvNumeric, "attention dv");
+}
+
+TEST(KernelGrad, CrossEntropyIgnoresTargetsOfMinus100) {
+  Buf logits = randomBuf(DType::F32, {2, 3, 7}, 17, -3, 3);
+  Buf targets = fromValues(DType::I64, {2, 3}, {1, -100, 6, 0, 3, -100});
+  Buf loss(DType::F32, {}), dloss = fromValues(DType::F32, {}, {0.7});
+  auto forward = [&] {
+    ASSERT_TRUE(crossEntropy(logits.t, targets.t, loss.t).ok);
+  };
+  std::vector<double> numeric = numericGrad(logits, forward, loss, dloss);
+  Buf dlogits(DType::F32, logits.t.shape);
+  ASSERT_TRUE(crossEntropyGrad(logits.t, targets.t, dloss.t, dlogits.t).ok);
+  expectGrad(dlogits, numeric, "cross-entropy dlogits");
+  // The ignored positions' rows are exactly zero, and the loss is the mean
+  // over the 4 counted targets.
+  for (int64_t j = 0; j < 7; ++j) {
+    EXPECT_EQ(dlogits.get(1 * 7 + j), 0.0);
+    EXPECT_EQ(dlogits.get(5 * 7 + j), 0.0);
+  }
+  Buf all =
+      fromValues(DType::I64, {2, 3}, {-100, -100, -100, -100, -100, -100});
+  ASSERT_TRUE(crossEntropy(logits.t, all.t, loss.t).ok);
+  EXPECT_TRUE(std::isnan(loss.get(0))) << "PyTorch's mean over no targets";
+}
+
+TEST(KernelGrad, EmbeddingSumsRowsByIdAndKeepsItsVocabSlice) {
+  Buf ids = fromValues(DType::I64, {2, 3}, {1, 3, 1, -1, 0, 2});
+  Buf dy = randomBuf(DType::F32, {2, 3, 2}, 18);
+  Buf table = randomBuf(DType::F32, {4, 2}, 19), y(DType::F32, {2, 3, 2});
+  auto forward = [&] { ASSERT_TRUE(gather(table.t, ids.t, 0, y.t).ok); };
+  std::vector<double> numeric = numericGrad(table, forward, y, dy);
+  Buf dt(DType::F32, {4, 2});
+  ASSERT_TRUE(embeddingGrad(ids.t, dy.t, 0, 4, dt.t).ok);
+  expectGrad(dt, numeric, "embedding dtable");
+  // Vocab-parallel: the rank holding rows [2, 4) of the 4-row table sees
+  // ids 3, -1 (= 3) and 2 only.
+  Buf local(DType::F32, {2, 2});
+  ASSERT_TRUE(embeddingGrad(ids.t, dy.t, 2, 4, local.t).ok);
+  expectClose(local, {numeric[4], numeric[5], numeric[6], numeric[7]}, 1e-5,
+              1e-6, "vocab-parallel slice");
+}
+
+TEST(KernelGrad, SlicePlacesTheGradientWhereTheSliceRead) {
+  Buf x = randomBuf(DType::F32, {3, 6}, 20);
+  Buf y(DType::F32, {2, 3}), dy = randomBuf(DType::F32, {2, 3}, 21);
+  const std::vector<int64_t> starts{2, 5}, strides{-1, -2};
+  auto forward = [&] { ASSERT_TRUE(slice(x.t, starts, strides, y.t).ok); };
+  std::vector<double> numeric = numericGrad(x, forward, y, dy);
+  Buf dx(DType::F32, {3, 6});
+  ASSERT_TRUE(sliceGrad(dy.t, starts, strides, dx.t).ok);
+  expectGrad(dx, numeric, "slice dx");
+}
+
+} // namespace
+} // namespace mp::rt::test
