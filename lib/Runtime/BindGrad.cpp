@@ -10,6 +10,7 @@
 #include "Binder.h"
 
 #include <cmath>
+#include <memory>
 
 namespace mp::rt {
 
@@ -234,6 +235,97 @@ Status Binder::bindSliceGrad(Executable::Step &step) {
   step.kernel = [kernels, dy, starts, strides, o]() mutable {
     return kernels->sliceGrad(dy, starts, strides, o);
   };
+  return Status::success();
+}
+
+/// This rank's first vocabulary row and the whole vocabulary, for logits
+/// [..., rows] sliced over `group`.
+static void vocabSlice(const Communicator &group, int64_t rows, int64_t &offset,
+                       int64_t &vocab) {
+  offset = rows * group.rank();
+  vocab = rows * group.size();
+}
+
+Status Binder::bindVocabParallelCrossEntropy(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
+  if (Status s = needKernel(
+          reinterpret_cast<const void *>(kernels->vocabParallelStats));
+      !s)
+    return s;
+  if (exe.axisComms.empty())
+    return fail("needs a grid (a partitioned program)");
+  const Tensor logits = in(0), targets = in(1);
+  Shape loss;
+  std::string error;
+  if (!shape::crossEntropy(logits.shape, targets.shape, loss, error))
+    return fail(error);
+  if (targets.dtype != DType::I64 && targets.dtype != DType::I32)
+    return fail("targets must be i64 or i32");
+  if (out(0).numel() != 1 || out(1).shape != targets.shape)
+    return fail("expected a scalar loss and a log-sum-exp per target");
+  int64_t offset, vocab;
+  Communicator *group = exe.axisComms[0].get();
+  vocabSlice(*group, logits.shape.back(), offset, vocab);
+  // Each rank's [positions, 3] statistics, gathered rank-major (host memory:
+  // the CPU's kernels; a device table has none yet).
+  const int64_t positions = targets.numel();
+  auto stats = std::make_shared<std::vector<float>>(
+      static_cast<size_t>(positions * 3 * (group->size() + 1)));
+  std::string where =
+      "instruction '" + inst.op() + "' at '" + inst.location() + "'";
+  Tensor loss0 = out(0), lse = out(1);
+  step.kernel = [kernels, logits, targets, offset, group, stats, positions,
+                 loss0, lse,
+                 check = indexCheck(1, vocab, /*allowNegative=*/false,
+                                    where)]() mutable {
+    if (Status s = check(); !s)
+      return s;
+    const int64_t ranks = group->size();
+    Tensor local{stats->data(), DType::F32, {1, positions, 3}};
+    Tensor all{
+        stats->data() + positions * 3, DType::F32, {ranks, positions, 3}};
+    if (Status s = kernels->vocabParallelStats(logits, targets, offset, local);
+        !s)
+      return s;
+    if (Status s = group->allGather(local, all, 0); !s)
+      return s;
+    return kernels->vocabParallelLoss(all, targets, loss0, lse);
+  };
+  return Status::success();
+}
+
+Status Binder::bindVocabParallelCrossEntropyGrad(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
+  if (Status s = needKernel(reinterpret_cast<const void *>(
+          kernels->vocabParallelCrossEntropyGrad));
+      !s)
+    return s;
+  if (exe.axisComms.empty())
+    return fail("needs a grid (a partitioned program)");
+  const Tensor logits = in(0), targets = in(1), lse = in(2), dloss = in(3);
+  std::string error;
+  if (!shape::crossEntropyGrad(logits.shape, targets.shape, dloss.shape, error))
+    return fail(error);
+  if (targets.dtype != DType::I64 && targets.dtype != DType::I32)
+    return fail("targets must be i64 or i32");
+  if (Status s = expectShape("logsumexp", lse.shape, targets.shape); !s)
+    return s;
+  if (Status s = expectShape("result", out().shape, logits.shape); !s)
+    return s;
+  int64_t offset, vocab;
+  Communicator *group = exe.axisComms[0].get();
+  vocabSlice(*group, logits.shape.back(), offset, vocab);
+  Tensor o = out();
+  std::string where =
+      "instruction '" + inst.op() + "' at '" + inst.location() + "'";
+  step.kernel =
+      [kernels, logits, targets, lse, dloss, offset, o,
+       check = indexCheck(1, vocab, /*allowNegative=*/false, where)]() mutable {
+        if (Status s = check(); !s)
+          return s;
+        return kernels->vocabParallelCrossEntropyGrad(logits, targets, lse,
+                                                      dloss, offset, o);
+      };
   return Status::success();
 }
 

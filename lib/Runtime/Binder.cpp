@@ -814,6 +814,10 @@ Status Binder::bind(Executable::Step &step) {
   case OpKind::EmbeddingGrad: return bindEmbeddingGrad(step);
   case OpKind::CrossEntropyGrad: return bindCrossEntropyGrad(step);
   case OpKind::SliceGrad: return bindSliceGrad(step);
+  case OpKind::VocabParallelCrossEntropy:
+    return bindVocabParallelCrossEntropy(step);
+  case OpKind::VocabParallelCrossEntropyGrad:
+    return bindVocabParallelCrossEntropyGrad(step);
   }
   return fail("unknown op");
 }

@@ -113,6 +113,8 @@ private:
   Status bindEmbeddingGrad(Executable::Step &step);
   Status bindCrossEntropyGrad(Executable::Step &step);
   Status bindSliceGrad(Executable::Step &step);
+  Status bindVocabParallelCrossEntropy(Executable::Step &step);
+  Status bindVocabParallelCrossEntropyGrad(Executable::Step &step);
 
   Executable &exe;
   const program::Instruction &inst;

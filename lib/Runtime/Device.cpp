@@ -100,7 +100,10 @@ const KernelTable &cpuKernelTable() {
                                     cpu::attentionGrad,
                                     cpu::embeddingGrad,
                                     cpu::crossEntropyGrad,
-                                    cpu::sliceGrad};
+                                    cpu::sliceGrad,
+                                    cpu::vocabParallelStats,
+                                    cpu::vocabParallelLoss,
+                                    cpu::vocabParallelCrossEntropyGrad};
   return table;
 }
 

@@ -21,6 +21,7 @@
 // reduce_scatter <-> all_gather, all_slice <-> all_gather.
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -90,6 +91,8 @@ DenseSet<Value> rankLocalValues(Block &body, SymbolTableCollection &symbols) {
       isLocal = true;
     } else if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
       isLocal = embedding.getGrid().has_value();
+    } else if (op.hasTrait<mp::OpTrait::ReplicatedResults>()) {
+      isLocal = false;
     } else {
       isLocal = llvm::any_of(op.getOperands(),
                              [&](Value v) { return local.contains(v); });
@@ -312,6 +315,13 @@ void AutodiffPass::runOnOperation() {
     return signalPassFailure();
   }
 
+  // The forward pass's own peak, for the artifact summary to set beside the
+  // train step's (whose forward values live on into the backward).
+  if (FailureOr<MemoryPlan> forwardPlan = MemoryPlan::compute(func);
+      succeeded(forwardPlan))
+    func->setAttr("mp.forward_arena_bytes",
+                  IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                   forwardPlan->peakBytes()));
   OpBuilder b(ret);
   full[loss] = ConstantOp::create(
       b, loss.getLoc(),

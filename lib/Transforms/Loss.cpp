@@ -2,6 +2,7 @@
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 
 namespace mp {
@@ -88,10 +89,27 @@ struct LossPass : public mp::impl::MPLossBase<LossPass> {
     OpBuilder b(ret);
     Location loc = NameLoc::get(StringAttr::get(ctx, "loss"));
     auto lossType = RankedTensorType::get({}, Float32Type::get(ctx));
-    Value loss = CrossEntropyOp::create(b, loc, lossType,
-                                        ret.getOperand(logits), labels);
+    Value logitsValue = ret.getOperand(logits), loss;
+    // Logits gathered over the vocabulary (a column-parallel LM head): the
+    // loss of the local slices, as Megatron's, never gathering them.
+    auto gather = logitsValue.getDefiningOp<shard::AllGatherOp>();
+    int64_t lastDim =
+        cast<RankedTensorType>(logitsValue.getType()).getRank() - 1;
+    if (gather && gather.getGatherAxis().getSExtValue() == lastDim &&
+        gather.getGridAxes().size() == 1) {
+      auto lse =
+          RankedTensorType::get(idsType.getShape(), Float32Type::get(ctx));
+      loss = VocabParallelCrossEntropyOp::create(b, loc, lossType, lse,
+                                                 gather.getInput(), labels,
+                                                 gather.getGridAttr())
+                 .getLoss();
+    } else {
+      loss = CrossEntropyOp::create(b, loc, lossType, logitsValue, labels);
+    }
     func::ReturnOp::create(b, ret.getLoc(), loss);
     ret.erase();
+    if (gather && gather->use_empty())
+      gather.erase();
     func.setFunctionType(
         FunctionType::get(ctx, func.getArgumentTypes(), {lossType}));
     func.setAllResultAttrs(ArrayRef<DictionaryAttr>{nameAttr("loss")});

@@ -8,6 +8,7 @@
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Import/ONNXImporter.h"
 #include "mp/Target/Artifact.h"
+#include "mp/Target/ExportWeights.h"
 #include "mp/Transforms/Passes.h"
 #include "mp/Transforms/Pipelines.h"
 
@@ -75,6 +76,13 @@ static llvm::cl::opt<bool> syntheticWeights(
                    "parameters with deterministic random values (benchmark a "
                    "model imported with --mp-shape-only)"),
     llvm::cl::init(false), llvm::cl::cat(targetCategory));
+
+static llvm::cl::opt<std::string> exportWeights(
+    "mp-export-weights",
+    llvm::cl::desc("Write the ONNX model with the trained weights of DIR "
+                   "(mp-run --train --save DIR) in place of its initializers, "
+                   "to the -o file"),
+    llvm::cl::value_desc("dir"), llvm::cl::cat(targetCategory));
 
 static llvm::cl::opt<bool> listONNXOps(
     "mp-list-onnx-ops",
@@ -162,8 +170,12 @@ static LogicalResult writeArtifactOf(ModuleOp module, ModuleOp reference) {
   llvm::outs() << "mp-opt: wrote artifact " << artifactDir << ": "
                << summary.instructions << " instructions, arena "
                << summary.arenaBytes << " bytes (peak of the static plan; "
-               << summary.unplannedBytes << " without reuse), parameters "
-               << summary.parameterBytes << " bytes"
+               << summary.unplannedBytes << " without reuse"
+               << (summary.forwardArenaBytes
+                       ? "; the forward pass alone: " +
+                             std::to_string(summary.forwardArenaBytes)
+                       : std::string())
+               << "), parameters " << summary.parameterBytes << " bytes"
                << (syntheticWeights ? " (synthetic: not written)" : "")
                << (summary.ranks > 1
                        ? " in " + std::to_string(summary.ranks) + " rank files"
@@ -206,6 +218,20 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
                                        ParserConfig(&context));
   if (!module)
     return 1;
+  if (!exportWeights.empty()) {
+    if (!onnx || outputFilename == "-") {
+      llvm::errs() << "error: --mp-export-weights needs an ONNX model and "
+                      "-o TRAINED.onnx\n";
+      return 1;
+    }
+    FailureOr<int64_t> replaced = mp::exportTrainedWeights(
+        *module, inputFilename, exportWeights, outputFilename);
+    if (failed(replaced))
+      return 1;
+    llvm::outs() << "mp-opt: wrote " << outputFilename << " with " << *replaced
+                 << " trained parameters from " << exportWeights << "\n";
+    return 0;
+  }
   OwningOpRef<ModuleOp> reference;
   PassManager pm(&context);
   pm.addInstrumentation(std::make_unique<ReferenceCapture>(reference));
@@ -239,6 +265,13 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
     PassManager plan(&context);
     plan.addPass(mp::createMPPlanMemory());
     if (failed(runPasses(plan, *module, config)))
+      return 1;
+  }
+  // A train step's reference is the unpartitioned train step.
+  if (reference && runs(pm, "mp-autodiff")) {
+    PassManager train(&context);
+    mp::buildTrainPipeline(train);
+    if (failed(runPasses(train, *reference, config)))
       return 1;
   }
   return failed(writeArtifactOf(*module, reference ? *reference : ModuleOp()))
@@ -284,7 +317,8 @@ int main(int argc, char **argv) {
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
   // MLIR input without an artifact: mlir-opt's own driver
   // (--split-input-file, --verify-diagnostics, ...).
-  if (llvm::StringRef(inputFilename).ends_with(".onnx") || !artifactDir.empty())
+  if (llvm::StringRef(inputFilename).ends_with(".onnx") ||
+      !artifactDir.empty() || !exportWeights.empty())
     return compile(inputFilename, outputFilename, registry, config);
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =

@@ -601,14 +601,10 @@ int main(int argc, char **argv) {
                   static_cast<long long>(calls / o.iterations));
   }
 
-  if (!o.verify.empty() && rankId == 0)
-    verify(o.verify == "-" ? o.artifact + "/reference" : o.verify, inputs,
-           outputs, *exe);
-
   // Sharded outputs (a train step's gradients) are gathered whole: every
   // rank takes part.
   std::vector<HostBuffer> gathered(outputs.size());
-  if (!o.outputDir.empty())
+  if (!o.outputDir.empty() || !o.verify.empty())
     for (size_t i = 0; i < outputs.size(); ++i) {
       const IOSpec &spec = exe->outputs()[i];
       if (spec.shardAxis < 0 || rankCount == 1)
@@ -617,6 +613,10 @@ int main(int argc, char **argv) {
         abortRun(s.message);
       outputs[i] = gathered[i].view();
     }
+
+  if (!o.verify.empty() && rankId == 0)
+    verify(o.verify == "-" ? o.artifact + "/reference" : o.verify, inputs,
+           outputs, *exe);
 
   if (!o.outputDir.empty() && rankId == 0) {
     mkdir(o.outputDir.c_str(), 0755);

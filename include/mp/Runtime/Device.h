@@ -84,6 +84,10 @@ struct KernelTable {
   decltype(&cpu::embeddingGrad) embeddingGrad = nullptr;
   decltype(&cpu::crossEntropyGrad) crossEntropyGrad = nullptr;
   decltype(&cpu::sliceGrad) sliceGrad = nullptr;
+  decltype(&cpu::vocabParallelStats) vocabParallelStats = nullptr;
+  decltype(&cpu::vocabParallelLoss) vocabParallelLoss = nullptr;
+  decltype(&cpu::vocabParallelCrossEntropyGrad) vocabParallelCrossEntropyGrad =
+      nullptr;
 };
 
 const KernelTable &cpuKernelTable();

@@ -150,6 +150,25 @@ Status crossEntropyGrad(const Tensor &logits, const Tensor &targets,
 Status sliceGrad(const Tensor &dy, const std::vector<int64_t> &starts,
                  const std::vector<int64_t> &strides, Tensor &dx);
 
+// Vocab-parallel cross-entropy (logits: this rank's slice [..., V/n] of the
+// vocabulary, rows from `offset`).
+/// Per position: the local row max, Σ exp(x − max), and the target's logit
+/// when this rank holds it (else 0); stats is f32 [positions, 3].
+Status vocabParallelStats(const Tensor &logits, const Tensor &targets,
+                          int64_t offset, Tensor &stats);
+/// From every rank's stats (f32 [ranks, positions, 3], rank-major): the
+/// mean loss over the targets that are not kIgnoreIndex, and each
+/// position's log-sum-exp over the whole vocabulary.
+Status vocabParallelLoss(const Tensor &stats, const Tensor &targets,
+                         Tensor &loss, Tensor &logsumexp);
+/// dlogits = dloss · (exp(logits − logsumexp) − onehot(target)) / n on this
+/// rank's slice (no communication).
+Status vocabParallelCrossEntropyGrad(const Tensor &logits,
+                                     const Tensor &targets,
+                                     const Tensor &logsumexp,
+                                     const Tensor &dloss, int64_t offset,
+                                     Tensor &dlogits);
+
 /// Threads for kernels and OpenBLAS (0: leave the defaults).
 void setNumThreads(int threads);
 int getNumThreads();

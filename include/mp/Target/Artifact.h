@@ -16,6 +16,9 @@ struct ArtifactSummary {
   int64_t parameterBytes = 0; // summed over the ranks' files
   int64_t ranks = 1;
   int64_t constantBytes = 0;
+  /// A train step's: the peak of its forward pass alone (0: not a train
+  /// step), beside arenaBytes, which also holds what the backward reads.
+  int64_t forwardArenaBytes = 0;
 };
 
 /// Lowers the `main` function of `module` to an artifact directory `dir`

@@ -175,7 +175,9 @@ def MPLoss : Pass<"mp-loss", "mlir::ModuleOp"> {
     `F.cross_entropy`: a label of -100 is ignored), which becomes the
     function's only result, named `loss` (fp32, also under a bf16 program).
     The logits are the float result shaped `ids + [V]`, `ids` the shape of
-    the integer argument the embedding reads.
+    the integer argument the embedding reads. Logits gathered over the
+    vocabulary (a tensor-parallel LM head) are not gathered any more: the
+    loss is `mp.vocab_parallel_cross_entropy` of each rank's slice.
     ```mlir
     func.func @main(%ids: tensor<2x8xi64> {mp.name = "input_ids"},
                     %labels: tensor<2x8xi64> {mp.name = "labels"})

@@ -198,8 +198,7 @@ __global__ void reduceBlockKernel(int kind, const T *x, T *o, Dims keptDims,
 
 template <typename T>
 __global__ void crossEntropyKernel(const T *logits, const void *targets,
-                                   bool t64, int64_t vocab, int64_t rows,
-                                   float *out) {
+                                   bool t64, int64_t vocab, float *acc) {
   __shared__ float shared[32];
   const T *row = logits + blockIdx.x * vocab;
   float sum;
@@ -207,8 +206,16 @@ __global__ void crossEntropyKernel(const T *logits, const void *targets,
   if (threadIdx.x == 0) {
     int64_t t = t64 ? static_cast<const int64_t *>(targets)[blockIdx.x]
                     : static_cast<const int32_t *>(targets)[blockIdx.x];
-    atomicAdd(out, (logf(sum) + m - toC(row[t])) / rows);
+    if (t == cpu::kIgnoreIndex)
+      return; // as PyTorch's ignore_index: left out of the mean
+    atomicAdd(acc, logf(sum) + m - toC(row[t]));
+    atomicAdd(acc + 1, 1.0f);
   }
+}
+
+/// The mean of the counted losses (NaN when none was counted, as PyTorch).
+template <typename T> __global__ void meanLossKernel(const float *acc, T *out) {
+  out[0] = fromC<T>(acc[1] > 0 ? acc[0] / acc[1] : nanf(""));
 }
 
 } // namespace
@@ -316,35 +323,34 @@ Status reduce(cpu::ReduceKind kind, const Tensor &x,
 /// The mean loss accumulates in fp32 (in `out` itself when it is fp32, else
 /// in a device float, then cast to fp16/bf16).
 Status crossEntropy(const Tensor &logits, const Tensor &targets, Tensor &out) {
-  float *sum = out.dtype == DType::F32 ? out.as<float>() : nullptr;
-  if (!sum) {
-    if (out.dtype != DType::F16 && out.dtype != DType::BF16)
-      return typeError("cross_entropy (result)", out.dtype);
-    if (Status s = kernelScratch().reserve(sizeof(float)); !s)
-      return s;
-    sum = static_cast<float *>(kernelScratch().get());
-  }
+  if (out.dtype != DType::F32 && out.dtype != DType::F16 &&
+      out.dtype != DType::BF16)
+    return typeError("cross_entropy (result)", out.dtype);
+  // The sum of the counted losses and their count, then their mean.
+  if (Status s = kernelScratch().reserve(2 * sizeof(float)); !s)
+    return s;
+  float *acc = static_cast<float *>(kernelScratch().get());
   int64_t vocab = logits.shape.back();
   int64_t rows = vocab ? logits.numel() / vocab : 0;
   if (Status s = cudaStatus(
-          cudaMemsetAsync(sum, 0, sizeof(float), computeStream()), "memset");
+          cudaMemsetAsync(acc, 0, 2 * sizeof(float), computeStream()),
+          "memset");
       !s)
     return s;
   if (rows > 0) {
     MP_FLOAT_TYPES(logits.dtype, "cross_entropy",
                    crossEntropyKernel<<<rows, kThreads, 0, computeStream()>>>(
                        logits.as<T>(), targets.data,
-                       targets.dtype == DType::I64, vocab, rows, sum));
+                       targets.dtype == DType::I64, vocab, acc));
     if (Status s = launched("cross_entropy"); !s)
       return s;
   }
-  if (sum == out.data)
-    return Status::success();
-  return cast(Tensor{sum, DType::F32, out.shape}, out);
+  MP_FLOAT_TYPES(
+      out.dtype, "cross_entropy (result)",
+      meanLossKernel<<<1, 1, 0, computeStream()>>>(acc, out.as<T>()));
+  return launched("cross_entropy (mean)");
 }
 
-size_t crossEntropyScratchBytes(const Tensor &out) {
-  return out.dtype == DType::F32 ? 0 : sizeof(float);
-}
+size_t crossEntropyScratchBytes(const Tensor &) { return 2 * sizeof(float); }
 
 } // namespace mp::rt::cuda

@@ -522,6 +522,8 @@ LogicalResult Lowering::run() {
   }
   summary.unplannedBytes = plan.unplannedBytes();
   summary.arenaBytes = plan.peakBytes();
+  if (auto forward = func->getAttrOfType<IntegerAttr>("mp.forward_arena_bytes"))
+    summary.forwardArenaBytes = forward.getInt();
   summary.instructions = prog.instructions_size();
   prog.set_arena_bytes(summary.arenaBytes);
   return success();

@@ -275,7 +275,8 @@ TEST_F(CudaKernels, BroadcastBatchedMatmulMatchesCpu) {
 TEST_F(CudaKernels, CrossEntropyMatchesCpuInFp32AndBf16Results) {
   auto logits = random({6, 50});
   Pair targets(DType::I64, {6});
-  int64_t values[6] = {0, 49, 7, 7, 13, 21};
+  // -100 is left out of the mean (PyTorch's ignore_index).
+  int64_t values[6] = {0, 49, -100, 7, 13, 21};
   std::memcpy(targets.h.data, values, sizeof(values));
   targets.upload();
   Pair loss(DType::F32, {}), ref(DType::F32, {});

@@ -421,6 +421,19 @@ LogicalResult CrossEntropyOp::buildAdjoints(OpBuilder &b,
   return success();
 }
 
+// The backward reads the forward's log-sum-exp: no communication.
+LogicalResult VocabParallelCrossEntropyOp::buildAdjoints(
+    OpBuilder &b, ArrayRef<Value> results, ArrayRef<bool> needed,
+    SmallVectorImpl<Value> &operands) {
+  operands.assign(2, Value());
+  if (!results[0] || !needed[0])
+    return success();
+  operands[0] = VocabParallelCrossEntropyGradOp::create(
+      b, getLoc(), getLogits().getType(), getLogits(), getTargets(),
+      getLogsumexp(), results[0], getGridAttr());
+  return success();
+}
+
 LogicalResult TriluOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
                                      ArrayRef<bool> needed,
                                      SmallVectorImpl<Value> &operands) {

@@ -112,3 +112,34 @@ LogicalResult SliceGradOp::verify() {
                                     shapeOf(getResultGrad()), error),
                    error);
 }
+
+/// The vocab-parallel loss and its gradient: the cross-entropy rule on the
+/// local slice, a log-sum-exp per target, a grid that exists.
+static LogicalResult verifyVocabParallel(Operation *op, Value logits,
+                                         Value targets, Value logsumexp,
+                                         FlatSymbolRefAttr grid) {
+  if (!SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, grid))
+    return op->emitOpError() << "grid " << grid << " is not a shard.grid";
+  Shape loss;
+  std::string error;
+  if (failed(checkRule(
+          op,
+          shape::crossEntropy(shapeOf(logits), shapeOf(targets), loss, error),
+          error)))
+    return failure();
+  if (shapeOf(logsumexp) != shapeOf(targets))
+    return op->emitOpError()
+           << "expected logsumexp shape " << formatShape(shapeOf(targets))
+           << " but found " << formatShape(shapeOf(logsumexp));
+  return success();
+}
+
+LogicalResult VocabParallelCrossEntropyOp::verify() {
+  return verifyVocabParallel(*this, getLogits(), getTargets(), getLogsumexp(),
+                             getGridAttr());
+}
+
+LogicalResult VocabParallelCrossEntropyGradOp::verify() {
+  return verifyVocabParallel(*this, getLogits(), getTargets(), getLogsumexp(),
+                             getGridAttr());
+}

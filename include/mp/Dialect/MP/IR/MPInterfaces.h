@@ -38,6 +38,11 @@ namespace OpTrait {
 template <typename ConcreteType>
 class TransformerOp
     : public mlir::OpTrait::TraitBase<ConcreteType, TransformerOp> {};
+/// Ops whose results are the same on every rank of their grid though their
+/// operands are rank-local (they reduce over the grid themselves).
+template <typename ConcreteType>
+class ReplicatedResults
+    : public mlir::OpTrait::TraitBase<ConcreteType, ReplicatedResults> {};
 } // namespace OpTrait
 
 } // namespace mp

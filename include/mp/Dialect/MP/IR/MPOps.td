@@ -23,6 +23,12 @@ def MP_SplitByTraits : DeclareOpInterfaceMethods<MP_SplitOpInterface>;
 // ... or by its own rule (propagateSplit in MPOps.cpp).
 def MP_SplitByRule
     : DeclareOpInterfaceMethods<MP_SplitOpInterface, ["propagateSplit"]>;
+// Results that are the same on every rank of the op's grid, though its
+// operands are this rank's shards (the op reduces over the grid itself).
+def MP_ReplicatedResultsTrait : NativeOpTrait<"ReplicatedResults"> {
+  let cppNamespace = "::mp::OpTrait";
+}
+
 // Has a derivative rule (buildAdjoints in MPAutodiff.cpp).
 def MP_Differentiable : DeclareOpInterfaceMethods<MP_AutodiffOpInterface>;
 def MP_FloatTensor : RankedTensorOf<[AnyFloat]>;
@@ -391,6 +397,29 @@ def MP_CrossEntropyOp : MP_Op<"cross_entropy", [MP_Differentiable,
   let hasVerifier = 1;
 }
 
+def MP_VocabParallelCrossEntropyOp : MP_Op<"vocab_parallel_cross_entropy",
+    [Pure, MP_Differentiable, MP_ReplicatedResultsTrait,
+     MP_TransformerOpTrait]> {
+  let summary = "mean cross-entropy of vocab-parallel logits (Megatron's)";
+  let description = [{
+    `logits` `[..., V/n]` are this rank's contiguous slice of the vocabulary
+    (a column-parallel LM head over the `grid`'s n ranks); the loss is that
+    of the whole vocabulary against `targets` (−100 ignored), without
+    gathering the logits: each rank's row maxima, sums of exponentials and
+    target logits (when the target is in its slice) are exchanged over the
+    grid. Both results are the same on every rank: the loss and each
+    position's log-sum-exp, which the backward reads (it then needs no
+    communication).
+  }];
+  let arguments = (ins MP_FloatTensor:$logits, MP_IndexTensor:$targets,
+                       FlatSymbolRefAttr:$grid);
+  let results = (outs 0DTensorOf<[F32]>:$loss, MP_FloatTensor:$logsumexp);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def MP_EinsumOp : MP_Op<"einsum", [Pure, InferTypeOpAdaptor]> {
   let summary = "Einstein summation with an explicit equation";
   let arguments = (ins Variadic<MP_Tensor>:$inputs, StrAttr:$equation);
@@ -637,6 +666,27 @@ def MP_SliceGradOp : MP_Op<"slice_grad", [Pure,
   let results = (outs MP_Tensor:$result);
   let assemblyFormat = [{
     $result_grad attr-dict `:` type($result_grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_VocabParallelCrossEntropyGradOp
+    : MP_Op<"vocab_parallel_cross_entropy_grad", [Pure,
+            AllTypesMatch<["logits", "result"]>]> {
+  let summary = "gradient of mp.vocab_parallel_cross_entropy's local logits";
+  let description = [{
+    `loss_grad` · (exp(logits − logsumexp) − onehot(target)) / n on this
+    rank's vocabulary slice, from the forward's saved log-sum-exp: no
+    communication.
+  }];
+  let arguments = (ins MP_FloatTensor:$logits, MP_IndexTensor:$targets,
+                       MP_FloatTensor:$logsumexp,
+                       0DTensorOf<[AnyFloat]>:$loss_grad,
+                       FlatSymbolRefAttr:$grid);
+  let results = (outs MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $logsumexp `,` $loss_grad attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

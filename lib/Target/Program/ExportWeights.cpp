@@ -1,0 +1,216 @@
+//===- ExportWeights.cpp - trained weights back into ONNX -----------------===//
+//
+// mp-run --train --save writes each rank's shard of every parameter and a
+// manifest of how they are split; this reassembles each parameter whole
+// and writes it over the ONNX initializer the parameter was imported from
+// (the parameter's name, or its `initializer` attribute), so any ONNX tool
+// can use the trained model.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Target/ExportWeights.h"
+#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Runtime/Npy.h"
+#include "mp/Runtime/Safetensors.h"
+#include "mp/Support/Float16.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <fstream>
+
+using namespace mlir;
+
+namespace mp {
+namespace {
+
+/// A parameter of the manifest: how its ranks' shards make the whole.
+struct SavedParameter {
+  std::string dtype;
+  std::vector<int64_t> localShape;
+  int64_t shardAxis = -1, shardGroups = 1;
+};
+
+LogicalResult readManifest(ModuleOp module, StringRef dir, int64_t &ranks,
+                           std::map<std::string, SavedParameter> &params) {
+  std::string path = (dir + "/manifest.json").str();
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return module.emitError() << "--mp-export-weights: cannot read '" << path
+                              << "' (write it with mp-run --train --save)";
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return module.emitError() << "'" << path << "' is not JSON";
+  }
+  const llvm::json::Object *root = json->getAsObject();
+  const llvm::json::Array *list = root ? root->getArray("parameters") : nullptr;
+  std::optional<int64_t> count =
+      root ? root->getInteger("ranks") : std::nullopt;
+  if (!list || !count || *count < 1 ||
+      root->getString("format") !=
+          std::optional<StringRef>("mp-trained-weights"))
+    return module.emitError()
+           << "'" << path << "' is not an mp-run --save manifest";
+  ranks = *count;
+  for (const llvm::json::Value &entry : *list) {
+    const llvm::json::Object *p = entry.getAsObject();
+    std::optional<StringRef> name = p ? p->getString("name") : std::nullopt;
+    std::optional<StringRef> dtype = p ? p->getString("dtype") : std::nullopt;
+    const llvm::json::Array *shape = p ? p->getArray("local_shape") : nullptr;
+    if (!name || !dtype || !shape)
+      return module.emitError() << "'" << path << "': a malformed parameter";
+    SavedParameter saved;
+    saved.dtype = dtype->str();
+    for (const llvm::json::Value &d : *shape)
+      saved.localShape.push_back(d.getAsInteger().value_or(-1));
+    saved.shardAxis = p->getInteger("shard_axis").value_or(-1);
+    saved.shardGroups = p->getInteger("shard_groups").value_or(1);
+    params[name->str()] = saved;
+  }
+  return success();
+}
+
+/// The whole parameter from every rank's shard (`shards[r]` bytes), split
+/// as `saved` says.
+std::string assemble(const SavedParameter &saved,
+                     const std::vector<std::string> &shards) {
+  if (saved.shardAxis < 0)
+    return shards[0];
+  int64_t outer = saved.shardGroups;
+  for (int64_t d = 0; d < saved.shardAxis; ++d)
+    outer *= saved.localShape[d];
+  const size_t block = outer ? shards[0].size() / outer : 0;
+  std::string whole;
+  whole.reserve(shards[0].size() * shards.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (const std::string &shard : shards)
+      whole.append(shard, o * block, block);
+  return whole;
+}
+
+/// `bytes` of element type `from` as little-endian values of ONNX type `to`.
+bool convert(const std::string &bytes, rt::DType from, int32_t to,
+             std::string &out) {
+  const size_t n = bytes.size() / rt::dtypeSize(from);
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h = 0;
+    if (from != rt::DType::F32)
+      std::memcpy(&h, bytes.data() + 2 * i, 2);
+    values[i] = from == rt::DType::F32    ? 0
+                : from == rt::DType::BF16 ? bf16ToFloat(h)
+                                          : halfToFloat(h);
+    if (from == rt::DType::F32)
+      std::memcpy(&values[i], bytes.data() + 4 * i, 4);
+  }
+  out.clear();
+  for (float v : values) {
+    if (to == onnx::TensorProto::FLOAT) {
+      out.append(reinterpret_cast<const char *>(&v), 4);
+      continue;
+    }
+    if (to != onnx::TensorProto::BFLOAT16 && to != onnx::TensorProto::FLOAT16)
+      return false;
+    uint16_t h =
+        to == onnx::TensorProto::BFLOAT16 ? floatToBf16(v) : floatToHalf(v);
+    out.append(reinterpret_cast<const char *>(&h), 2);
+  }
+  return true;
+}
+
+/// Replaces the initializer's data by `bytes` (raw, inline).
+void setData(onnx::TensorProto &init, std::string bytes) {
+  init.clear_float_data();
+  init.clear_int32_data();
+  init.clear_double_data();
+  init.clear_external_data();
+  init.set_data_location(onnx::TensorProto::DEFAULT);
+  init.set_raw_data(std::move(bytes));
+}
+
+} // namespace
+
+FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
+                                        StringRef weightsDir,
+                                        StringRef outPath) {
+  int64_t ranks = 0;
+  std::map<std::string, SavedParameter> saved;
+  if (failed(readManifest(module, weightsDir, ranks, saved)))
+    return failure();
+  std::vector<std::unique_ptr<rt::SafetensorsFile>> files(ranks);
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::string path =
+        (weightsDir + "/rank" + std::to_string(r) + ".safetensors").str();
+    if (rt::Status s = rt::SafetensorsFile::open(path, files[r]); !s)
+      return module.emitError() << "--mp-export-weights: " << s.message;
+  }
+  onnx::ModelProto model;
+  {
+    std::ifstream in(onnxPath.str(), std::ios::binary);
+    if (!in || !model.ParseFromIstream(&in))
+      return module.emitError()
+             << "cannot read the ONNX model '" << onnxPath << "'";
+  }
+  std::map<std::string, onnx::TensorProto *> initializers;
+  for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer())
+    initializers[init.name()] = &init;
+
+  int64_t replaced = 0;
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    auto found = saved.find(param.getSymName().str());
+    if (found == saved.end())
+      continue; // (not trained: integer parameters)
+    std::string initName = param.getInitializer()
+                               ? param.getInitializer()->str()
+                               : param.getSymName().str();
+    auto init = initializers.find(initName);
+    if (init == initializers.end())
+      return param.emitError()
+             << "trained parameter '" << param.getSymName()
+             << "' has no ONNX initializer '" << initName << "' to go into";
+    std::vector<std::string> shards;
+    rt::DType dtype;
+    if (!rt::parseDType(found->second.dtype, dtype))
+      return param.emitError()
+             << "unknown saved dtype '" << found->second.dtype << "'";
+    for (int64_t r = 0; r < ranks; ++r) {
+      auto entry = files[r]->entries().find(found->first);
+      if (entry == files[r]->entries().end())
+        return param.emitError()
+               << "rank " << r << "'s weights lack '" << found->first << "'";
+      const uint8_t *data = files[r]->data(entry->second);
+      shards.emplace_back(reinterpret_cast<const char *>(data),
+                          entry->second.end - entry->second.begin);
+    }
+    std::string whole = assemble(found->second, shards);
+    const onnx::TensorProto &proto = *init->second;
+    int64_t elements = 1;
+    for (int64_t d : proto.dims())
+      elements *= d;
+    if (static_cast<int64_t>(whole.size() / rt::dtypeSize(dtype)) != elements ||
+        param.getTensorType().getNumElements() != elements)
+      return param.emitError()
+             << "trained parameter '" << param.getSymName() << "' has "
+             << whole.size() / rt::dtypeSize(dtype)
+             << " values, its ONNX initializer " << elements;
+    std::string bytes;
+    if (!convert(whole, dtype, proto.data_type(), bytes))
+      return param.emitError()
+             << "ONNX initializer '" << initName << "' is not a float tensor";
+    setData(*init->second, std::move(bytes));
+    ++replaced;
+  }
+  std::string serialized;
+  if (!model.SerializeToString(&serialized))
+    return module.emitError()
+           << "cannot serialize the ONNX model (over 2 GiB?)";
+  if (rt::Status s = rt::writeFileAtomically(outPath.str(), serialized); !s)
+    return module.emitError() << s.message;
+  return replaced;
+}
+
+} // namespace mp
