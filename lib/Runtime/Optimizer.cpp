@@ -19,6 +19,8 @@ void adamwStep(float *weights, float *m, float *v, const float *grad, int64_t n,
   const float stepSize = static_cast<float>(lr / bc1);
   const float bc2Sqrt = static_cast<float>(std::sqrt(bc2));
   const float eps = static_cast<float>(o.eps);
+  // Elementwise: the result does not depend on the thread count.
+#pragma omp parallel for schedule(static) if (n >= 65536)
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i];
     weights[i] *= decay;
@@ -33,6 +35,7 @@ void sgdStep(float *weights, const float *grad, int64_t n, double lr,
              double weightDecay) {
   const float rate = static_cast<float>(lr);
   const float wd = static_cast<float>(weightDecay);
+#pragma omp parallel for schedule(static) if (n >= 65536)
   for (int64_t i = 0; i < n; ++i)
     weights[i] -= rate * (grad[i] + wd * weights[i]);
 }

@@ -189,7 +189,9 @@ float toFloat(const void *data, DType dtype, int64_t i) {
 void fromFloats(const std::vector<float> &values, DType dtype,
                 std::vector<uint8_t> &out) {
   out.resize(values.size() * dtypeSize(dtype));
-  for (size_t i = 0; i < values.size(); ++i) {
+  const int64_t n = static_cast<int64_t>(values.size());
+#pragma omp parallel for schedule(static) if (n >= 65536)
+  for (int64_t i = 0; i < n; ++i) {
     if (dtype == DType::F32)
       std::memcpy(out.data() + 4 * i, &values[i], 4);
     else {
@@ -459,10 +461,12 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
     if (Status st = exe.run(in, out); !st)
       abortRun(st.message);
     const float loss = out[0].as<float>()[0];
-    for (Slot &s : slots)
-      for (size_t i = 0; i < s.grad.size(); ++i)
-        s.grad[i] = toFloat(out[s.gradIndex].data, s.param.dtype,
-                            static_cast<int64_t>(i));
+    for (Slot &s : slots) {
+      const int64_t n = static_cast<int64_t>(s.grad.size());
+#pragma omp parallel for schedule(static) if (n >= 65536)
+      for (int64_t i = 0; i < n; ++i)
+        s.grad[i] = toFloat(out[s.gradIndex].data, s.param.dtype, i);
+    }
     double norm = 0;
     if (Status st = globalNorm(world, slots, norm); !st)
       abortRun(st.message);
