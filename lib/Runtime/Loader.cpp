@@ -229,15 +229,26 @@ static Status openProgram(const std::string &dir, Device device, int ranksHere,
                            std::to_string(prog.grid_shape_size()) +
                            " axes with a size out of range (" +
                            std::to_string(d) + ")");
-  if (ranks != ranksHere)
-    return Status::error(
-        "artifact '" + dir + "' was compiled for " + std::to_string(ranks) +
-        " rank(s) but this run has " + std::to_string(ranksHere) +
-        (ranks > 1 ? "; launch it with mpirun -np " + std::to_string(ranks) +
-                         " mp-run ..."
-                   : "") +
-        (ranks > 1 && !haveMPI() ? " (this mp-run was built without MPI)"
-                                 : ""));
+  const int64_t replicas = std::max<int64_t>(prog.data_parallel(), 1);
+  if (replicas > (1 << 20) || prog.zero() < 0 || prog.zero() > 1)
+    return Status::error("artifact '" + dir + "' has data_parallel " +
+                         std::to_string(prog.data_parallel()) + " and zero " +
+                         std::to_string(prog.zero()) + " out of range");
+  const int64_t total = ranks * replicas;
+  if (total != ranksHere)
+    return Status::error("artifact '" + dir + "' was compiled for " +
+                         std::to_string(total) + " rank(s)" +
+                         (replicas > 1 ? " (" + std::to_string(replicas) +
+                                             " data-parallel replicas of " +
+                                             std::to_string(ranks) + ")"
+                                       : "") +
+                         " but this run has " + std::to_string(ranksHere) +
+                         (total > 1 ? "; launch it with mpirun -np " +
+                                          std::to_string(total) + " mp-run ..."
+                                    : "") +
+                         (total > 1 && !haveMPI()
+                              ? " (this mp-run was built without MPI)"
+                              : ""));
   return Status::success();
 }
 
@@ -259,6 +270,21 @@ Status Executable::load(const std::string &dir,
     return opened ? Status::error("another rank could not open artifact '" +
                                   dir + "' (its error says why)")
                   : opened;
+  }
+  // Data-parallel replicas: ranks [replica][grid rank]; the program runs
+  // on its replica's ranks, the optimizer reduces over the replicas.
+  exe->replicas = std::max<int64_t>(prog.data_parallel(), 1);
+  exe->zero = prog.zero();
+  if (exe->replicas > 1) {
+    const std::vector<int64_t> layout = {exe->replicas, exe->ranks};
+    std::unique_ptr<Communicator> group;
+    if (Status s = comm->split(layout, 1, group); !s)
+      return s;
+    if (Status s = comm->split(layout, 0, exe->dataComm); !s)
+      return s;
+    exe->ownedComm = std::move(group);
+    comm = exe->ownedComm.get();
+    exe->comm = comm;
   }
   // One communicator per grid axis (collectives name the axis they span).
   std::vector<int64_t> gridShape(prog.grid_shape().begin(),

@@ -18,6 +18,8 @@ void mp::buildPartitionPipeline(OpPassManager &pm,
   pm.addPass(createMPTensorParallel({options.tp, options.grid}));
   if (options.sp)
     pm.addPass(createMPSequenceParallel({options.grid}));
+  if (options.dp > 1 || options.zero)
+    pm.addPass(createMPDataParallel({options.dp, options.zero}));
 }
 
 void mp::buildParallelizePipeline(OpPassManager &pm,
@@ -38,6 +40,12 @@ static std::string invalid(const mp::ParallelizeOptions &options) {
            std::to_string(static_cast<int64_t>(options.tp));
   if (options.sp && options.tp == 1)
     return "sequence parallelism (sp) needs tp > 1";
+  if (options.dp < 1)
+    return "dp must be at least 1, got " +
+           std::to_string(static_cast<int64_t>(options.dp));
+  if (options.zero != 0 && options.zero != 1)
+    return "zero must be 0 or 1, got " +
+           std::to_string(static_cast<int64_t>(options.zero));
   return "";
 }
 
@@ -52,7 +60,7 @@ void mp::registerMPPipelines() {
          function_ref<LogicalResult(const Twine &)> errorHandler) {
         ParallelizeOptions options;
         if (failed(options.parseFromString(text)))
-          return errorHandler("expected tp=N sp[=true|false] "
+          return errorHandler("expected tp=N sp[=true|false] dp=N zero=0|1 "
                               "dtype=f32|bf16|f16 grid=NAME, got '" +
                               text + "'");
         if (std::string why = invalid(options); !why.empty())

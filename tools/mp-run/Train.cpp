@@ -165,14 +165,26 @@ void removeTree(const std::string &path) {
   ::nftw(path.c_str(), removeEntry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/// One parameter being trained: this rank's shard and its optimizer state.
+/// One parameter being trained: this rank's shard, at `offset` of the
+/// optimizer's flat vectors.
 struct Slot {
   std::string name;
   Tensor param;     // in the executable's device memory
   size_t gradIndex; // among the outputs
   bool sharded;     // else replicated: counted once in the norm
   bool decays;      // weight decay applies (2+ dims)
-  std::vector<float> master, m, v, grad;
+  int64_t offset = 0;
+};
+
+/// The optimizer's state: every parameter value of this rank in one flat
+/// fp32 vector (slot order), which data parallelism reduces in one
+/// collective and ZeRO-1 shards. This rank updates [begin, end): all of
+/// them, or its replica's shard.
+struct Flat {
+  int64_t total = 0, padded = 0, begin = 0, end = 0;
+  std::vector<float> grad;    // [padded]: this rank's, then reduced
+  std::vector<float> weights; // [padded]: the whole fp32 master weights
+  std::vector<float> m, v;    // [end - begin]
 };
 
 float toFloat(const void *data, DType dtype, int64_t i) {
@@ -186,10 +198,9 @@ float toFloat(const void *data, DType dtype, int64_t i) {
   }
 }
 
-void fromFloats(const std::vector<float> &values, DType dtype,
+void fromFloats(const float *values, int64_t n, DType dtype,
                 std::vector<uint8_t> &out) {
-  out.resize(values.size() * dtypeSize(dtype));
-  const int64_t n = static_cast<int64_t>(values.size());
+  out.resize(static_cast<size_t>(n) * dtypeSize(dtype));
 #pragma omp parallel for schedule(static) if (n >= 65536)
   for (int64_t i = 0; i < n; ++i) {
     if (dtype == DType::F32)
@@ -283,13 +294,14 @@ void setIndex(HostBuffer &b, int64_t i, int64_t v) {
     reinterpret_cast<int32_t *>(b.bytes.data())[i] = static_cast<int32_t>(v);
 }
 
-/// Step `step`'s rows (from 1): inputs [:, :-1] and labels [:, 1:].
-void fillBatch(const HostBuffer &tokens, int64_t step, HostBuffer &ids,
-               HostBuffer &labels) {
+/// Replica `replica`'s rows of step `step` (from 1) of a global batch of
+/// `replicas` micro-batches: inputs [:, :-1] and labels [:, 1:].
+void fillBatch(const HostBuffer &tokens, int64_t step, int64_t replica,
+               int64_t replicas, HostBuffer &ids, HostBuffer &labels) {
   const int64_t batch = ids.shape[0], seq = ids.shape[1];
   const int64_t rows = tokens.shape[0], width = tokens.shape[1];
   for (int64_t b = 0; b < batch; ++b) {
-    int64_t row = ((step - 1) * batch + b) % rows;
+    int64_t row = ((step - 1) * batch * replicas + replica * batch + b) % rows;
     for (int64_t s = 0; s < seq; ++s) {
       setIndex(ids, b * seq + s, tokenAt(tokens, row * width + s));
       setIndex(labels, b * seq + s, tokenAt(tokens, row * width + s + 1));
@@ -297,76 +309,157 @@ void fillBatch(const HostBuffer &tokens, int64_t step, HostBuffer &ids,
   }
 }
 
-Status initSlots(Executable &exe, std::vector<Slot> &slots) {
+/// Lays the slots out in the flat vectors and reads the weights: this
+/// rank updates all of them, or (ZeRO-1) its replica's 1/dp.
+Status initFlat(Executable &exe, std::vector<Slot> &slots, Flat &flat) {
   for (Slot &s : slots) {
-    const int64_t n = s.param.numel();
+    s.offset = flat.total;
+    flat.total += s.param.numel();
+  }
+  const int64_t replicas = exe.dataParallelSize();
+  flat.padded = (flat.total + replicas - 1) / replicas * replicas;
+  flat.begin = 0;
+  flat.end = flat.padded;
+  if (exe.shardedOptimizer() && replicas > 1) {
+    const int64_t chunk = flat.padded / replicas;
+    flat.begin = exe.dataParallelComm()->rank() * chunk;
+    flat.end = flat.begin + chunk;
+  }
+  flat.grad.assign(static_cast<size_t>(flat.padded), 0.0f);
+  flat.weights.assign(static_cast<size_t>(flat.padded), 0.0f);
+  flat.m.assign(static_cast<size_t>(flat.end - flat.begin), 0.0f);
+  flat.v = flat.m;
+  for (Slot &s : slots) {
     std::vector<uint8_t> host(s.param.bytes());
     if (Status st = exe.download(s.param, host.data()); !st)
       return st;
-    s.master.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-      s.master[i] = toFloat(host.data(), s.param.dtype, i);
-    s.m.assign(static_cast<size_t>(n), 0.0f);
-    s.v.assign(static_cast<size_t>(n), 0.0f);
-    s.grad.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < s.param.numel(); ++i)
+      flat.weights[s.offset + i] = toFloat(host.data(), s.param.dtype, i);
   }
   return Status::success();
 }
 
-/// The global gradient norm: sharded pieces summed over the ranks,
-/// replicated copies counted once (rank 0's).
-Status globalNorm(Communicator &world, const std::vector<Slot> &slots,
-                  double &norm) {
-  double local = 0;
-  for (const Slot &s : slots)
-    if (s.sharded || world.rank() == 0)
-      local += sumOfSquares(s.grad.data(), static_cast<int64_t>(s.grad.size()));
-  double total = local;
-  if (world.size() > 1) {
-    Tensor in{&local, DType::F64, {1}}, out{&total, DType::F64, {1}};
-    if (Status st = world.allReduceSum(in, out); !st)
+/// Sums `value` over `comm` (a no-op on one rank).
+Status sumOver(Communicator *comm, double &value) {
+  if (!comm || comm->size() == 1)
+    return Status::success();
+  double total = 0;
+  Tensor in{&value, DType::F64, {1}}, out{&total, DType::F64, {1}};
+  if (Status st = comm->allReduceSum(in, out); !st)
+    return st;
+  value = total;
+  return Status::success();
+}
+
+/// Averages the replicas' gradients: all of them on every replica, or
+/// (ZeRO-1) this replica's shard only, reduce-scattered.
+Status reduceGradients(Executable &exe, Flat &flat) {
+  Communicator *data = exe.dataParallelComm();
+  if (!data)
+    return Status::success();
+  const int64_t replicas = exe.dataParallelSize();
+  const float scale = 1.0f / static_cast<float>(replicas);
+  if (!exe.shardedOptimizer()) {
+    Tensor all{flat.grad.data(), DType::F32, {flat.padded}};
+    if (Status st = data->allReduceSum(all, all); !st)
       return st;
+  } else {
+    const int64_t chunk = flat.end - flat.begin;
+    std::vector<float> mine(static_cast<size_t>(chunk));
+    Tensor in{flat.grad.data(), DType::F32, {replicas, chunk}};
+    Tensor out{mine.data(), DType::F32, {1, chunk}};
+    if (Status st = data->reduceScatterSum(in, out, 0); !st)
+      return st;
+    std::copy(mine.begin(), mine.end(), flat.grad.begin() + flat.begin);
   }
-  norm = std::sqrt(total);
+  for (int64_t i = flat.begin; i < flat.end; ++i)
+    flat.grad[i] *= scale;
   return Status::success();
 }
 
+/// The global gradient norm over the whole (replica, grid) layout: sharded
+/// pieces summed over the grid, replicated copies counted once (grid rank
+/// 0's), each replica's shard once under ZeRO-1.
+Status globalNorm(Executable &exe, const std::vector<Slot> &slots,
+                  const Flat &flat, double &norm) {
+  double sum = 0;
+  const bool gridLead = exe.gridComm().rank() == 0;
+  for (const Slot &s : slots) {
+    if (!s.sharded && !gridLead)
+      continue;
+    const int64_t lo = std::max(s.offset, flat.begin);
+    const int64_t hi = std::min(s.offset + s.param.numel(), flat.end);
+    if (lo < hi)
+      sum += sumOfSquares(flat.grad.data() + lo, hi - lo);
+  }
+  if (Status st = sumOver(&exe.gridComm(), sum); !st)
+    return st;
+  if (exe.shardedOptimizer())
+    if (Status st = sumOver(exe.dataParallelComm(), sum); !st)
+      return st;
+  norm = std::sqrt(sum);
+  return Status::success();
+}
+
+/// Updates this rank's range of the master weights, gathers the replicas'
+/// shards (ZeRO-1) and writes every parameter back in its own dtype.
 Status applyUpdate(const TrainOptions &t, Executable &exe,
-                   std::vector<Slot> &slots, int64_t step, double lr) {
-  std::vector<uint8_t> bytes;
+                   std::vector<Slot> &slots, Flat &flat, int64_t step,
+                   double lr) {
   for (Slot &s : slots) {
-    const int64_t n = static_cast<int64_t>(s.master.size());
+    const int64_t lo = std::max(s.offset, flat.begin);
+    const int64_t hi = std::min(s.offset + s.param.numel(), flat.end);
+    if (lo >= hi)
+      continue;
     const double wd = s.decays ? t.weightDecay : 0.0;
     if (t.sgd)
-      sgdStep(s.master.data(), s.grad.data(), n, lr, wd);
+      sgdStep(flat.weights.data() + lo, flat.grad.data() + lo, hi - lo, lr, wd);
     else
-      adamwStep(s.master.data(), s.m.data(), s.v.data(), s.grad.data(), n, step,
-                lr, wd, t.adam);
-    fromFloats(s.master, s.param.dtype, bytes);
+      adamwStep(flat.weights.data() + lo, flat.m.data() + (lo - flat.begin),
+                flat.v.data() + (lo - flat.begin), flat.grad.data() + lo,
+                hi - lo, step, lr, wd, t.adam);
+  }
+  if (exe.shardedOptimizer() && exe.dataParallelComm()) {
+    const int64_t chunk = flat.end - flat.begin;
+    std::vector<float> mine(flat.weights.begin() + flat.begin,
+                            flat.weights.begin() + flat.end);
+    Tensor in{mine.data(), DType::F32, {1, chunk}};
+    Tensor out{
+        flat.weights.data(), DType::F32, {exe.dataParallelSize(), chunk}};
+    if (Status st = exe.dataParallelComm()->allGather(in, out, 0); !st)
+      return st;
+  }
+  std::vector<uint8_t> bytes;
+  for (Slot &s : slots) {
+    fromFloats(flat.weights.data() + s.offset, s.param.numel(), s.param.dtype,
+               bytes);
     if (Status st = exe.upload(bytes.data(), s.param); !st)
       return st;
   }
   return Status::success();
 }
 
-/// Writes this rank's trained weights into `dir` (rank 0 also the
-/// manifest).
-Status saveRank(const std::string &dir, Communicator &world,
-                const std::vector<Slot> &slots, const Executable &exe) {
-  SafetensorsWriter writer(dir + "/rank" + std::to_string(world.rank()) +
+/// Writes this grid rank's trained weights into `dir` (grid rank 0 also
+/// the manifest).
+Status saveRank(const std::string &dir, Executable &exe,
+                const std::vector<Slot> &slots, const Flat &flat) {
+  Communicator &grid = exe.gridComm();
+  SafetensorsWriter writer(dir + "/rank" + std::to_string(grid.rank()) +
                            ".safetensors");
   std::vector<uint8_t> bytes;
   for (const Slot &s : slots) {
-    fromFloats(s.master, s.param.dtype, bytes);
+    fromFloats(flat.weights.data() + s.offset, s.param.numel(), s.param.dtype,
+               bytes);
     writer.add(s.name, s.param.dtype, s.param.shape,
                std::string(bytes.begin(), bytes.end()));
   }
   if (Status st = writer.finish(); !st)
     return st;
-  if (world.rank() != 0)
+  if (grid.rank() != 0)
     return Status::success();
-  std::string json = "{\n  \"format\": \"mp-trained-weights\",\n  \"ranks\": " +
-                     std::to_string(world.size()) + ",\n  \"parameters\": [";
+  std::string json = "{\n  \"format\": \"mp-trained-weights\",\n  "
+                     "\"ranks\": " +
+                     std::to_string(grid.size()) + ",\n  \"parameters\": [";
   for (size_t i = 0; i < slots.size(); ++i) {
     const Slot &s = slots[i];
     const IOSpec &g = exe.outputs()[s.gradIndex];
@@ -383,10 +476,11 @@ Status saveRank(const std::string &dir, Communicator &world,
   return writeFileAtomically(dir + "/manifest.json", json);
 }
 
-/// Every rank writes into a temporary directory, which rank 0 renames into
-/// place once all have: a crash leaves the previous DIR whole.
-void save(const std::string &dir, Communicator &world,
-          const std::vector<Slot> &slots, const Executable &exe) {
+/// The first replica's ranks write into a temporary directory, which rank
+/// 0 renames into place once all have: a crash leaves the previous DIR
+/// whole.
+void save(const std::string &dir, Communicator &world, Executable &exe,
+          const std::vector<Slot> &slots, const Flat &flat) {
   const std::string tmp = dir + ".tmp";
   if (world.rank() == 0)
     removeTree(tmp);
@@ -396,7 +490,10 @@ void save(const std::string &dir, Communicator &world,
     made = Status::error("--save: cannot create '" + tmp +
                          "': " + std::strerror(errno));
   stopIfAnyRankFailed(world, made);
-  stopIfAnyRankFailed(world, saveRank(tmp, world, slots, exe));
+  const bool firstReplica =
+      !exe.dataParallelComm() || exe.dataParallelComm()->rank() == 0;
+  stopIfAnyRankFailed(world, firstReplica ? saveRank(tmp, exe, slots, flat)
+                                          : Status::success());
   Status moved = Status::success();
   if (world.rank() == 0) {
     const std::string old = dir + ".old";
@@ -432,9 +529,13 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
   stopIfAnyRankFailed(world, bindTrainStep(exe, slots, idsInput, labelsInput));
   const IOSpec &idsSpec = exe.inputs()[idsInput];
   const int64_t batch = idsSpec.shape[0], seq = idsSpec.shape[1];
+  const int64_t replicas = exe.dataParallelSize();
+  const int64_t replica =
+      exe.dataParallelComm() ? exe.dataParallelComm()->rank() : 0;
   HostBuffer tokens;
   stopIfAnyRankFailed(world, readTokens(t.data, seq, tokens));
-  stopIfAnyRankFailed(world, initSlots(exe, slots));
+  Flat flat;
+  stopIfAnyRankFailed(world, initFlat(exe, slots, flat));
   std::FILE *log = nullptr;
   if (!t.log.empty() && world.rank() == 0) {
     log = std::fopen(t.log.c_str(), "w");
@@ -451,34 +552,45 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
   const bool terminal = !quiet && ::isatty(1);
   LRSchedule schedule = t.schedule;
   schedule.totalSteps = t.steps;
+  // Tokens of one step over every replica.
+  const double stepTokens = static_cast<double>(batch * seq * replicas);
   std::vector<Tensor> in(2), out;
   double started = seconds(), lastLoss = 0;
   for (int64_t step = 1; step <= t.steps; ++step) {
     const double stepStart = seconds();
-    fillBatch(tokens, step, inputs[idsInput], inputs[labelsInput]);
+    fillBatch(tokens, step, replica, replicas, inputs[idsInput],
+              inputs[labelsInput]);
     for (size_t i = 0; i < 2; ++i)
       in[i] = inputs[i].view();
     if (Status st = exe.run(in, out); !st)
       abortRun(st.message);
-    const float loss = out[0].as<float>()[0];
+    // The replicas' mean loss (each is the mean over its micro-batch).
+    double loss = out[0].as<float>()[0];
+    if (Status st = sumOver(exe.dataParallelComm(), loss); !st)
+      abortRun(st.message);
+    loss /= static_cast<double>(replicas);
     for (Slot &s : slots) {
-      const int64_t n = static_cast<int64_t>(s.grad.size());
+      const int64_t n = s.param.numel();
+      float *g = flat.grad.data() + s.offset;
+      const void *data = out[s.gradIndex].data;
 #pragma omp parallel for schedule(static) if (n >= 65536)
       for (int64_t i = 0; i < n; ++i)
-        s.grad[i] = toFloat(out[s.gradIndex].data, s.param.dtype, i);
+        g[i] = toFloat(data, s.param.dtype, i);
     }
     double norm = 0;
-    if (Status st = globalNorm(world, slots, norm); !st)
-      abortRun(st.message);
+    Status reduced = reduceGradients(exe, flat);
+    if (reduced)
+      reduced = globalNorm(exe, slots, flat, norm);
+    if (!reduced)
+      abortRun(reduced.message);
     // As torch.nn.utils.clip_grad_norm_: scale by max / (norm + 1e-6).
     if (t.clipGrad > 0 && norm > t.clipGrad) {
       const float scale = static_cast<float>(t.clipGrad / (norm + 1e-6));
-      for (Slot &s : slots)
-        for (float &g : s.grad)
-          g *= scale;
+      for (int64_t i = flat.begin; i < flat.end; ++i)
+        flat.grad[i] *= scale;
     }
     const double lr = schedule.at(step);
-    if (Status st = applyUpdate(t, exe, slots, step, lr); !st)
+    if (Status st = applyUpdate(t, exe, slots, flat, step, lr); !st)
       abortRun(st.message);
     const double elapsed = seconds() - stepStart;
     lastLoss = loss;
@@ -487,7 +599,7 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
                   "%.0f tokens/s\n",
                   terminal ? "\r\033[K" : "", static_cast<long long>(step),
                   static_cast<long long>(t.steps), loss, norm, lr,
-                  static_cast<double>(batch * seq) / elapsed);
+                  stepTokens / elapsed);
       if (terminal && step < t.steps)
         progressBar(step, t.steps);
     }
@@ -506,9 +618,9 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
     std::printf("mp-run: trained %lld steps in %.2f s (%.0f tokens/s), final "
                 "loss %.6f\n",
                 static_cast<long long>(t.steps), total,
-                static_cast<double>(batch * seq * t.steps) / total, lastLoss);
+                stepTokens * static_cast<double>(t.steps) / total, lastLoss);
   if (!t.save.empty()) {
-    save(t.save, world, slots, exe);
+    save(t.save, world, exe, slots, flat);
     if (!quiet)
       std::printf("mp-run: saved the trained weights to %s\n", t.save.c_str());
   }

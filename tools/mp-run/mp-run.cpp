@@ -609,7 +609,9 @@ int main(int argc, char **argv) {
       const IOSpec &spec = exe->outputs()[i];
       if (spec.shardAxis < 0 || rankCount == 1)
         continue;
-      if (Status s = gatherWhole(*comm, outputs[i], spec, gathered[i]); !s)
+      if (Status s =
+              gatherWhole(exe->gridComm(), outputs[i], spec, gathered[i]);
+          !s)
         abortRun(s.message);
       outputs[i] = gathered[i].view();
     }

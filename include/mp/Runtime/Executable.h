@@ -50,8 +50,16 @@ public:
   /// artifact's grid.
   static Status load(const std::string &dir, std::unique_ptr<Executable> &out,
                      Communicator *comm = nullptr, Device device = Device::CPU);
-  /// Ranks the artifact was compiled for.
+  /// Ranks the artifact was compiled for (one replica's).
   int64_t gridSize() const { return ranks; }
+  /// Data parallelism (training): the number of replicas of the grid, this
+  /// replica's ranks (the program's communicator), the communicator of
+  /// this rank's peers in the other replicas (null: one replica), and
+  /// whether the optimizer state is sharded over them (ZeRO-1).
+  int64_t dataParallelSize() const { return replicas; }
+  Communicator &gridComm() const { return *comm; }
+  Communicator *dataParallelComm() const { return dataComm.get(); }
+  bool shardedOptimizer() const { return zero == 1; }
 
   const std::vector<IOSpec> &inputs() const { return inputSpecs; }
   const std::vector<IOSpec> &outputs() const { return outputSpecs; }
@@ -118,8 +126,10 @@ private:
   double flops = 0;
   uint32_t checksum = 0;
   bool profiling = false;
-  int64_t ranks = 1;
+  int64_t ranks = 1, replicas = 1;
+  int zero = 0;
   Communicator *comm = nullptr;
+  std::unique_ptr<Communicator> dataComm;
   std::unique_ptr<Communicator> ownedComm;
   std::vector<std::unique_ptr<Communicator>> axisComms; // one per grid axis
   size_t kernelScratch = 0;        // the largest need of a kernel

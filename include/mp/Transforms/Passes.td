@@ -209,4 +209,28 @@ def MPAutodiff : Pass<"mp-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["mp::MPDialect"];
 }
 
+def MPDataParallel : Pass<"mp-data-parallel", "mlir::ModuleOp"> {
+  let summary = "replicate the program over a data-parallel axis";
+  let description = [{
+    Records the data-parallel layout of a train step on the module
+    (`mp.data_parallel`, `mp.zero`): the program (one tensor-parallel group
+    of ranks) runs `dp` times, each replica on its own rows of every step's
+    global batch (the model's batch is one replica's micro-batch). The
+    runtime's optimizer reduces the gradients over the replicas in one flat
+    bucket: an all-reduce (`zero=0`), or, as Megatron's distributed
+    optimizer, a reduce-scatter so that each replica updates its shard of
+    the fp32 master weights and moments, then an all-gather of the updated
+    weights (`zero=1`). The program itself is unchanged: gradient buckets and
+    optimizer shards are the runtime's memory, as in Megatron's DDP.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"1",
+           "data-parallel size (replicas of the program)">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "0: every replica keeps the whole optimizer state; 1: sharded "
+           "over the replicas (ZeRO-1)">,
+  ];
+  let dependentDialects = ["mp::MPDialect"];
+}
+
 #endif // MP_TRANSFORMS_PASSES_TD

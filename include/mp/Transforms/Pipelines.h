@@ -31,6 +31,15 @@ struct ParallelizeOptions : mlir::PassPipelineOptions<ParallelizeOptions> {
           clEnumValN(StorageType::F32, "f32", "fp32 (no conversion)"),
           clEnumValN(StorageType::BF16, "bf16", "bfloat16"),
           clEnumValN(StorageType::F16, "f16", "IEEE half"))};
+  Option<int64_t> dp{*this, "dp",
+                     llvm::cl::desc("data-parallel size (replicas of the "
+                                    "tensor-parallel group; training)"),
+                     llvm::cl::init(1)};
+  Option<int64_t> zero{
+      *this, "zero",
+      llvm::cl::desc("1: shard the optimizer state over the data-parallel "
+                     "replicas (Megatron's distributed optimizer)"),
+      llvm::cl::init(0)};
   Option<std::string> grid{
       *this, "grid",
       llvm::cl::desc("name of the shard.grid tensor parallelism creates"),

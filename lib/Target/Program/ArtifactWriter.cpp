@@ -600,6 +600,10 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
       ranks *= d;
     }
   }
+  if (auto dp = module->getAttrOfType<IntegerAttr>("mp.data_parallel"))
+    prog.set_data_parallel(dp.getInt());
+  if (auto zero = module->getAttrOfType<IntegerAttr>("mp.zero"))
+    prog.set_zero(static_cast<int32_t>(zero.getInt()));
   summary.ranks = ranks;
   std::vector<rt::SafetensorsWriter> params;
   if (ranks == 1) {
