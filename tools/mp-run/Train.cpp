@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "Train.h"
 #include "Run.h"
+#include "TrainState.h"
 
 #include "mp/Runtime/Npy.h"
 #include "mp/Runtime/Safetensors.h"
@@ -43,14 +44,21 @@ const char *kTrainUsage =
   --lr-decay constant|cosine  after the warmup (default constant)
   --min-lr X              where the cosine decay ends (default 0)
   --log FILE.jsonl        one JSON object per step: step, loss, grad_norm, lr
-  --save DIR              write the trained weights: DIR/rank<R>.safetensors
-                          and DIR/manifest.json (a temporary directory,
-                          renamed into place when every rank has written)
+  --save DIR              write a checkpoint at the end: DIR/rank<R>.safetensors
+                          (weights, fp32 master weights, AdamW moments) and
+                          DIR/manifest.json, written into DIR.tmp and swapped
+                          into place when every rank has written
+  --save-every K          also write the checkpoint every K steps
+  --resume DIR            start from checkpoint DIR (any tp/dp layout) at its
+                          step + 1; --steps is the total, as Megatron's
+                          --train-iters
 )";
 
 std::string TrainOptions::shared() const {
   return enabled ? " --train --steps " + std::to_string(steps) +
-                       (save.empty() ? "" : " --save")
+                       (save.empty() ? "" : " --save") +
+                       (resume.empty() ? "" : " --resume") + " --save-every " +
+                       std::to_string(saveEvery)
                  : "";
 }
 
@@ -59,7 +67,8 @@ bool isTrainValueOption(const std::string &flag) {
          flag == "--lr" || flag == "--betas" || flag == "--eps" ||
          flag == "--weight-decay" || flag == "--clip-grad" ||
          flag == "--warmup-steps" || flag == "--lr-decay" ||
-         flag == "--min-lr" || flag == "--log" || flag == "--save";
+         flag == "--min-lr" || flag == "--log" || flag == "--save" ||
+         flag == "--resume" || flag == "--save-every";
 }
 
 namespace {
@@ -102,6 +111,10 @@ Status parseTrainOption(const std::string &flag, const std::string &value,
     t.log = value;
   else if (flag == "--save")
     t.save = value;
+  else if (flag == "--resume")
+    t.resume = value;
+  else if (flag == "--save-every")
+    return parseSteps(flag, value, t.saveEvery);
   else if (flag == "--steps")
     return parseSteps(flag, value, t.steps);
   else if (flag == "--warmup-steps")
@@ -143,49 +156,21 @@ Status parseTrainOption(const std::string &flag, const std::string &value,
 
 Status checkTrainOptions(const TrainOptions &t) {
   if (!t.enabled) {
-    if (!t.data.empty() || t.steps || !t.save.empty() || !t.log.empty())
-      return Status::error("--data, --steps, --log and --save need --train");
+    if (!t.data.empty() || t.steps || !t.save.empty() || !t.log.empty() ||
+        !t.resume.empty() || t.saveEvery)
+      return Status::error(
+          "--data, --steps, --log, --save, --save-every and --resume need "
+          "--train");
     return Status::success();
   }
+  if (t.saveEvery && t.save.empty())
+    return Status::error("--save-every needs --save DIR");
   if (t.data.empty())
     return Status::error("--train needs --data TOKENS.npy");
   if (t.steps < 1)
     return Status::error("--train needs --steps N (N >= 1)");
   return Status::success();
 }
-
-namespace {
-
-int removeEntry(const char *path, const struct stat *, int, struct FTW *) {
-  return ::remove(path);
-}
-
-/// Removes `path` and everything below it (nothing when it is absent).
-void removeTree(const std::string &path) {
-  ::nftw(path.c_str(), removeEntry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/// One parameter being trained: this rank's shard, at `offset` of the
-/// optimizer's flat vectors.
-struct Slot {
-  std::string name;
-  Tensor param;     // in the executable's device memory
-  size_t gradIndex; // among the outputs
-  bool sharded;     // else replicated: counted once in the norm
-  bool decays;      // weight decay applies (2+ dims)
-  int64_t offset = 0;
-};
-
-/// The optimizer's state: every parameter value of this rank in one flat
-/// fp32 vector (slot order), which data parallelism reduces in one
-/// collective and ZeRO-1 shards. This rank updates [begin, end): all of
-/// them, or its replica's shard.
-struct Flat {
-  int64_t total = 0, padded = 0, begin = 0, end = 0;
-  std::vector<float> grad;    // [padded]: this rank's, then reduced
-  std::vector<float> weights; // [padded]: the whole fp32 master weights
-  std::vector<float> m, v;    // [end - begin]
-};
 
 float toFloat(const void *data, DType dtype, int64_t i) {
   switch (dtype) {
@@ -212,6 +197,20 @@ void fromFloats(const float *values, int64_t n, DType dtype,
     }
   }
 }
+
+Status uploadWeights(Executable &exe, const std::vector<Slot> &slots,
+                     const Flat &flat) {
+  std::vector<uint8_t> bytes;
+  for (const Slot &s : slots) {
+    fromFloats(flat.weights.data() + s.offset, s.param.numel(), s.param.dtype,
+               bytes);
+    if (Status st = exe.upload(bytes.data(), s.param); !st)
+      return st;
+  }
+  return Status::success();
+}
+
+namespace {
 
 bool isFloat(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16;
@@ -260,6 +259,8 @@ Status bindTrainStep(Executable &exe, std::vector<Slot> &slots,
       return Status::error("the gradient of '" + p.name +
                            "' does not match the parameter");
     slot.sharded = g.shardAxis >= 0;
+    slot.shardAxis = g.shardAxis;
+    slot.shardGroups = g.shardGroups;
     slot.decays = p.tensor.shape.size() >= 2;
     slots.push_back(std::move(slot));
   }
@@ -429,85 +430,7 @@ Status applyUpdate(const TrainOptions &t, Executable &exe,
     if (Status st = exe.dataParallelComm()->allGather(in, out, 0); !st)
       return st;
   }
-  std::vector<uint8_t> bytes;
-  for (Slot &s : slots) {
-    fromFloats(flat.weights.data() + s.offset, s.param.numel(), s.param.dtype,
-               bytes);
-    if (Status st = exe.upload(bytes.data(), s.param); !st)
-      return st;
-  }
-  return Status::success();
-}
-
-/// Writes this grid rank's trained weights into `dir` (grid rank 0 also
-/// the manifest).
-Status saveRank(const std::string &dir, Executable &exe,
-                const std::vector<Slot> &slots, const Flat &flat) {
-  Communicator &grid = exe.gridComm();
-  SafetensorsWriter writer(dir + "/rank" + std::to_string(grid.rank()) +
-                           ".safetensors");
-  std::vector<uint8_t> bytes;
-  for (const Slot &s : slots) {
-    fromFloats(flat.weights.data() + s.offset, s.param.numel(), s.param.dtype,
-               bytes);
-    writer.add(s.name, s.param.dtype, s.param.shape,
-               std::string(bytes.begin(), bytes.end()));
-  }
-  if (Status st = writer.finish(); !st)
-    return st;
-  if (grid.rank() != 0)
-    return Status::success();
-  std::string json = "{\n  \"format\": \"mp-trained-weights\",\n  "
-                     "\"ranks\": " +
-                     std::to_string(grid.size()) + ",\n  \"parameters\": [";
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const Slot &s = slots[i];
-    const IOSpec &g = exe.outputs()[s.gradIndex];
-    std::string shape;
-    for (size_t d = 0; d < s.param.shape.size(); ++d)
-      shape += (d ? ", " : "") + std::to_string(s.param.shape[d]);
-    json += std::string(i ? "," : "") + "\n    {\"name\": \"" + s.name +
-            "\", \"dtype\": \"" + dtypeName(s.param.dtype) +
-            "\", \"local_shape\": [" + shape +
-            "], \"shard_axis\": " + std::to_string(g.shardAxis) +
-            ", \"shard_groups\": " + std::to_string(g.shardGroups) + "}";
-  }
-  json += "\n  ]\n}\n";
-  return writeFileAtomically(dir + "/manifest.json", json);
-}
-
-/// The first replica's ranks write into a temporary directory, which rank
-/// 0 renames into place once all have: a crash leaves the previous DIR
-/// whole.
-void save(const std::string &dir, Communicator &world, Executable &exe,
-          const std::vector<Slot> &slots, const Flat &flat) {
-  const std::string tmp = dir + ".tmp";
-  if (world.rank() == 0)
-    removeTree(tmp);
-  stopIfAnyRankFailed(world, Status::success()); // (a barrier)
-  Status made = Status::success();
-  if (world.rank() == 0 && ::mkdir(tmp.c_str(), 0755) != 0)
-    made = Status::error("--save: cannot create '" + tmp +
-                         "': " + std::strerror(errno));
-  stopIfAnyRankFailed(world, made);
-  const bool firstReplica =
-      !exe.dataParallelComm() || exe.dataParallelComm()->rank() == 0;
-  stopIfAnyRankFailed(world, firstReplica ? saveRank(tmp, exe, slots, flat)
-                                          : Status::success());
-  Status moved = Status::success();
-  if (world.rank() == 0) {
-    const std::string old = dir + ".old";
-    struct stat st;
-    bool existed = ::stat(dir.c_str(), &st) == 0;
-    if (existed && std::rename(dir.c_str(), old.c_str()) != 0)
-      moved = Status::error("--save: cannot move the previous '" + dir + "'");
-    else if (std::rename(tmp.c_str(), dir.c_str()) != 0)
-      moved =
-          Status::error("--save: cannot rename '" + tmp + "' to '" + dir + "'");
-    else if (existed)
-      removeTree(old);
-  }
-  stopIfAnyRankFailed(world, moved);
+  return uploadWeights(exe, slots, flat);
 }
 
 /// "[#####.....]  3/10" on a terminal, overwritten by the next line.
@@ -536,6 +459,16 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
   stopIfAnyRankFailed(world, readTokens(t.data, seq, tokens));
   Flat flat;
   stopIfAnyRankFailed(world, initFlat(exe, slots, flat));
+  int64_t firstStep = 1;
+  if (!t.resume.empty()) {
+    int64_t saved = 0;
+    stopIfAnyRankFailed(world,
+                        loadCheckpoint(t.resume, exe, slots, flat, saved));
+    firstStep = saved + 1;
+    if (!quiet)
+      std::printf("mp-run: resumed from %s at step %lld\n", t.resume.c_str(),
+                  static_cast<long long>(saved));
+  }
   std::FILE *log = nullptr;
   if (!t.log.empty() && world.rank() == 0) {
     log = std::fopen(t.log.c_str(), "w");
@@ -556,7 +489,7 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
   const double stepTokens = static_cast<double>(batch * seq * replicas);
   std::vector<Tensor> in(2), out;
   double started = seconds(), lastLoss = 0;
-  for (int64_t step = 1; step <= t.steps; ++step) {
+  for (int64_t step = firstStep; step <= t.steps; ++step) {
     const double stepStart = seconds();
     fillBatch(tokens, step, replica, replicas, inputs[idsInput],
               inputs[labelsInput]);
@@ -603,6 +536,8 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
       if (terminal && step < t.steps)
         progressBar(step, t.steps);
     }
+    if (t.saveEvery && step % t.saveEvery == 0 && step < t.steps)
+      saveCheckpoint(t.save, world, exe, slots, flat, step, t);
     if (log) {
       std::fprintf(log,
                    "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, "
@@ -614,13 +549,14 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
   if (log)
     std::fclose(log);
   const double total = seconds() - started;
+  const int64_t ran = std::max<int64_t>(t.steps - firstStep + 1, 0);
   if (!quiet)
     std::printf("mp-run: trained %lld steps in %.2f s (%.0f tokens/s), final "
                 "loss %.6f\n",
-                static_cast<long long>(t.steps), total,
-                stepTokens * static_cast<double>(t.steps) / total, lastLoss);
+                static_cast<long long>(ran), total,
+                stepTokens * static_cast<double>(ran) / total, lastLoss);
   if (!t.save.empty()) {
-    save(t.save, world, exe, slots, flat);
+    saveCheckpoint(t.save, world, exe, slots, flat, t.steps, t);
     if (!quiet)
       std::printf("mp-run: saved the trained weights to %s\n", t.save.c_str());
   }

@@ -14,8 +14,9 @@ namespace mprun {
 
 struct TrainOptions {
   bool enabled = false;
-  std::string data, log, save;
-  bool sgd = false; // else AdamW
+  std::string data, log, save, resume;
+  int64_t saveEvery = 0; // also save every this many steps (0: at the end)
+  bool sgd = false;      // else AdamW
   int64_t steps = 0;
   mp::rt::AdamWOptions adam;
   mp::rt::LRSchedule schedule;

@@ -11,6 +11,7 @@
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Runtime/Npy.h"
 #include "mp/Runtime/Safetensors.h"
+#include "mp/Runtime/Shards.h"
 #include "mp/Support/Float16.h"
 
 #include "llvm/Support/JSON.h"
@@ -51,8 +52,7 @@ LogicalResult readManifest(ModuleOp module, StringRef dir, int64_t &ranks,
   std::optional<int64_t> count =
       root ? root->getInteger("ranks") : std::nullopt;
   if (!list || !count || *count < 1 ||
-      root->getString("format") !=
-          std::optional<StringRef>("mp-trained-weights"))
+      root->getString("format") != std::optional<StringRef>("mp-checkpoint"))
     return module.emitError()
            << "'" << path << "' is not an mp-run --save manifest";
   ranks = *count;
@@ -72,24 +72,6 @@ LogicalResult readManifest(ModuleOp module, StringRef dir, int64_t &ranks,
     params[name->str()] = saved;
   }
   return success();
-}
-
-/// The whole parameter from every rank's shard (`shards[r]` bytes), split
-/// as `saved` says.
-std::string assemble(const SavedParameter &saved,
-                     const std::vector<std::string> &shards) {
-  if (saved.shardAxis < 0)
-    return shards[0];
-  int64_t outer = saved.shardGroups;
-  for (int64_t d = 0; d < saved.shardAxis; ++d)
-    outer *= saved.localShape[d];
-  const size_t block = outer ? shards[0].size() / outer : 0;
-  std::string whole;
-  whole.reserve(shards[0].size() * shards.size());
-  for (int64_t o = 0; o < outer; ++o)
-    for (const std::string &shard : shards)
-      whole.append(shard, o * block, block);
-  return whole;
 }
 
 /// `bytes` of element type `from` as little-endian values of ONNX type `to`.
@@ -172,7 +154,7 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
       return param.emitError()
              << "trained parameter '" << param.getSymName()
              << "' has no ONNX initializer '" << initName << "' to go into";
-    std::vector<std::string> shards;
+    std::vector<std::string_view> shards;
     rt::DType dtype;
     if (!rt::parseDType(found->second.dtype, dtype))
       return param.emitError()
@@ -186,7 +168,9 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
       shards.emplace_back(reinterpret_cast<const char *>(data),
                           entry->second.end - entry->second.begin);
     }
-    std::string whole = assemble(found->second, shards);
+    std::string whole =
+        rt::assembleShards(shards, found->second.localShape,
+                           found->second.shardAxis, found->second.shardGroups);
     const onnx::TensorProto &proto = *init->second;
     int64_t elements = 1;
     for (int64_t d : proto.dims())

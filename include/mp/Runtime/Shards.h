@@ -1,0 +1,33 @@
+//===- Shards.h - tensors split over the ranks of a grid ------------*- C++
+//-*-===//
+//
+// How a sharded parameter's whole value and its ranks' shards relate:
+// dimension `axis` is viewed as `groups` equal blocks, each split evenly
+// over the ranks (a fused QKV weight: groups = 3). Row-major bytes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_RUNTIME_SHARDS_H
+#define MP_RUNTIME_SHARDS_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mp::rt {
+
+/// The whole tensor from every rank's shard, in rank order; `localShape` is
+/// a shard's shape, `axis` -1 for a replicated tensor (shard 0 is it).
+std::string assembleShards(const std::vector<std::string_view> &shards,
+                           const std::vector<int64_t> &localShape, int64_t axis,
+                           int64_t groups);
+
+/// Rank `rank`'s shard (of `ranks`) of the whole tensor `whole` of shape
+/// `wholeShape`; `axis` -1: the whole.
+std::string shardOf(std::string_view whole,
+                    const std::vector<int64_t> &wholeShape, int64_t axis,
+                    int64_t groups, int64_t ranks, int64_t rank);
+
+} // namespace mp::rt
+
+#endif // MP_RUNTIME_SHARDS_H

@@ -1,0 +1,289 @@
+//===- Checkpoint.cpp - mp-run --train --save / --resume ------------------===//
+//
+// A checkpoint is a directory: rank<R>.safetensors per grid rank (each
+// parameter's shard in its dtype, and its fp32 master weights and AdamW
+// moments under master/, exp_avg/, exp_avg_sq/) and manifest.json (the
+// step, the layout, how each parameter is split). Loading reassembles each
+// tensor whole and takes this rank's shard as its own program splits it, so
+// a checkpoint loads into another (tp, dp) layout.
+//
+//===----------------------------------------------------------------------===//
+#include "TrainState.h"
+
+#include "mp/Runtime/Npy.h"
+#include "mp/Runtime/Safetensors.h"
+#include "mp/Runtime/Shards.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <ftw.h>
+#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace mp::rt;
+
+namespace mprun {
+namespace {
+
+const char *const kStateKinds[] = {"master/", "exp_avg/", "exp_avg_sq/"};
+
+int removeEntry(const char *path, const struct stat *, int, struct FTW *) {
+  return ::remove(path);
+}
+
+/// Removes `path` and everything below it (nothing when it is absent).
+void removeTree(const std::string &path) {
+  ::nftw(path.c_str(), removeEntry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/// Flushes a directory's entries (files created or renamed in it).
+void syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+std::string parentOf(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash + 1);
+}
+
+/// A test hook: this rank dies (SIGKILL) at `point` of a save when
+/// MP_RUN_TEST_KILL_IN_SAVE is "POINT:RANK".
+void maybeDie(const char *point, int rank) {
+  const char *hook = std::getenv("MP_RUN_TEST_KILL_IN_SAVE");
+  if (!hook)
+    return;
+  std::string spec = hook;
+  size_t colon = spec.find(':');
+  if (spec.substr(0, colon) == point &&
+      (colon == std::string::npos ||
+       std::atoi(spec.c_str() + colon + 1) == rank))
+    std::raise(SIGKILL);
+}
+
+/// The whole fp32 moments on this rank (ZeRO-1: gathered from the
+/// replicas' shards).
+Status wholeMoments(Executable &exe, const Flat &flat, std::vector<float> &m,
+                    std::vector<float> &v) {
+  if (!exe.shardedOptimizer() || !exe.dataParallelComm()) {
+    m = flat.m;
+    v = flat.v;
+    return Status::success();
+  }
+  const int64_t chunk = flat.end - flat.begin,
+                replicas = exe.dataParallelSize();
+  for (auto [mine, whole] :
+       {std::pair<const std::vector<float> *, std::vector<float> *>{&flat.m,
+                                                                    &m},
+        {&flat.v, &v}}) {
+    whole->assign(static_cast<size_t>(flat.padded), 0.0f);
+    Tensor in{const_cast<float *>(mine->data()), DType::F32, {1, chunk}};
+    Tensor out{whole->data(), DType::F32, {replicas, chunk}};
+    if (Status st = exe.dataParallelComm()->allGather(in, out, 0); !st)
+      return st;
+  }
+  return Status::success();
+}
+
+std::string bytesOf(const float *values, int64_t n) {
+  return std::string(reinterpret_cast<const char *>(values),
+                     static_cast<size_t>(n) * sizeof(float));
+}
+
+Status writeRank(const std::string &dir, Executable &exe,
+                 const std::vector<Slot> &slots, const Flat &flat,
+                 const std::vector<float> &m, const std::vector<float> &v,
+                 int64_t step, const TrainOptions &options) {
+  Communicator &grid = exe.gridComm();
+  SafetensorsWriter writer(dir + "/rank" + std::to_string(grid.rank()) +
+                           ".safetensors");
+  std::vector<uint8_t> bytes;
+  for (const Slot &s : slots) {
+    const int64_t n = s.param.numel();
+    fromFloats(flat.weights.data() + s.offset, n, s.param.dtype, bytes);
+    writer.add(s.name, s.param.dtype, s.param.shape,
+               std::string(bytes.begin(), bytes.end()));
+    const float *state[] = {flat.weights.data(), m.data(), v.data()};
+    for (int k = 0; k < 3; ++k)
+      writer.add(kStateKinds[k] + s.name, DType::F32, s.param.shape,
+                 bytesOf(state[k] + s.offset, n));
+  }
+  if (Status st = writer.finish(); !st)
+    return st;
+  if (grid.rank() != 0)
+    return Status::success();
+  nlohmann::ordered_json manifest;
+  manifest["format"] = "mp-checkpoint";
+  manifest["version"] = 1;
+  manifest["step"] = step;
+  manifest["ranks"] = grid.size();
+  manifest["data_parallel"] = exe.dataParallelSize();
+  manifest["zero"] = exe.shardedOptimizer() ? 1 : 0;
+  manifest["optimizer"] = options.sgd ? "sgd" : "adamw";
+  manifest["data"] = options.data;
+  // One line per parameter.
+  std::string text = manifest.dump(2);
+  text.erase(text.find_last_of('}'));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  text += ",\n  \"parameters\": [";
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Slot &s = slots[i];
+    nlohmann::ordered_json p = {{"name", s.name},
+                                {"dtype", dtypeName(s.param.dtype)},
+                                {"local_shape", s.param.shape},
+                                {"shard_axis", s.shardAxis},
+                                {"shard_groups", s.shardGroups}};
+    text += std::string(i ? "," : "") + "\n    " + p.dump();
+  }
+  text += "\n  ]\n}\n";
+  return writeFileAtomically(dir + "/manifest.json", text);
+}
+
+/// Puts the finished `tmp` at `dir`: swapped atomically with a previous
+/// checkpoint (which is then removed), so `dir` is at every moment either
+/// the old checkpoint or the new one.
+Status swapIntoPlace(const std::string &tmp, const std::string &dir) {
+  syncDirectory(tmp);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(),
+                    RENAME_EXCHANGE) != 0)
+      return Status::error("--save: cannot swap '" + tmp + "' with '" + dir +
+                           "': " + std::strerror(errno));
+    syncDirectory(parentOf(dir));
+    maybeDie("after-swap", 0);
+    removeTree(tmp); // (now the previous checkpoint)
+    return Status::success();
+  }
+  if (std::rename(tmp.c_str(), dir.c_str()) != 0)
+    return Status::error("--save: cannot rename '" + tmp + "' to '" + dir +
+                         "': " + std::strerror(errno));
+  syncDirectory(parentOf(dir));
+  return Status::success();
+}
+
+} // namespace
+
+void saveCheckpoint(const std::string &dir, Communicator &world,
+                    Executable &exe, const std::vector<Slot> &slots, Flat &flat,
+                    int64_t step, const TrainOptions &options) {
+  std::vector<float> m, v;
+  stopIfAnyRankFailed(world, wholeMoments(exe, flat, m, v));
+  const std::string tmp = dir + ".tmp";
+  Status made = Status::success();
+  if (world.rank() == 0) {
+    removeTree(tmp);
+    if (::mkdir(tmp.c_str(), 0755) != 0)
+      made = Status::error("--save: cannot create '" + tmp +
+                           "': " + std::strerror(errno));
+  }
+  stopIfAnyRankFailed(world, made);
+  maybeDie("before-write", world.rank());
+  const bool firstReplica =
+      !exe.dataParallelComm() || exe.dataParallelComm()->rank() == 0;
+  stopIfAnyRankFailed(world, firstReplica ? writeRank(tmp, exe, slots, flat, m,
+                                                      v, step, options)
+                                          : Status::success());
+  maybeDie("before-swap", world.rank());
+  stopIfAnyRankFailed(world, world.rank() == 0 ? swapIntoPlace(tmp, dir)
+                                               : Status::success());
+}
+
+Status loadCheckpoint(const std::string &dir, Executable &exe,
+                      const std::vector<Slot> &slots, Flat &flat,
+                      int64_t &step) {
+  const std::string path = dir + "/manifest.json";
+  std::ifstream in(path);
+  if (!in)
+    return Status::error("--resume: cannot read '" + path +
+                         "' (a checkpoint mp-run --train --save wrote)");
+  nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
+  if (manifest.is_discarded() || !manifest.is_object() ||
+      manifest.value("format", "") != "mp-checkpoint" ||
+      !manifest["step"].is_number_integer() ||
+      !manifest["ranks"].is_number_integer() ||
+      !manifest["parameters"].is_array())
+    return Status::error("--resume: '" + path +
+                         "' is not an mp-run checkpoint manifest");
+  step = manifest["step"].get<int64_t>();
+  const int64_t ranks = manifest["ranks"].get<int64_t>();
+  if (ranks < 1 || ranks > (1 << 20) || step < 0)
+    return Status::error("--resume: '" + path +
+                         "' has a step or rank count "
+                         "out of range");
+  std::map<std::string, nlohmann::json> saved;
+  for (const auto &p : manifest["parameters"])
+    if (p.is_object() && p.contains("name") && p["name"].is_string())
+      saved[p["name"].get<std::string>()] = p;
+  std::vector<std::unique_ptr<SafetensorsFile>> files(ranks);
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::string file = dir + "/rank" + std::to_string(r) + ".safetensors";
+    if (Status st = SafetensorsFile::open(file, files[r]); !st)
+      return Status::error("--resume: " + st.message);
+  }
+  Communicator &grid = exe.gridComm();
+  std::vector<float> m(static_cast<size_t>(flat.padded), 0.0f), v = m;
+  for (const Slot &s : slots) {
+    auto found = saved.find(s.name);
+    if (found == saved.end())
+      return Status::error("--resume: the checkpoint has no parameter '" +
+                           s.name + "'");
+    const nlohmann::json &p = found->second;
+    const std::vector<int64_t> localShape =
+        p.value("local_shape", std::vector<int64_t>());
+    const int64_t axis = p.value("shard_axis", int64_t(-1));
+    const int64_t groups = p.value("shard_groups", int64_t(1));
+    std::vector<int64_t> wholeShape = localShape;
+    if (axis >= static_cast<int64_t>(wholeShape.size()) || groups < 1)
+      return Status::error("--resume: parameter '" + s.name +
+                           "' has a bad sharding in the manifest");
+    if (axis >= 0)
+      wholeShape[axis] *= ranks;
+    // This program's whole shape of the parameter must be the same.
+    std::vector<int64_t> mine = s.param.shape;
+    if (s.shardAxis >= 0)
+      mine[s.shardAxis] *= grid.size();
+    if (mine != wholeShape)
+      return Status::error("--resume: parameter '" + s.name + "' is " +
+                           formatShape(wholeShape) + " in the checkpoint but " +
+                           formatShape(mine) + " in this model");
+    float *targets[] = {flat.weights.data(), m.data(), v.data()};
+    for (int k = 0; k < 3; ++k) {
+      std::vector<std::string_view> shards;
+      const std::string key = kStateKinds[k] + s.name;
+      for (int64_t r = 0; r < ranks; ++r) {
+        auto entry = files[r]->entries().find(key);
+        if (entry == files[r]->entries().end() ||
+            entry->second.dtype != DType::F32)
+          return Status::error("--resume: rank " + std::to_string(r) +
+                               "'s file lacks f32 '" + key + "'");
+        shards.emplace_back(
+            reinterpret_cast<const char *>(files[r]->data(entry->second)),
+            entry->second.end - entry->second.begin);
+      }
+      std::string whole = assembleShards(shards, localShape, axis, groups);
+      std::string local = shardOf(whole, wholeShape, s.shardAxis, s.shardGroups,
+                                  grid.size(), grid.rank());
+      if (local.size() != static_cast<size_t>(s.param.numel()) * sizeof(float))
+        return Status::error("--resume: '" + key + "' has the wrong size");
+      std::memcpy(targets[k] + s.offset, local.data(), local.size());
+    }
+  }
+  flat.m.assign(m.begin() + flat.begin, m.begin() + flat.end);
+  flat.v.assign(v.begin() + flat.begin, v.begin() + flat.end);
+  return uploadWeights(exe, slots, flat);
+}
+
+} // namespace mprun

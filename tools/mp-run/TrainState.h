@@ -1,0 +1,76 @@
+//===- TrainState.h - the training loop's state ---------------------*- C++
+//-*-===//
+//
+// Shared by the training loop (Train.cpp) and checkpoints (Checkpoint.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_TOOLS_MP_RUN_TRAINSTATE_H
+#define MP_TOOLS_MP_RUN_TRAINSTATE_H
+
+#include "Run.h"
+#include "Train.h"
+
+#include "mp/Runtime/Executable.h"
+
+#include <string>
+#include <vector>
+
+namespace mprun {
+
+using mp::rt::DType;
+using mp::rt::Executable;
+using mp::rt::Tensor;
+
+/// One parameter being trained: this rank's shard, at `offset` of the
+/// optimizer's flat vectors; split over the grid as its gradient output
+/// says (`shardAxis` -1: replicated).
+struct Slot {
+  std::string name;
+  Tensor param;     // in the executable's device memory
+  size_t gradIndex; // among the outputs
+  bool sharded;     // else replicated: counted once in the norm
+  bool decays;      // weight decay applies (2+ dims)
+  int64_t shardAxis = -1, shardGroups = 1;
+  int64_t offset = 0;
+};
+
+/// The optimizer's state: every parameter value of this rank in one flat
+/// fp32 vector (slot order), which data parallelism reduces in one
+/// collective and ZeRO-1 shards. This rank updates [begin, end): all of
+/// them, or its replica's shard.
+struct Flat {
+  int64_t total = 0, padded = 0, begin = 0, end = 0;
+  std::vector<float> grad;    // [padded]: this rank's, then reduced
+  std::vector<float> weights; // [padded]: the whole fp32 master weights
+  std::vector<float> m, v;    // [end - begin]
+};
+
+/// Element `i` of float data of `dtype` (f32, bf16, f16) as a float.
+float toFloat(const void *data, DType dtype, int64_t i);
+/// `n` floats as little-endian values of `dtype`.
+void fromFloats(const float *values, int64_t n, DType dtype,
+                std::vector<uint8_t> &out);
+/// Writes every parameter back from the master weights, in its own dtype.
+Status uploadWeights(Executable &exe, const std::vector<Slot> &slots,
+                     const Flat &flat);
+
+/// Writes a checkpoint of step `step` into `dir`: every parameter, its fp32
+/// master weights and AdamW moments (gathered from the replicas' shards
+/// under ZeRO-1), one safetensors file per grid rank and a manifest naming
+/// the layout, the step and the optimizer. Written into `dir.tmp`, flushed,
+/// and swapped into place once every rank has written: a crash at any
+/// moment leaves the previous checkpoint whole. Every rank calls it.
+void saveCheckpoint(const std::string &dir, Communicator &world,
+                    Executable &exe, const std::vector<Slot> &slots, Flat &flat,
+                    int64_t step, const TrainOptions &options);
+
+/// Reads the checkpoint `dir` into this rank's state (any layout: sharded
+/// parameters are reassembled and split as this program splits them);
+/// `step` is the step it was saved at. Every rank calls it.
+Status loadCheckpoint(const std::string &dir, Executable &exe,
+                      const std::vector<Slot> &slots, Flat &flat,
+                      int64_t &step);
+
+} // namespace mprun
+
+#endif // MP_TOOLS_MP_RUN_TRAINSTATE_H
