@@ -169,9 +169,40 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     });
   }
 
+  /// A train step's memory per rank beyond its arena, as mp-run --train
+  /// holds it: the parameters, one fp32 gradient bucket, and the fp32
+  /// master weights and two AdamW moments (12 bytes per parameter), sharded
+  /// over the data-parallel replicas under ZeRO-1 (Megatron's 6 + 12/d for
+  /// bf16 parameters).
+  void summarizeOptimizer(ModuleOp module, double values, double paramBytes,
+                          llvm::raw_ostream &os) {
+    FailureOr<func::FuncOp> func = getEntryFunction(module);
+    if (failed(func) || !(*func)->hasAttr("mp.forward_arena_bytes") ||
+        values <= 0)
+      return;
+    auto attr = [&](StringRef name) {
+      auto a = module->getAttrOfType<IntegerAttr>(name);
+      return a ? a.getInt() : 0;
+    };
+    const int64_t dp = std::max<int64_t>(attr("mp.data_parallel"), 1);
+    const bool zero = attr("mp.zero") == 1;
+    const double perParam = paramBytes / values;
+    const double state = zero ? 12.0 / dp : 12.0;
+    const double total = perParam + 4 + state;
+    os << llvm::format("  optimizer   %.4g bytes per parameter per rank "
+                       "(parameters %.4g + fp32 gradients 4 + fp32 master "
+                       "weights and moments ",
+                       total, perParam);
+    if (zero)
+      os << "12/" << dp << ", ZeRO-1 over dp=" << dp;
+    else
+      os << "12" << (dp > 1 ? ", dp=" + std::to_string(dp) : std::string());
+    os << "): " << byteString(total * values) << " per rank\n";
+  }
+
   void summarizeParams(ModuleOp module, llvm::raw_ostream &os) {
     int64_t count = 0, values = 0;
-    double bytes = 0, localBytes = 0;
+    double bytes = 0, localBytes = 0, localValues = 0;
     bool shapeOnly = false, sharded = false;
     SymbolTableCollection symbols;
     auto sizeOf = [](RankedTensorType t) {
@@ -185,6 +216,7 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
       bytes += sizeOf(type);
       FailureOr<RankedTensorType> local = param.getLocalType(symbols, false);
       localBytes += sizeOf(succeeded(local) ? *local : type);
+      localValues += (succeeded(local) ? *local : type).getNumElements();
       sharded |= param.getGrid().has_value();
       shapeOnly |= !param.hasData();
     }
@@ -193,6 +225,7 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     if (sharded)
       os << "; " << byteString(localBytes) << " per rank";
     os << (shapeOnly ? " (shapes only)" : "") << "\n";
+    summarizeOptimizer(module, localValues, localBytes, os);
     for (auto param : module.getOps<ParamOp>())
       if (auto copies = param->getAttrOfType<ArrayAttr>("mp.tied_copies"))
         for (Attribute copy : copies)

@@ -72,28 +72,16 @@ void maybeDie(const char *point, int rank) {
     std::raise(SIGKILL);
 }
 
-/// The whole fp32 moments on this rank (ZeRO-1: gathered from the
-/// replicas' shards).
-Status wholeMoments(Executable &exe, const Flat &flat, std::vector<float> &m,
-                    std::vector<float> &v) {
-  if (!exe.shardedOptimizer() || !exe.dataParallelComm()) {
-    m = flat.m;
-    v = flat.v;
-    return Status::success();
-  }
-  const int64_t chunk = flat.end - flat.begin,
-                replicas = exe.dataParallelSize();
-  for (auto [mine, whole] :
-       {std::pair<const std::vector<float> *, std::vector<float> *>{&flat.m,
-                                                                    &m},
-        {&flat.v, &v}}) {
-    whole->assign(static_cast<size_t>(flat.padded), 0.0f);
-    Tensor in{const_cast<float *>(mine->data()), DType::F32, {1, chunk}};
-    Tensor out{whole->data(), DType::F32, {replicas, chunk}};
-    if (Status st = exe.dataParallelComm()->allGather(in, out, 0); !st)
-      return st;
-  }
-  return Status::success();
+/// The whole fp32 master weights and moments on this rank (ZeRO-1:
+/// gathered from the replicas' shards).
+Status wholeState(Executable &exe, const Flat &flat, std::vector<float> &w,
+                  std::vector<float> &m, std::vector<float> &v) {
+  Status st = wholeOf(exe, flat, flat.master, w);
+  if (st)
+    st = wholeOf(exe, flat, flat.m, m);
+  if (st)
+    st = wholeOf(exe, flat, flat.v, v);
+  return st;
 }
 
 std::string bytesOf(const float *values, int64_t n) {
@@ -102,7 +90,7 @@ std::string bytesOf(const float *values, int64_t n) {
 }
 
 Status writeRank(const std::string &dir, Executable &exe,
-                 const std::vector<Slot> &slots, const Flat &flat,
+                 const std::vector<Slot> &slots, const std::vector<float> &w,
                  const std::vector<float> &m, const std::vector<float> &v,
                  int64_t step, const TrainOptions &options) {
   Communicator &grid = exe.gridComm();
@@ -111,10 +99,10 @@ Status writeRank(const std::string &dir, Executable &exe,
   std::vector<uint8_t> bytes;
   for (const Slot &s : slots) {
     const int64_t n = s.param.numel();
-    fromFloats(flat.weights.data() + s.offset, n, s.param.dtype, bytes);
+    fromFloats(w.data() + s.offset, n, s.param.dtype, bytes);
     writer.add(s.name, s.param.dtype, s.param.shape,
                std::string(bytes.begin(), bytes.end()));
-    const float *state[] = {flat.weights.data(), m.data(), v.data()};
+    const float *state[] = {w.data(), m.data(), v.data()};
     for (int k = 0; k < 3; ++k)
       writer.add(kStateKinds[k] + s.name, DType::F32, s.param.shape,
                  bytesOf(state[k] + s.offset, n));
@@ -179,8 +167,8 @@ Status swapIntoPlace(const std::string &tmp, const std::string &dir) {
 void saveCheckpoint(const std::string &dir, Communicator &world,
                     Executable &exe, const std::vector<Slot> &slots, Flat &flat,
                     int64_t step, const TrainOptions &options) {
-  std::vector<float> m, v;
-  stopIfAnyRankFailed(world, wholeMoments(exe, flat, m, v));
+  std::vector<float> w, m, v;
+  stopIfAnyRankFailed(world, wholeState(exe, flat, w, m, v));
   const std::string tmp = dir + ".tmp";
   Status made = Status::success();
   if (world.rank() == 0) {
@@ -193,9 +181,9 @@ void saveCheckpoint(const std::string &dir, Communicator &world,
   maybeDie("before-write", world.rank());
   const bool firstReplica =
       !exe.dataParallelComm() || exe.dataParallelComm()->rank() == 0;
-  stopIfAnyRankFailed(world, firstReplica ? writeRank(tmp, exe, slots, flat, m,
-                                                      v, step, options)
-                                          : Status::success());
+  stopIfAnyRankFailed(
+      world, firstReplica ? writeRank(tmp, exe, slots, w, m, v, step, options)
+                          : Status::success());
   maybeDie("before-swap", world.rank());
   stopIfAnyRankFailed(world, world.rank() == 0 ? swapIntoPlace(tmp, dir)
                                                : Status::success());
@@ -234,7 +222,7 @@ Status loadCheckpoint(const std::string &dir, Executable &exe,
       return Status::error("--resume: " + st.message);
   }
   Communicator &grid = exe.gridComm();
-  std::vector<float> m(static_cast<size_t>(flat.padded), 0.0f), v = m;
+  std::vector<float> w(static_cast<size_t>(flat.padded), 0.0f), m = w, v = w;
   for (const Slot &s : slots) {
     auto found = saved.find(s.name);
     if (found == saved.end())
@@ -259,7 +247,7 @@ Status loadCheckpoint(const std::string &dir, Executable &exe,
       return Status::error("--resume: parameter '" + s.name + "' is " +
                            formatShape(wholeShape) + " in the checkpoint but " +
                            formatShape(mine) + " in this model");
-    float *targets[] = {flat.weights.data(), m.data(), v.data()};
+    float *targets[] = {w.data(), m.data(), v.data()};
     for (int k = 0; k < 3; ++k) {
       std::vector<std::string_view> shards;
       const std::string key = kStateKinds[k] + s.name;
@@ -281,9 +269,10 @@ Status loadCheckpoint(const std::string &dir, Executable &exe,
       std::memcpy(targets[k] + s.offset, local.data(), local.size());
     }
   }
+  flat.master.assign(w.begin() + flat.begin, w.begin() + flat.end);
   flat.m.assign(m.begin() + flat.begin, m.begin() + flat.end);
   flat.v.assign(v.begin() + flat.begin, v.begin() + flat.end);
-  return uploadWeights(exe, slots, flat);
+  return uploadWeights(exe, slots, w);
 }
 
 } // namespace mprun

@@ -199,10 +199,10 @@ void fromFloats(const float *values, int64_t n, DType dtype,
 }
 
 Status uploadWeights(Executable &exe, const std::vector<Slot> &slots,
-                     const Flat &flat) {
+                     const std::vector<float> &weights) {
   std::vector<uint8_t> bytes;
   for (const Slot &s : slots) {
-    fromFloats(flat.weights.data() + s.offset, s.param.numel(), s.param.dtype,
+    fromFloats(weights.data() + s.offset, s.param.numel(), s.param.dtype,
                bytes);
     if (Status st = exe.upload(bytes.data(), s.param); !st)
       return st;
@@ -327,18 +327,36 @@ Status initFlat(Executable &exe, std::vector<Slot> &slots, Flat &flat) {
     flat.end = flat.begin + chunk;
   }
   flat.grad.assign(static_cast<size_t>(flat.padded), 0.0f);
-  flat.weights.assign(static_cast<size_t>(flat.padded), 0.0f);
   flat.m.assign(static_cast<size_t>(flat.end - flat.begin), 0.0f);
   flat.v = flat.m;
+  std::vector<float> whole(static_cast<size_t>(flat.padded), 0.0f);
   for (Slot &s : slots) {
     std::vector<uint8_t> host(s.param.bytes());
     if (Status st = exe.download(s.param, host.data()); !st)
       return st;
     for (int64_t i = 0; i < s.param.numel(); ++i)
-      flat.weights[s.offset + i] = toFloat(host.data(), s.param.dtype, i);
+      whole[s.offset + i] = toFloat(host.data(), s.param.dtype, i);
   }
+  flat.master.assign(whole.begin() + flat.begin, whole.begin() + flat.end);
   return Status::success();
 }
+
+} // namespace
+
+Status wholeOf(Executable &exe, const Flat &flat,
+               const std::vector<float> &mine, std::vector<float> &whole) {
+  if (!exe.shardedOptimizer() || !exe.dataParallelComm()) {
+    whole = mine;
+    return Status::success();
+  }
+  const int64_t chunk = flat.end - flat.begin;
+  whole.assign(static_cast<size_t>(flat.padded), 0.0f);
+  Tensor in{const_cast<float *>(mine.data()), DType::F32, {1, chunk}};
+  Tensor out{whole.data(), DType::F32, {exe.dataParallelSize(), chunk}};
+  return exe.dataParallelComm()->allGather(in, out, 0);
+}
+
+namespace {
 
 /// Sums `value` over `comm` (a no-op on one rank).
 Status sumOver(Communicator *comm, double &value) {
@@ -403,7 +421,8 @@ Status globalNorm(Executable &exe, const std::vector<Slot> &slots,
 }
 
 /// Updates this rank's range of the master weights, gathers the replicas'
-/// shards (ZeRO-1) and writes every parameter back in its own dtype.
+/// shards (ZeRO-1: a transient buffer) and writes every parameter back in
+/// its own dtype.
 Status applyUpdate(const TrainOptions &t, Executable &exe,
                    std::vector<Slot> &slots, Flat &flat, int64_t step,
                    double lr) {
@@ -413,24 +432,19 @@ Status applyUpdate(const TrainOptions &t, Executable &exe,
     if (lo >= hi)
       continue;
     const double wd = s.decays ? t.weightDecay : 0.0;
+    float *master = flat.master.data() + (lo - flat.begin);
     if (t.sgd)
-      sgdStep(flat.weights.data() + lo, flat.grad.data() + lo, hi - lo, lr, wd);
+      sgdStep(master, flat.grad.data() + lo, hi - lo, lr, wd);
     else
-      adamwStep(flat.weights.data() + lo, flat.m.data() + (lo - flat.begin),
+      adamwStep(master, flat.m.data() + (lo - flat.begin),
                 flat.v.data() + (lo - flat.begin), flat.grad.data() + lo,
                 hi - lo, step, lr, wd, t.adam);
   }
-  if (exe.shardedOptimizer() && exe.dataParallelComm()) {
-    const int64_t chunk = flat.end - flat.begin;
-    std::vector<float> mine(flat.weights.begin() + flat.begin,
-                            flat.weights.begin() + flat.end);
-    Tensor in{mine.data(), DType::F32, {1, chunk}};
-    Tensor out{
-        flat.weights.data(), DType::F32, {exe.dataParallelSize(), chunk}};
-    if (Status st = exe.dataParallelComm()->allGather(in, out, 0); !st)
-      return st;
-  }
-  return uploadWeights(exe, slots, flat);
+  // The updated weights of every replica's shard, then the parameters.
+  std::vector<float> whole;
+  if (Status st = wholeOf(exe, flat, flat.master, whole); !st)
+    return st;
+  return uploadWeights(exe, slots, whole);
 }
 
 /// "[#####.....]  3/10" on a terminal, overwritten by the next line.

@@ -40,19 +40,24 @@ struct Slot {
 /// them, or its replica's shard.
 struct Flat {
   int64_t total = 0, padded = 0, begin = 0, end = 0;
-  std::vector<float> grad;    // [padded]: this rank's, then reduced
-  std::vector<float> weights; // [padded]: the whole fp32 master weights
-  std::vector<float> m, v;    // [end - begin]
+  std::vector<float> grad;         // [padded]: this rank's, then reduced
+  std::vector<float> master, m, v; // [end - begin]: fp32 weights, moments
 };
+
+/// The whole of a state vector this rank holds [begin, end) of (ZeRO-1:
+/// gathered from the replicas; else a copy).
+Status wholeOf(Executable &exe, const Flat &flat,
+               const std::vector<float> &mine, std::vector<float> &whole);
 
 /// Element `i` of float data of `dtype` (f32, bf16, f16) as a float.
 float toFloat(const void *data, DType dtype, int64_t i);
 /// `n` floats as little-endian values of `dtype`.
 void fromFloats(const float *values, int64_t n, DType dtype,
                 std::vector<uint8_t> &out);
-/// Writes every parameter back from the master weights, in its own dtype.
+/// Writes every parameter back from the whole master weights `weights`
+/// ([padded]), in its own dtype.
 Status uploadWeights(Executable &exe, const std::vector<Slot> &slots,
-                     const Flat &flat);
+                     const std::vector<float> &weights);
 
 /// Writes a checkpoint of step `step` into `dir`: every parameter, its fp32
 /// master weights and AdamW moments (gathered from the replicas' shards
