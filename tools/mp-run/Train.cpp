@@ -478,6 +478,13 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
     int64_t saved = 0;
     stopIfAnyRankFailed(world,
                         loadCheckpoint(t.resume, exe, slots, flat, saved));
+    stopIfAnyRankFailed(
+        world, saved <= t.steps
+                   ? Status::success()
+                   : Status::error("--resume: the checkpoint is at step " +
+                                   std::to_string(saved) + ", past --steps " +
+                                   std::to_string(t.steps) +
+                                   " (the total step count)"));
     firstStep = saved + 1;
     if (!quiet)
       std::printf("mp-run: resumed from %s at step %lld\n", t.resume.c_str(),
