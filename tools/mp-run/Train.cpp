@@ -28,11 +28,14 @@ using namespace mp::rt;
 namespace mprun {
 
 const char *kTrainUsage =
-    R"(training (an artifact written by mp-opt ... --mp-train):
+    R"(
+training (an artifact written by mp-opt ... --mp-train; with dp=D replicas,
+launch D times the grid's ranks):
   --train                 run train steps (loss, gradients, optimizer update)
-  --data TOKENS.npy       integer tokens [N, S+1]: step i takes rows i*B ...
-                          i*B+B-1 (wrapping); inputs [:, :-1], labels [:, 1:]
-  --steps N               number of steps
+  --data TOKENS.npy       integer tokens [N, S+1]: step i takes rows i*G ...
+                          i*G+G-1 (wrapping; G = batch x replicas, each
+                          replica its block); inputs [:, :-1], labels [:, 1:]
+  --steps N               the total number of steps
   --optimizer adamw|sgd   default adamw (torch.optim.AdamW; fp32 master
                           weights and moments)
   --lr X                  peak learning rate (default 1e-3)
