@@ -128,6 +128,10 @@ private:
   void differentiateCollective(OpBuilder &b, Operation *op);
   /// The function's new results: the loss, then one gradient per
   /// parameter in declaration order.
+  /// The partial parts of the replicated parameters' gradients, summed
+  /// over the group in one all-reduce per element type (a bucket, as
+  /// Megatron's), by parameter.
+  DenseMap<StringAttr, Value> reducePartialGradients(OpBuilder &b);
   LogicalResult returnGradients(OpBuilder &b, func::FuncOp func,
                                 func::ReturnOp ret,
                                 SymbolTableCollection &symbols);
@@ -232,10 +236,52 @@ LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op) {
   return success();
 }
 
+DenseMap<StringAttr, Value> AutodiffPass::reducePartialGradients(OpBuilder &b) {
+  // By element type, the parameters whose gradient has a partial part.
+  llvm::MapVector<Type, SmallVector<std::pair<StringAttr, Value>>> byType;
+  for (auto &[name, parts] : gradients)
+    if (Value part = parts.second)
+      byType[getElementTypeOrSelf(part)].push_back({name, part});
+  DenseMap<StringAttr, Value> reduced;
+  Location loc = NameLoc::get(StringAttr::get(b.getContext(), "grads"));
+  for (auto &[element, parts] : byType) {
+    if (parts.size() == 1) {
+      reduced[parts[0].first] = allReduce(b, loc, parts[0].second);
+      continue;
+    }
+    // One bucket: the parts flattened side by side, reduced at once.
+    SmallVector<Value> flat;
+    SmallVector<Type> pieces;
+    int64_t total = 0;
+    for (auto &[name, part] : parts) {
+      auto type = cast<RankedTensorType>(part.getType());
+      auto piece = RankedTensorType::get({type.getNumElements()}, element);
+      flat.push_back(type == piece ? part
+                                   : ReshapeOp::create(b, loc, piece, part));
+      pieces.push_back(piece);
+      total += type.getNumElements();
+    }
+    auto bucketType = RankedTensorType::get({total}, element);
+    Value bucket =
+        ConcatOp::create(b, loc, bucketType, flat, b.getI64IntegerAttr(0));
+    Value sum = allReduce(b, loc, bucket);
+    auto split = SplitOp::create(b, loc, pieces, sum, b.getI64IntegerAttr(0));
+    for (auto [i, entry] : llvm::enumerate(parts)) {
+      Value piece = split->getResult(i);
+      reduced[entry.first] =
+          piece.getType() == entry.second.getType()
+              ? piece
+              : ReshapeOp::create(b, loc, entry.second.getType(), piece);
+    }
+  }
+  return reduced;
+}
+
 LogicalResult AutodiffPass::returnGradients(OpBuilder &b, func::FuncOp func,
                                             func::ReturnOp ret,
                                             SymbolTableCollection &symbols) {
   MLIRContext *ctx = &getContext();
+  DenseMap<StringAttr, Value> reduced = reducePartialGradients(b);
   SmallVector<Value> results{ret.getOperand(0)};
   SmallVector<DictionaryAttr> resultAttrs{func.getResultAttrDict(0)};
   for (auto param : getOperation().getOps<ParamOp>()) {
@@ -244,12 +290,10 @@ LogicalResult AutodiffPass::returnGradients(OpBuilder &b, func::FuncOp func,
     FailureOr<RankedTensorType> localType = param.getLocalType(symbols);
     if (failed(localType))
       return failure();
-    auto [grad, part] = gradients.lookup(param.getSymNameAttr());
-    if (part) {
-      Value reduced = allReduce(b, param.getLoc(), part);
-      grad = grad ? AddOp::create(b, param.getLoc(), grad, reduced).getResult()
-                  : reduced;
-    }
+    Value grad = gradients.lookup(param.getSymNameAttr()).first;
+    if (Value sum = reduced.lookup(param.getSymNameAttr()))
+      grad =
+          grad ? AddOp::create(b, param.getLoc(), grad, sum).getResult() : sum;
     if (!grad)
       grad = ConstantOp::create(
           b, param.getLoc(),
