@@ -407,6 +407,8 @@ Status Executable::load(const std::string &dir,
         return Status::error("input/output '" + b.name() + "' names no buffer");
       const Tensor &t = exe->buffers[b.buffer()];
       specs.push_back({b.name(), t.dtype, t.shape});
+      specs.back().constant =
+          prog.buffers(b.buffer()).kind() == program::Buffer::CONSTANT;
       if (b.has_sharding()) {
         const program::Sharding &sh = b.sharding();
         int64_t rank = static_cast<int64_t>(t.shape.size());

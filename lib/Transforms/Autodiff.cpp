@@ -29,6 +29,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace mp {
 #define GEN_PASS_DEF_MPAUTODIFF
@@ -192,6 +193,29 @@ void AutodiffPass::differentiateCollective(OpBuilder &b, Operation *op) {
     add(gather(dy, slice.getSliceAxis().getSExtValue()));
 }
 
+/// The collectives whose conjugates the pass knows: sums over axis 0 of a
+/// one-axis grid, of rank-local values where they reduce or gather.
+static LogicalResult checkCollective(Operation *op,
+                                     const DenseSet<Value> &local) {
+  ArrayRef<shard::GridAxis> axes;
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
+            shard::AllSliceOp>([&](auto c) { axes = c.getGridAxes(); });
+  if (axes.size() != 1 || axes[0] != 0)
+    return op->emitOpError()
+           << "mp-autodiff differentiates collectives over grid axis 0 only";
+  if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
+    if (reduce.getReduction() != shard::ReductionKind::Sum)
+      return op->emitOpError() << "mp-autodiff differentiates sum all-reduces "
+                                  "only";
+  if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op) &&
+      !local.contains(op->getOperand(0)))
+    return op->emitOpError() << "has no derivative rule for a replicated "
+                                "operand (a reduction or gather of the same "
+                                "value on every rank)";
+  return success();
+}
+
 LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op) {
   if (auto read = dyn_cast<GetParamOp>(op)) {
     auto sum = [&](Value &slot, Value v) {
@@ -204,6 +228,10 @@ LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op) {
     return success();
   }
   if (isCollective(op)) {
+    if (!active.contains(op->getOperand(0)))
+      return success();
+    if (failed(checkCollective(op, local)))
+      return failure();
     differentiateCollective(b, op);
     return success();
   }

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <ftw.h>
 #include <map>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -164,6 +165,18 @@ Status swapIntoPlace(const std::string &tmp, const std::string &dir) {
 
 } // namespace
 
+Status checkSaveDirectory(const std::string &dir) {
+  const std::string parent = parentOf(dir);
+  struct stat st;
+  if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+      ::access(parent.c_str(), W_OK) != 0)
+    return Status::error("--save: '" + parent +
+                         "' is not a directory this process can write to");
+  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    return Status::error("--save: '" + dir + "' exists and is not a directory");
+  return Status::success();
+}
+
 void saveCheckpoint(const std::string &dir, Communicator &world,
                     Executable &exe, const std::vector<Slot> &slots, Flat &flat,
                     int64_t step, const TrainOptions &options) {
@@ -229,14 +242,27 @@ Status loadCheckpoint(const std::string &dir, Executable &exe,
       return Status::error("--resume: the checkpoint has no parameter '" +
                            s.name + "'");
     const nlohmann::json &p = found->second;
-    const std::vector<int64_t> localShape =
-        p.value("local_shape", std::vector<int64_t>());
-    const int64_t axis = p.value("shard_axis", int64_t(-1));
-    const int64_t groups = p.value("shard_groups", int64_t(1));
+    const std::string bad =
+        "--resume: parameter '" + s.name + "' is malformed in the manifest";
+    if (!p.contains("local_shape") || !p["local_shape"].is_array() ||
+        !p.contains("shard_axis") || !p["shard_axis"].is_number_integer() ||
+        !p.contains("shard_groups") || !p["shard_groups"].is_number_integer())
+      return Status::error(bad);
+    std::vector<int64_t> localShape;
+    for (const auto &d : p["local_shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        return Status::error(bad);
+      localShape.push_back(d.get<int64_t>());
+    }
+    const int64_t axis = p["shard_axis"].get<int64_t>();
+    const int64_t groups = p["shard_groups"].get<int64_t>();
     std::vector<int64_t> wholeShape = localShape;
-    if (axis >= static_cast<int64_t>(wholeShape.size()) || groups < 1)
-      return Status::error("--resume: parameter '" + s.name +
-                           "' has a bad sharding in the manifest");
+    if (axis >= static_cast<int64_t>(wholeShape.size()) || groups < 1 ||
+        (axis >= 0 && localShape[axis] % groups != 0))
+      return Status::error(bad);
+    std::optional<int64_t> localCount = mp::checkedNumElements(localShape);
+    if (!localCount)
+      return Status::error(bad);
     if (axis >= 0)
       wholeShape[axis] *= ranks;
     // This program's whole shape of the parameter must be the same.
@@ -254,9 +280,12 @@ Status loadCheckpoint(const std::string &dir, Executable &exe,
       for (int64_t r = 0; r < ranks; ++r) {
         auto entry = files[r]->entries().find(key);
         if (entry == files[r]->entries().end() ||
-            entry->second.dtype != DType::F32)
+            entry->second.dtype != DType::F32 ||
+            entry->second.end - entry->second.begin !=
+                static_cast<uint64_t>(*localCount) * sizeof(float))
           return Status::error("--resume: rank " + std::to_string(r) +
-                               "'s file lacks f32 '" + key + "'");
+                               "'s file lacks f32 '" + key + "' of " +
+                               formatShape(localShape));
         shards.emplace_back(
             reinterpret_cast<const char *>(files[r]->data(entry->second)),
             entry->second.end - entry->second.begin);

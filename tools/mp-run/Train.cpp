@@ -112,11 +112,13 @@ Status parseTrainOption(const std::string &flag, const std::string &value,
     t.data = value;
   else if (flag == "--log")
     t.log = value;
-  else if (flag == "--save")
-    t.save = value;
-  else if (flag == "--resume")
-    t.resume = value;
-  else if (flag == "--save-every")
+  else if (flag == "--save" || flag == "--resume") {
+    // "ck/" is the directory "ck" (its temporary sibling is "ck.tmp").
+    std::string dir = value;
+    while (dir.size() > 1 && dir.back() == '/')
+      dir.pop_back();
+    (flag == "--save" ? t.save : t.resume) = dir;
+  } else if (flag == "--save-every")
     return parseSteps(flag, value, t.saveEvery);
   else if (flag == "--steps")
     return parseSteps(flag, value, t.steps);
@@ -265,6 +267,7 @@ Status bindTrainStep(Executable &exe, std::vector<Slot> &slots,
     slot.shardAxis = g.shardAxis;
     slot.shardGroups = g.shardGroups;
     slot.decays = p.tensor.shape.size() >= 2;
+    slot.frozen = g.constant;
     slots.push_back(std::move(slot));
   }
   return Status::success();
@@ -432,7 +435,7 @@ Status applyUpdate(const TrainOptions &t, Executable &exe,
   for (Slot &s : slots) {
     const int64_t lo = std::max(s.offset, flat.begin);
     const int64_t hi = std::min(s.offset + s.param.numel(), flat.end);
-    if (lo >= hi)
+    if (lo >= hi || s.frozen)
       continue;
     const double wd = s.decays ? t.weightDecay : 0.0;
     float *master = flat.master.data() + (lo - flat.begin);
@@ -474,6 +477,8 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
       exe.dataParallelComm() ? exe.dataParallelComm()->rank() : 0;
   HostBuffer tokens;
   stopIfAnyRankFailed(world, readTokens(t.data, seq, tokens));
+  if (!t.save.empty())
+    stopIfAnyRankFailed(world, checkSaveDirectory(t.save));
   Flat flat;
   stopIfAnyRankFailed(world, initFlat(exe, slots, flat));
   int64_t firstStep = 1;

@@ -30,6 +30,8 @@ struct Slot {
   size_t gradIndex; // among the outputs
   bool sharded;     // else replicated: counted once in the norm
   bool decays;      // weight decay applies (2+ dims)
+  bool frozen;      // the loss does not read it: no update, no decay (as
+                    // torch.optim skips parameters without a gradient)
   int64_t shardAxis = -1, shardGroups = 1;
   int64_t offset = 0;
 };
@@ -68,6 +70,11 @@ Status uploadWeights(Executable &exe, const std::vector<Slot> &slots,
 void saveCheckpoint(const std::string &dir, Communicator &world,
                     Executable &exe, const std::vector<Slot> &slots, Flat &flat,
                     int64_t step, const TrainOptions &options);
+
+/// Whether a checkpoint can be written at `dir` (its parent is a writable
+/// directory; `dir`, if it exists, a directory): checked before training,
+/// so that a bad --save is not found after the last step.
+Status checkSaveDirectory(const std::string &dir);
 
 /// Reads the checkpoint `dir` into this rank's state (any layout: sharded
 /// parameters are reassembled and split as this program splits them);

@@ -143,7 +143,9 @@ struct Options {
   std::string shared() const {
     return "--warmup " + std::to_string(warmup) + " --iterations " +
            std::to_string(iterations) + (verify.empty() ? "" : " --verify") +
-           (profile ? " --profile" : "") + train.shared();
+           (profile ? " --profile" : "") +
+           // (sharded outputs are gathered, collectively, to be written)
+           (outputDir.empty() ? "" : " --output-dir") + train.shared();
   }
 };
 

@@ -37,6 +37,9 @@ struct IOSpec {
   /// blocks, each split over the ranks.
   int64_t shardAxis = -1;
   int64_t shardGroups = 1;
+  /// An output the program does not compute (a constant: the gradient of a
+  /// parameter the loss does not read).
+  bool constant = false;
 };
 
 /// An artifact loaded and validated: buffers resolved to memory (one arena

@@ -21,6 +21,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <set>
 
 using namespace mlir;
 
@@ -104,6 +105,17 @@ bool convert(const std::string &bytes, rt::DType from, int32_t to,
   return true;
 }
 
+/// The [rows, cols] matrix of `elem`-byte values `bytes`, transposed.
+std::string transposed(const std::string &bytes, int64_t rows, int64_t cols,
+                       size_t elem) {
+  std::string out(bytes.size(), '\0');
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(&out[(c * rows + r) * elem], &bytes[(r * cols + c) * elem],
+                  elem);
+  return out;
+}
+
 /// Replaces the initializer's data by `bytes` (raw, inline).
 void setData(onnx::TensorProto &init, std::string bytes) {
   init.clear_float_data();
@@ -140,6 +152,15 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
   std::map<std::string, onnx::TensorProto *> initializers;
   for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer())
     initializers[init.name()] = &init;
+  // Identity nodes of an initializer, by their output.
+  std::map<std::string, int> identities;
+  for (int i = 0; i < model.graph().node_size(); ++i) {
+    const onnx::NodeProto &node = model.graph().node(i);
+    if (node.op_type() == "Identity" && node.input_size() == 1 &&
+        node.output_size() == 1 && initializers.count(node.input(0)))
+      identities[node.output(0)] = i;
+  }
+  std::set<int> removedNodes;
 
   int64_t replaced = 0;
   for (ParamOp param : module.getOps<ParamOp>()) {
@@ -149,6 +170,22 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
     std::string initName = param.getInitializer()
                                ? param.getInitializer()->str()
                                : param.getSymName().str();
+    // A parameter the exporter wrote as an Identity of an initializer it
+    // shares with others was trained apart: it gets an initializer of its
+    // own, in place of the Identity.
+    auto identity = identities.find(param.getSymName().str());
+    if (param.getInitializer() && identity != identities.end()) {
+      auto shared = initializers.find(initName);
+      if (shared == initializers.end())
+        return param.emitError() << "no ONNX initializer '" << initName << "'";
+      onnx::TensorProto *own = model.mutable_graph()->add_initializer();
+      own->set_name(param.getSymName().str());
+      own->set_data_type(shared->second->data_type());
+      own->mutable_dims()->CopyFrom(shared->second->dims());
+      removedNodes.insert(identity->second);
+      initializers[own->name()] = own;
+      initName = own->name();
+    }
     auto init = initializers.find(initName);
     if (init == initializers.end())
       return param.emitError()
@@ -185,8 +222,37 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
     if (!convert(whole, dtype, proto.data_type(), bytes))
       return param.emitError()
              << "ONNX initializer '" << initName << "' is not a float tensor";
+    // Transposed copies folding made of it (a tied LM head) get the
+    // trained values too.
+    if (auto copies = param->getAttrOfType<ArrayAttr>("mp.tied_copies")) {
+      auto shape = param.getTensorType().getShape();
+      for (Attribute copy : copies) {
+        auto target = initializers.find(cast<StringAttr>(copy).str());
+        if (target == initializers.end() || shape.size() != 2 ||
+            target->second->dims_size() != 2 ||
+            target->second->dims(0) != shape[1] ||
+            target->second->dims(1) != shape[0] ||
+            target->second->data_type() != proto.data_type())
+          return param.emitError()
+                 << "cannot write the trained '" << param.getSymName()
+                 << "' into its transposed copy '"
+                 << cast<StringAttr>(copy).getValue() << "'";
+        setData(*target->second,
+                transposed(bytes, shape[0], shape[1],
+                           bytes.size() / static_cast<size_t>(elements)));
+        ++replaced;
+      }
+    }
     setData(*init->second, std::move(bytes));
     ++replaced;
+  }
+  if (!removedNodes.empty()) {
+    auto *nodes = model.mutable_graph()->mutable_node();
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+    for (int i = 0; i < nodes->size(); ++i)
+      if (!removedNodes.count(i))
+        *kept.Add() = std::move(*nodes->Mutable(i));
+    nodes->Swap(&kept);
   }
   std::string serialized;
   if (!model.SerializeToString(&serialized))
