@@ -66,7 +66,7 @@ Value MemoryPlan::viewSource(Operation *op) {
   if (auto view = dyn_cast<ViewLikeOpInterface>(op))
     return view.getViewSource();
   if (auto dropout = dyn_cast<DropoutOp>(op))
-    return dropout.getInput();
+    return dropout.getSeedId() ? Value() : dropout.getInput();
   return nullptr;
 }
 

@@ -329,4 +329,31 @@ Status Binder::bindVocabParallelCrossEntropyGrad(Executable::Step &step) {
   return Status::success();
 }
 
+Status Binder::bindDropout(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
+  if (Status s = needKernel(reinterpret_cast<const void *>(kernels->dropout));
+      !s)
+    return s;
+  const Tensor x = in(0);
+  Tensor o = out();
+  if (Status s = expectShape("result", o.shape, x.shape); !s)
+    return s;
+  const float ratio = static_cast<float>(floatAttr(AttrName::Ratio));
+  if (!(ratio >= 0 && ratio < 1))
+    return fail("ratio " + std::to_string(ratio) + " is not in [0, 1)");
+  const uint64_t id = static_cast<uint64_t>(intAttr(AttrName::SeedId));
+  // Megatron's rule: a rank's own stream inside tensor-parallel regions and
+  // on sequence shards, the same one everywhere else.
+  const uint64_t rank =
+      intAttr(AttrName::RankStream) ? exe.comm->rank() + 1 : 0;
+  const Executable *program = &exe;
+  step.kernel = [kernels, x, o, ratio, id, rank, program]() mutable {
+    return kernels->dropout(
+        x, ratio,
+        cpu::dropoutKey(program->randomSeed(), program->randomStep(), id, rank),
+        o);
+  };
+  return Status::success();
+}
+
 } // namespace mp::rt

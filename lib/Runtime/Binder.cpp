@@ -782,8 +782,11 @@ Status Binder::bind(Executable::Step &step) {
   case OpKind::Gelu:
   case OpKind::Cos:
   case OpKind::Sin: return bindUnary(step, *kind);
-  case OpKind::Cast:
   case OpKind::Dropout:
+    if (intAttr(AttrName::SeedId) >= 0)
+      return bindDropout(step);
+    return bindCopyLike(step, *kind);
+  case OpKind::Cast:
   case OpKind::Reshape: return bindCopyLike(step, *kind);
   case OpKind::Softmax: return bindSoftmax(step);
   case OpKind::Trilu: return bindTrilu(step);

@@ -113,6 +113,7 @@ private:
   Status bindEmbeddingGrad(Executable::Step &step);
   Status bindCrossEntropyGrad(Executable::Step &step);
   Status bindSliceGrad(Executable::Step &step);
+  Status bindDropout(Executable::Step &step);
   Status bindVocabParallelCrossEntropy(Executable::Step &step);
   Status bindVocabParallelCrossEntropyGrad(Executable::Step &step);
 

@@ -103,7 +103,8 @@ const KernelTable &cpuKernelTable() {
                                     cpu::sliceGrad,
                                     cpu::vocabParallelStats,
                                     cpu::vocabParallelLoss,
-                                    cpu::vocabParallelCrossEntropyGrad};
+                                    cpu::vocabParallelCrossEntropyGrad,
+                                    cpu::dropout};
   return table;
 }
 

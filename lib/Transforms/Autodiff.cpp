@@ -387,6 +387,17 @@ void AutodiffPass::runOnOperation() {
     return signalPassFailure();
   }
 
+  // Dropout drops in a train step: each gets its own stream, a rank's own
+  // where it acts on rank-local values (Megatron's rule).
+  int64_t seedId = 0;
+  for (Operation &op : body.without_terminator())
+    if (auto dropout = dyn_cast<DropoutOp>(op);
+        dropout && dropout.getRatio().convertToFloat() > 0) {
+      dropout.setSeedIdAttr(
+          IntegerAttr::get(IntegerType::get(&getContext(), 64), seedId++));
+      if (local.contains(dropout.getInput()))
+        dropout.setRankStream(true);
+    }
   // The forward pass's own peak, for the artifact summary to set beside the
   // train step's (whose forward values live on into the backward).
   if (FailureOr<MemoryPlan> forwardPlan = MemoryPlan::compute(func);

@@ -93,7 +93,7 @@ std::string bytesOf(const float *values, int64_t n) {
 Status writeRank(const std::string &dir, Executable &exe,
                  const std::vector<Slot> &slots, const std::vector<float> &w,
                  const std::vector<float> &m, const std::vector<float> &v,
-                 int64_t step, const TrainOptions &options) {
+                 int64_t step, int64_t seed, const TrainOptions &options) {
   Communicator &grid = exe.gridComm();
   SafetensorsWriter writer(dir + "/rank" + std::to_string(grid.rank()) +
                            ".safetensors");
@@ -116,6 +116,7 @@ Status writeRank(const std::string &dir, Executable &exe,
   manifest["format"] = "mp-checkpoint";
   manifest["version"] = 1;
   manifest["step"] = step;
+  manifest["seed"] = seed; // the random state: masks are f(seed, step)
   manifest["ranks"] = grid.size();
   manifest["data_parallel"] = exe.dataParallelSize();
   manifest["zero"] = exe.shardedOptimizer() ? 1 : 0;
@@ -179,7 +180,7 @@ Status checkSaveDirectory(const std::string &dir) {
 
 void saveCheckpoint(const std::string &dir, Communicator &world,
                     Executable &exe, const std::vector<Slot> &slots, Flat &flat,
-                    int64_t step, const TrainOptions &options) {
+                    int64_t step, int64_t seed, const TrainOptions &options) {
   std::vector<float> w, m, v;
   stopIfAnyRankFailed(world, wholeState(exe, flat, w, m, v));
   const std::string tmp = dir + ".tmp";
@@ -194,17 +195,17 @@ void saveCheckpoint(const std::string &dir, Communicator &world,
   maybeDie("before-write", world.rank());
   const bool firstReplica =
       !exe.dataParallelComm() || exe.dataParallelComm()->rank() == 0;
-  stopIfAnyRankFailed(
-      world, firstReplica ? writeRank(tmp, exe, slots, w, m, v, step, options)
-                          : Status::success());
+  stopIfAnyRankFailed(world, firstReplica ? writeRank(tmp, exe, slots, w, m, v,
+                                                      step, seed, options)
+                                          : Status::success());
   maybeDie("before-swap", world.rank());
   stopIfAnyRankFailed(world, world.rank() == 0 ? swapIntoPlace(tmp, dir)
                                                : Status::success());
 }
 
 Status loadCheckpoint(const std::string &dir, Executable &exe,
-                      const std::vector<Slot> &slots, Flat &flat,
-                      int64_t &step) {
+                      const std::vector<Slot> &slots, Flat &flat, int64_t &step,
+                      int64_t &seed) {
   const std::string path = dir + "/manifest.json";
   std::ifstream in(path);
   if (!in)
@@ -219,6 +220,8 @@ Status loadCheckpoint(const std::string &dir, Executable &exe,
     return Status::error("--resume: '" + path +
                          "' is not an mp-run checkpoint manifest");
   step = manifest["step"].get<int64_t>();
+  if (manifest.contains("seed") && manifest["seed"].is_number_integer())
+    seed = manifest["seed"].get<int64_t>();
   const int64_t ranks = manifest["ranks"].get<int64_t>();
   if (ranks < 1 || ranks > (1 << 20) || step < 0)
     return Status::error("--resume: '" + path +

@@ -52,6 +52,8 @@ launch D times the grid's ranks):
                           DIR/manifest.json, written into DIR.tmp and swapped
                           into place when every rank has written
   --save-every K          also write the checkpoint every K steps
+  --seed N                the random streams of dropout (default 1234; a
+                          resumed run continues the checkpoint's)
   --resume DIR            start from checkpoint DIR (any tp/dp layout) at its
                           step + 1; --steps is the total, as Megatron's
                           --train-iters
@@ -71,7 +73,7 @@ bool isTrainValueOption(const std::string &flag) {
          flag == "--weight-decay" || flag == "--clip-grad" ||
          flag == "--warmup-steps" || flag == "--lr-decay" ||
          flag == "--min-lr" || flag == "--log" || flag == "--save" ||
-         flag == "--resume" || flag == "--save-every";
+         flag == "--resume" || flag == "--save-every" || flag == "--seed";
 }
 
 namespace {
@@ -120,6 +122,8 @@ Status parseTrainOption(const std::string &flag, const std::string &value,
     (flag == "--save" ? t.save : t.resume) = dir;
   } else if (flag == "--save-every")
     return parseSteps(flag, value, t.saveEvery);
+  else if (flag == "--seed")
+    return parseSteps(flag, value, t.seed);
   else if (flag == "--steps")
     return parseSteps(flag, value, t.steps);
   else if (flag == "--warmup-steps")
@@ -481,11 +485,11 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
     stopIfAnyRankFailed(world, checkSaveDirectory(t.save));
   Flat flat;
   stopIfAnyRankFailed(world, initFlat(exe, slots, flat));
-  int64_t firstStep = 1;
+  int64_t firstStep = 1, seed = t.seed;
   if (!t.resume.empty()) {
     int64_t saved = 0;
-    stopIfAnyRankFailed(world,
-                        loadCheckpoint(t.resume, exe, slots, flat, saved));
+    stopIfAnyRankFailed(
+        world, loadCheckpoint(t.resume, exe, slots, flat, saved, seed));
     stopIfAnyRankFailed(
         world, saved <= t.steps
                    ? Status::success()
@@ -522,6 +526,8 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
     const double stepStart = seconds();
     fillBatch(tokens, step, replica, replicas, inputs[idsInput],
               inputs[labelsInput]);
+    exe.setRandomState(static_cast<uint64_t>(seed),
+                       static_cast<uint64_t>(step));
     for (size_t i = 0; i < 2; ++i)
       in[i] = inputs[i].view();
     if (Status st = exe.run(in, out); !st)
@@ -566,7 +572,7 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
         progressBar(step, t.steps);
     }
     if (t.saveEvery && step % t.saveEvery == 0 && step < t.steps)
-      saveCheckpoint(t.save, world, exe, slots, flat, step, t);
+      saveCheckpoint(t.save, world, exe, slots, flat, step, seed, t);
     if (log) {
       std::fprintf(log,
                    "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, "
@@ -585,7 +591,7 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
                 static_cast<long long>(ran), total,
                 stepTokens * static_cast<double>(ran) / total, lastLoss);
   if (!t.save.empty()) {
-    saveCheckpoint(t.save, world, exe, slots, flat, t.steps, t);
+    saveCheckpoint(t.save, world, exe, slots, flat, t.steps, seed, t);
     if (!quiet)
       std::printf("mp-run: saved the trained weights to %s\n", t.save.c_str());
   }

@@ -16,6 +16,7 @@ struct TrainOptions {
   bool enabled = false;
   std::string data, log, save, resume;
   int64_t saveEvery = 0; // also save every this many steps (0: at the end)
+  int64_t seed = 1234;   // dropout streams (a resumed run takes the saved)
   bool sgd = false;      // else AdamW
   int64_t steps = 0;
   mp::rt::AdamWOptions adam;

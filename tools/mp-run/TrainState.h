@@ -69,7 +69,7 @@ Status uploadWeights(Executable &exe, const std::vector<Slot> &slots,
 /// moment leaves the previous checkpoint whole. Every rank calls it.
 void saveCheckpoint(const std::string &dir, Communicator &world,
                     Executable &exe, const std::vector<Slot> &slots, Flat &flat,
-                    int64_t step, const TrainOptions &options);
+                    int64_t step, int64_t seed, const TrainOptions &options);
 
 /// Whether a checkpoint can be written at `dir` (its parent is a writable
 /// directory; `dir`, if it exists, a directory): checked before training,
@@ -78,10 +78,11 @@ Status checkSaveDirectory(const std::string &dir);
 
 /// Reads the checkpoint `dir` into this rank's state (any layout: sharded
 /// parameters are reassembled and split as this program splits them);
-/// `step` is the step it was saved at. Every rank calls it.
+/// `step` is the step it was saved at and `seed` its random seed. Every
+/// rank calls it.
 Status loadCheckpoint(const std::string &dir, Executable &exe,
-                      const std::vector<Slot> &slots, Flat &flat,
-                      int64_t &step);
+                      const std::vector<Slot> &slots, Flat &flat, int64_t &step,
+                      int64_t &seed);
 
 } // namespace mprun
 

@@ -185,5 +185,31 @@ TEST(KernelGrad, SlicePlacesTheGradientWhereTheSliceRead) {
   expectGrad(dx, numeric, "slice dx");
 }
 
+TEST(KernelGrad, DropoutKeepsAndScalesByItsKeyAlone) {
+  const int64_t n = 20000;
+  Buf x(DType::F32, {n}), a(DType::F32, {n}), b(DType::F32, {n}),
+      c(DType::F32, {n});
+  for (int64_t i = 0; i < n; ++i)
+    x.set(i, 1.0 + i % 7);
+  const uint64_t key = dropoutKey(1234, 3, 2, 0);
+  ASSERT_TRUE(dropout(x.t, 0.25f, key, a.t).ok);
+  ASSERT_TRUE(dropout(x.t, 0.25f, key, b.t).ok);
+  ASSERT_TRUE(dropout(x.t, 0.25f, dropoutKey(1234, 4, 2, 0), c.t).ok);
+  int64_t dropped = 0, differ = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(a.get(i), b.get(i)) << "the same key gives the same mask";
+    if (a.get(i) == 0)
+      ++dropped;
+    else
+      ASSERT_FLOAT_EQ(a.get(i), x.get(i) / 0.75) << "kept values are scaled";
+    differ += (a.get(i) == 0) != (c.get(i) == 0);
+  }
+  // 25% dropped, within 5 standard deviations (sqrt(n p (1 - p)) = 61).
+  EXPECT_NEAR(dropped, n / 4, 5 * 61);
+  EXPECT_GT(differ, n / 4) << "another step draws another mask";
+  // Each rank's own stream differs from the shared one.
+  EXPECT_NE(dropoutKey(1234, 3, 2, 0), dropoutKey(1234, 3, 2, 1));
+}
+
 } // namespace
 } // namespace mp::rt::test

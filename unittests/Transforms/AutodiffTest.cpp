@@ -250,6 +250,12 @@ const Case kCases[] = {
     %r = mp.reshape %c : tensor<4x2xf64> -> tensor<2x4xf64>
     %y = mp.trilu %r {diagonal = 1 : i64} : tensor<2x4xf64>)",
      {2, 4}},
+    {"dropout_replays_its_mask",
+     true,
+     {{"a", {40}}},
+     R"(    %d = mp.dropout %a {ratio = 3.000000e-01 : f32} : tensor<40xf64>
+    %y = mp.mul %d, %d : (tensor<40xf64>, tensor<40xf64>) -> tensor<40xf64>)",
+     {40}},
     {"layer_norm_gather_cast",
      false,
      {{"x", {3, 4}}, {"g", {4}}, {"t", {5, 4}}},

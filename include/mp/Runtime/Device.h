@@ -88,6 +88,7 @@ struct KernelTable {
   decltype(&cpu::vocabParallelLoss) vocabParallelLoss = nullptr;
   decltype(&cpu::vocabParallelCrossEntropyGrad) vocabParallelCrossEntropyGrad =
       nullptr;
+  decltype(&cpu::dropout) dropout = nullptr;
 };
 
 const KernelTable &cpuKernelTable();

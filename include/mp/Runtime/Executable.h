@@ -90,6 +90,14 @@ public:
   /// its size, and back.
   Status download(const Tensor &device, void *host) const;
   Status upload(const void *host, const Tensor &device) const;
+  /// The random state of the next runs (dropout masks are a function of
+  /// it): a seed and a step, set by the training loop before each step.
+  void setRandomState(uint64_t seed, uint64_t step) {
+    rngSeed = seed;
+    rngStep = step;
+  }
+  uint64_t randomSeed() const { return rngSeed; }
+  uint64_t randomStep() const { return rngStep; }
   /// The crc32 of the program (every rank of a job must run the same one).
   uint32_t programChecksum() const { return checksum; }
 
@@ -129,6 +137,7 @@ private:
   double flops = 0;
   uint32_t checksum = 0;
   bool profiling = false;
+  uint64_t rngSeed = 0, rngStep = 0;
   int64_t ranks = 1, replicas = 1;
   int zero = 0;
   Communicator *comm = nullptr;

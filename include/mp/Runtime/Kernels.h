@@ -169,6 +169,14 @@ Status vocabParallelCrossEntropyGrad(const Tensor &logits,
                                      const Tensor &dloss, int64_t offset,
                                      Tensor &dlogits);
 
+/// The key of a dropout mask: the run's seed and step, the op's stream id
+/// and the rank (0: the stream every rank shares).
+uint64_t dropoutKey(uint64_t seed, uint64_t step, uint64_t id, uint64_t rank);
+/// out = x · keep / (1 − ratio), keep = (u ≥ ratio) for u uniform in [0, 1)
+/// drawn from (key, element index) by a counter-based hash: the same key
+/// gives the same mask (the backward replays the forward's). f32, f64.
+Status dropout(const Tensor &x, float ratio, uint64_t key, Tensor &out);
+
 /// Threads for kernels and OpenBLAS (0: leave the defaults).
 void setNumThreads(int threads);
 int getNumThreads();

@@ -346,4 +346,51 @@ LogicalResult emitIdentity(NodeEmitter &e) {
   return success();
 }
 
+/// Dropout (opset 12+): `ratio` and `training_mode` must be known at
+/// import. mp.dropout keeps the ratio; it is the identity in inference and
+/// drops in a train step (mp-autodiff makes it active). A node exported in
+/// inference mode (training_mode false or absent) or with ratio 0 is the
+/// identity. The optional mask output is not supported.
+LogicalResult emitDropout(NodeEmitter &e) {
+  // (PyTorch's training-mode export always names the mask; it may go unused.)
+  if (e.node.output_size() > 1 && !e.node.output(1).empty()) {
+    const onnx::GraphProto &graph = e.imp.model.model.graph();
+    const std::string &mask = e.node.output(1);
+    bool used = llvm::any_of(graph.output(),
+                             [&](const auto &o) { return o.name() == mask; });
+    for (const onnx::NodeProto &n : graph.node())
+      used |= llvm::is_contained(n.input(), mask);
+    if (used)
+      return e.error() << "the mask output is not supported";
+  }
+  double ratio = 0.5;
+  if (e.hasInput(1)) {
+    Entry *r = e.entry(1);
+    if (!r || !r->constant || r->constant->numElements() != 1)
+      return e.error() << "input 1 ('ratio') must be a scalar known at import";
+    ratio = r->constant->getDouble(0);
+  }
+  bool training = false;
+  if (e.hasInput(2)) {
+    Entry *t = e.entry(2);
+    if (!t || !t->constant || t->constant->numElements() != 1)
+      return e.error()
+             << "input 2 ('training_mode') must be a scalar known at import";
+    training = t->constant->getDouble(0) != 0;
+  }
+  if (!(ratio >= 0 && ratio < 1))
+    return e.error() << "ratio " << ratio << " is not in [0, 1)";
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  if (!training || ratio == 0) {
+    e.setOutput(0, x);
+    return success();
+  }
+  e.setOutput(0, DropoutOp::create(e.b(), e.loc, x.getType(), x,
+                                   e.b().getF32FloatAttr(ratio), IntegerAttr(),
+                                   UnitAttr()));
+  return success();
+}
+
 } // namespace mp::onnx_import

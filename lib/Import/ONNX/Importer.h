@@ -194,6 +194,7 @@ mlir::LogicalResult emitSlice(NodeEmitter &e);
 mlir::LogicalResult emitGather(NodeEmitter &e);
 mlir::LogicalResult emitExpand(NodeEmitter &e);
 mlir::LogicalResult emitIdentity(NodeEmitter &e);
+mlir::LogicalResult emitDropout(NodeEmitter &e);
 
 // Importer.cpp
 

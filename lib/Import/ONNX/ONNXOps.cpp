@@ -105,6 +105,7 @@ static const ONNXOpDef opDefs[] = {
     {"Gather", emitGather, foldGather},
     {"Expand", emitExpand, foldExpand},
     {"Identity", emitIdentity, foldIdentity},
+    {"Dropout", emitDropout},
 
     // Ops that only fold (Constant and Shape always can): their import says
     // which input is not known at import.

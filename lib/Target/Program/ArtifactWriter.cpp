@@ -253,6 +253,12 @@ void addAttributes(Operation *op, program::Instruction &inst) {
       .Case([&](SplitOp s) {
         addInt(inst, AttrName::Axis, s.getNormalizedAxis());
       })
+      .Case([&](DropoutOp d) {
+        addFloat(inst, AttrName::Ratio, d.getRatio().convertToFloat());
+        addInt(inst, AttrName::SeedId,
+               d.getSeedId() ? static_cast<int64_t>(*d.getSeedId()) : -1);
+        addInt(inst, AttrName::RankStream, d.getRankStream());
+      })
       .Case([&](LinearWeightGradOp l) {
         addInt(inst, AttrName::TransposeWeight, l.getTransposeWeight());
       })

@@ -156,9 +156,14 @@ MP_UNARY_RULE(SinOp,
               return g.mul(dy, CosOp::create(g.b, g.loc, x).getResult());)
 MP_UNARY_RULE(GeluOp,
               return GeluGradOp::create(g.b, g.loc, x, dy, getApproximate());)
-// Dropout is the identity until training dropout lands (its forward kernel
-// is the identity too).
-MP_UNARY_RULE(DropoutOp, return dy;)
+// An active dropout's gradient is the same mask (the same stream) applied to
+// the result's gradient; an inactive one is the identity.
+MP_UNARY_RULE(DropoutOp, {
+  if (!getSeedId())
+    return dy;
+  return DropoutOp::create(g.b, g.loc, dy.getType(), dy, getRatioAttr(),
+                           getSeedIdAttr(), getRankStreamAttr());
+})
 MP_UNARY_RULE(CastOp, return CastOp::create(g.b, g.loc, x.getType(), dy);)
 #undef MP_UNARY_RULE
 

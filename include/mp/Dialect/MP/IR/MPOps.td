@@ -379,7 +379,18 @@ def MP_DropoutOp : MP_Op<"dropout", [MP_Differentiable,
                                      InferTypeOpInterface, MP_SplitByTraits,
                                      MP_TransformerOpTrait]> {
   let summary = "dropout with the given ratio (identity in inference)";
-  let arguments = (ins MP_FloatTensor:$input, F32Attr:$ratio);
+  let description = [{
+    The identity unless `seed_id` is set: mp-autodiff sets it on every
+    dropout of a train step (and its backward applies the same op to the
+    result's gradient). Then each element is kept with probability
+    1 − ratio and scaled by 1 / (1 − ratio), by a counter-based random
+    stream keyed on the run's seed and step, `seed_id`, the element's index
+    and, with `rank_stream`, the rank in the grid: Megatron's rule, the
+    same stream on every tensor-parallel rank for replicated activations,
+    a rank's own inside tensor-parallel regions and on sequence shards.
+  }];
+  let arguments = (ins MP_FloatTensor:$input, F32Attr:$ratio,
+                       OptionalAttr<I64Attr>:$seed_id, UnitAttr:$rank_stream);
   let results = (outs MP_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
   let hasVerifier = 1;
