@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <ftw.h>
@@ -122,6 +123,11 @@ Status writeRank(const std::string &dir, Executable &exe,
   manifest["zero"] = exe.shardedOptimizer() ? 1 : 0;
   manifest["optimizer"] = options.sgd ? "sgd" : "adamw";
   manifest["data"] = options.data;
+  // Rows consumed = step x global batch: a resumed run must read alike.
+  manifest["global_batch"] =
+      exe.inputs()[0].shape.empty()
+          ? 0
+          : exe.inputs()[0].shape[0] * exe.dataParallelSize();
   // One line per parameter.
   std::string text = manifest.dump(2);
   text.erase(text.find_last_of('}'));
@@ -149,9 +155,19 @@ Status swapIntoPlace(const std::string &tmp, const std::string &dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) == 0) {
     if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(),
-                    RENAME_EXCHANGE) != 0)
-      return Status::error("--save: cannot swap '" + tmp + "' with '" + dir +
-                           "': " + std::strerror(errno));
+                    RENAME_EXCHANGE) != 0) {
+      // A filesystem without the exchange (NFS, some FUSE): two renames,
+      // the previous checkpoint kept as DIR.old until the new one is in.
+      const std::string old = dir + ".old";
+      removeTree(old);
+      if (std::rename(dir.c_str(), old.c_str()) != 0 ||
+          std::rename(tmp.c_str(), dir.c_str()) != 0)
+        return Status::error("--save: cannot put '" + tmp + "' in place of '" +
+                             dir + "': " + std::strerror(errno));
+      syncDirectory(parentOf(dir));
+      removeTree(old);
+      return Status::success();
+    }
     syncDirectory(parentOf(dir));
     maybeDie("after-swap", 0);
     removeTree(tmp); // (now the previous checkpoint)
@@ -173,8 +189,30 @@ Status checkSaveDirectory(const std::string &dir) {
       ::access(parent.c_str(), W_OK) != 0)
     return Status::error("--save: '" + parent +
                          "' is not a directory this process can write to");
-  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+  if (::stat(dir.c_str(), &st) != 0)
+    return Status::success();
+  if (!S_ISDIR(st.st_mode))
     return Status::error("--save: '" + dir + "' exists and is not a directory");
+  // A save replaces the directory whole: only an earlier checkpoint (or
+  // nothing) may be there.
+  std::ifstream in(dir + "/manifest.json");
+  nlohmann::json manifest =
+      in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+  const bool isCheckpoint = manifest.is_object() &&
+                            manifest.contains("format") &&
+                            manifest["format"] == "mp-checkpoint";
+  bool empty = true;
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (struct dirent *e = ::readdir(d))
+      empty &=
+          std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0;
+    ::closedir(d);
+  }
+  if (!isCheckpoint && !empty)
+    return Status::error("--save: '" + dir +
+                         "' holds something other than an mp checkpoint; a "
+                         "save replaces the directory whole, so give a new "
+                         "or checkpoint directory");
   return Status::success();
 }
 
@@ -205,7 +243,7 @@ void saveCheckpoint(const std::string &dir, Communicator &world,
 
 Status loadCheckpoint(const std::string &dir, Executable &exe,
                       const std::vector<Slot> &slots, Flat &flat, int64_t &step,
-                      int64_t &seed) {
+                      int64_t &seed, bool sgd) {
   const std::string path = dir + "/manifest.json";
   std::ifstream in(path);
   if (!in)
@@ -220,6 +258,23 @@ Status loadCheckpoint(const std::string &dir, Executable &exe,
     return Status::error("--resume: '" + path +
                          "' is not an mp-run checkpoint manifest");
   step = manifest["step"].get<int64_t>();
+  if (manifest.contains("global_batch") &&
+      manifest["global_batch"].is_number_integer() && !exe.inputs().empty() &&
+      !exe.inputs()[0].shape.empty()) {
+    const int64_t saved = manifest["global_batch"].get<int64_t>();
+    const int64_t here = exe.inputs()[0].shape[0] * exe.dataParallelSize();
+    if (saved != here)
+      return Status::error(
+          "--resume: the checkpoint read " + std::to_string(saved) +
+          " rows per step and this run reads " + std::to_string(here) +
+          " (batch x data-parallel replicas): its data position would not "
+          "carry over");
+  }
+  if (manifest.contains("optimizer") && manifest["optimizer"].is_string() &&
+      manifest["optimizer"].get<std::string>() != (sgd ? "sgd" : "adamw"))
+    return Status::error("--resume: the checkpoint was trained with " +
+                         manifest["optimizer"].get<std::string>() +
+                         ", this run uses " + (sgd ? "sgd" : "adamw"));
   if (manifest.contains("seed") && manifest["seed"].is_number_integer())
     seed = manifest["seed"].get<int64_t>();
   const int64_t ranks = manifest["ranks"].get<int64_t>();

@@ -60,11 +60,12 @@ launch D times the grid's ranks):
 )";
 
 std::string TrainOptions::shared() const {
-  return enabled ? " --train --steps " + std::to_string(steps) +
-                       (save.empty() ? "" : " --save") +
-                       (resume.empty() ? "" : " --resume") + " --save-every " +
-                       std::to_string(saveEvery)
-                 : "";
+  return enabled
+             ? " --train --steps " + std::to_string(steps) +
+                   (save.empty() ? "" : " --save") +
+                   (resume.empty() ? "" : " --resume") + " --save-every " +
+                   std::to_string(saveEvery) + " --seed " + std::to_string(seed)
+             : "";
 }
 
 bool isTrainValueOption(const std::string &flag) {
@@ -489,7 +490,7 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
   if (!t.resume.empty()) {
     int64_t saved = 0;
     stopIfAnyRankFailed(
-        world, loadCheckpoint(t.resume, exe, slots, flat, saved, seed));
+        world, loadCheckpoint(t.resume, exe, slots, flat, saved, seed, t.sgd));
     stopIfAnyRankFailed(
         world, saved <= t.steps
                    ? Status::success()
@@ -499,8 +500,9 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
                                    " (the total step count)"));
     firstStep = saved + 1;
     if (!quiet)
-      std::printf("mp-run: resumed from %s at step %lld\n", t.resume.c_str(),
-                  static_cast<long long>(saved));
+      std::printf("mp-run: resumed from %s at step %lld (its seed %lld)\n",
+                  t.resume.c_str(), static_cast<long long>(saved),
+                  static_cast<long long>(seed));
   }
   std::FILE *log = nullptr;
   if (!t.log.empty() && world.rank() == 0) {

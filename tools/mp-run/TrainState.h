@@ -82,7 +82,7 @@ Status checkSaveDirectory(const std::string &dir);
 /// rank calls it.
 Status loadCheckpoint(const std::string &dir, Executable &exe,
                       const std::vector<Slot> &slots, Flat &flat, int64_t &step,
-                      int64_t &seed);
+                      int64_t &seed, bool sgd);
 
 } // namespace mprun
 
