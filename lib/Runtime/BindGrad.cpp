@@ -14,9 +14,7 @@
 
 namespace mp::rt {
 
-Status Binder::needKernel(const void *kernel) const {
-  if (kernel)
-    return Status::success();
+Status Binder::noKernel() const {
   return fail(std::string("the ") + exe.kernels->name +
               " backend has no kernel for this op yet (train on the cpu)");
 }
@@ -31,9 +29,7 @@ Status Binder::positiveFloat(AttrName name, float &value) const {
 
 Status Binder::bindLinearWeightGrad(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
-  if (Status s =
-          needKernel(reinterpret_cast<const void *>(kernels->linearWeightGrad));
-      !s)
+  if (Status s = needKernel(kernels->linearWeightGrad); !s)
     return s;
   const Tensor x = in(0), dy = in(1);
   bool transposed = intAttr(AttrName::TransposeWeight) != 0;
@@ -56,9 +52,8 @@ Status Binder::bindLinearWeightGrad(Executable::Step &step) {
 
 Status Binder::bindNormGrad(Executable::Step &step, bool layer) {
   const KernelTable *kernels = exe.kernels;
-  if (Status s = needKernel(
-          layer ? reinterpret_cast<const void *>(kernels->layerNormGrad)
-                : reinterpret_cast<const void *>(kernels->rmsNormGrad));
+  if (Status s = layer ? needKernel(kernels->layerNormGrad)
+                       : needKernel(kernels->rmsNormGrad);
       !s)
     return s;
   const Tensor x = in(0), scale = in(1), dy = in(2);
@@ -93,8 +88,7 @@ Status Binder::bindNormGrad(Executable::Step &step, bool layer) {
 
 Status Binder::bindGeluGrad(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
-  if (Status s = needKernel(reinterpret_cast<const void *>(kernels->geluGrad));
-      !s)
+  if (Status s = needKernel(kernels->geluGrad); !s)
     return s;
   const Tensor x = in(0), dy = in(1);
   if (Status s = expectShape("result gradient", dy.shape, x.shape); !s)
@@ -118,9 +112,7 @@ Status Binder::bindGeluGrad(Executable::Step &step) {
 
 Status Binder::bindAttentionGrad(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
-  if (Status s =
-          needKernel(reinterpret_cast<const void *>(kernels->attentionGrad));
-      !s)
+  if (Status s = needKernel(kernels->attentionGrad); !s)
     return s;
   using namespace contract::attention_grad;
   const Tensor q = in(Query), k = in(Key), v = in(Value), o = in(Result),
@@ -155,9 +147,7 @@ Status Binder::bindAttentionGrad(Executable::Step &step) {
 
 Status Binder::bindEmbeddingGrad(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
-  if (Status s =
-          needKernel(reinterpret_cast<const void *>(kernels->embeddingGrad));
-      !s)
+  if (Status s = needKernel(kernels->embeddingGrad); !s)
     return s;
   const Tensor ids = in(0), dy = in(1);
   if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
@@ -185,9 +175,7 @@ Status Binder::bindEmbeddingGrad(Executable::Step &step) {
 
 Status Binder::bindCrossEntropyGrad(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
-  if (Status s =
-          needKernel(reinterpret_cast<const void *>(kernels->crossEntropyGrad));
-      !s)
+  if (Status s = needKernel(kernels->crossEntropyGrad); !s)
     return s;
   const Tensor logits = in(0), targets = in(1), dloss = in(2);
   std::string error;
@@ -212,8 +200,7 @@ Status Binder::bindCrossEntropyGrad(Executable::Step &step) {
 
 Status Binder::bindSliceGrad(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
-  if (Status s = needKernel(reinterpret_cast<const void *>(kernels->sliceGrad));
-      !s)
+  if (Status s = needKernel(kernels->sliceGrad); !s)
     return s;
   const Tensor dy = in(0);
   Tensor o = out();
@@ -248,9 +235,7 @@ static void vocabSlice(const Communicator &group, int64_t rows, int64_t &offset,
 
 Status Binder::bindVocabParallelCrossEntropy(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
-  if (Status s = needKernel(
-          reinterpret_cast<const void *>(kernels->vocabParallelStats));
-      !s)
+  if (Status s = needKernel(kernels->vocabParallelStats); !s)
     return s;
   if (exe.axisComms.empty())
     return fail("needs a grid (a partitioned program)");
@@ -296,9 +281,7 @@ Status Binder::bindVocabParallelCrossEntropy(Executable::Step &step) {
 
 Status Binder::bindVocabParallelCrossEntropyGrad(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
-  if (Status s = needKernel(reinterpret_cast<const void *>(
-          kernels->vocabParallelCrossEntropyGrad));
-      !s)
+  if (Status s = needKernel(kernels->vocabParallelCrossEntropyGrad); !s)
     return s;
   if (exe.axisComms.empty())
     return fail("needs a grid (a partitioned program)");
@@ -331,8 +314,7 @@ Status Binder::bindVocabParallelCrossEntropyGrad(Executable::Step &step) {
 
 Status Binder::bindDropout(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
-  if (Status s = needKernel(reinterpret_cast<const void *>(kernels->dropout));
-      !s)
+  if (Status s = needKernel(kernels->dropout); !s)
     return s;
   const Tensor x = in(0);
   Tensor o = out();

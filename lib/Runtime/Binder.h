@@ -104,7 +104,10 @@ private:
   Status bindEinsum(Executable::Step &step);
   // Gradient ops (BindGrad.cpp).
   /// An error naming the op when the device has no such kernel.
-  Status needKernel(const void *kernel) const;
+  template <class Kernel> Status needKernel(Kernel *kernel) const {
+    return kernel ? Status::success() : noKernel();
+  }
+  Status noKernel() const;
   Status positiveFloat(AttrName name, float &value) const;
   Status bindLinearWeightGrad(Executable::Step &step);
   Status bindNormGrad(Executable::Step &step, bool layer);

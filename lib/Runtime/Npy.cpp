@@ -181,16 +181,19 @@ Status readNpy(const std::string &path, HostBuffer &out) {
   return decodeNpy(file, path, out);
 }
 
-/// Flushes the directory holding `path`, so that a rename into it survives
-/// a crash.
-static void syncDirectoryOf(const std::string &path) {
-  size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+void syncDirectory(const std::string &dir) {
   int fd = ::open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd >= 0) {
     ::fsync(fd);
     ::close(fd);
   }
+}
+
+/// Flushes the directory holding `path`, so that a rename into it survives
+/// a crash.
+static void syncDirectoryOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  syncDirectory(slash == std::string::npos ? "." : path.substr(0, slash));
 }
 
 Status writeFileAtomically(const std::string &path,

@@ -41,6 +41,13 @@ using namespace mp;
 
 namespace {
 
+/// `sum` + `term`, where either may be missing (null).
+Value addTerms(OpBuilder &b, Location loc, Value sum, Value term) {
+  if (!sum || !term)
+    return sum ? sum : term;
+  return AddOp::create(b, loc, sum, term);
+}
+
 bool isFloatTensor(Value v) {
   return isa<FloatType>(getElementTypeOrSelf(v.getType()));
 }
@@ -112,8 +119,7 @@ private:
   /// from a rank-local consumer of a replicated value.
   void accumulate(OpBuilder &b, Value value, Value adjoint, bool isPartial) {
     Value &slot = isPartial ? partial[value] : full[value];
-    slot = slot ? AddOp::create(b, adjoint.getLoc(), slot, adjoint).getResult()
-                : adjoint;
+    slot = addTerms(b, adjoint.getLoc(), slot, adjoint);
   }
   Value allReduce(OpBuilder &b, Location loc, Value v) {
     return shard::AllReduceOp::create(b, loc, v, grid.getValue(),
@@ -148,9 +154,7 @@ Value AutodiffPass::adjointOf(OpBuilder &b, Value value) {
   Value whole = full.lookup(value), part = partial.lookup(value);
   if (!part)
     return whole;
-  Value reduced = allReduce(b, value.getLoc(), part);
-  return whole ? AddOp::create(b, value.getLoc(), whole, reduced).getResult()
-               : reduced;
+  return addTerms(b, value.getLoc(), whole, allReduce(b, value.getLoc(), part));
 }
 
 void AutodiffPass::differentiateCollective(OpBuilder &b, Operation *op) {
@@ -218,13 +222,9 @@ static LogicalResult checkCollective(Operation *op,
 
 LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op) {
   if (auto read = dyn_cast<GetParamOp>(op)) {
-    auto sum = [&](Value &slot, Value v) {
-      if (v)
-        slot = slot ? AddOp::create(b, read.getLoc(), slot, v).getResult() : v;
-    };
     auto &[whole, part] = gradients[read.getNameAttr().getAttr()];
-    sum(whole, full.lookup(read.getResult()));
-    sum(part, partial.lookup(read.getResult()));
+    whole = addTerms(b, read.getLoc(), whole, full.lookup(read.getResult()));
+    part = addTerms(b, read.getLoc(), part, partial.lookup(read.getResult()));
     return success();
   }
   if (isCollective(op)) {
@@ -318,10 +318,9 @@ LogicalResult AutodiffPass::returnGradients(OpBuilder &b, func::FuncOp func,
     FailureOr<RankedTensorType> localType = param.getLocalType(symbols);
     if (failed(localType))
       return failure();
-    Value grad = gradients.lookup(param.getSymNameAttr()).first;
-    if (Value sum = reduced.lookup(param.getSymNameAttr()))
-      grad =
-          grad ? AddOp::create(b, param.getLoc(), grad, sum).getResult() : sum;
+    Value grad = addTerms(b, param.getLoc(),
+                          gradients.lookup(param.getSymNameAttr()).first,
+                          reduced.lookup(param.getSymNameAttr()));
     if (!grad)
       grad = ConstantOp::create(
           b, param.getLoc(),

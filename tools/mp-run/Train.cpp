@@ -451,7 +451,10 @@ Status applyUpdate(const TrainOptions &t, Executable &exe,
                 flat.v.data() + (lo - flat.begin), flat.grad.data() + lo,
                 hi - lo, step, lr, wd, t.adam);
   }
-  // The updated weights of every replica's shard, then the parameters.
+  // The parameters from the whole master weights: this rank's own, or
+  // (ZeRO-1) every replica's shard gathered.
+  if (!exe.shardedOptimizer() || !exe.dataParallelComm())
+    return uploadWeights(exe, slots, flat.master);
   std::vector<float> whole;
   if (Status st = wholeOf(exe, flat, flat.master, whole); !st)
     return st;

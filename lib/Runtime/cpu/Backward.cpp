@@ -6,6 +6,7 @@
 // count: sums over rows go through fixed-size blocks added in order.
 //
 //===----------------------------------------------------------------------===//
+#include "Attention.h"
 #include "Common.h"
 #include "Gemm.h"
 #include "mp/Runtime/Kernels.h"
@@ -223,31 +224,9 @@ Status attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
         const float *dob = pdo + (bh * Sq + i0) * Dv;
         float *dqb = pdq + (bh * Sq + i0) * D;
         // P: the forward's probabilities, recomputed.
-        if (D == 0)
-          std::fill(P, P + rows * keys, 0.0f);
-        else
-          gemm(false, true, rows, keys, D, scale, qb, D, kb, D, 0.0f, P, keys);
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t i = i0 + r;
-          float *s = P + r * keys;
-          const int64_t lim =
-              causal ? std::clamp<int64_t>(i + offset + 1, 0, keys) : keys;
-          if (pm) {
-            const float *mrow = pm + b * ms[0] + h * ms[1] + i * ms[2];
-            for (int64_t j = 0; j < lim; ++j)
-              s[j] += ms[3] == 1 ? mrow[j] : mrow[0];
-          }
-          const float mx = lim ? detail::maxOf(s, lim)
-                               : -std::numeric_limits<float>::infinity();
-          if (mx == -std::numeric_limits<float>::infinity()) {
-            std::fill(s, s + keys, 0.0f);
-            continue;
-          }
-          const float inv = 1.0f / detail::expSubSum(s, mx, s, lim);
-          for (int64_t j = 0; j < lim; ++j)
-            s[j] *= inv;
-          std::fill(s + lim, s + keys, 0.0f);
-        }
+        attentionProbabilities(qb, kb, rows, keys, D, scale, i0, offset, causal,
+                               pm ? pm + b * ms[0] + h * ms[1] : nullptr, ms[2],
+                               ms[3], P);
         // dV += Pᵀ·dO; dP = dO·Vᵀ.
         gemm(true, false, keys, Dv, rows, 1.0f, P, keys, dob, Dv, 1.0f, dvb,
              Dv);

@@ -7,6 +7,7 @@
 // thread), which also makes results independent of the thread count.
 //
 //===----------------------------------------------------------------------===//
+#include "Attention.h"
 #include "Common.h"
 #include "Gemm.h"
 #include "mp/Runtime/Kernels.h"
@@ -506,37 +507,9 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
       std::fill(ob, ob + rows * Dv, 0.0f);
       return;
     }
-    if (D == 0)
-      std::fill(S, S + rows * keys, 0.0f);
-    else
-      gemm(false, true, rows, keys, D, scale, qb, D, kb, D, 0.0f, S, keys);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = i0 + r;
-      float *s = S + r * keys;
-      const int64_t lim =
-          causal ? std::clamp<int64_t>(i + offset + 1, 0, keys) : keys;
-      if (pm) {
-        const float *mrow = pm + b * ms[0] + h * ms[1] + i * ms[2];
-        if (ms[3] == 1) {
-          for (int64_t j = 0; j < lim; ++j)
-            s[j] += mrow[j];
-        } else {
-          const float mv = mrow[0];
-          for (int64_t j = 0; j < lim; ++j)
-            s[j] += mv;
-        }
-      }
-      const float mx = detail::maxOf(s, lim);
-      if (mx == -std::numeric_limits<float>::infinity()) {
-        // Fully masked row: zeros rather than NaN.
-        std::fill(s, s + keys, 0.0f);
-        continue;
-      }
-      const float inv = 1.0f / detail::expSubSum(s, mx, s, lim);
-      for (int64_t j = 0; j < lim; ++j)
-        s[j] *= inv;
-      std::fill(s + lim, s + keys, 0.0f);
-    }
+    attentionProbabilities(qb, kb, rows, keys, D, scale, i0, offset, causal,
+                           pm ? pm + b * ms[0] + h * ms[1] : nullptr, ms[2],
+                           ms[3], S);
     gemm(false, false, rows, Dv, keys, 1.0f, S, keys, vb, Dv, 0.0f, ob, Dv);
   };
 
