@@ -299,9 +299,15 @@ bool slice(const Shape &input, const std::vector<int64_t> &starts,
                              " is out of bounds for dimension " +
                              std::to_string(i) + " of size " +
                              std::to_string(dim));
+    // Counted without adding the step, which may be near INT64_MAX, in
+    // unsigned arithmetic, where INT64_MIN's magnitude exists.
     int64_t span = stride > 0 ? limit - start : start - limit;
-    int64_t step = stride > 0 ? stride : -stride;
-    out.push_back((span + step - 1) / step);
+    uint64_t step = stride > 0 ? static_cast<uint64_t>(stride)
+                               : uint64_t{0} - static_cast<uint64_t>(stride);
+    out.push_back(
+        span > 0
+            ? static_cast<int64_t>(static_cast<uint64_t>(span - 1) / step) + 1
+            : 0);
   }
   result = std::move(out);
   return true;

@@ -96,6 +96,21 @@ TEST(HostTensorFold, SliceClampsHugeEndsAndWalksBackwards) {
   EXPECT_EQ(back[0].ints, (std::vector<int64_t>{5, 3, 1}));
 }
 
+TEST(HostTensorFold, SliceCountsHugeStepsWithoutOverflow) {
+  // Steps near INT64_MAX/MIN take one element (the fuzzer found the count
+  // overflowing); INT64_MIN's magnitude has no int64_t.
+  constexpr int64_t max = std::numeric_limits<int64_t>::max();
+  constexpr int64_t min = std::numeric_limits<int64_t>::min();
+  SliceRange up = normalizeSlice(9, 4, max, max);
+  EXPECT_EQ(up.start, 4);
+  EXPECT_EQ(up.count, 1);
+  EXPECT_EQ(normalizeSlice(9, 8, -10, min).count, 1);
+  EXPECT_EQ(normalizeSlice(9, 8, -10, -1).count, 9);
+  EXPECT_EQ(normalizeSlice(9, 3, 3, 1).count, 0);
+  EXPECT_EQ(normalizeSlice(9, 2, 7, 2).count, 3);
+  EXPECT_EQ(normalizeSlice(9, 2, 7, -2).count, 0);
+}
+
 TEST(HostTensorFold, GatherNegativeIndexOnAxisOne) {
   HostTensor x = ints({2, 3}, {10, 11, 12, 20, 21, 22});
   HostTensor idx = ints({2}, {-1, 0});

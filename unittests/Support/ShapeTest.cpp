@@ -70,6 +70,11 @@ TEST(ShapeRules, ShapeOps) {
   ASSERT_TRUE(shape::slice({8, 6}, {1, 5}, {7, -1}, {2, -2}, r, e)) << e;
   EXPECT_EQ(r, (Shape{3, 3}));
   EXPECT_FALSE(shape::slice({8}, {0}, {9}, {1}, r, e));
+  // Steps of any size take one element (the count once overflowed).
+  ASSERT_TRUE(
+      shape::slice({8, 8}, {4, 7}, {8, -1}, {INT64_MAX, INT64_MIN}, r, e))
+      << e;
+  EXPECT_EQ(r, (Shape{1, 1}));
   ASSERT_TRUE(shape::concat({{2, 3}, {2, 5}}, -1, r, e)) << e;
   EXPECT_EQ(r, (Shape{2, 8}));
   EXPECT_FALSE(shape::concat({{2, 3}, {3, 5}}, 1, r, e));

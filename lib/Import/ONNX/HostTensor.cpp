@@ -142,11 +142,17 @@ SliceRange normalizeSlice(int64_t dim, int64_t start, int64_t end,
   if (step > 0) {
     start = std::clamp<int64_t>(start, 0, dim);
     end = std::max(std::clamp<int64_t>(end, 0, dim), start);
-    return {start, end, (end - start + step - 1) / step};
+    // (Counted without adding the step, which may be near INT64_MAX.)
+    return {start, end, end > start ? (end - start - 1) / step + 1 : 0};
   }
   start = std::clamp<int64_t>(start, 0, dim - 1);
   end = std::min(std::clamp<int64_t>(end, -1, dim - 1), start);
-  return {start, end, (start - end - step - 1) / (-step)};
+  const uint64_t stride = uint64_t{0} - static_cast<uint64_t>(step); // |step|
+  return {start, end,
+          start > end ? static_cast<int64_t>(
+                            static_cast<uint64_t>(start - end - 1) / stride) +
+                            1
+                      : 0};
 }
 
 //===----------------------------------------------------------------------===//
