@@ -217,6 +217,57 @@ class GPTJ(nn.Module):
 
 
 # ----------------------------------------------------------------------------
+# Falcon (7B layout): multi-query attention from one fused QKV linear laid
+# out [q heads..., k, v] (viewed as heads + 2 and sliced, the key and value
+# taken by list indexing), rotary on whole heads, one LayerNorm feeding
+# attention and MLP in parallel, exact GELU, no biases, tied LM head. The
+# one key/value head reaches every query head by matmul broadcasting.
+# ----------------------------------------------------------------------------
+class FalconLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.input_layernorm = nn.LayerNorm(HIDDEN)
+        self.query_key_value = nn.Linear(HIDDEN, HIDDEN + 2 * HEAD_DIM, bias=False)
+        self.dense = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.dense_h_to_4h = nn.Linear(HIDDEN, 4 * HIDDEN, bias=False)
+        self.dense_4h_to_h = nn.Linear(4 * HIDDEN, HIDDEN, bias=False)
+        cos, sin = rotary_tables(HEAD_DIM, SEQ)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("mask", causal_bool(SEQ), persistent=False)
+
+    def attention(self, x):
+        b, s, _ = x.shape
+        fused = self.query_key_value(x).view(b, s, HEADS + 2, HEAD_DIM)
+        q, k, v = fused[..., :-2, :], fused[..., [-2], :], fused[..., [-1], :]
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        cos, sin = self.cos[:, :, :s], self.sin[:, :, :s]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(HEAD_DIM)
+        scores = scores.masked_fill(self.mask[:s, :s], float("-inf"))
+        return self.dense(merge_heads(torch.matmul(torch.softmax(scores, dim=-1), v)))
+
+    def forward(self, x):
+        h = self.input_layernorm(x)
+        return x + self.attention(h) + self.dense_4h_to_h(F.gelu(self.dense_h_to_4h(h)))
+
+
+class Falcon(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(VOCAB, HIDDEN)
+        self.h = nn.ModuleList(FalconLayer() for _ in range(LAYERS))
+        self.ln_f = nn.LayerNorm(HIDDEN)
+
+    def forward(self, ids):
+        x = self.word_embeddings(ids)
+        for layer in self.h:
+            x = layer(x)
+        return torch.matmul(self.ln_f(x), self.word_embeddings.weight.t())
+
+
+# ----------------------------------------------------------------------------
 # OPT: learned positions offset by 2, q scaled before QK^T, an additive
 # mask of float min, ReLU MLP, pre-LN, tied LM head.
 # ----------------------------------------------------------------------------
@@ -531,6 +582,7 @@ MODELS = {
     "gemma_mqa": (lambda: Gemma(kv=1), 2010, False),
     "bert_pooler": (BertEncoder, 2008, True),
     "t5": (T5, 2009, False),
+    "falcon": (Falcon, 2011, False),
 }
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs}
 OUTPUTS = {"bert_pooler": ["last_hidden_state", "pooler_output"]}

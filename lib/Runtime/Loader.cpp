@@ -351,9 +351,11 @@ Status Executable::load(const std::string &dir,
       return s;
   }
 
-  for (size_t i = 0; i < params.size(); ++i)
+  for (size_t i = 0; i < params.size(); ++i) {
+    const program::Parameter &p = prog.parameters(static_cast<int>(i));
     exe->paramTable.push_back(
-        {prog.parameters(static_cast<int>(i)).name(), params[i]});
+        {p.name(), params[i], p.part_of(), p.part_axis(), p.part_start()});
+  }
 
   exe->constants.reserve(prog.buffers_size());
   for (int i = 0; i < prog.buffers_size(); ++i) {

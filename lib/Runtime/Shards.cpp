@@ -41,4 +41,41 @@ std::string shardOf(std::string_view whole,
   return shard;
 }
 
+namespace {
+/// Row-major `shape` around `axis`: the product of the dims before it, and
+/// the bytes of one step along it.
+std::pair<int64_t, int64_t> around(const std::vector<int64_t> &shape,
+                                   int64_t elemBytes, int64_t axis) {
+  int64_t outer = 1, inner = elemBytes;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  return {outer, inner};
+}
+} // namespace
+
+std::string blockAlong(std::string_view whole,
+                       const std::vector<int64_t> &wholeShape,
+                       int64_t elemBytes, int64_t axis, int64_t start,
+                       int64_t size) {
+  auto [outer, inner] = around(wholeShape, elemBytes, axis);
+  const int64_t stride = wholeShape[axis] * inner;
+  std::string out;
+  out.reserve(outer * size * inner);
+  for (int64_t o = 0; o < outer; ++o)
+    out.append(whole.substr(o * stride + start * inner, size * inner));
+  return out;
+}
+
+void placeBlock(std::string &whole, const std::vector<int64_t> &wholeShape,
+                int64_t elemBytes, int64_t axis, int64_t start,
+                std::string_view block) {
+  auto [outer, inner] = around(wholeShape, elemBytes, axis);
+  const int64_t stride = wholeShape[axis] * inner;
+  const int64_t row = outer ? static_cast<int64_t>(block.size()) / outer : 0;
+  for (int64_t o = 0; o < outer; ++o)
+    whole.replace(o * stride + start * inner, row, block.substr(o * row, row));
+}
+
 } // namespace mp::rt

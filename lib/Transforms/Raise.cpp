@@ -192,6 +192,51 @@ struct EmbeddingFromGather : OpRewritePattern<GatherOp> {
   }
 };
 
+/// gather(x, [i, i+1, ..., j-1] constant, axis a) -> slice(x, i:j along a),
+/// and a reshape when the index is a scalar (the axis goes): list indexing
+/// such as Falcon's `fused[..., [-2], :]` is a slice, which partitioning
+/// and differentiation see through.
+struct SliceFromGather : OpRewritePattern<GatherOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GatherOp op,
+                                PatternRewriter &rewriter) const override {
+    auto constant = op.getIndices().getDefiningOp<ConstantOp>();
+    auto values = constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue())
+                           : DenseIntElementsAttr();
+    if (!values || values.getType().getRank() > 1 || values.empty())
+      return failure();
+    RankedTensorType input = tensorType(op.getInput());
+    int64_t axis = op.getNormalizedAxis(), dim = input.getDimSize(axis);
+    std::optional<int64_t> first;
+    int64_t next = 0;
+    for (APInt v : values.getValues<APInt>()) {
+      int64_t i =
+          v.getSExtValue() < 0 ? v.getSExtValue() + dim : v.getSExtValue();
+      if (i < 0 || i >= dim || (first && i != next))
+        return failure();
+      first = first.value_or(i);
+      next = i + 1;
+    }
+    SmallVector<int64_t> starts(input.getRank(), 0),
+        strides(input.getRank(), 1);
+    SmallVector<int64_t> limits(input.getShape()), shape(input.getShape());
+    starts[axis] = *first;
+    limits[axis] = next;
+    shape[axis] = next - *first;
+    Value slice = SliceOp::create(rewriter, op.getLoc(), input.clone(shape),
+                                  op.getInput(), starts, limits, strides);
+    slice.getDefiningOp()->setDiscardableAttrs(
+        op->getDiscardableAttrDictionary());
+    if (slice.getType() != op.getType()) {
+      slice = ReshapeOp::create(rewriter, op.getLoc(), op.getType(), slice);
+      slice.getDefiningOp()->setDiscardableAttrs(
+          op->getDiscardableAttrDictionary());
+    }
+    rewriter.replaceOp(op, slice);
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // layer_norm and rms_norm
 //===----------------------------------------------------------------------===//
@@ -510,7 +555,7 @@ struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
     MLIRContext *ctx = &getContext();
     RewritePatternSet patterns(ctx);
     patterns
-        .add<LinearFromMatmul, LinearBias, EmbeddingFromGather,
+        .add<LinearFromMatmul, LinearBias, EmbeddingFromGather, SliceFromGather,
              LayerNormFromDecomposed, RMSNormFromDecomposed, RMSNormFromDiv,
              NormScale, LayerNormBias, GeluFromDecomposed, SiluFromDecomposed>(
             ctx);

@@ -233,6 +233,18 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
              << " read transposed in place of '"
              << cast<StringAttr>(copy).getValue()
              << "', the copy constant folding made of it\n";
+    // Fused linears tensor parallelism cut, by the parameter the user wrote.
+    llvm::MapVector<StringRef, SmallVector<StringRef>> cuts;
+    for (auto param : module.getOps<ParamOp>())
+      if (auto whole = param.getPartOf())
+        cuts[*whole].push_back(param.getSymName());
+    for (auto &[whole, parts] : cuts) {
+      os << "  cut         @" << whole << " into " << parts.size()
+         << " parts (a fused linear whose parts split differently):";
+      for (StringRef part : parts)
+        os << " @" << part;
+      os << "\n";
+    }
   }
 };
 

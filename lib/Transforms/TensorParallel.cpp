@@ -7,10 +7,14 @@
 // contracting dimension of another linear, which is then row-parallel. A
 // linear whose split output reaches anything else (a norm, a residual add
 // with a whole tensor, the function's result) stays whole, and the analysis
-// repeats without it. The graph is then rewritten to local shapes with the
-// collectives written explicitly as `shard` ops.
+// repeats without it. A fused linear whose split stops where its output is
+// taken in parts (Falcon's QKV with one key/value head) is cut into a linear
+// per part first (FusedLinear.h), so each part splits as it can. The graph
+// is then rewritten to local shapes with the collectives written explicitly
+// as `shard` ops.
 //
 //===----------------------------------------------------------------------===//
+#include "FusedLinear.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -466,18 +470,27 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
 LogicalResult TensorParallelPass::parallelize(ModuleOp module,
                                               func::FuncOp func) {
   SmallVector<LinearOp> linears;
-  func.walk([&](LinearOp l) {
-    if (inLayer(l))
-      linears.push_back(l);
-  });
-  llvm::BitVector allowed(linears.size(), true);
   Split split;
   llvm::DenseMap<unsigned, Stop> stops;
-  while (true) {
-    llvm::BitVector conflict = analyze(func, linears, allowed, split, stops);
-    if (conflict.none())
-      break;
-    allowed.reset(conflict);
+  for (bool cut = true; cut;) {
+    linears.clear();
+    func.walk([&](LinearOp l) {
+      if (inLayer(l))
+        linears.push_back(l);
+    });
+    llvm::BitVector allowed(linears.size(), true);
+    stops.clear();
+    while (true) {
+      llvm::BitVector conflict = analyze(func, linears, allowed, split, stops);
+      if (conflict.none())
+        break;
+      allowed.reset(conflict);
+    }
+    // Fused linears stopped where their parts are taken: cut, start again.
+    cut = false;
+    for (auto &[i, stop] : stops)
+      if (!allowed[i] && takesPartOfFusedLinear(linears[i], stop.op))
+        cut |= succeeded(cutFusedLinear(linears[i]));
   }
   if (failed(checkDivisible(split)))
     return failure();

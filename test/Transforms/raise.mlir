@@ -445,3 +445,27 @@ func.func @attention_runtime_bool_mask(%q: tensor<1x2x3x8xf32>, %kt: tensor<1x2x
   %o = mp.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32>
   return %o : tensor<1x2x3x8xf32>
 }
+
+// -----
+
+// Tests list indexing by a constant gather: consecutive indices (negative
+// ones counted from the end) are a slice, a scalar index a slice and a
+// reshape that drops the axis; indices that skip stay a gather.
+// CHECK-LABEL: func.func @slice_from_gather
+// CHECK: %[[A:.*]] = mp.slice %arg0 {limits = array<i64: 2, 5, 8>, starts = array<i64: 0, 4, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x6x8xf32> -> tensor<2x1x8xf32>
+// CHECK: %[[B:.*]] = mp.slice %arg0 {limits = array<i64: 2, 3, 8>, starts = array<i64: 0, 1, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x6x8xf32> -> tensor<2x2x8xf32>
+// CHECK: %[[C0:.*]] = mp.slice %arg0 {limits = array<i64: 2, 6, 8>, starts = array<i64: 0, 5, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x6x8xf32> -> tensor<2x1x8xf32>
+// CHECK: %[[C:.*]] = mp.reshape %[[C0]] : tensor<2x1x8xf32> -> tensor<2x8xf32>
+// CHECK: %[[D:.*]] = mp.gather %arg0, %{{.*}} {axis = 1 : i64} : (tensor<2x6x8xf32>, tensor<2xi64>) -> tensor<2x2x8xf32>
+// CHECK: return %[[A]], %[[B]], %[[C]], %[[D]]
+func.func @slice_from_gather(%x: tensor<2x6x8xf32>) -> (tensor<2x1x8xf32>, tensor<2x2x8xf32>, tensor<2x8xf32>, tensor<2x2x8xf32>) {
+  %i = mp.constant dense<[-2]> : tensor<1xi64>
+  %j = mp.constant dense<[1, 2]> : tensor<2xi64>
+  %k = mp.constant dense<-1> : tensor<i64>
+  %l = mp.constant dense<[1, 3]> : tensor<2xi64>
+  %a = mp.gather %x, %i {axis = 1 : i64} : (tensor<2x6x8xf32>, tensor<1xi64>) -> tensor<2x1x8xf32>
+  %b = mp.gather %x, %j {axis = -2 : i64} : (tensor<2x6x8xf32>, tensor<2xi64>) -> tensor<2x2x8xf32>
+  %c = mp.gather %x, %k {axis = 1 : i64} : (tensor<2x6x8xf32>, tensor<i64>) -> tensor<2x8xf32>
+  %d = mp.gather %x, %l {axis = 1 : i64} : (tensor<2x6x8xf32>, tensor<2xi64>) -> tensor<2x2x8xf32>
+  return %a, %b, %c, %d : tensor<2x1x8xf32>, tensor<2x2x8xf32>, tensor<2x8xf32>, tensor<2x2x8xf32>
+}

@@ -132,6 +132,11 @@ Status writeRank(const std::string &dir, Executable &exe,
                                 {"local_shape", s.param.shape},
                                 {"shard_axis", s.shardAxis},
                                 {"shard_groups", s.shardGroups}};
+    if (!s.partOf.empty()) {
+      p["part_of"] = s.partOf;
+      p["part_axis"] = s.partAxis;
+      p["part_start"] = s.partStart;
+    }
     text += std::string(i ? "," : "") + "\n    " + p.dump();
   }
   text += "\n  ]\n}\n";
@@ -232,6 +237,133 @@ void saveCheckpoint(const std::string &dir, Communicator &world,
                                                : Status::success());
 }
 
+/// The checkpoint's parameters by name, and each rank's file.
+using SavedParams = std::map<std::string, nlohmann::json>;
+using RankFiles = std::vector<std::unique_ptr<SafetensorsFile>>;
+
+/// State `kind` (master, moments) of the saved parameter `name`, whole, and
+/// its shape.
+Status savedTensor(const SavedParams &saved, const RankFiles &files,
+                   const std::string &name, int kind, std::string &whole,
+                   std::vector<int64_t> &wholeShape) {
+  const nlohmann::json &p = saved.at(name);
+  const std::string bad =
+      "--resume: parameter '" + name + "' is malformed in the manifest";
+  if (!p.contains("local_shape") || !p["local_shape"].is_array() ||
+      !p.contains("shard_axis") || !p["shard_axis"].is_number_integer() ||
+      !p.contains("shard_groups") || !p["shard_groups"].is_number_integer())
+    return Status::error(bad);
+  std::vector<int64_t> localShape;
+  for (const auto &d : p["local_shape"]) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      return Status::error(bad);
+    localShape.push_back(d.get<int64_t>());
+  }
+  const int64_t axis = p["shard_axis"].get<int64_t>();
+  const int64_t groups = p["shard_groups"].get<int64_t>();
+  if (axis >= static_cast<int64_t>(localShape.size()) || groups < 1 ||
+      (axis >= 0 && localShape[axis] % groups != 0))
+    return Status::error(bad);
+  std::optional<int64_t> localCount = mp::checkedNumElements(localShape);
+  if (!localCount)
+    return Status::error(bad);
+  wholeShape = localShape;
+  if (axis >= 0)
+    wholeShape[axis] *= static_cast<int64_t>(files.size());
+  std::vector<std::string_view> shards;
+  const std::string key = kStateKinds[kind] + name;
+  for (size_t r = 0; r < files.size(); ++r) {
+    auto entry = files[r]->entries().find(key);
+    if (entry == files[r]->entries().end() ||
+        entry->second.dtype != DType::F32 ||
+        entry->second.end - entry->second.begin !=
+            static_cast<uint64_t>(*localCount) * sizeof(float))
+      return Status::error("--resume: rank " + std::to_string(r) +
+                           "'s file lacks f32 '" + key + "' of " +
+                           formatShape(localShape));
+    shards.emplace_back(
+        reinterpret_cast<const char *>(files[r]->data(entry->second)),
+        entry->second.end - entry->second.begin);
+  }
+  whole = assembleShards(shards, localShape, axis, groups);
+  return Status::success();
+}
+
+/// State `kind` of slot `s`'s parameter, whole (of shape `mine`): saved
+/// under its name, or cut differently by tensor parallelism in one layout
+/// and not the other (a fused weight saved whole that is a part here, or
+/// saved as parts that are whole here).
+Status savedWhole(const SavedParams &saved, const RankFiles &files,
+                  const Slot &s, int kind, const std::vector<int64_t> &mine,
+                  std::string &whole) {
+  std::vector<int64_t> shape;
+  auto mismatch = [&](const std::string &name) {
+    return Status::error("--resume: parameter '" + name + "' is " +
+                         formatShape(shape) + " in the checkpoint but " +
+                         formatShape(mine) + " in this model");
+  };
+  if (saved.count(s.name)) {
+    if (Status st = savedTensor(saved, files, s.name, kind, whole, shape); !st)
+      return st;
+    return shape == mine ? Status::success() : mismatch(s.name);
+  }
+  if (!s.partOf.empty() && saved.count(s.partOf)) {
+    std::string fused;
+    if (Status st = savedTensor(saved, files, s.partOf, kind, fused, shape);
+        !st)
+      return st;
+    const int64_t axis = s.partAxis;
+    std::vector<int64_t> expected = shape;
+    if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
+        s.partStart + mine[axis] > shape[axis] ||
+        (expected[axis] = mine[axis], expected != mine))
+      return mismatch(s.partOf);
+    whole =
+        blockAlong(fused, shape, sizeof(float), axis, s.partStart, mine[axis]);
+    return Status::success();
+  }
+  // Saved as the parts of a fused weight that is whole here.
+  auto integer = [](const nlohmann::json &p, const char *key) -> int64_t {
+    return p.contains(key) && p[key].is_number_integer() ? p[key].get<int64_t>()
+                                                         : -1;
+  };
+  std::string joined;
+  int64_t covered = 0, partAxis = -1;
+  for (const auto &[name, p] : saved) {
+    if (!p.contains("part_of") || p["part_of"] != s.name)
+      continue;
+    const int64_t axis = integer(p, "part_axis"),
+                  start = integer(p, "part_start");
+    std::string part;
+    if (Status st = savedTensor(saved, files, name, kind, part, shape); !st)
+      return st;
+    std::vector<int64_t> expected = shape;
+    if (axis < 0 || axis >= static_cast<int64_t>(mine.size()) ||
+        (partAxis >= 0 && axis != partAxis) || start < 0 ||
+        start + shape[axis] > mine[axis] ||
+        (expected[axis] = mine[axis], expected != mine))
+      return Status::error("--resume: the saved part '" + name +
+                           "' does not fit parameter '" + s.name + "' " +
+                           formatShape(mine));
+    if (joined.empty())
+      joined.assign(*mp::checkedNumElements(mine) * sizeof(float), '\0');
+    placeBlock(joined, mine, sizeof(float), axis, start, part);
+    covered += shape[axis];
+    partAxis = axis;
+  }
+  if (partAxis >= 0) {
+    if (covered != mine[partAxis])
+      return Status::error("--resume: the saved parts of '" + s.name +
+                           "' cover " + std::to_string(covered) + " of " +
+                           std::to_string(mine[partAxis]) + " along dim " +
+                           std::to_string(partAxis));
+    whole = std::move(joined);
+    return Status::success();
+  }
+  return Status::error("--resume: the checkpoint has no parameter '" + s.name +
+                       "'");
+}
+
 Status loadCheckpoint(const std::string &dir, Executable &exe,
                       const std::vector<Slot> &slots, Flat &flat, int64_t &step,
                       int64_t &seed, bool sgd) {
@@ -286,64 +418,20 @@ Status loadCheckpoint(const std::string &dir, Executable &exe,
   Communicator &grid = exe.gridComm();
   std::vector<float> w(static_cast<size_t>(flat.padded), 0.0f), m = w, v = w;
   for (const Slot &s : slots) {
-    auto found = saved.find(s.name);
-    if (found == saved.end())
-      return Status::error("--resume: the checkpoint has no parameter '" +
-                           s.name + "'");
-    const nlohmann::json &p = found->second;
-    const std::string bad =
-        "--resume: parameter '" + s.name + "' is malformed in the manifest";
-    if (!p.contains("local_shape") || !p["local_shape"].is_array() ||
-        !p.contains("shard_axis") || !p["shard_axis"].is_number_integer() ||
-        !p.contains("shard_groups") || !p["shard_groups"].is_number_integer())
-      return Status::error(bad);
-    std::vector<int64_t> localShape;
-    for (const auto &d : p["local_shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        return Status::error(bad);
-      localShape.push_back(d.get<int64_t>());
-    }
-    const int64_t axis = p["shard_axis"].get<int64_t>();
-    const int64_t groups = p["shard_groups"].get<int64_t>();
-    std::vector<int64_t> wholeShape = localShape;
-    if (axis >= static_cast<int64_t>(wholeShape.size()) || groups < 1 ||
-        (axis >= 0 && localShape[axis] % groups != 0))
-      return Status::error(bad);
-    std::optional<int64_t> localCount = mp::checkedNumElements(localShape);
-    if (!localCount)
-      return Status::error(bad);
-    if (axis >= 0)
-      wholeShape[axis] *= ranks;
-    // This program's whole shape of the parameter must be the same.
+    // This program's whole shape of the parameter.
     std::vector<int64_t> mine = s.param.shape;
     if (s.shardAxis >= 0)
       mine[s.shardAxis] *= grid.size();
-    if (mine != wholeShape)
-      return Status::error("--resume: parameter '" + s.name + "' is " +
-                           formatShape(wholeShape) + " in the checkpoint but " +
-                           formatShape(mine) + " in this model");
     float *targets[] = {w.data(), m.data(), v.data()};
     for (int k = 0; k < 3; ++k) {
-      std::vector<std::string_view> shards;
-      const std::string key = kStateKinds[k] + s.name;
-      for (int64_t r = 0; r < ranks; ++r) {
-        auto entry = files[r]->entries().find(key);
-        if (entry == files[r]->entries().end() ||
-            entry->second.dtype != DType::F32 ||
-            entry->second.end - entry->second.begin !=
-                static_cast<uint64_t>(*localCount) * sizeof(float))
-          return Status::error("--resume: rank " + std::to_string(r) +
-                               "'s file lacks f32 '" + key + "' of " +
-                               formatShape(localShape));
-        shards.emplace_back(
-            reinterpret_cast<const char *>(files[r]->data(entry->second)),
-            entry->second.end - entry->second.begin);
-      }
-      std::string whole = assembleShards(shards, localShape, axis, groups);
-      std::string local = shardOf(whole, wholeShape, s.shardAxis, s.shardGroups,
+      std::string whole;
+      if (Status st = savedWhole(saved, files, s, k, mine, whole); !st)
+        return st;
+      std::string local = shardOf(whole, mine, s.shardAxis, s.shardGroups,
                                   grid.size(), grid.rank());
       if (local.size() != static_cast<size_t>(s.param.numel()) * sizeof(float))
-        return Status::error("--resume: '" + key + "' has the wrong size");
+        return Status::error(std::string("--resume: '") + kStateKinds[k] +
+                             s.name + "' has the wrong size");
       std::memcpy(targets[k] + s.offset, local.data(), local.size());
     }
   }

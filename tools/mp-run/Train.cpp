@@ -272,6 +272,9 @@ Status bindTrainStep(Executable &exe, std::vector<Slot> &slots,
     slot.shardAxis = g.shardAxis;
     slot.shardGroups = g.shardGroups;
     slot.decays = p.tensor.shape.size() >= 2;
+    slot.partOf = p.partOf;
+    slot.partAxis = p.partAxis;
+    slot.partStart = p.partStart;
     slot.frozen = g.constant;
     slots.push_back(std::move(slot));
   }

@@ -34,6 +34,9 @@ struct Slot {
                     // torch.optim skips parameters without a gradient)
   int64_t shardAxis = -1, shardGroups = 1;
   int64_t offset = 0;
+  /// A part of the parameter the user wrote (Executable::Parameter).
+  std::string partOf;
+  int64_t partAxis = 0, partStart = 0;
 };
 
 /// The optimizer's state: every parameter value of this rank in one flat

@@ -19,6 +19,7 @@
 #include "mp/Runtime/Executable.h"
 #include "mp/Runtime/Kernels.h"
 #include "mp/Runtime/Npy.h"
+#include "mp/Runtime/Shards.h"
 
 #include "Run.h"
 #include "Train.h"
@@ -207,6 +208,60 @@ Status gatherWhole(Communicator &comm, const Tensor &local, const IOSpec &spec,
   if (Status s = comm.allGather(in, out, 1); !s)
     return Status::error("gathering output '" + spec.name + "': " + s.message);
   return Status::success();
+}
+
+/// The outputs to write, by name: the gradients of the parts tensor
+/// parallelism cut a fused weight into (`grads/W[:, 0:32]`, ...) are
+/// joined into one gradient of the parameter the user wrote (`grads/W`),
+/// held in `joined`.
+std::vector<std::pair<std::string, Tensor>>
+outputsToWrite(const Executable &exe, const std::vector<Tensor> &outputs,
+               std::map<std::string, HostBuffer> &joined) {
+  std::map<std::string, const Executable::Parameter *> partOf;
+  for (const Executable::Parameter &p : exe.parameters())
+    if (!p.partOf.empty())
+      partOf["grads/" + p.name] = &p;
+  std::map<
+      std::string,
+      std::vector<std::pair<const Executable::Parameter *, const Tensor *>>>
+      parts;
+  std::vector<std::pair<std::string, Tensor>> written;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string &name = exe.outputs()[i].name;
+    auto part = partOf.find(name);
+    if (part == partOf.end()) {
+      written.push_back({name, outputs[i]});
+      continue;
+    }
+    std::string whole = "grads/" + part->second->partOf;
+    if (!parts.count(whole))
+      written.push_back({whole, Tensor{}}); // (filled below, in place)
+    parts[whole].push_back({part->second, &outputs[i]});
+  }
+  for (auto &[name, pieces] : parts) {
+    const Tensor &first = *pieces[0].second;
+    const int64_t axis = pieces[0].first->partAxis;
+    HostBuffer &whole = joined[name];
+    whole.dtype = first.dtype;
+    whole.shape = first.shape;
+    whole.shape[axis] = 0;
+    for (auto &[param, grad] : pieces)
+      whole.shape[axis] =
+          std::max(whole.shape[axis], param->partStart + grad->shape[axis]);
+    std::string bytes(first.bytes() / std::max<int64_t>(first.shape[axis], 1) *
+                          whole.shape[axis],
+                      '\0');
+    for (auto &[param, grad] : pieces)
+      placeBlock(bytes, whole.shape, dtypeSize(first.dtype), axis,
+                 param->partStart,
+                 std::string_view(static_cast<const char *>(grad->data),
+                                  grad->bytes()));
+    whole.bytes.assign(bytes.begin(), bytes.end());
+    for (auto &entry : written)
+      if (entry.first == name)
+        entry.second = whole.view();
+  }
+  return written;
 }
 
 /// Prints and compares every output with the reference program's.
@@ -635,17 +690,17 @@ int main(int argc, char **argv) {
     struct stat st;
     if (stat(o.outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
       abortRun("cannot create output directory '" + o.outputDir + "'");
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      std::string relative = relativePathOf(exe->outputs()[i].name) + ".npy";
+    std::map<std::string, HostBuffer> joined;
+    for (auto &[name, value] : outputsToWrite(*exe, outputs, joined)) {
+      std::string relative = relativePathOf(name) + ".npy";
       if (Status s = makeParents(o.outputDir, relative); !s)
         abortRun(s.message);
       std::string path = o.outputDir + "/" + relative;
-      if (Status s = writeNpy(path, outputs[i]); !s)
+      if (Status s = writeNpy(path, value); !s)
         abortRun(s.message);
       if (!o.quiet)
         std::printf("mp-run: wrote %s (%s %s)\n", path.c_str(),
-                    dtypeName(outputs[i].dtype),
-                    formatShape(outputs[i].shape).c_str());
+                    dtypeName(value.dtype), formatShape(value.shape).c_str());
     }
   }
   // Communicators must be freed before MPI ends.

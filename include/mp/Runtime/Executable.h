@@ -84,6 +84,10 @@ public:
   struct Parameter {
     std::string name;
     Tensor tensor;
+    /// A block of the parameter the user wrote (a cut fused linear's
+    /// part): elements from `partStart` along `partAxis` of `partOf`.
+    std::string partOf;
+    int64_t partAxis = 0, partStart = 0;
   };
   const std::vector<Parameter> &parameters() const { return paramTable; }
   /// Copies a tensor of this executable's device memory to host memory of

@@ -28,6 +28,17 @@ std::string shardOf(std::string_view whole,
                     const std::vector<int64_t> &wholeShape, int64_t axis,
                     int64_t groups, int64_t ranks, int64_t rank);
 
+/// Elements [start, start + size) along `axis` of the row-major `whole` of
+/// shape `wholeShape` and `elemBytes`-byte elements (a part of a cut fused
+/// weight), and its inverse: `block` written there.
+std::string blockAlong(std::string_view whole,
+                       const std::vector<int64_t> &wholeShape,
+                       int64_t elemBytes, int64_t axis, int64_t start,
+                       int64_t size);
+void placeBlock(std::string &whole, const std::vector<int64_t> &wholeShape,
+                int64_t elemBytes, int64_t axis, int64_t start,
+                std::string_view block);
+
 } // namespace mp::rt
 
 #endif // MP_RUNTIME_SHARDS_H

@@ -130,9 +130,7 @@ LogicalResult Importer::declareParam(const onnx::TensorProto &init,
   Location loc = NameLoc::get(builder.getStringAttr(init.name()));
   auto type = RankedTensorType::get(
       Shape(init.dims().begin(), init.dims().end()), elemType);
-  auto param = ParamOp::create(builder, loc, init.name(), type, nullptr,
-                               nullptr, nullptr, nullptr, nullptr, nullptr,
-                               nullptr, nullptr, nullptr);
+  auto param = ParamOp::create(builder, loc, init.name(), type);
   values[init.name()] = Entry{Value(), std::nullopt, init.name(), type};
   if (options.shapeOnly)
     return success();

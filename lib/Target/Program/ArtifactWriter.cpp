@@ -17,6 +17,7 @@
 #include "mp/Runtime/Executable.h"
 #include "mp/Runtime/Npy.h"
 #include "mp/Runtime/Safetensors.h"
+#include "mp/Runtime/Shards.h"
 #include "mp/Support/DType.h"
 #include "mp/Support/Float16.h"
 #include "mp/Support/OpContract.h"
@@ -127,9 +128,30 @@ LogicalResult readParamData(ParamOp param, std::string &bytes) {
   return success();
 }
 
+LogicalResult readWholeStoredData(ParamOp param, std::string &bytes);
+
 /// Reads a parameter's data from where the importer recorded it, in the
-/// type it is stored in.
+/// type it is stored in (a `part` cut from the whole stored tensor).
 LogicalResult readStoredParamData(ParamOp param, std::string &bytes) {
+  if (failed(readWholeStoredData(param, bytes)))
+    return failure();
+  auto part = param.getPart();
+  if (!part)
+    return success();
+  RankedTensorType whole = param.getStoredType();
+  int64_t elem = (whole.getElementTypeBitWidth() + 7) / 8;
+  if (static_cast<int64_t>(bytes.size()) != whole.getNumElements() * elem)
+    return param.emitError()
+           << "parameter '" << param.getSymName() << "' is a part of " << whole
+           << " but its stored data has " << bytes.size() << " bytes";
+  int64_t axis = (*part)[0];
+  bytes = rt::blockAlong(bytes, whole.getShape().vec(), elem, axis, (*part)[1],
+                         param.getTensorType().getDimSize(axis));
+  return success();
+}
+
+/// The bytes the parameter's data attributes locate.
+LogicalResult readWholeStoredData(ParamOp param, std::string &bytes) {
   if (!param.getFile())
     return param.emitError()
            << "parameter '" << param.getSymName()
@@ -318,27 +340,12 @@ SmallVector<Value> positionalOperands(Operation *op,
 /// `groups` blocks, each split evenly over `ranks`.
 std::string shardOf(const std::string &bytes, ParamOp param, int64_t rank,
                     int64_t ranks) {
-  RankedTensorType type = param.getTensorType();
-  int64_t axis = static_cast<int64_t>(*param.getShardAxis());
   int64_t groups = param.getShardGroups()
                        ? static_cast<int64_t>(*param.getShardGroups())
                        : 1;
-  int64_t elem =
-      storageBytes(type) / std::max<int64_t>(type.getNumElements(), 1);
-  int64_t outer = 1, inner = elem;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= type.getDimSize(d);
-  for (int64_t d = axis + 1; d < type.getRank(); ++d)
-    inner *= type.getDimSize(d);
-  int64_t chunk = type.getDimSize(axis) / (groups * ranks) * inner;
-  std::string out;
-  out.reserve(bytes.size() / ranks);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t g = 0; g < groups; ++g) {
-      int64_t offset = ((o * groups + g) * ranks + rank) * chunk;
-      out.append(bytes, offset, chunk);
-    }
-  return out;
+  return rt::shardOf(bytes, param.getTensorType().getShape().vec(),
+                     static_cast<int64_t>(*param.getShardAxis()), groups, ranks,
+                     rank);
 }
 
 class Lowering {
@@ -402,6 +409,11 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   p->set_name(op.getName().str());
   p->set_dtype(prog.buffers(*id).dtype());
   p->mutable_shape()->CopyFrom(prog.buffers(*id).shape());
+  if (auto part = param.getPart()) {
+    p->set_part_of(param.getPartOf()->str());
+    p->set_part_axis((*part)[0]);
+    p->set_part_start((*part)[1]);
+  }
   prog.mutable_buffers(*id)->set_parameter(prog.parameters_size() - 1);
   DType dtype;
   parseDType(p->dtype(), dtype);

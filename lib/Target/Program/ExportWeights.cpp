@@ -33,6 +33,8 @@ struct SavedParameter {
   std::string dtype;
   std::vector<int64_t> localShape;
   int64_t shardAxis = -1, shardGroups = 1;
+  std::string partOf; // a part of that parameter (a cut fused weight)
+  int64_t partAxis = 0, partStart = 0;
 };
 
 LogicalResult readManifest(ModuleOp module, StringRef dir, int64_t &ranks,
@@ -70,6 +72,11 @@ LogicalResult readManifest(ModuleOp module, StringRef dir, int64_t &ranks,
       saved.localShape.push_back(d.getAsInteger().value_or(-1));
     saved.shardAxis = p->getInteger("shard_axis").value_or(-1);
     saved.shardGroups = p->getInteger("shard_groups").value_or(1);
+    if (std::optional<StringRef> of = p->getString("part_of")) {
+      saved.partOf = of->str();
+      saved.partAxis = p->getInteger("part_axis").value_or(-1);
+      saved.partStart = p->getInteger("part_start").value_or(-1);
+    }
     params[name->str()] = saved;
   }
   return success();
@@ -114,6 +121,74 @@ std::string transposed(const std::string &bytes, int64_t rows, int64_t cols,
       std::memcpy(&out[(c * rows + r) * elem], &bytes[(r * cols + c) * elem],
                   elem);
   return out;
+}
+
+/// Every rank's shard of the saved parameter `name`, assembled whole.
+FailureOr<std::string>
+assembleSaved(ParamOp param, const std::string &name,
+              const SavedParameter &saved,
+              ArrayRef<std::unique_ptr<rt::SafetensorsFile>> files) {
+  std::vector<std::string_view> shards;
+  for (auto [r, file] : llvm::enumerate(files)) {
+    auto entry = file->entries().find(name);
+    if (entry == file->entries().end())
+      return param.emitError()
+             << "rank " << r << "'s weights lack '" << name << "'";
+    const uint8_t *data = file->data(entry->second);
+    shards.emplace_back(reinterpret_cast<const char *>(data),
+                        entry->second.end - entry->second.begin);
+  }
+  return rt::assembleShards(shards, saved.localShape, saved.shardAxis,
+                            saved.shardGroups);
+}
+
+/// The trained value of `param`: saved whole, or as the parts tensor
+/// parallelism cut it into (placed back along their axis, which they must
+/// cover exactly); an empty string when it was not trained.
+FailureOr<std::string>
+trainedValue(ParamOp param, const std::map<std::string, SavedParameter> &saved,
+             ArrayRef<std::unique_ptr<rt::SafetensorsFile>> files,
+             std::string &dtypeName) {
+  std::string name = param.getSymName().str();
+  if (auto found = saved.find(name); found != saved.end()) {
+    dtypeName = found->second.dtype;
+    return assembleSaved(param, name, found->second, files);
+  }
+  std::vector<int64_t> shape = param.getTensorType().getShape().vec();
+  std::string whole;
+  int64_t covered = 0, elem = 0, axis = -1;
+  for (const auto &[partName, part] : saved) {
+    if (part.partOf != name)
+      continue;
+    rt::DType dtype;
+    if (!rt::parseDType(part.dtype, dtype) ||
+        (!dtypeName.empty() && dtypeName != part.dtype) || part.partAxis < 0 ||
+        part.partAxis >= static_cast<int64_t>(shape.size()) ||
+        (axis >= 0 && part.partAxis != axis))
+      return param.emitError() << "saved part '" << partName << "' of '" << name
+                               << "' does not fit it";
+    dtypeName = part.dtype;
+    axis = part.partAxis;
+    elem = static_cast<int64_t>(rt::dtypeSize(dtype));
+    if (whole.empty())
+      whole.assign(param.getTensorType().getNumElements() * elem, '\0');
+    FailureOr<std::string> value = assembleSaved(param, partName, part, files);
+    if (failed(value))
+      return failure();
+    const int64_t across = static_cast<int64_t>(whole.size()) / shape[axis];
+    const int64_t size = static_cast<int64_t>(value->size()) / across;
+    if (size * across != static_cast<int64_t>(value->size()) ||
+        part.partStart < 0 || part.partStart + size > shape[axis])
+      return param.emitError() << "saved part '" << partName << "' of '" << name
+                               << "' does not fit it";
+    rt::placeBlock(whole, shape, elem, axis, part.partStart, *value);
+    covered += size;
+  }
+  if (axis >= 0 && covered != shape[axis])
+    return param.emitError()
+           << "the saved parts of '" << name << "' cover " << covered << " of "
+           << shape[axis] << " along dim " << axis;
+  return whole;
 }
 
 /// Replaces the initializer's data by `bytes` (raw, inline).
@@ -164,8 +239,12 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
 
   int64_t replaced = 0;
   for (ParamOp param : module.getOps<ParamOp>()) {
-    auto found = saved.find(param.getSymName().str());
-    if (found == saved.end())
+    std::string dtypeName;
+    FailureOr<std::string> trained =
+        trainedValue(param, saved, files, dtypeName);
+    if (failed(trained))
+      return failure();
+    if (trained->empty())
       continue; // (not trained: integer parameters)
     std::string initName = param.getInitializer()
                                ? param.getInitializer()->str()
@@ -191,23 +270,10 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
       return param.emitError()
              << "trained parameter '" << param.getSymName()
              << "' has no ONNX initializer '" << initName << "' to go into";
-    std::vector<std::string_view> shards;
     rt::DType dtype;
-    if (!rt::parseDType(found->second.dtype, dtype))
-      return param.emitError()
-             << "unknown saved dtype '" << found->second.dtype << "'";
-    for (int64_t r = 0; r < ranks; ++r) {
-      auto entry = files[r]->entries().find(found->first);
-      if (entry == files[r]->entries().end())
-        return param.emitError()
-               << "rank " << r << "'s weights lack '" << found->first << "'";
-      const uint8_t *data = files[r]->data(entry->second);
-      shards.emplace_back(reinterpret_cast<const char *>(data),
-                          entry->second.end - entry->second.begin);
-    }
-    std::string whole =
-        rt::assembleShards(shards, found->second.localShape,
-                           found->second.shardAxis, found->second.shardGroups);
+    if (!rt::parseDType(dtypeName, dtype))
+      return param.emitError() << "unknown saved dtype '" << dtypeName << "'";
+    std::string whole = std::move(*trained);
     const onnx::TensorProto &proto = *init->second;
     int64_t elements = 1;
     for (int64_t d : proto.dims())

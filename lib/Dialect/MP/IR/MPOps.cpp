@@ -122,9 +122,18 @@ LogicalResult ParamOp::verify() {
   if (getOffset() && static_cast<int64_t>(*getOffset()) < 0)
     return emitOpError() << "offset " << static_cast<int64_t>(*getOffset())
                          << " is negative";
-  // The data is stored in `source_type` when the parameter was narrowed.
-  RankedTensorType stored =
-      getSourceType() ? type.clone(*getSourceType()) : type;
+  if (getPartOf().has_value() != getPart().has_value())
+    return emitOpError() << "'part_of' and 'part' must be given together";
+  if (auto part = getPart()) {
+    if (part->size() != 3)
+      return emitOpError() << "'part' must be [axis, start, whole]";
+    int64_t axis = (*part)[0], start = (*part)[1], whole = (*part)[2];
+    if (axis < 0 || axis >= type.getRank() || start < 0 ||
+        start + type.getDimSize(axis) > whole)
+      return emitOpError() << "part [" << axis << ", " << start << ", " << whole
+                           << "] does not fit " << type;
+  }
+  RankedTensorType stored = getStoredType();
   if (getLength()) {
     int64_t bits = stored.getElementTypeBitWidth();
     int64_t expected = stored.getNumElements() * ((bits + 7) / 8);
@@ -143,6 +152,19 @@ LogicalResult ParamOp::verify() {
       return emitOpError() << "preview has more values than the parameter";
   }
   return success();
+}
+
+RankedTensorType ParamOp::getStoredType() {
+  RankedTensorType type = getTensorType();
+  // The data is stored in `source_type` when the parameter was narrowed.
+  if (getSourceType())
+    type = type.clone(*getSourceType());
+  if (auto part = getPart(); part && part->size() == 3) {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[(*part)[0]] = (*part)[2];
+    type = type.clone(shape);
+  }
+  return type;
 }
 
 FailureOr<RankedTensorType>

@@ -61,6 +61,15 @@ def MP_ParamOp : MP_Op<"param", [Symbol,
     `source_type`, when set, is the element type the data is stored in (the
     parameter was converted to a lower precision after import).
 
+    `part_of` and `part = [axis, start, whole]`, when set, make this
+    parameter a block of the stored one: its data is elements
+    [start, start + size) along `axis` of the tensor the data attributes
+    describe, whose dimension `axis` is `whole` (tensor parallelism cuts a
+    fused linear whose parts split differently, such as Falcon's QKV with
+    its one key/value head, into a linear per part). `part_of` names the
+    parameter the user wrote, which training writes the trained parts back
+    into.
+
     ```mlir
     mp.param @h.0.attn.c_attn.weight : tensor<32x96xf32> {file = "gpt2.onnx"}
     ```
@@ -75,8 +84,20 @@ def MP_ParamOp : MP_Op<"param", [Symbol,
                        OptionalAttr<I64Attr>:$shard_axis,
                        OptionalAttr<I64Attr>:$shard_groups,
                        OptionalAttr<TypeAttr>:$source_type,
-                       OptionalAttr<StrAttr>:$initializer);
+                       OptionalAttr<StrAttr>:$initializer,
+                       OptionalAttr<StrAttr>:$part_of,
+                       OptionalAttr<DenseI64ArrayAttr>:$part);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let builders = [
+    // A parameter with a name and a type only; data attributes are set
+    // after.
+    OpBuilder<(ins "::llvm::StringRef":$symName, "::mlir::Type":$type), [{
+      $_state.addAttribute(getSymNameAttrName($_state.name),
+                           $_builder.getStringAttr(symName));
+      $_state.addAttribute(getTypeAttrName($_state.name),
+                           ::mlir::TypeAttr::get(type));
+    }]>
+  ];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
@@ -84,6 +105,9 @@ def MP_ParamOp : MP_Op<"param", [Symbol,
     }
     /// True when the IR knows where the parameter's data lives.
     bool hasData() { return getFile().has_value(); }
+    /// The type of the data its attributes describe: the parameter's own,
+    /// or the whole of which it is a `part`, in the stored element type.
+    ::mlir::RankedTensorType getStoredType();
     /// This rank's shard type (the global type when not sharded).
     /// (Emits the problem on this op only when `emitErrors`.)
     ::mlir::FailureOr<::mlir::RankedTensorType>

@@ -1,0 +1,216 @@
+//===- FusedLinear.cpp - cutting a fused linear into its parts ------------===//
+//
+// See FusedLinear.h. The parts are found from how the output is read, not
+// from names: slices with unit strides (mp-raise makes gathers of
+// consecutive constant indices slices) and splits, along the feature axis
+// or along the head axis of a reshape that views the features as
+// [heads, head_dim].
+//
+//===----------------------------------------------------------------------===//
+#include "FusedLinear.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <optional>
+
+using namespace mlir;
+using namespace mp;
+
+namespace {
+
+/// One reader of a part: `result` holds features [start, start + size) of
+/// the linear's output.
+struct PartRead {
+  Operation *taker;
+  Value result;
+  int64_t start, size;
+};
+
+/// How a linear's output is read in parts.
+struct Parts {
+  ReshapeOp view; // the [..., heads, head_dim] view, if any
+  SmallVector<PartRead> reads;
+  SmallVector<std::pair<int64_t, int64_t>> ranges; // distinct, in order
+};
+
+/// The [begin, end) of `op`'s result along `axis` of its input, when it is
+/// a slice of a contiguous block of that axis and the whole of every other.
+std::optional<std::pair<int64_t, int64_t>> blockRead(Operation *op,
+                                                     int64_t axis) {
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    ArrayRef<int64_t> shape =
+        cast<RankedTensorType>(slice.getInput().getType()).getShape();
+    for (auto [d, dim] : llvm::enumerate(shape)) {
+      int64_t start = slice.getStarts()[d], limit = slice.getLimits()[d];
+      if (slice.getStrides()[d] != 1 || start < 0 || limit > dim ||
+          start >= limit)
+        return std::nullopt;
+      if (static_cast<int64_t>(d) != axis && (start != 0 || limit != dim))
+        return std::nullopt;
+    }
+    return std::make_pair(slice.getStarts()[axis], slice.getLimits()[axis]);
+  }
+  return std::nullopt;
+}
+
+/// The parts `linear`'s output is read in, when they tile it.
+std::optional<Parts> partsOf(LinearOp linear) {
+  Parts parts;
+  Value base = linear.getResult();
+  auto outType = cast<RankedTensorType>(base.getType());
+  int64_t axis = outType.getRank() - 1, unit = 1;
+  if (base.hasOneUse())
+    if (auto view = dyn_cast<ReshapeOp>(*base.getUsers().begin())) {
+      auto viewType = cast<RankedTensorType>(view.getType());
+      if (viewType.getRank() == outType.getRank() + 1 &&
+          viewType.getShape().take_front(axis) ==
+              outType.getShape().take_front(axis)) {
+        parts.view = view;
+        base = view.getResult();
+        unit = viewType.getShape().back();
+      }
+    }
+  for (Operation *user : base.getUsers()) {
+    if (auto split = dyn_cast<SplitOp>(user)) {
+      if (split.getNormalizedAxis() != axis)
+        return std::nullopt;
+      int64_t start = 0;
+      for (Value r : split.getResults()) {
+        int64_t size = cast<RankedTensorType>(r.getType()).getDimSize(axis);
+        parts.reads.push_back({user, r, start * unit, size * unit});
+        start += size;
+      }
+      continue;
+    }
+    std::optional<std::pair<int64_t, int64_t>> block = blockRead(user, axis);
+    if (!block)
+      return std::nullopt;
+    parts.reads.push_back({user, user->getResult(0), block->first * unit,
+                           (block->second - block->first) * unit});
+  }
+  for (const PartRead &read : parts.reads)
+    parts.ranges.push_back({read.start, read.size});
+  llvm::sort(parts.ranges);
+  parts.ranges.erase(llvm::unique(parts.ranges), parts.ranges.end());
+  int64_t covered = 0;
+  for (auto [start, size] : parts.ranges) {
+    if (start != covered)
+      return std::nullopt; // a gap or an overlap
+    covered += size;
+  }
+  if (covered != outType.getDimSize(axis) || parts.ranges.size() < 2)
+    return std::nullopt;
+  return parts;
+}
+
+/// The parameter `v` reads, when only `user` reads it (a part of it read
+/// elsewhere too would make two parameters of one).
+ParamOp ownParameter(Value v, Operation *user) {
+  auto get = v ? v.getDefiningOp<GetParamOp>() : GetParamOp();
+  if (!get || !get->hasOneUse() || *get->getUsers().begin() != user)
+    return ParamOp();
+  auto param =
+      SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
+  auto module = get->getParentOfType<ModuleOp>();
+  if (!param || param.getPart() || param->hasAttr("mp.tied_copies"))
+    return ParamOp();
+  std::optional<SymbolTable::UseRange> uses =
+      SymbolTable::getSymbolUses(param.getSymNameAttr(), module);
+  if (!uses || !llvm::hasSingleElement(*uses))
+    return ParamOp();
+  return param;
+}
+
+/// A parameter holding elements [start, start + size) along `axis` of
+/// `whole`, read where `get` read the whole.
+Value readPart(ParamOp whole, GetParamOp get, int64_t axis, int64_t start,
+               int64_t size) {
+  RankedTensorType type = whole.getTensorType();
+  SmallVector<int64_t> shape(type.getShape());
+  shape[axis] = size;
+  std::string name = whole.getSymName().str() + "[" + (axis ? ":, " : "") +
+                     std::to_string(start) + ":" +
+                     std::to_string(start + size) + "]";
+  OpBuilder b(whole); // (in order, before the whole, which goes)
+  auto part = cast<ParamOp>(b.clone(*whole));
+  part.setSymName(name);
+  part.setType(type.clone(shape));
+  part.removePreviewAttr();
+  if (whole.getFile() && !whole.getOffset() && !whole.getInitializer())
+    part.setInitializer(whole.getSymName());
+  part.setPartOf(whole.getSymName());
+  int64_t block[] = {axis, start, type.getDimSize(axis)};
+  part.setPart(ArrayRef<int64_t>(block));
+  b.setInsertionPoint(get);
+  auto read = GetParamOp::create(b, get.getLoc(), part.getTensorType(), name);
+  read->setDiscardableAttrs(get->getDiscardableAttrDictionary());
+  return read;
+}
+
+} // namespace
+
+bool mp::takesPartOfFusedLinear(LinearOp linear, Operation *op) {
+  std::optional<Parts> parts = partsOf(linear);
+  if (!parts || !ownParameter(linear.getWeight(), linear) ||
+      (linear.getBias() && !ownParameter(linear.getBias(), linear)))
+    return false;
+  return llvm::any_of(parts->reads,
+                      [&](const PartRead &r) { return r.taker == op; });
+}
+
+LogicalResult mp::cutFusedLinear(LinearOp linear) {
+  std::optional<Parts> parts = partsOf(linear);
+  ParamOp weight = ownParameter(linear.getWeight(), linear);
+  ParamOp bias =
+      linear.getBias() ? ownParameter(linear.getBias(), linear) : ParamOp();
+  if (!parts || !weight || (linear.getBias() && !bias))
+    return failure();
+  auto weightRead = linear.getWeight().getDefiningOp<GetParamOp>();
+  auto biasRead =
+      bias ? linear.getBias().getDefiningOp<GetParamOp>() : GetParamOp();
+  const int64_t featureAxis = linear.getTransposeWeight() ? 0 : 1;
+  auto outType = linear.getType();
+  OpBuilder b(linear);
+  for (auto [start, size] : parts->ranges) {
+    Value w = readPart(weight, weightRead, featureAxis, start, size);
+    Value bv = bias ? readPart(bias, biasRead, 0, start, size) : Value();
+    SmallVector<int64_t> shape(outType.getShape());
+    shape.back() = size;
+    b.setInsertionPoint(linear);
+    auto part =
+        LinearOp::create(b, linear.getLoc(), outType.clone(shape),
+                         linear.getInput(), w, bv, linear.getTransposeWeight());
+    part->setDiscardableAttrs(linear->getDiscardableAttrDictionary());
+    for (PartRead &read : parts->reads) {
+      if (read.start != start || read.size != size)
+        continue;
+      Value value = part.getResult();
+      if (value.getType() != read.result.getType()) {
+        auto reshape = ReshapeOp::create(b, read.taker->getLoc(),
+                                         read.result.getType(), value);
+        reshape->setDiscardableAttrs(
+            read.taker->getDiscardableAttrDictionary());
+        value = reshape;
+      }
+      read.result.replaceAllUsesWith(value);
+    }
+  }
+  llvm::SmallPtrSet<Operation *, 4> takers;
+  for (const PartRead &read : parts->reads)
+    takers.insert(read.taker);
+  for (Operation *taker : takers)
+    taker->erase();
+  if (parts->view)
+    parts->view.erase();
+  linear.erase();
+  weightRead.erase();
+  weight.erase();
+  if (bias) {
+    biasRead.erase();
+    bias.erase();
+  }
+  return success();
+}

@@ -1,0 +1,30 @@
+//===- FusedLinear.h - a linear whose output is taken in parts --*- C++ -*-===//
+//
+// A fused linear (Falcon's QKV: [q heads..., k, v]) computes several
+// linears at once; its output is only ever taken in contiguous parts along
+// the feature axis, possibly through a reshape that views the features as
+// [parts, head_dim]. When those parts need different splits (the query
+// heads split over the ranks, the one key/value head whole), tensor
+// parallelism cuts it into a linear per part.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_TRANSFORMS_FUSEDLINEAR_H
+#define MP_TRANSFORMS_FUSEDLINEAR_H
+
+#include "mp/Dialect/MP/IR/MPOps.h"
+
+namespace mp {
+
+/// True when `op` takes a part of `linear`'s output and `linear` could be
+/// cut into a linear per part (its output is taken only in parts that tile
+/// it, and its weight and bias are parameters only it reads).
+bool takesPartOfFusedLinear(LinearOp linear, mlir::Operation *op);
+
+/// Cuts `linear` into one linear per part, each reading a parameter that
+/// is that block of the weight (and bias): `mp.param`'s `part_of`/`part`.
+/// Fails (changing nothing) when `linear` is not such a fused linear.
+mlir::LogicalResult cutFusedLinear(LinearOp linear);
+
+} // namespace mp
+
+#endif // MP_TRANSFORMS_FUSEDLINEAR_H

@@ -1,0 +1,67 @@
+// RUN: mp-opt %s --mp-tensor-parallel=tp=2 --split-input-file --verify-diagnostics -o /dev/null
+// RUN: mp-opt %s --mp-tensor-parallel=tp=2 --split-input-file 2>/dev/null | FileCheck %s
+// RUN: mp-opt %s --mp-tensor-parallel=tp=2 --split-input-file --mp-summary -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=SUMMARY
+
+// Tests a fused QKV linear whose parts split differently (Falcon's layout
+// [q heads..., k, v] with one key/value head, viewed as heads + 2 and
+// sliced): it is cut into a linear per part, each reading a parameter that
+// is its block of the fused weight (part_of, part = [axis, start, whole]).
+// The query part splits over the ranks; the key and value parts, which
+// multi-query attention reads whole, stay whole and say so (a warning each,
+// at the fused linear: the diagnostic verifier counts them as one).
+// CHECK-LABEL: module
+// CHECK-DAG: mp.param @"qkv[:, 0:16]" : tensor<16x16xf32> {file = "x.onnx", grid = @tp, initializer = "qkv", part = array<i64: 1, 0, 32>, part_of = "qkv", shard_axis = 1 : i64}
+// CHECK-DAG: mp.param @"qkv[:, 16:24]" : tensor<16x8xf32> {file = "x.onnx", initializer = "qkv", part = array<i64: 1, 16, 32>, part_of = "qkv"}
+// CHECK-DAG: mp.param @"qkv[:, 24:32]" : tensor<16x8xf32> {file = "x.onnx", initializer = "qkv", part = array<i64: 1, 24, 32>, part_of = "qkv"}
+// CHECK-NOT: mp.param @qkv :
+// CHECK: %[[WQ:.*]] = mp.get_param @"qkv[:, 0:16]" {mp.layer = 0 : i64} : tensor<16x8xf32>
+// CHECK-NEXT: %[[WK:.*]] = mp.get_param @"qkv[:, 16:24]" {mp.layer = 0 : i64} : tensor<16x8xf32>
+// CHECK: %[[Q:.*]] = mp.linear %arg0, %[[WQ]] {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: mp.reshape %[[Q]] {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x1x8xf32>
+// CHECK: mp.linear %arg0, %[[WK]] {mp.layer = 0 : i64, mp.replicated = {{.*}}} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: mp.attention {{.*}} : (tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x1x4x8xf32>
+// CHECK: shard.all_reduce
+// SUMMARY: cut         @qkv into 3 parts (a fused linear whose parts split differently): @qkv[:, 0:16] @qkv[:, 16:24] @qkv[:, 24:32]
+// SUMMARY: replicated  2 block linears left whole by tensor parallelism:
+// SUMMARY-NEXT: @qkv[:, 16:24]: {{.*}} multi-query attention reads its one key/value head whole on every rank
+// SUMMARY-NEXT: @qkv[:, 24:32]: {{.*}} multi-query attention reads its one key/value head whole on every rank
+mp.param @qkv : tensor<16x32xf32> {file = "x.onnx"}
+mp.param @wo : tensor<16x16xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %w = mp.get_param @qkv {mp.layer = 0 : i64} : tensor<16x32xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<16x16xf32>
+  // expected-warning @below {{this linear stays whole (replicated on all 2 ranks): its output reaches 'mp.attention' split along dim 3, and multi-query attention reads its one key/value head whole on every rank}}
+  %f = mp.linear %x, %w {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x32xf32>) -> tensor<2x4x32xf32>
+  %v4 = mp.reshape %f {mp.layer = 0 : i64} : tensor<2x4x32xf32> -> tensor<2x4x4x8xf32>
+  %q = mp.slice %v4 {limits = array<i64: 2, 4, 2, 8>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x4x8xf32> -> tensor<2x4x2x8xf32>
+  %k = mp.slice %v4 {limits = array<i64: 2, 4, 3, 8>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 2, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x4x8xf32> -> tensor<2x4x1x8xf32>
+  %v = mp.slice %v4 {limits = array<i64: 2, 4, 4, 8>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 3, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x4x8xf32> -> tensor<2x4x1x8xf32>
+  %qt = mp.transpose %q [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %kt = mp.transpose %k [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x1x8xf32> -> tensor<2x1x4x8xf32>
+  %vt = mp.transpose %v [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x1x8xf32> -> tensor<2x1x4x8xf32>
+  // expected-note @below {{the split stops here}}
+  %a = mp.attention %qt, %kt, %vt {causal, mp.layer = 0 : i64, scale = 0.353553385 : f32} : (tensor<2x2x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %at = mp.transpose %a [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  %m = mp.reshape %at {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x4x16xf32>
+  %o = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %r = mp.add %o, %x {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %r : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests a fused linear whose output is read in parts that overlap: it is
+// not cut (its parts do not tile it), and stays whole, said so.
+// CHECK-LABEL: module
+// CHECK: mp.param @qkv : tensor<16x32xf32> {file = "x.onnx"}
+// CHECK-NOT: part_of
+mp.param @qkv : tensor<16x32xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> (tensor<2x4x24xf32>, tensor<2x4x16xf32>) {
+  %w = mp.get_param @qkv {mp.layer = 0 : i64} : tensor<16x32xf32>
+  // expected-warning @below {{this linear stays whole}}
+  %f = mp.linear %x, %w {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x32xf32>) -> tensor<2x4x32xf32>
+  // expected-note @below {{the split stops here}}
+  %a = mp.slice %f {limits = array<i64: 2, 4, 24>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x4x32xf32> -> tensor<2x4x24xf32>
+  %b = mp.slice %f {limits = array<i64: 2, 4, 32>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 16>, strides = array<i64: 1, 1, 1>} : tensor<2x4x32xf32> -> tensor<2x4x16xf32>
+  return %a, %b : tensor<2x4x24xf32>, tensor<2x4x16xf32>
+}
