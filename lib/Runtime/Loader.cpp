@@ -353,8 +353,8 @@ Status Executable::load(const std::string &dir,
 
   for (size_t i = 0; i < params.size(); ++i) {
     const program::Parameter &p = prog.parameters(static_cast<int>(i));
-    exe->paramTable.push_back(
-        {p.name(), params[i], p.part_of(), p.part_axis(), p.part_start()});
+    exe->paramTable.push_back({p.name(), params[i], p.part_of(), p.part_axis(),
+                               p.part_start(), p.part_whole()});
   }
 
   exe->constants.reserve(prog.buffers_size());

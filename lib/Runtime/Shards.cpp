@@ -1,6 +1,8 @@
 //===- Shards.cpp - tensors split over the ranks of a grid ----------------===//
 #include "mp/Runtime/Shards.h"
 
+#include <algorithm>
+
 namespace mp::rt {
 
 std::string assembleShards(const std::vector<std::string_view> &shards,
@@ -76,6 +78,46 @@ void placeBlock(std::string &whole, const std::vector<int64_t> &wholeShape,
   const int64_t row = outer ? static_cast<int64_t>(block.size()) / outer : 0;
   for (int64_t o = 0; o < outer; ++o)
     whole.replace(o * stride + start * inner, row, block.substr(o * row, row));
+}
+
+bool joinParts(std::vector<PartBytes> parts,
+               const std::vector<int64_t> &wholeShape, int64_t elemBytes,
+               int64_t axis, std::string &whole, std::string &error) {
+  if (axis < 0 || axis >= static_cast<int64_t>(wholeShape.size())) {
+    error = "part axis " + std::to_string(axis) + " is out of range";
+    return false;
+  }
+  // Bytes of one index along the axis, over all the other dims.
+  int64_t across = elemBytes;
+  for (size_t d = 0; d < wholeShape.size(); ++d)
+    if (static_cast<int64_t>(d) != axis)
+      across *= wholeShape[d];
+  std::sort(
+      parts.begin(), parts.end(),
+      [](const PartBytes &a, const PartBytes &b) { return a.start < b.start; });
+  const int64_t dim = wholeShape[axis];
+  whole.assign(static_cast<size_t>(across * dim), '\0');
+  int64_t covered = 0;
+  for (const PartBytes &part : parts) {
+    const int64_t bytes = static_cast<int64_t>(part.bytes.size());
+    const int64_t size = across ? bytes / across : 0;
+    if (part.start != covered || size < 1 || size * across != bytes ||
+        size > dim - covered) {
+      error = "the part at " + std::to_string(part.start) + " (" +
+              std::to_string(size) + " along dim " + std::to_string(axis) +
+              ") does not continue the parts before it, which cover [0, " +
+              std::to_string(covered) + ") of " + std::to_string(dim);
+      return false;
+    }
+    placeBlock(whole, wholeShape, elemBytes, axis, part.start, part.bytes);
+    covered += size;
+  }
+  if (covered != dim) {
+    error = "the parts cover [0, " + std::to_string(covered) + ") of " +
+            std::to_string(dim) + " along dim " + std::to_string(axis);
+    return false;
+  }
+  return true;
 }
 
 } // namespace mp::rt

@@ -33,7 +33,8 @@ struct PartRead {
 struct Parts {
   ReshapeOp view; // the [..., heads, head_dim] view, if any
   SmallVector<PartRead> reads;
-  SmallVector<std::pair<int64_t, int64_t>> ranges; // distinct, in order
+  SmallVector<std::pair<int64_t, int64_t>> ranges; // (start, size): distinct,
+                                                   // in order
 };
 
 /// The [begin, end) of `op`'s result along `axis` of its input, when it is
@@ -124,6 +125,16 @@ ParamOp ownParameter(Value v, Operation *user) {
   return param;
 }
 
+/// The name of the part [start, start + size) along `axis` of `whole`, in
+/// numpy's notation: "W[:, 0:32]".
+std::string partName(ParamOp whole, int64_t axis, int64_t start, int64_t size) {
+  std::string name = whole.getSymName().str() + "[";
+  for (int64_t d = 0; d < axis; ++d)
+    name += ":, ";
+  return name + std::to_string(start) + ":" + std::to_string(start + size) +
+         "]";
+}
+
 /// A parameter holding elements [start, start + size) along `axis` of
 /// `whole`, read where `get` read the whole.
 Value readPart(ParamOp whole, GetParamOp get, int64_t axis, int64_t start,
@@ -131,9 +142,7 @@ Value readPart(ParamOp whole, GetParamOp get, int64_t axis, int64_t start,
   RankedTensorType type = whole.getTensorType();
   SmallVector<int64_t> shape(type.getShape());
   shape[axis] = size;
-  std::string name = whole.getSymName().str() + "[" + (axis ? ":, " : "") +
-                     std::to_string(start) + ":" +
-                     std::to_string(start + size) + "]";
+  std::string name = partName(whole, axis, start, size);
   OpBuilder b(whole); // (in order, before the whole, which goes)
   auto part = cast<ParamOp>(b.clone(*whole));
   part.setSymName(name);
@@ -168,10 +177,16 @@ LogicalResult mp::cutFusedLinear(LinearOp linear) {
       linear.getBias() ? ownParameter(linear.getBias(), linear) : ParamOp();
   if (!parts || !weight || (linear.getBias() && !bias))
     return failure();
+  const int64_t featureAxis = linear.getTransposeWeight() ? 0 : 1;
+  // The parts' names must be free (a model could hold one already).
+  auto module = linear->getParentOfType<ModuleOp>();
+  for (auto [start, size] : parts->ranges)
+    if (module.lookupSymbol(partName(weight, featureAxis, start, size)) ||
+        (bias && module.lookupSymbol(partName(bias, 0, start, size))))
+      return failure();
   auto weightRead = linear.getWeight().getDefiningOp<GetParamOp>();
   auto biasRead =
       bias ? linear.getBias().getDefiningOp<GetParamOp>() : GetParamOp();
-  const int64_t featureAxis = linear.getTransposeWeight() ? 0 : 1;
   auto outType = linear.getType();
   OpBuilder b(linear);
   for (auto [start, size] : parts->ranges) {

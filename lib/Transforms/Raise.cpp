@@ -207,6 +207,11 @@ struct SliceFromGather : OpRewritePattern<GatherOp> {
       return failure();
     RankedTensorType input = tensorType(op.getInput());
     int64_t axis = op.getNormalizedAxis(), dim = input.getDimSize(axis);
+    // Rows of a [V, H] parameter are an embedding (a position table read
+    // with constant ids), which EmbeddingFromGather makes.
+    if (axis == 0 && isParam(op.getInput()) && input.getRank() == 2 &&
+        isa<FloatType>(input.getElementType()))
+      return failure();
     std::optional<int64_t> first;
     int64_t next = 0;
     for (APInt v : values.getValues<APInt>()) {

@@ -486,11 +486,15 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
         break;
       allowed.reset(conflict);
     }
-    // Fused linears stopped where their parts are taken: cut, start again.
-    cut = false;
+    // Fused linears stopped where their parts are taken: cut (all found
+    // first: a cut erases ops other stops name), start again.
+    SmallVector<LinearOp> fused;
     for (auto &[i, stop] : stops)
       if (!allowed[i] && takesPartOfFusedLinear(linears[i], stop.op))
-        cut |= succeeded(cutFusedLinear(linears[i]));
+        fused.push_back(linears[i]);
+    cut = false;
+    for (LinearOp linear : fused)
+      cut |= succeeded(cutFusedLinear(linear));
   }
   if (failed(checkDivisible(split)))
     return failure();

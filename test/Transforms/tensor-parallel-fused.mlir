@@ -65,3 +65,27 @@ func.func @main(%x: tensor<2x4x16xf32>) -> (tensor<2x4x24xf32>, tensor<2x4x16xf3
   %b = mp.slice %f {limits = array<i64: 2, 4, 32>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 16>, strides = array<i64: 1, 1, 1>} : tensor<2x4x32xf32> -> tensor<2x4x16xf32>
   return %a, %b : tensor<2x4x24xf32>, tensor<2x4x16xf32>
 }
+
+// -----
+
+// Tests a fused linear whose parts' names are taken: it is not cut (the
+// model's own parameter keeps its name), and stays whole, said so.
+// CHECK-LABEL: module
+// CHECK: mp.param @"w[:, 0:16]" : tensor<16x8xf32> {file = "x.onnx"}
+// CHECK: mp.param @w : tensor<16x32xf32> {file = "x.onnx"}
+// CHECK-NOT: part_of
+mp.param @"w[:, 0:16]" : tensor<16x8xf32> {file = "x.onnx"}
+mp.param @w : tensor<16x32xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>) {
+  %w = mp.get_param @w {mp.layer = 0 : i64} : tensor<16x32xf32>
+  %o = mp.get_param @"w[:, 0:16]" {mp.layer = 0 : i64} : tensor<16x8xf32>
+  // expected-warning @below {{this linear stays whole}}
+  %f = mp.linear %x, %w {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x32xf32>) -> tensor<2x4x32xf32>
+  // expected-note @below {{the split stops here}}
+  %a = mp.slice %f {limits = array<i64: 2, 4, 16>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x4x32xf32> -> tensor<2x4x16xf32>
+  %b = mp.slice %f {limits = array<i64: 2, 4, 32>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 16>, strides = array<i64: 1, 1, 1>} : tensor<2x4x32xf32> -> tensor<2x4x16xf32>
+  // expected-warning @below {{this linear stays whole}}
+  %c = mp.linear %x, %o {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  // expected-note @below {{the split stops here}}
+  return %a, %b, %c : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>
+}

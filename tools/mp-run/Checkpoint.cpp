@@ -315,7 +315,7 @@ Status savedWhole(const SavedParams &saved, const RankFiles &files,
     const int64_t axis = s.partAxis;
     std::vector<int64_t> expected = shape;
     if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
-        s.partStart + mine[axis] > shape[axis] ||
+        s.partStart < 0 || s.partStart > shape[axis] - mine[axis] ||
         (expected[axis] = mine[axis], expected != mine))
       return mismatch(s.partOf);
     whole =
@@ -323,41 +323,40 @@ Status savedWhole(const SavedParams &saved, const RankFiles &files,
     return Status::success();
   }
   // Saved as the parts of a fused weight that is whole here.
-  auto integer = [](const nlohmann::json &p, const char *key) -> int64_t {
-    return p.contains(key) && p[key].is_number_integer() ? p[key].get<int64_t>()
-                                                         : -1;
-  };
-  std::string joined;
-  int64_t covered = 0, partAxis = -1;
+  std::vector<std::string> values; // (the bytes the parts view)
+  std::vector<PartBytes> parts;
+  int64_t axis = -1;
   for (const auto &[name, p] : saved) {
     if (!p.contains("part_of") || p["part_of"] != s.name)
       continue;
-    const int64_t axis = integer(p, "part_axis"),
-                  start = integer(p, "part_start");
-    std::string part;
-    if (Status st = savedTensor(saved, files, name, kind, part, shape); !st)
+    const bool integers =
+        p.contains("part_axis") && p["part_axis"].is_number_integer() &&
+        p.contains("part_start") && p["part_start"].is_number_integer();
+    if (!integers || (axis >= 0 && p["part_axis"].get<int64_t>() != axis))
+      return Status::error("--resume: the saved part '" + name +
+                           "' is malformed in the manifest");
+    axis = p["part_axis"].get<int64_t>();
+    values.emplace_back();
+    if (Status st = savedTensor(saved, files, name, kind, values.back(), shape);
+        !st)
       return st;
     std::vector<int64_t> expected = shape;
-    if (axis < 0 || axis >= static_cast<int64_t>(mine.size()) ||
-        (partAxis >= 0 && axis != partAxis) || start < 0 ||
-        start + shape[axis] > mine[axis] ||
+    if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
         (expected[axis] = mine[axis], expected != mine))
-      return Status::error("--resume: the saved part '" + name +
-                           "' does not fit parameter '" + s.name + "' " +
-                           formatShape(mine));
-    if (joined.empty())
-      joined.assign(*mp::checkedNumElements(mine) * sizeof(float), '\0');
-    placeBlock(joined, mine, sizeof(float), axis, start, part);
-    covered += shape[axis];
-    partAxis = axis;
+      return Status::error("--resume: the saved part '" + name + "' is " +
+                           formatShape(shape) + ", not a part of " +
+                           formatShape(mine) + " along dim " +
+                           std::to_string(axis));
+    parts.push_back({p["part_start"].get<int64_t>(), {}});
   }
-  if (partAxis >= 0) {
-    if (covered != mine[partAxis])
+  if (!parts.empty()) {
+    for (size_t i = 0; i < parts.size(); ++i)
+      parts[i].bytes = values[i];
+    std::string error;
+    if (!joinParts(parts, mine, sizeof(float), axis, whole, error))
       return Status::error("--resume: the saved parts of '" + s.name +
-                           "' cover " + std::to_string(covered) + " of " +
-                           std::to_string(mine[partAxis]) + " along dim " +
-                           std::to_string(partAxis));
-    whole = std::move(joined);
+                           "' do not make it " + formatShape(mine) + ": " +
+                           error);
     return Status::success();
   }
   return Status::error("--resume: the checkpoint has no parameter '" + s.name +

@@ -210,13 +210,13 @@ Status gatherWhole(Communicator &comm, const Tensor &local, const IOSpec &spec,
   return Status::success();
 }
 
-/// The outputs to write, by name: the gradients of the parts tensor
-/// parallelism cut a fused weight into (`grads/W[:, 0:32]`, ...) are
+/// The outputs to write, by name (`named`): the gradients of the parts
+/// tensor parallelism cut a fused weight into (`grads/W[:, 0:32]`, ...) are
 /// joined into one gradient of the parameter the user wrote (`grads/W`),
 /// held in `joined`.
-std::vector<std::pair<std::string, Tensor>>
-outputsToWrite(const Executable &exe, const std::vector<Tensor> &outputs,
-               std::map<std::string, HostBuffer> &joined) {
+Status outputsToWrite(const Executable &exe, const std::vector<Tensor> &outputs,
+                      std::map<std::string, HostBuffer> &joined,
+                      std::vector<std::pair<std::string, Tensor>> &named) {
   std::map<std::string, const Executable::Parameter *> partOf;
   for (const Executable::Parameter &p : exe.parameters())
     if (!p.partOf.empty())
@@ -225,48 +225,52 @@ outputsToWrite(const Executable &exe, const std::vector<Tensor> &outputs,
       std::string,
       std::vector<std::pair<const Executable::Parameter *, const Tensor *>>>
       parts;
-  std::vector<std::pair<std::string, Tensor>> written;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::string &name = exe.outputs()[i].name;
     auto part = partOf.find(name);
     if (part == partOf.end()) {
-      written.push_back({name, outputs[i]});
+      named.push_back({name, outputs[i]});
       continue;
     }
     std::string whole = "grads/" + part->second->partOf;
     if (!parts.count(whole))
-      written.push_back({whole, Tensor{}}); // (filled below, in place)
+      named.push_back({whole, Tensor{}}); // (filled below, in place)
     parts[whole].push_back({part->second, &outputs[i]});
   }
   for (auto &[name, pieces] : parts) {
-    const Tensor &first = *pieces[0].second;
-    const int64_t axis = pieces[0].first->partAxis;
+    const Executable::Parameter &first = *pieces[0].first;
     HostBuffer &whole = joined[name];
-    whole.dtype = first.dtype;
-    whole.shape = first.shape;
-    whole.shape[axis] = 0;
+    whole.dtype = pieces[0].second->dtype;
+    whole.shape = pieces[0].second->shape;
+    if (first.partAxis < 0 ||
+        first.partAxis >= static_cast<int64_t>(whole.shape.size()))
+      return Status::error("parameter '" + first.name + "' has part axis " +
+                           std::to_string(first.partAxis) + " out of range");
+    whole.shape[first.partAxis] = first.partWhole;
+    std::vector<PartBytes> bytes;
     for (auto &[param, grad] : pieces)
-      whole.shape[axis] =
-          std::max(whole.shape[axis], param->partStart + grad->shape[axis]);
-    std::string bytes(first.bytes() / std::max<int64_t>(first.shape[axis], 1) *
-                          whole.shape[axis],
-                      '\0');
-    for (auto &[param, grad] : pieces)
-      placeBlock(bytes, whole.shape, dtypeSize(first.dtype), axis,
-                 param->partStart,
-                 std::string_view(static_cast<const char *>(grad->data),
-                                  grad->bytes()));
-    whole.bytes.assign(bytes.begin(), bytes.end());
-    for (auto &entry : written)
+      bytes.push_back({param->partStart,
+                       std::string_view(static_cast<const char *>(grad->data),
+                                        grad->bytes())});
+    std::string data, error;
+    if (!joinParts(bytes, whole.shape, dtypeSize(whole.dtype), first.partAxis,
+                   data, error))
+      return Status::error("joining the gradient parts of '" + first.partOf +
+                           "': " + error);
+    whole.bytes.assign(data.begin(), data.end());
+    for (auto &entry : named)
       if (entry.first == name)
         entry.second = whole.view();
   }
-  return written;
+  return Status::success();
 }
 
-/// Prints and compares every output with the reference program's.
+/// Prints and compares every output with the reference program's output of
+/// the same name (the reference is unpartitioned: a fused weight's gradient
+/// is whole there, joined here).
 void verify(const std::string &refDir, const std::vector<Tensor> &inputs,
-            const std::vector<Tensor> &outputs, const Executable &exe) {
+            const std::vector<std::pair<std::string, Tensor>> &outputs,
+            const Executable &exe) {
   std::unique_ptr<Executable> ref;
   if (Status s = Executable::load(refDir, ref); !s)
     abortRun("--verify: " + s.message);
@@ -275,13 +279,19 @@ void verify(const std::string &refDir, const std::vector<Tensor> &inputs,
     abortRun("--verify: " + s.message);
   std::printf("mp-run: verify against %s (%lld rank(s) vs 1):\n",
               refDir.c_str(), static_cast<long long>(exe.gridSize()));
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor &a = outputs[i], &b = refOutputs[i];
+  for (const auto &[name, a] : outputs) {
+    size_t i = 0;
+    while (i < ref->outputs().size() && ref->outputs()[i].name != name)
+      ++i;
+    if (i == ref->outputs().size()) {
+      std::printf("  %s: not in the reference\n", name.c_str());
+      continue;
+    }
+    const Tensor &b = refOutputs[i];
     if (a.shape != b.shape || a.dtype != DType::F32 || b.dtype != DType::F32) {
-      std::printf("  %s: not comparable (%s %s vs %s %s)\n",
-                  exe.outputs()[i].name.c_str(), dtypeName(a.dtype),
-                  formatShape(a.shape).c_str(), dtypeName(b.dtype),
-                  formatShape(b.shape).c_str());
+      std::printf("  %s: not comparable (%s %s vs %s %s)\n", name.c_str(),
+                  dtypeName(a.dtype), formatShape(a.shape).c_str(),
+                  dtypeName(b.dtype), formatShape(b.shape).c_str());
       continue;
     }
     double err = 0, scale = 0;
@@ -291,8 +301,7 @@ void verify(const std::string &refDir, const std::vector<Tensor> &inputs,
       scale = std::max(scale, static_cast<double>(std::abs(b.as<float>()[k])));
     }
     std::printf("  %s: max abs error %.3g, relative to max |reference| %.3g\n",
-                exe.outputs()[i].name.c_str(), err,
-                scale > 0 ? err / scale : err);
+                name.c_str(), err, scale > 0 ? err / scale : err);
   }
 }
 
@@ -681,17 +690,21 @@ int main(int argc, char **argv) {
       outputs[i] = gathered[i].view();
     }
 
+  std::map<std::string, HostBuffer> joined;
+  std::vector<std::pair<std::string, Tensor>> named;
+  if (rankId == 0 && (!o.verify.empty() || !o.outputDir.empty()))
+    if (Status s = outputsToWrite(*exe, outputs, joined, named); !s)
+      abortRun(s.message);
   if (!o.verify.empty() && rankId == 0)
     verify(o.verify == "-" ? o.artifact + "/reference" : o.verify, inputs,
-           outputs, *exe);
+           named, *exe);
 
   if (!o.outputDir.empty() && rankId == 0) {
     mkdir(o.outputDir.c_str(), 0755);
     struct stat st;
     if (stat(o.outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
       abortRun("cannot create output directory '" + o.outputDir + "'");
-    std::map<std::string, HostBuffer> joined;
-    for (auto &[name, value] : outputsToWrite(*exe, outputs, joined)) {
+    for (auto &[name, value] : named) {
       std::string relative = relativePathOf(name) + ".npy";
       if (Status s = makeParents(o.outputDir, relative); !s)
         abortRun(s.message);

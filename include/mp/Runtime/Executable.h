@@ -85,9 +85,10 @@ public:
     std::string name;
     Tensor tensor;
     /// A block of the parameter the user wrote (a cut fused linear's
-    /// part): elements from `partStart` along `partAxis` of `partOf`.
+    /// part): elements from `partStart` along `partAxis` of `partOf`, whose
+    /// dimension `partAxis` is `partWhole`.
     std::string partOf;
-    int64_t partAxis = 0, partStart = 0;
+    int64_t partAxis = 0, partStart = 0, partWhole = 0;
   };
   const std::vector<Parameter> &parameters() const { return paramTable; }
   /// Copies a tensor of this executable's device memory to host memory of

@@ -39,6 +39,19 @@ void placeBlock(std::string &whole, const std::vector<int64_t> &wholeShape,
                 int64_t elemBytes, int64_t axis, int64_t start,
                 std::string_view block);
 
+/// One part of a tensor cut along an axis: its bytes, from `start`.
+struct PartBytes {
+  int64_t start;
+  std::string_view bytes;
+};
+
+/// The whole tensor of shape `wholeShape` from `parts` along `axis` (each
+/// part's extent follows from its bytes); false, with `error`, unless they
+/// tile it exactly (no gap, no overlap, sizes that fit).
+bool joinParts(std::vector<PartBytes> parts,
+               const std::vector<int64_t> &wholeShape, int64_t elemBytes,
+               int64_t axis, std::string &whole, std::string &error);
+
 } // namespace mp::rt
 
 #endif // MP_RUNTIME_SHARDS_H

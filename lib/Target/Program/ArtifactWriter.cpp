@@ -413,6 +413,7 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
     p->set_part_of(param.getPartOf()->str());
     p->set_part_axis((*part)[0]);
     p->set_part_start((*part)[1]);
+    p->set_part_whole((*part)[2]);
   }
   prog.mutable_buffers(*id)->set_parameter(prog.parameters_size() - 1);
   DType dtype;

@@ -72,6 +72,14 @@ LogicalResult readManifest(ModuleOp module, StringRef dir, int64_t &ranks,
       saved.localShape.push_back(d.getAsInteger().value_or(-1));
     saved.shardAxis = p->getInteger("shard_axis").value_or(-1);
     saved.shardGroups = p->getInteger("shard_groups").value_or(1);
+    if (saved.shardAxis >= static_cast<int64_t>(saved.localShape.size()) ||
+        saved.shardGroups < 1 ||
+        llvm::any_of(saved.localShape, [](int64_t d) { return d < 0; }) ||
+        (saved.shardAxis >= 0 &&
+         saved.localShape[saved.shardAxis] % saved.shardGroups != 0))
+      return module.emitError()
+             << "'" << path << "': parameter '" << *name
+             << "' has a sharding that does not fit its shape";
     if (std::optional<StringRef> of = p->getString("part_of")) {
       saved.partOf = of->str();
       saved.partAxis = p->getInteger("part_axis").value_or(-1);
@@ -155,39 +163,45 @@ trainedValue(ParamOp param, const std::map<std::string, SavedParameter> &saved,
     return assembleSaved(param, name, found->second, files);
   }
   std::vector<int64_t> shape = param.getTensorType().getShape().vec();
-  std::string whole;
-  int64_t covered = 0, elem = 0, axis = -1;
+  std::vector<std::string> values; // (the bytes the parts view)
+  std::vector<rt::PartBytes> parts;
+  int64_t axis = -1, elem = 0;
   for (const auto &[partName, part] : saved) {
     if (part.partOf != name)
       continue;
     rt::DType dtype;
     if (!rt::parseDType(part.dtype, dtype) ||
-        (!dtypeName.empty() && dtypeName != part.dtype) || part.partAxis < 0 ||
-        part.partAxis >= static_cast<int64_t>(shape.size()) ||
+        (!dtypeName.empty() && dtypeName != part.dtype) ||
         (axis >= 0 && part.partAxis != axis))
       return param.emitError() << "saved part '" << partName << "' of '" << name
                                << "' does not fit it";
     dtypeName = part.dtype;
     axis = part.partAxis;
     elem = static_cast<int64_t>(rt::dtypeSize(dtype));
-    if (whole.empty())
-      whole.assign(param.getTensorType().getNumElements() * elem, '\0');
+    // The part's whole shape must be the parameter's but along the axis.
+    std::vector<int64_t> partShape = part.localShape;
+    if (part.shardAxis >= 0)
+      partShape[part.shardAxis] *= static_cast<int64_t>(files.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
+        partShape.size() != shape.size() ||
+        (partShape[axis] = shape[axis], partShape != shape))
+      return param.emitError()
+             << "saved part '" << partName << "' is not a part of '" << name
+             << "' along dim " << axis;
     FailureOr<std::string> value = assembleSaved(param, partName, part, files);
     if (failed(value))
       return failure();
-    const int64_t across = static_cast<int64_t>(whole.size()) / shape[axis];
-    const int64_t size = static_cast<int64_t>(value->size()) / across;
-    if (size * across != static_cast<int64_t>(value->size()) ||
-        part.partStart < 0 || part.partStart + size > shape[axis])
-      return param.emitError() << "saved part '" << partName << "' of '" << name
-                               << "' does not fit it";
-    rt::placeBlock(whole, shape, elem, axis, part.partStart, *value);
-    covered += size;
+    values.push_back(std::move(*value));
+    parts.push_back({part.partStart, {}});
   }
-  if (axis >= 0 && covered != shape[axis])
+  if (parts.empty())
+    return std::string();
+  for (size_t i = 0; i < parts.size(); ++i)
+    parts[i].bytes = values[i];
+  std::string whole, error;
+  if (!rt::joinParts(parts, shape, elem, axis, whole, error))
     return param.emitError()
-           << "the saved parts of '" << name << "' cover " << covered << " of "
-           << shape[axis] << " along dim " << axis;
+           << "the saved parts of '" << name << "' do not make it: " << error;
   return whole;
 }
 

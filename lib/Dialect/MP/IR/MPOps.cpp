@@ -129,7 +129,7 @@ LogicalResult ParamOp::verify() {
       return emitOpError() << "'part' must be [axis, start, whole]";
     int64_t axis = (*part)[0], start = (*part)[1], whole = (*part)[2];
     if (axis < 0 || axis >= type.getRank() || start < 0 ||
-        start + type.getDimSize(axis) > whole)
+        start > whole - type.getDimSize(axis))
       return emitOpError() << "part [" << axis << ", " << start << ", " << whole
                            << "] does not fit " << type;
   }
