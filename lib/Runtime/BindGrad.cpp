@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Binder.h"
+#include "mp/Support/Flops.h"
 
 #include <cmath>
 #include <memory>
@@ -41,8 +42,7 @@ Status Binder::bindLinearWeightGrad(Executable::Step &step) {
                        error, expected);
       !s)
     return s;
-  exe.flops += 2.0 * static_cast<double>(x.numel()) *
-               static_cast<double>(dy.shape.back());
+  exe.flops += flops::linearWeightGrad(x.shape, dy.shape.back());
   Tensor o = out();
   step.kernel = [kernels, x, dy, transposed, o]() mutable {
     return kernels->linearWeightGrad(x, dy, transposed, o);
@@ -131,10 +131,7 @@ Status Binder::bindAttentionGrad(Executable::Step &step) {
   if (Status s = positiveFloat(AttrName::Scale, scale); !s)
     return s;
   bool causal = intAttr(AttrName::Causal) != 0;
-  // Scores twice (forward recomputed), then dV, dP, dQ, dK.
-  exe.flops += 2.0 * static_cast<double>(q.shape[0] * q.shape[1]) *
-               static_cast<double>(q.shape[2] * k.shape[2]) *
-               static_cast<double>(3 * q.shape[3] + 2 * v.shape[3]);
+  exe.flops += flops::attentionGrad(q.shape, k.shape, v.shape);
   std::optional<Tensor> m = mask ? std::optional<Tensor>(*mask) : std::nullopt;
   Tensor dq = out(0), dk = out(1), dv = out(2);
   step.kernel = [kernels, q, k, v, m, o, dout, scale, causal, dq, dk,

@@ -11,6 +11,7 @@
 
 #include "mp/Runtime/Kernels.h"
 #include "mp/Support/Einsum.h"
+#include "mp/Support/Flops.h"
 #include "mp/Support/Shape.h"
 
 #include <algorithm>
@@ -355,10 +356,7 @@ Status Binder::bindMatmul(Executable::Step &step) {
                        error, expected);
       !s)
     return s;
-  // FLOPs: 2 · (result elements) · K.
-  const Shape &a = in(0).shape;
-  exe.flops += 2.0 * static_cast<double>(numElements(expected)) *
-               static_cast<double>(a.back());
+  exe.flops += flops::contraction(expected, in(0).shape.back());
   const Tensor x = in(0), y = in(1);
   Tensor o = out();
   step.kernel = [kernels, x, y, o]() mutable {
@@ -381,8 +379,7 @@ Status Binder::bindLinear(Executable::Step &step) {
                               error, expected);
       !s)
     return s;
-  exe.flops += 2.0 * static_cast<double>(x.numel()) *
-               static_cast<double>(expected.back());
+  exe.flops += flops::linearWeightGrad(x.shape, expected.back());
   Tensor o = out();
   std::optional<Tensor> b = bias ? std::optional<Tensor>(*bias) : std::nullopt;
   step.kernel = [kernels, x, w, b, transposed, o]() mutable {
@@ -443,9 +440,7 @@ Status Binder::bindAttention(Executable::Step &step) {
                               error, expected);
       !s)
     return s;
-  exe.flops += 2.0 * static_cast<double>(q.shape[0] * q.shape[1]) *
-               static_cast<double>(q.shape[2] * k.shape[2]) *
-               static_cast<double>(q.shape[3] + v.shape[3]);
+  exe.flops += flops::attention(q.shape, k.shape, v.shape);
   float scale = static_cast<float>(floatAttr(AttrName::Scale));
   if (!(scale > 0) || !std::isfinite(scale))
     return fail("scale " + std::to_string(floatAttr(AttrName::Scale)) +

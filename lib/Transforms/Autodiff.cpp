@@ -416,12 +416,14 @@ void AutodiffPass::runOnOperation() {
     Operation *last = ret->getPrevNode();
     if (failed(differentiate(b, op)))
       return signalPassFailure();
-    // The backward of a layer's op belongs to that layer (the summary,
-    // recompute and pipeline stages go by it).
-    if (Attribute layer = op->getAttr(MPDialect::getLayerAttrName()))
-      for (Operation *added = last->getNextNode(); added != ret.getOperation();
-           added = added->getNextNode())
-        added->setAttr(MPDialect::getLayerAttrName(), layer);
+    // The backward of a layer's op belongs to that layer and pipeline chunk
+    // (the summary, recompute and pipeline stages go by them).
+    for (StringRef name :
+         {MPDialect::getLayerAttrName(), MPDialect::getStageAttrName()})
+      if (Attribute attr = op->getAttr(name))
+        for (Operation *added = last->getNextNode();
+             added != ret.getOperation(); added = added->getNextNode())
+          added->setAttr(name, attr);
   }
   if (failed(returnGradients(b, func, ret, symbols)))
     return signalPassFailure();

@@ -106,6 +106,10 @@ struct LossPass : public mp::impl::MPLossBase<LossPass> {
     } else {
       loss = CrossEntropyOp::create(b, loc, lossType, logitsValue, labels);
     }
+    // The loss runs in the pipeline chunk of the logits (the last).
+    if (Operation *head = logitsValue.getDefiningOp())
+      if (Attribute stage = head->getAttr(MPDialect::getStageAttrName()))
+        loss.getDefiningOp()->setAttr(MPDialect::getStageAttrName(), stage);
     func::ReturnOp::create(b, ret.getLoc(), loss);
     ret.erase();
     if (gather && gather->use_empty())

@@ -20,6 +20,9 @@ void mp::buildPartitionPipeline(OpPassManager &pm,
     pm.addPass(createMPSequenceParallel({options.grid}));
   if (options.dp > 1 || options.zero)
     pm.addPass(createMPDataParallel({options.dp, options.zero}));
+  if (options.pp > 1 || options.vp > 1)
+    pm.addPass(createMPPipeline({options.pp, options.vp, options.microbatches,
+                                 options.schedule, options.layout}));
 }
 
 void mp::buildParallelizePipeline(OpPassManager &pm,
@@ -46,6 +49,8 @@ static std::string invalid(const mp::ParallelizeOptions &options) {
   if (options.zero != 0 && options.zero != 1)
     return "zero must be 0 or 1, got " +
            std::to_string(static_cast<int64_t>(options.zero));
+  if (options.pp < 1 || options.vp < 1 || options.microbatches < 1)
+    return "pp, vp and microbatches must be at least 1";
   return "";
 }
 
@@ -60,9 +65,11 @@ void mp::registerMPPipelines() {
          function_ref<LogicalResult(const Twine &)> errorHandler) {
         ParallelizeOptions options;
         if (failed(options.parseFromString(text)))
-          return errorHandler("expected tp=N sp[=true|false] dp=N zero=0|1 "
-                              "dtype=f32|bf16|f16 grid=NAME, got '" +
-                              text + "'");
+          return errorHandler(
+              "expected tp=N sp[=true|false] dp=N zero=0|1 "
+              "dtype=f32|bf16|f16 grid=NAME pp=N vp=N microbatches=N "
+              "schedule=gpipe|1f1b|interleaved layout=E...|...L, got '" +
+              text + "'");
         if (std::string why = invalid(options); !why.empty())
           return errorHandler(why);
         buildParallelizePipeline(pm, options);

@@ -1,5 +1,7 @@
 //===- Summary.cpp - one-screen summary of an mp module -------------------===//
+#include "mp/Analysis/Cost.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Support/PipelineSchedule.h"
 #include "mp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -120,7 +122,71 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     outside.print(os);
     os << "\n";
     summarizeReplicated(module, os);
+    summarizePipeline(module, os);
     os.flush();
+  }
+
+  /// The pipeline plan (mp-pipeline): each chunk's layers, rank and cost,
+  /// and the bubble of the schedule run on those costs (a backward twice
+  /// its forward, transfers free).
+  void summarizePipeline(ModuleOp module, llvm::raw_ostream &os) {
+    auto plan =
+        module->getAttrOfType<DictionaryAttr>(MPDialect::getPipelineAttrName());
+    if (!plan)
+      return;
+    auto get = [&](StringRef key) {
+      auto attr = plan.getAs<IntegerAttr>(key);
+      return attr ? attr.getInt() : 1;
+    };
+    auto text = [&](StringRef key) {
+      auto attr = plan.getAs<StringAttr>(key);
+      return attr ? attr.getValue() : StringRef();
+    };
+    pipeline::Dims dims{get("pp"), get("vp"), get("microbatches")};
+    std::optional<pipeline::ScheduleKind> kind =
+        pipeline::parseSchedule(text("schedule"));
+    std::vector<Cost> chunks(dims.virtualStages());
+    module.walk([&](Operation *op) {
+      if (auto stage =
+              op->getAttrOfType<IntegerAttr>(MPDialect::getStageAttrName()))
+        if (stage.getInt() >= 0 && stage.getInt() < dims.virtualStages())
+          chunks[stage.getInt()] += costOf(op);
+    });
+    pipeline::Costs costs;
+    double total = 0;
+    for (const Cost &c : chunks) {
+      // (An H100's ratio, as mp-pipeline balances.)
+      double seconds = c.seconds(989e12, 3.35e12);
+      costs.forward.push_back(seconds);
+      costs.backward.push_back(2 * seconds);
+      total += c.flops;
+    }
+    std::string error;
+    std::optional<pipeline::Timeline> timeline;
+    if (kind)
+      timeline = pipeline::simulate(pipeline::generate(*kind, dims), dims,
+                                    costs, error);
+    os << "  pipeline    pp=" << dims.stages << " vp=" << dims.chunks << ", "
+       << dims.microbatches << " microbatches, " << text("schedule")
+       << ", layout " << text("layout");
+    if (timeline)
+      os << llvm::format("; planned bubble %.1f%%", 100 * timeline->bubble);
+    os << "\n";
+    SmallVector<StringRef> layout;
+    text("layout").split(layout, '|');
+    int64_t layer = 0;
+    for (int64_t k = 0; k < dims.virtualStages(); ++k) {
+      // "E t0 t1": the layout's letters with the layers numbered.
+      std::string units;
+      for (char c : k < static_cast<int64_t>(layout.size()) ? layout[k] : "")
+        units += (units.empty() ? "" : " ") +
+                 (c == 't' ? "t" + std::to_string(layer++) : std::string(1, c));
+      os << llvm::format("  chunk %-5d ", static_cast<int>(k)) << "rank "
+         << k % dims.stages << ": " << units
+         << llvm::format(", %.3g GFLOP (%.0f%%), ", chunks[k].flops / 1e9,
+                         total > 0 ? 100 * chunks[k].flops / total : 0.0)
+         << byteString(chunks[k].bytes) << " moved\n";
+    }
   }
 
   /// The block linears tensor parallelism left whole (mp.replicated), each

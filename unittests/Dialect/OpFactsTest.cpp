@@ -190,4 +190,23 @@ TEST_F(OpFactsTest, TraitsWhereTheyAreTrue) {
   EXPECT_TRUE(ops[3]->hasTrait<mp::OpTrait::TransformerOp>());
 }
 
+TEST_F(OpFactsTest, HeavyOpsCountTheirFlopsAsTheRuntimeDoes) {
+  auto ops = parse(
+      "%x: tensor<2x8x32xf32>, %w: tensor<32x96xf32>, "
+      "%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>",
+      "  %y = mp.linear %x, %w : (tensor<2x8x32xf32>, tensor<32x96xf32>) -> "
+      "tensor<2x8x96xf32>\n"
+      "  %a = mp.attention %q, %k, %k {scale = 0.25 : f32} : "
+      "(tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) "
+      "-> tensor<2x4x8x16xf32>\n"
+      "  %e = mp.exp %y : tensor<2x8x96xf32>");
+  ASSERT_EQ(ops.size(), 3u);
+  // 2 · (2·8·96 results) · 32; 2 · B·H·Sq·Sk · (D + Dv).
+  EXPECT_EQ(cast<mp::CostOpInterface>(ops[0]).getFlops(), 2.0 * 1536 * 32);
+  EXPECT_EQ(cast<mp::CostOpInterface>(ops[1]).getFlops(),
+            2.0 * 2 * 4 * 8 * 8 * 32);
+  // Elementwise ops have no formula: the cost model counts their results.
+  EXPECT_FALSE(isa<mp::CostOpInterface>(ops[2]));
+}
+
 } // namespace

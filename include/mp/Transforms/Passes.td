@@ -233,4 +233,55 @@ def MPDataParallel : Pass<"mp-data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["mp::MPDialect"];
 }
 
+def MPPipeline : Pass<"mp-pipeline", "mlir::ModuleOp"> {
+  let summary = "cut the layers into pipeline stages and plan the schedule";
+  let description = [{
+    Cuts the program's layer sequence into `pp`·`vp` chunks (virtual
+    stages): the embedding and whatever runs before the first transformer
+    layer (`E`), each layer (`t`), and the final norm, LM head and loss
+    (`L`), in order. Chunk k runs on rank k mod pp as its chunk k / pp,
+    Megatron's interleaved assignment (8 layers, pp=2, vp=2: rank 0 holds
+    layers [0,1] and [4,5], rank 1 [2,3] and [6,7]).
+
+    Without `layout` the cut balances the cost model (mp/Analysis/Cost.h:
+    FLOPs and bytes of every op, at an H100's ratio of peak FLOP/s to memory
+    bandwidth), minimizing the costliest chunk, with the embedding and the
+    LM head counted (Megatron's account_for_embedding_in_pipeline_split
+    problem). `layout` gives the cut by hand in the spirit of Megatron's
+    --pipeline-model-parallel-layout: chunks separated by `|`, each a run of
+    `E`, `t` (one layer) and `L`, e.g. "Et|tt|tt|tL" (`t*3` repeats).
+
+    Every op that depends on the program's inputs gets `mp.stage` (its
+    virtual stage); ops computed from parameters and constants alone (masks,
+    rotary tables, a tied head's transposed weight) get none: each stage
+    that reads them computes its own. The module records the plan
+    (`mp.pipeline`: pp, vp, microbatches, schedule, layout) after generating
+    the schedule (mp/Support/PipelineSchedule.h) and proving it cannot
+    deadlock; a schedule that would is an error, as are layers that cannot
+    be cut as asked and sizes the schedule cannot run (1F1B with fewer
+    microbatches than stages; interleaving with vp < 2 or a microbatch count
+    that is not a multiple of pp).
+
+    This is the plan only: the stages are not yet separate programs, and
+    the artifact writer refuses a module cut into stages.
+  }];
+  let options = [
+    Option<"pp", "pp", "int64_t", /*default=*/"1",
+           "pipeline-parallel size (stages, one rank each)">,
+    Option<"vp", "vp", "int64_t", /*default=*/"1",
+           "chunks per stage (interleaved schedule)">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "microbatches per training step">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe, 1f1b or interleaved">,
+    Option<"layout", "layout", "std::string", /*default=*/"\"\"",
+           "the cut by hand: chunks of E, t and L separated by |">,
+    Option<"printSchedule", "print-schedule", "bool", /*default=*/"false",
+           "print each rank's actions (F0.3: forward of chunk 0 on "
+           "microbatch 3; B backward; sa/ra send/receive activation, sg/rg "
+           "gradient, with the peer rank)">,
+  ];
+  let dependentDialects = ["mp::MPDialect"];
+}
+
 #endif // MP_TRANSFORMS_PASSES_TD

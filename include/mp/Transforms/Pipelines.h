@@ -44,6 +44,25 @@ struct ParallelizeOptions : mlir::PassPipelineOptions<ParallelizeOptions> {
       *this, "grid",
       llvm::cl::desc("name of the shard.grid tensor parallelism creates"),
       llvm::cl::init(kDefaultTensorParallelGrid)};
+  Option<int64_t> pp{*this, "pp",
+                     llvm::cl::desc("pipeline-parallel size (stages; the "
+                                    "plan only, see mp-pipeline)"),
+                     llvm::cl::init(1)};
+  Option<int64_t> vp{*this, "vp",
+                     llvm::cl::desc("chunks per pipeline stage (interleaved)"),
+                     llvm::cl::init(1)};
+  Option<int64_t> microbatches{
+      *this, "microbatches",
+      llvm::cl::desc("microbatches per training step (pipeline)"),
+      llvm::cl::init(1)};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("pipeline schedule: gpipe, 1f1b or interleaved"),
+      llvm::cl::init("1f1b")};
+  Option<std::string> layout{
+      *this, "layout",
+      llvm::cl::desc("pipeline cut by hand: chunks of E, t, L separated by |"),
+      llvm::cl::init("")};
 };
 
 /// Raising to named transformer ops and the storage precision: the program

@@ -592,6 +592,12 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
   if (!func.getBody().hasOneBlock())
     return func.emitError()
            << "'" << func.getSymName() << "' must have a single block";
+  // Running the stages as one program would silently not pipeline.
+  if (module->hasAttr(MPDialect::getPipelineAttrName()))
+    return emitError(module.getLoc())
+           << "this program is cut into pipeline stages (mp-pipeline), and "
+              "mp-run cannot run pipeline stages yet; drop pp (the plan is "
+              "in --mp-summary)";
 
   fs::path dir(dirName.str());
   fs::path tmp = dir.string() + ".tmp-" + std::to_string(getpid());

@@ -24,6 +24,15 @@ def MP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getLayerAttrName() {
       return ::llvm::StringLiteral("mp.layer");
     }
+    /// Name of the discardable attribute holding the pipeline chunk
+    /// (virtual stage) an op runs in (mp-pipeline).
+    static constexpr ::llvm::StringLiteral getStageAttrName() {
+      return ::llvm::StringLiteral("mp.stage");
+    }
+    /// Name of the module attribute holding the pipeline plan.
+    static constexpr ::llvm::StringLiteral getPipelineAttrName() {
+      return ::llvm::StringLiteral("mp.pipeline");
+    }
     /// Name of the argument/result attribute holding the ONNX tensor name.
     static constexpr ::llvm::StringLiteral getNameAttrName() {
       return ::llvm::StringLiteral("mp.name");

@@ -70,4 +70,21 @@ def MP_AutodiffOpInterface : OpInterface<"AutodiffOpInterface"> {
   ];
 }
 
+def MP_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::mp";
+  let description = [{
+    The floating-point work of one run of an op whose work is not one
+    operation per result element: contractions and attention, counted as 2
+    FLOPs per multiply-add by the formulas the runtime reports throughput
+    with (mp/Support/Flops.h). The cost model (pipeline stages, the report)
+    counts every other op by its result elements.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        FLOPs of one run of the op, from its operand and result types.
+      }],
+      "double", "getFlops", (ins)>,
+  ];
+}
+
 #endif // MP_DIALECT_MP_IR_MPINTERFACES_TD

@@ -31,6 +31,8 @@ def MP_ReplicatedResultsTrait : NativeOpTrait<"ReplicatedResults"> {
 
 // Has a derivative rule (buildAdjoints in MPAutodiff.cpp).
 def MP_Differentiable : DeclareOpInterfaceMethods<MP_AutodiffOpInterface>;
+// Counts its FLOPs (getFlops in MPOps.cpp).
+def MP_Costed : DeclareOpInterfaceMethods<MP_CostOpInterface>;
 def MP_FloatTensor : RankedTensorOf<[AnyFloat]>;
 def MP_IndexTensor : RankedTensorOf<[I32, I64]>;
 
@@ -238,7 +240,7 @@ def MP_CastOp : MP_Op<"cast", [MP_Differentiable,
 // Transformer ops
 //===----------------------------------------------------------------------===//
 
-def MP_MatmulOp : MP_Op<"matmul", [MP_Differentiable, Pure,
+def MP_MatmulOp : MP_Op<"matmul", [MP_Differentiable, MP_Costed, Pure,
     AllElementTypesMatch<["lhs", "rhs", "result"]>, InferTypeOpAdaptor,
     MP_TransformerOpTrait]> {
   let summary = "batched matrix product with ONNX MatMul semantics";
@@ -254,7 +256,8 @@ def MP_MatmulOp : MP_Op<"matmul", [MP_Differentiable, Pure,
   let hasVerifier = 1;
 }
 
-def MP_LinearOp : MP_Op<"linear", [MP_Differentiable, Pure, InferTypeOpAdaptor,
+def MP_LinearOp : MP_Op<"linear", [MP_Differentiable, MP_Costed, Pure,
+                                   InferTypeOpAdaptor,
                                    MP_TransformerOpTrait]> {
   let summary = "x · W + b over the last dimension of x";
   let description = [{
@@ -340,7 +343,7 @@ def MP_ReduceOp : MP_Op<"reduce", [MP_Differentiable,
   let hasVerifier = 1;
 }
 
-def MP_AttentionOp : MP_Op<"attention", [MP_Differentiable,
+def MP_AttentionOp : MP_Op<"attention", [MP_Differentiable, MP_Costed,
     Pure, InferTypeOpAdaptor,
                                          MP_SplitByRule,
                                          MP_TransformerOpTrait]> {
@@ -565,7 +568,7 @@ def MP_ExpandOp : MP_Op<"expand", [MP_Differentiable, Pure,
 // ops would be slow or need storage the forward does not.
 //===----------------------------------------------------------------------===//
 
-def MP_LinearWeightGradOp : MP_Op<"linear_weight_grad", [Pure,
+def MP_LinearWeightGradOp : MP_Op<"linear_weight_grad", [Pure, MP_Costed,
     AllElementTypesMatch<["input", "result_grad", "result"]>]> {
   let summary = "weight gradient of mp.linear: Σ xᵀ·dy over the leading dims";
   let description = [{
@@ -628,7 +631,7 @@ def MP_GeluGradOp : MP_Op<"gelu_grad", [Pure, Elementwise,
   }];
 }
 
-def MP_AttentionGradOp : MP_Op<"attention_grad", [Pure,
+def MP_AttentionGradOp : MP_Op<"attention_grad", [Pure, MP_Costed,
     AllTypesMatch<["query", "query_grad"]>, AllTypesMatch<["key", "key_grad"]>,
     AllTypesMatch<["value", "value_grad"]>,
     AllTypesMatch<["result", "result_grad"]>]> {

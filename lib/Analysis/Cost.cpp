@@ -1,0 +1,27 @@
+//===- Cost.cpp - the work and traffic of ops -----------------------------===//
+#include "mp/Analysis/Cost.h"
+#include "mp/Analysis/MemoryPlan.h"
+#include "mp/Dialect/MP/IR/MPOps.h"
+
+using namespace mlir;
+
+namespace mp {
+
+Cost costOf(Operation *op) {
+  Cost cost;
+  if (isa<GetParamOp, ConstantOp, ParamOp>(op) || op->getNumResults() == 0)
+    return cost;
+  for (Value v : op->getOperands())
+    cost.bytes += static_cast<double>(storageBytes(v.getType()));
+  for (Value v : op->getResults()) {
+    cost.bytes += static_cast<double>(storageBytes(v.getType()));
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (type && isa<FloatType>(type.getElementType()))
+      cost.flops += static_cast<double>(type.getNumElements());
+  }
+  if (auto costed = dyn_cast<CostOpInterface>(op))
+    cost.flops = costed.getFlops();
+  return cost;
+}
+
+} // namespace mp
