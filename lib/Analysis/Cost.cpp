@@ -24,4 +24,25 @@ Cost costOf(Operation *op) {
   return cost;
 }
 
+std::vector<Cost> chunkCosts(ModuleOp module, int64_t chunks) {
+  std::vector<Cost> costs(chunks);
+  module.walk([&](Operation *op) {
+    if (auto stage =
+            op->getAttrOfType<IntegerAttr>(MPDialect::getStageAttrName()))
+      if (stage.getInt() >= 0 && stage.getInt() < chunks)
+        costs[stage.getInt()] += costOf(op);
+  });
+  return costs;
+}
+
+pipeline::Costs plannedCosts(const std::vector<Cost> &chunks) {
+  pipeline::Costs costs;
+  for (const Cost &c : chunks) {
+    double ms = 1e3 * c.seconds(Machine::h100());
+    costs.forward.push_back(ms);
+    costs.backward.push_back(2 * ms);
+  }
+  return costs;
+}
+
 } // namespace mp

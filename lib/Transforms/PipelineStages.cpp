@@ -9,12 +9,16 @@
 #include "mp/Analysis/Cost.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/PipelineSchedule.h"
+#include "mp/Support/TimelineSvg.h"
 #include "mp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <limits>
 
@@ -27,10 +31,6 @@ using namespace mlir;
 using namespace mp;
 
 namespace {
-
-/// The cost model's machine: an H100 SXM's dense bf16 peak and HBM3
-/// bandwidth. Only the ratio matters to a balanced cut.
-constexpr double kPeakFlops = 989e12, kBandwidth = 3.35e12;
 
 /// The units of the layer sequence, each a letter of a layout string:
 /// E (index 0), layer i (index i + 1), L (index layers + 1).
@@ -89,7 +89,7 @@ FailureOr<Units> findUnits(func::FuncOp func) {
     if (!staged.contains(&op))
       continue;
     units.unitOf[&op] = current;
-    units.seconds[current] += costOf(&op).seconds(kPeakFlops, kBandwidth);
+    units.seconds[current] += costOf(&op).seconds(Machine::h100());
   }
   return units;
 }
@@ -191,6 +191,28 @@ std::string layoutOf(const Units &units, ArrayRef<int64_t> end) {
   return out;
 }
 
+/// Writes `path` whole or not at all (a temporary file, then a rename).
+LogicalResult writeFileAtomically(Location loc, const std::string &path,
+                                  const std::string &text) {
+  std::string tmp = path + ".tmp";
+  std::error_code ec;
+  {
+    llvm::raw_fd_ostream out(tmp, ec);
+    if (!ec) {
+      out << text;
+      out.close();
+      ec = out.error();
+    }
+  }
+  if (!ec)
+    ec = llvm::sys::fs::rename(tmp, path);
+  if (ec) {
+    llvm::sys::fs::remove(tmp);
+    return emitError(loc) << "cannot write '" << path << "': " << ec.message();
+  }
+  return success();
+}
+
 struct PipelinePass : public mp::impl::MPPipelineBase<PipelinePass> {
   using MPPipelineBase::MPPipelineBase;
 
@@ -219,7 +241,38 @@ struct PipelinePass : public mp::impl::MPPipelineBase<PipelinePass> {
 
   LogicalResult cut(ModuleOp module, func::FuncOp func,
                     pipeline::ScheduleKind kind, const pipeline::Dims &dims);
+  LogicalResult writeTimeline(ModuleOp module,
+                              const pipeline::Schedule &actions,
+                              const pipeline::Dims &dims,
+                              pipeline::ScheduleKind kind, StringRef layout);
 };
+
+/// The planned timeline of one step (the cost model's chunk times) as SVG,
+/// with its bubble on stdout.
+LogicalResult PipelinePass::writeTimeline(ModuleOp module,
+                                          const pipeline::Schedule &actions,
+                                          const pipeline::Dims &dims,
+                                          pipeline::ScheduleKind kind,
+                                          StringRef layout) {
+  std::string error;
+  std::optional<pipeline::Timeline> planned = pipeline::simulate(
+      actions, dims, plannedCosts(chunkCosts(module, dims.virtualStages())),
+      error);
+  if (!planned)
+    return emitError(module.getLoc()) << error;
+  std::string title = "planned: pp=" + std::to_string(dims.stages) +
+                      " vp=" + std::to_string(dims.chunks) + ", " +
+                      std::to_string(dims.microbatches) + " microbatches, " +
+                      pipeline::scheduleName(kind) + ", layout " +
+                      layout.str() + " (cost model, H100)";
+  if (failed(writeFileAtomically(
+          module.getLoc(), timeline,
+          pipeline::timelineSvg(*planned, dims, title, "ms"))))
+    return failure();
+  llvm::outs() << llvm::format("mp-pipeline: wrote %s, planned bubble %.1f%%\n",
+                               timeline.c_str(), 100 * planned->bubble);
+  return success();
+}
 
 LogicalResult PipelinePass::cut(ModuleOp module, func::FuncOp func,
                                 pipeline::ScheduleKind kind,
@@ -270,6 +323,9 @@ LogicalResult PipelinePass::cut(ModuleOp module, func::FuncOp func,
                             << " schedule is invalid: " << why;
   if (printSchedule)
     llvm::outs() << pipeline::describe(actions);
+  if (!timeline.empty() && failed(writeTimeline(module, actions, dims, kind,
+                                                layoutOf(*units, *end))))
+    return failure();
   module->setAttr(
       MPDialect::getPipelineAttrName(),
       b.getDictionaryAttr({

@@ -145,27 +145,15 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     pipeline::Dims dims{get("pp"), get("vp"), get("microbatches")};
     std::optional<pipeline::ScheduleKind> kind =
         pipeline::parseSchedule(text("schedule"));
-    std::vector<Cost> chunks(dims.virtualStages());
-    module.walk([&](Operation *op) {
-      if (auto stage =
-              op->getAttrOfType<IntegerAttr>(MPDialect::getStageAttrName()))
-        if (stage.getInt() >= 0 && stage.getInt() < dims.virtualStages())
-          chunks[stage.getInt()] += costOf(op);
-    });
-    pipeline::Costs costs;
+    std::vector<Cost> chunks = chunkCosts(module, dims.virtualStages());
     double total = 0;
-    for (const Cost &c : chunks) {
-      // (An H100's ratio, as mp-pipeline balances.)
-      double seconds = c.seconds(989e12, 3.35e12);
-      costs.forward.push_back(seconds);
-      costs.backward.push_back(2 * seconds);
+    for (const Cost &c : chunks)
       total += c.flops;
-    }
     std::string error;
     std::optional<pipeline::Timeline> timeline;
     if (kind)
       timeline = pipeline::simulate(pipeline::generate(*kind, dims), dims,
-                                    costs, error);
+                                    plannedCosts(chunks), error);
     os << "  pipeline    pp=" << dims.stages << " vp=" << dims.chunks << ", "
        << dims.microbatches << " microbatches, " << text("schedule")
        << ", layout " << text("layout");

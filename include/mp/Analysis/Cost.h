@@ -10,9 +10,22 @@
 #ifndef MP_ANALYSIS_COST_H
 #define MP_ANALYSIS_COST_H
 
+#include "mp/Support/PipelineSchedule.h"
+
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Operation.h"
 
+#include <vector>
+
 namespace mp {
+
+/// The machine a cost is timed on.
+struct Machine {
+  double peakFlops, bandwidth; // FLOP/s, bytes/s
+  /// An H100 SXM: dense bf16 peak and HBM3 bandwidth (balancing needs only
+  /// their ratio).
+  static Machine h100() { return {989e12, 3.35e12}; }
+};
 
 struct Cost {
   double flops = 0, bytes = 0;
@@ -23,14 +36,23 @@ struct Cost {
   }
   /// Seconds on a machine of `peakFlops` FLOP/s and `bandwidth` bytes/s,
   /// work and traffic not overlapped (a bound, and what balancing needs).
-  double seconds(double peakFlops, double bandwidth) const {
-    return flops / peakFlops + bytes / bandwidth;
+  double seconds(const Machine &m) const {
+    return flops / m.peakFlops + bytes / m.bandwidth;
   }
 };
 
 /// One run of `op`. Parameter reads and constants cost nothing of their
 /// own (their readers count the bytes); shape ops move their bytes.
 Cost costOf(mlir::Operation *op);
+
+/// The cost of each of the `chunks` pipeline chunks of `module`: its ops
+/// carrying mp.stage (mp-pipeline).
+std::vector<Cost> chunkCosts(mlir::ModuleOp module, int64_t chunks);
+
+/// The planned times, in milliseconds on an H100, of a schedule over those
+/// chunks: each chunk's forward its cost, its backward twice that,
+/// transfers free.
+pipeline::Costs plannedCosts(const std::vector<Cost> &chunks);
 
 } // namespace mp
 

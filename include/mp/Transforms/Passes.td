@@ -276,6 +276,9 @@ def MPPipeline : Pass<"mp-pipeline", "mlir::ModuleOp"> {
            "gpipe, 1f1b or interleaved">,
     Option<"layout", "layout", "std::string", /*default=*/"\"\"",
            "the cut by hand: chunks of E, t and L separated by |">,
+    Option<"timeline", "timeline", "std::string", /*default=*/"\"\"",
+           "write the planned timeline of one step to this SVG file (the "
+           "cost model's times on an H100)">,
     Option<"printSchedule", "print-schedule", "bool", /*default=*/"false",
            "print each rank's actions (F0.3: forward of chunk 0 on "
            "microbatch 3; B backward; sa/ra send/receive activation, sg/rg "
