@@ -379,7 +379,7 @@ Status Binder::bindLinear(Executable::Step &step) {
                               error, expected);
       !s)
     return s;
-  exe.flops += flops::linearWeightGrad(x.shape, expected.back());
+  exe.flops += flops::contraction(expected, x.shape.back());
   Tensor o = out();
   std::optional<Tensor> b = bias ? std::optional<Tensor>(*bias) : std::nullopt;
   step.kernel = [kernels, x, w, b, transposed, o]() mutable {

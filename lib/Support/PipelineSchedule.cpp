@@ -44,6 +44,14 @@ std::string checkDims(ScheduleKind kind, const Dims &d) {
       " microbatches=" + std::to_string(d.microbatches) + ")";
   if (d.stages < 1 || d.chunks < 1 || d.microbatches < 1)
     return "pipeline sizes must be at least 1" + sizes;
+  if (d.stages > kMaxStages || d.chunks > kMaxChunks ||
+      d.microbatches > kMaxMicrobatches ||
+      d.stages * d.chunks * d.microbatches > kMaxActions)
+    return "pipeline sizes too large" + sizes + ": at most " +
+           std::to_string(kMaxStages) + " stages, " +
+           std::to_string(kMaxChunks) + " chunks, " +
+           std::to_string(kMaxMicrobatches) + " microbatches and " +
+           std::to_string(kMaxActions) + " chunk-microbatches in all";
   if (kind != ScheduleKind::Interleaved && d.chunks != 1)
     return std::string("the ") + scheduleName(kind) +
            " schedule runs one chunk per stage; vp > 1 needs "
@@ -51,7 +59,7 @@ std::string checkDims(ScheduleKind kind, const Dims &d) {
            sizes;
   if (kind == ScheduleKind::OneFOneB && d.microbatches < d.stages)
     return "1F1B needs at least as many microbatches as stages" + sizes +
-           ": with fewer, no stage ever alternates (use gpipe, or more "
+           ": with fewer, the pipeline never fills (use gpipe, or more "
            "microbatches)";
   if (kind == ScheduleKind::Interleaved) {
     if (d.chunks < 2 || d.stages < 2)
@@ -230,9 +238,14 @@ std::optional<Timeline> simulate(const Schedule &schedule, const Dims &d,
     error = "the schedule deadlocks: " + waits;
     return std::nullopt;
   }
-  timeline.makespan = *std::max_element(now.begin(), now.end());
-  double compute = *std::max_element(busy.begin(), busy.end());
-  timeline.bubble = compute > 0 ? (timeline.makespan - compute) / compute : 0;
+  timeline.makespan = ranks ? *std::max_element(now.begin(), now.end()) : 0;
+  double compute = 0;
+  for (double b : busy)
+    compute += b;
+  timeline.bubble =
+      compute > 0
+          ? (static_cast<double>(ranks) * timeline.makespan - compute) / compute
+          : 0;
   return timeline;
 }
 
@@ -262,6 +275,39 @@ std::vector<std::pair<Action, bool>> neededTransfers(const Dims &d, int64_t r,
           {{ActionKind::SendGradient, a.chunk, a.microbatch, prev}, false});
   }
   return needed;
+}
+
+/// Whether each rank receives from each peer in the order the peer sends
+/// (transports without tags deliver in order): the first difference, or "".
+std::string checkOrder(const Schedule &schedule, const Dims &d) {
+  const int64_t p = static_cast<int64_t>(schedule.size());
+  // sent[a][b], received[b][a]: the transfers from a to b, in order.
+  std::vector<std::vector<std::vector<std::pair<TransferKey, Action>>>> sent(
+      p, std::vector<std::vector<std::pair<TransferKey, Action>>>(p)),
+      received = sent;
+  for (int64_t r = 0; r < p; ++r)
+    for (const Action &a : schedule[r]) {
+      if (a.peer < 0 || a.peer >= p)
+        continue;
+      if (isSend(a.kind))
+        sent[r][a.peer].push_back({keyOf(d, r, a), a});
+      else if (a.kind != ActionKind::Forward && a.kind != ActionKind::Backward)
+        received[r][a.peer].push_back({keyOf(d, r, a), a});
+    }
+  for (int64_t a = 0; a < p; ++a)
+    for (int64_t b = 0; b < p; ++b) {
+      const auto &s = sent[a][b], &q = received[b][a];
+      for (size_t i = 0; i < std::min(s.size(), q.size()); ++i)
+        if (s[i].first != q[i].first)
+          return "rank " + std::to_string(b) + " receives from rank " +
+                 std::to_string(a) + " in another order than it sends (" +
+                 describeAction(a, s[i].second) + " is its " +
+                 std::to_string(i + 1) + "th send there, " +
+                 describeAction(b, q[i].second) + " its " +
+                 std::to_string(i + 1) +
+                 "th receive): transports without tags deliver in order";
+    }
+  return {};
 }
 
 } // namespace
@@ -327,6 +373,8 @@ std::string validate(const Schedule &schedule, const Dims &d) {
                    "activation, the last no gradient)";
         }
   }
+  if (std::string why = checkOrder(schedule, d); !why.empty())
+    return why;
   std::string error;
   if (!simulate(schedule, d, Costs::uniform(d), error))
     return error;

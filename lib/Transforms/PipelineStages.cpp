@@ -21,6 +21,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <limits>
+#include <set>
 
 namespace mp {
 #define GEN_PASS_DEF_MPPIPELINE
@@ -31,6 +32,9 @@ using namespace mlir;
 using namespace mp;
 
 namespace {
+
+/// More layers than any model has: a bound on what mp.layer may say.
+constexpr int64_t kMaxLayers = 1 << 20;
 
 /// The units of the layer sequence, each a letter of a layout string:
 /// E (index 0), layer i (index i + 1), L (index layers + 1).
@@ -66,12 +70,22 @@ FailureOr<Units> findUnits(func::FuncOp func) {
   Units units;
   llvm::DenseSet<Operation *> staged = dependOnInputs(func);
   Operation *lastLayered = nullptr;
+  std::set<int64_t> seen;
   for (Operation &op : func.getBody().front().without_terminator())
     if (auto layer =
             op.getAttrOfType<IntegerAttr>(MPDialect::getLayerAttrName())) {
+      if (layer.getInt() < 0 || layer.getInt() >= kMaxLayers)
+        return op.emitError() << "mp.layer " << layer.getInt()
+                              << " is out of range [0, " << kMaxLayers << ")";
+      seen.insert(layer.getInt());
       units.layers = std::max(units.layers, layer.getInt() + 1);
       lastLayered = &op;
     }
+  if (static_cast<int64_t>(seen.size()) != units.layers)
+    return func.emitError()
+           << "the layers are numbered 0 to " << units.layers - 1 << " with "
+           << units.layers - static_cast<int64_t>(seen.size())
+           << " missing (mp.layer)";
   if (!lastLayered)
     return func.emitError()
            << "pipeline parallelism cuts the transformer layers, and this "
@@ -155,8 +169,8 @@ FailureOr<Cut> parseLayout(StringRef layout, const Units &units, int64_t chunks,
           ++j;
         if (j == i + 2 ||
             part.substr(i + 2, j - i - 2).getAsInteger(10, repeat) ||
-            repeat < 1 || repeat > 100000)
-          return fail("'*' needs a count");
+            repeat < 1 || repeat > kMaxLayers)
+          return fail("'*' needs a count from 1 to " + Twine(kMaxLayers));
         i = j - 1;
       }
       letters.append(repeat, c);
@@ -255,9 +269,11 @@ LogicalResult PipelinePass::writeTimeline(ModuleOp module,
                                           pipeline::ScheduleKind kind,
                                           StringRef layout) {
   std::string error;
-  std::optional<pipeline::Timeline> planned = pipeline::simulate(
-      actions, dims, plannedCosts(chunkCosts(module, dims.virtualStages())),
-      error);
+  std::optional<pipeline::Timeline> planned =
+      pipeline::simulate(actions, dims,
+                         plannedCosts(chunkCosts(module, dims.virtualStages()),
+                                      isTrainStep(module)),
+                         error);
   if (!planned)
     return emitError(module.getLoc()) << error;
   std::string title = "planned: pp=" + std::to_string(dims.stages) +

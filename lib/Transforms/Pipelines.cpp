@@ -1,5 +1,6 @@
 //===- Pipelines.cpp - the mp pass pipelines ------------------------------===//
 #include "mp/Transforms/Pipelines.h"
+#include "mp/Support/PipelineSchedule.h"
 #include "mp/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -51,6 +52,15 @@ static std::string invalid(const mp::ParallelizeOptions &options) {
            std::to_string(static_cast<int64_t>(options.zero));
   if (options.pp < 1 || options.vp < 1 || options.microbatches < 1)
     return "pp, vp and microbatches must be at least 1";
+  if (!mp::pipeline::parseSchedule(options.schedule))
+    return "unknown pipeline schedule '" + options.schedule +
+           "' (gpipe, 1f1b or interleaved)";
+  if (options.pp == 1 && options.vp == 1 &&
+      (options.microbatches != 1 || !options.layout.empty() ||
+       options.schedule != "1f1b"))
+    return "microbatches, schedule and layout are pipeline options: they "
+           "need pp > 1 (gradient accumulation without pipeline stages is "
+           "not supported yet)";
   return "";
 }
 

@@ -145,28 +145,32 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     pipeline::Dims dims{get("pp"), get("vp"), get("microbatches")};
     std::optional<pipeline::ScheduleKind> kind =
         pipeline::parseSchedule(text("schedule"));
+    SmallVector<StringRef> layout;
+    text("layout").split(layout, '|');
+    if (!kind || !pipeline::checkDims(*kind, dims).empty() ||
+        static_cast<int64_t>(layout.size()) != dims.virtualStages()) {
+      os << "  pipeline    (an invalid mp.pipeline plan)\n";
+      return;
+    }
     std::vector<Cost> chunks = chunkCosts(module, dims.virtualStages());
     double total = 0;
     for (const Cost &c : chunks)
       total += c.flops;
     std::string error;
-    std::optional<pipeline::Timeline> timeline;
-    if (kind)
-      timeline = pipeline::simulate(pipeline::generate(*kind, dims), dims,
-                                    plannedCosts(chunks), error);
+    std::optional<pipeline::Timeline> timeline =
+        pipeline::simulate(pipeline::generate(*kind, dims), dims,
+                           plannedCosts(chunks, isTrainStep(module)), error);
     os << "  pipeline    pp=" << dims.stages << " vp=" << dims.chunks << ", "
        << dims.microbatches << " microbatches, " << text("schedule")
        << ", layout " << text("layout");
     if (timeline)
       os << llvm::format("; planned bubble %.1f%%", 100 * timeline->bubble);
     os << "\n";
-    SmallVector<StringRef> layout;
-    text("layout").split(layout, '|');
     int64_t layer = 0;
     for (int64_t k = 0; k < dims.virtualStages(); ++k) {
       // "E t0 t1": the layout's letters with the layers numbered.
       std::string units;
-      for (char c : k < static_cast<int64_t>(layout.size()) ? layout[k] : "")
+      for (char c : layout[k])
         units += (units.empty() ? "" : " ") +
                  (c == 't' ? "t" + std::to_string(layer++) : std::string(1, c));
       os << llvm::format("  chunk %-5d ", static_cast<int>(k)) << "rank "

@@ -114,6 +114,22 @@ TEST(PipelineSchedule, BubbleIsTheClosedForm) {
   }
 }
 
+TEST(PipelineSchedule, BubbleCountsEveryRanksIdleTime) {
+  // Two stages, the second three times the first: rank 0 idles while rank 1
+  // works, which the busiest rank alone would not show.
+  Dims d{2, 1, 2};
+  Costs c;
+  c.forward = {1, 3};
+  c.backward = {2, 6};
+  std::string error;
+  auto t = simulate(generate(ScheduleKind::OneFOneB, d), d, c, error);
+  ASSERT_TRUE(t) << error;
+  // Makespan: F0 F0' (1+1), then rank 1's F F B B ... = 1 + 2*(3+6) + 2 = 21
+  // with rank 0's last backward after rank 1's; compute 2*3 + 2*9 = 24.
+  EXPECT_NEAR(t->makespan, 21, 1e-12);
+  EXPECT_NEAR(t->bubble, (2 * 21.0 - 24) / 24, 1e-12);
+}
+
 TEST(PipelineSchedule, DimsThatCannotRunAreErrors) {
   EXPECT_NE(checkDims(ScheduleKind::OneFOneB, {4, 1, 3})
                 .find("1F1B needs at least as many microbatches as stages"),
@@ -126,6 +142,12 @@ TEST(PipelineSchedule, DimsThatCannotRunAreErrors) {
   EXPECT_NE(checkDims(ScheduleKind::GPipe, {2, 2, 4}).find("interleaved"),
             std::string::npos);
   EXPECT_NE(checkDims(ScheduleKind::GPipe, {0, 1, 4}), "");
+  EXPECT_NE(checkDims(ScheduleKind::Interleaved, {2, int64_t(1) << 62, 4})
+                .find("too large"),
+            std::string::npos);
+  EXPECT_NE(checkDims(ScheduleKind::GPipe, {2, 1, int64_t(1) << 32})
+                .find("too large"),
+            std::string::npos);
   EXPECT_EQ(parseSchedule("1f1b"), ScheduleKind::OneFOneB);
   EXPECT_FALSE(parseSchedule("zero-bubble"));
 }
@@ -135,8 +157,8 @@ TEST(PipelineSchedule, ValidationRejectsBadSchedules) {
   const Schedule good = generate(ScheduleKind::OneFOneB, d);
   ASSERT_EQ(validate(good, d), "");
 
-  // Rank 1 runs its backwards first and waits for gradients of microbatch
-  // 1 before sending microbatch 0's; rank 0 waits for that: a deadlock.
+  // Rank 1 runs microbatch 1 first: with tags this could run, but a
+  // transport without them delivers microbatch 0's activation first.
   Schedule swapped = good;
   std::swap(swapped[0][4], swapped[0][6]); // rg0.0 <-> rg0.1
   std::swap(swapped[0][5], swapped[0][7]); // B0.0 <-> B0.1
@@ -144,32 +166,29 @@ TEST(PipelineSchedule, ValidationRejectsBadSchedules) {
   std::swap(swapped[1][1], swapped[1][5]); // F0.0 <-> F0.1
   std::swap(swapped[1][2], swapped[1][6]); // B0.0 <-> B0.1
   std::swap(swapped[1][3], swapped[1][7]); // sg0.0 <-> sg0.1
-  Schedule deadlock = good;
-  // Rank 0 waits for the gradient of microbatch 0 before it sends
-  // microbatch 1's activation; rank 1 runs microbatch 1 first.
-  deadlock[0] = {{ActionKind::Forward, 0, 0},
-                 {ActionKind::SendActivation, 0, 0, 1},
-                 {ActionKind::RecvGradient, 0, 0, 1},
-                 {ActionKind::Forward, 0, 1},
-                 {ActionKind::SendActivation, 0, 1, 1},
-                 {ActionKind::Backward, 0, 0},
-                 {ActionKind::RecvGradient, 0, 1, 1},
-                 {ActionKind::Backward, 0, 1}};
-  deadlock[1] = {{ActionKind::RecvActivation, 0, 1, 0},
-                 {ActionKind::Forward, 0, 1},
-                 {ActionKind::Backward, 0, 1},
-                 {ActionKind::SendGradient, 0, 1, 0},
-                 {ActionKind::RecvActivation, 0, 0, 0},
-                 {ActionKind::Forward, 0, 0},
-                 {ActionKind::Backward, 0, 0},
-                 {ActionKind::SendGradient, 0, 0, 0}};
-  std::string why = validate(deadlock, d);
+  // Rank 0 waits for the gradient before it sends the activation that
+  // gradient needs; rank 1 waits for that activation. Every transfer is in
+  // place and in order, and yet nothing can move.
+  Dims one{2, 1, 1};
+  Schedule deadlock = {{{ActionKind::Forward, 0, 0},
+                        {ActionKind::RecvGradient, 0, 0, 1},
+                        {ActionKind::SendActivation, 0, 0, 1},
+                        {ActionKind::Backward, 0, 0}},
+                       {{ActionKind::RecvActivation, 0, 0, 0},
+                        {ActionKind::Forward, 0, 0},
+                        {ActionKind::Backward, 0, 0},
+                        {ActionKind::SendGradient, 0, 0, 0}}};
+  std::string why = validate(deadlock, one);
   EXPECT_NE(why.find("the schedule deadlocks"), std::string::npos) << why;
   EXPECT_NE(why.find("rank 0's receive gradient of chunk 0, microbatch 0 "
                      "from rank 1 never arrives"),
             std::string::npos)
       << why;
-  EXPECT_EQ(validate(swapped, d), "") << "reordering alone is fine";
+  why = validate(swapped, d);
+  EXPECT_NE(why.find("rank 1 receives from rank 0 in another order than it "
+                     "sends"),
+            std::string::npos)
+      << why;
 
   Schedule backwardFirst = good;
   std::swap(backwardFirst[1][1], backwardFirst[1][2]);

@@ -50,9 +50,13 @@ Cost costOf(mlir::Operation *op);
 std::vector<Cost> chunkCosts(mlir::ModuleOp module, int64_t chunks);
 
 /// The planned times, in milliseconds on an H100, of a schedule over those
-/// chunks: each chunk's forward its cost, its backward twice that,
-/// transfers free.
-pipeline::Costs plannedCosts(const std::vector<Cost> &chunks);
+/// chunks, transfers free: a chunk's forward its cost and its backward twice
+/// that; of a train step (`trainStep`: the costs hold both), a third and two
+/// thirds.
+pipeline::Costs plannedCosts(const std::vector<Cost> &chunks, bool trainStep);
+
+/// Whether `module`'s program is a train step (mp-autodiff ran).
+bool isTrainStep(mlir::ModuleOp module);
 
 } // namespace mp
 

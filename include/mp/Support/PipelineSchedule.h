@@ -6,6 +6,13 @@
 // forward, their gradients backward). The compiler generates and validates
 // it; the runtime runs it as written. Plain C++17, shared by both.
 //
+// The transport a schedule assumes, which the runtime must provide: a send
+// is posted and completes in the background (MPI_Isend; NCCL sends grouped
+// with the rank's next receive, as Megatron's batched p2p does), a receive
+// blocks until its data is there, and messages between two ranks arrive in
+// the order they were sent (NCCL has no tags): validate() checks that every
+// rank receives from each peer in the order that peer sends.
+//
 // Stages and chunks follow Megatron: with p stages and v chunks per stage,
 // chunk c of rank r is virtual stage c·p + r, so with 8 layers, p=2, v=2,
 // rank 0 holds layers [0,1] and [4,5] and rank 1 [2,3] and [6,7].
@@ -66,8 +73,12 @@ using Schedule = std::vector<std::vector<Action>>;
 /// Why `kind` cannot run the pipeline `dims` (empty when it can): 1F1B
 /// needs at least as many microbatches as stages, interleaving two or more
 /// chunks and a microbatch count that is a multiple of the stage count (as
-/// Megatron's interleaved schedule does); GPipe and 1F1B one chunk.
+/// Megatron's interleaved schedule does); GPipe and 1F1B one chunk. Sizes
+/// are bounded (kMaxStages, kMaxChunks, kMaxMicrobatches, and their product
+/// kMaxActions), so that action lists fit in memory.
 std::string checkDims(ScheduleKind kind, const Dims &dims);
+constexpr int64_t kMaxStages = 4096, kMaxChunks = 256,
+                  kMaxMicrobatches = 1 << 20, kMaxActions = 1 << 24;
 
 /// The action lists of `kind` (checkDims must have passed): GPipe (every
 /// forward, then every backward), 1F1B (rank r runs min(p-r-1, m) forwards,
@@ -97,8 +108,9 @@ struct TimedAction {
 struct Timeline {
   std::vector<std::vector<TimedAction>> ranks;
   double makespan = 0;
-  /// (makespan - the busiest rank's compute) / that compute: (p-1)/m for
-  /// 1F1B and GPipe with equal stages, (p-1)/(v·m) interleaved.
+  /// The ranks' idle time over their compute, (p·makespan - Σ compute) /
+  /// Σ compute: (p-1)/m for 1F1B and GPipe with equal stages, (p-1)/(v·m)
+  /// interleaved; unequal stages add their imbalance.
   double bubble = 0;
 };
 
@@ -115,8 +127,9 @@ std::optional<Timeline> simulate(const Schedule &schedule, const Dims &dims,
 /// forward first; every transfer a stage needs is there, at the right
 /// place (an input received before its forward, an output sent after it,
 /// likewise for gradients), every receive is matched by one send of the
-/// neighbouring stage and the other way round; and it cannot deadlock
-/// (simulate). Returns the first problem found, or an empty string.
+/// neighbouring stage and the other way round, each rank receives from a
+/// peer in the order the peer sends; and it cannot deadlock (simulate).
+/// Returns the first problem found, or an empty string.
 std::string validate(const Schedule &schedule, const Dims &dims);
 
 /// A line per rank: "F0.3" the forward of chunk 0 on microbatch 3, "B"
