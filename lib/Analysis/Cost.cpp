@@ -3,8 +3,6 @@
 #include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-
 using namespace mlir;
 
 namespace mp {
@@ -31,36 +29,29 @@ Cost costOf(Operation *op) {
   return cost;
 }
 
-std::vector<Cost> chunkCosts(ModuleOp module, int64_t chunks) {
-  std::vector<Cost> costs(chunks);
+std::vector<ChunkCost> chunkCosts(ModuleOp module, int64_t chunks) {
+  std::vector<ChunkCost> costs(chunks);
   module.walk([&](Operation *op) {
-    if (auto stage =
-            op->getAttrOfType<IntegerAttr>(MPDialect::getStageAttrName()))
-      if (stage.getInt() >= 0 && stage.getInt() < chunks)
-        costs[stage.getInt()] += costOf(op);
+    auto stage = op->getAttrOfType<IntegerAttr>(MPDialect::getStageAttrName());
+    if (!stage || stage.getInt() < 0 || stage.getInt() >= chunks)
+      return;
+    ChunkCost &chunk = costs[stage.getInt()];
+    (op->hasAttr(MPDialect::getBackwardAttrName()) ? chunk.backward
+                                                   : chunk.forward) +=
+        costOf(op);
   });
   return costs;
 }
 
-pipeline::Costs plannedCosts(const std::vector<Cost> &chunks, bool trainStep) {
+pipeline::Costs plannedCosts(const std::vector<ChunkCost> &chunks) {
   pipeline::Costs costs;
-  for (const Cost &c : chunks) {
-    double ms = 1e3 * c.seconds(Machine::h100());
-    if (trainStep)
-      ms /= 3;
-    costs.forward.push_back(ms);
-    costs.backward.push_back(2 * ms);
+  for (const ChunkCost &c : chunks) {
+    const double forward = 1e3 * c.forward.seconds(Machine::h100());
+    const double backward = 1e3 * c.backward.seconds(Machine::h100());
+    costs.forward.push_back(forward);
+    costs.backward.push_back(backward > 0 ? backward : 2 * forward);
   }
   return costs;
-}
-
-bool isTrainStep(ModuleOp module) {
-  bool train = false;
-  module.walk([&](func::FuncOp f) {
-    // (mp-autodiff records the forward pass's own arena peak.)
-    train |= f->hasAttr("mp.forward_arena_bytes");
-  });
-  return train;
 }
 
 } // namespace mp

@@ -427,6 +427,12 @@ void AutodiffPass::runOnOperation() {
   }
   if (failed(returnGradients(b, func, ret, symbols)))
     return signalPassFailure();
+  // Everything added is the backward pass (pipeline stages run it apart).
+  llvm::DenseSet<Operation *> forwardOps(forward.begin(), forward.end());
+  for (Operation &op : body.without_terminator())
+    if (!forwardOps.contains(&op))
+      op.setAttr(MPDialect::getBackwardAttrName(),
+                 UnitAttr::get(&getContext()));
   full.clear();
   partial.clear();
   gradients.clear();

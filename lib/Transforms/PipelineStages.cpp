@@ -269,11 +269,9 @@ LogicalResult PipelinePass::writeTimeline(ModuleOp module,
                                           pipeline::ScheduleKind kind,
                                           StringRef layout) {
   std::string error;
-  std::optional<pipeline::Timeline> planned =
-      pipeline::simulate(actions, dims,
-                         plannedCosts(chunkCosts(module, dims.virtualStages()),
-                                      isTrainStep(module)),
-                         error);
+  std::optional<pipeline::Timeline> planned = pipeline::simulate(
+      actions, dims, plannedCosts(chunkCosts(module, dims.virtualStages())),
+      error);
   if (!planned)
     return emitError(module.getLoc()) << error;
   std::string title = "planned: pp=" + std::to_string(dims.stages) +

@@ -152,14 +152,19 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
       os << "  pipeline    (an invalid mp.pipeline plan)\n";
       return;
     }
-    std::vector<Cost> chunks = chunkCosts(module, dims.virtualStages());
+    std::vector<ChunkCost> chunks = chunkCosts(module, dims.virtualStages());
+    auto flops = [](const ChunkCost &c) {
+      return c.forward.flops + c.backward.flops;
+    };
+    auto bytes = [](const ChunkCost &c) {
+      return c.forward.bytes + c.backward.bytes;
+    };
     double total = 0;
-    for (const Cost &c : chunks)
-      total += c.flops;
+    for (const ChunkCost &c : chunks)
+      total += flops(c);
     std::string error;
-    std::optional<pipeline::Timeline> timeline =
-        pipeline::simulate(pipeline::generate(*kind, dims), dims,
-                           plannedCosts(chunks, isTrainStep(module)), error);
+    std::optional<pipeline::Timeline> timeline = pipeline::simulate(
+        pipeline::generate(*kind, dims), dims, plannedCosts(chunks), error);
     os << "  pipeline    pp=" << dims.stages << " vp=" << dims.chunks << ", "
        << dims.microbatches << " microbatches, " << text("schedule")
        << ", layout " << text("layout");
@@ -175,9 +180,9 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
                  (c == 't' ? "t" + std::to_string(layer++) : std::string(1, c));
       os << llvm::format("  chunk %-5d ", static_cast<int>(k)) << "rank "
          << k % dims.stages << ": " << units
-         << llvm::format(", %.3g GFLOP (%.0f%%), ", chunks[k].flops / 1e9,
-                         total > 0 ? 100 * chunks[k].flops / total : 0.0)
-         << byteString(chunks[k].bytes) << " moved\n";
+         << llvm::format(", %.3g GFLOP (%.0f%%), ", flops(chunks[k]) / 1e9,
+                         total > 0 ? 100 * flops(chunks[k]) / total : 0.0)
+         << byteString(bytes(chunks[k])) << " moved\n";
     }
   }
 

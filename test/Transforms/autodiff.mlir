@@ -28,11 +28,11 @@ module {
 // CHECK:   %[[LOSS:.*]] = mp.reduce sum
 // CHECK:   %[[ONE:.*]] = mp.constant dense<1.000000e+00> : tensor<f32>
 // CHECK:   %[[DY:.*]] = mp.expand {{.*}} -> tensor<2x3x4xf32>
-// CHECK:   %[[DH:.*]] = mp.linear %[[DY]], %[[W2]] : (tensor<2x3x4xf32>, tensor<4x6xf32>) -> tensor<2x3x6xf32>
-// CHECK:   %[[DW2:.*]] = mp.linear_weight_grad %[[H]], %[[DY]] {transpose_weight} : (tensor<2x3x6xf32>, tensor<2x3x4xf32>) -> tensor<4x6xf32>
-// CHECK:   %[[DW:.*]] = mp.linear_weight_grad %arg0, %[[DH]] : (tensor<2x3x4xf32>, tensor<2x3x6xf32>) -> tensor<4x6xf32>
-// CHECK:   %[[DB:.*]] = mp.reduce sum, %[[DH]] {axes = array<i64: 0, 1>} : tensor<2x3x6xf32> -> tensor<1x1x6xf32>
-// CHECK:   %[[DB1:.*]] = mp.reshape %[[DB]] : tensor<1x1x6xf32> -> tensor<6xf32>
+// CHECK:   %[[DH:.*]] = mp.linear %[[DY]], %[[W2]] {mp.backward} : (tensor<2x3x4xf32>, tensor<4x6xf32>) -> tensor<2x3x6xf32>
+// CHECK:   %[[DW2:.*]] = mp.linear_weight_grad %[[H]], %[[DY]] {mp.backward, transpose_weight} : (tensor<2x3x6xf32>, tensor<2x3x4xf32>) -> tensor<4x6xf32>
+// CHECK:   %[[DW:.*]] = mp.linear_weight_grad %arg0, %[[DH]] {mp.backward} : (tensor<2x3x4xf32>, tensor<2x3x6xf32>) -> tensor<4x6xf32>
+// CHECK:   %[[DB:.*]] = mp.reduce sum, %[[DH]] {axes = array<i64: 0, 1>, mp.backward} : tensor<2x3x6xf32> -> tensor<1x1x6xf32>
+// CHECK:   %[[DB1:.*]] = mp.reshape %[[DB]] {mp.backward} : tensor<1x1x6xf32> -> tensor<6xf32>
 // CHECK:   return %[[LOSS]], %[[DW]], %[[DB1]], %[[DW2]]
 
 // -----
@@ -64,8 +64,8 @@ module {
 // CHECK:   %[[DA:.*]], %[[DR:.*]] = mp.rms_norm_grad %[[A]], %[[R]], %{{.*}} {epsilon = {{.*}}}
 // CHECK:   %[[DN:.*]] = mp.gelu_grad %[[N]], %[[DA]] approximate = tanh
 // CHECK:   %{{.*}}, %[[DG:.*]] = mp.layer_norm_grad %arg0, %{{.*}}, %[[DN]] {axis = 1 : i64, epsilon = {{.*}}}
-// CHECK:   %[[DBETA:.*]] = mp.reduce sum, %[[DN]] {axes = array<i64: 0>}
-// CHECK:   %[[DBETA1:.*]] = mp.reshape %[[DBETA]] : tensor<1x8xf32> -> tensor<8xf32>
+// CHECK:   %[[DBETA:.*]] = mp.reduce sum, %[[DN]] {axes = array<i64: 0>, mp.backward}
+// CHECK:   %[[DBETA1:.*]] = mp.reshape %[[DBETA]] {mp.backward} : tensor<1x8xf32> -> tensor<8xf32>
 // CHECK:   return %{{.*}}, %[[DG]], %[[DBETA1]], %[[DR]]
 
 // -----
@@ -88,7 +88,7 @@ module {
 // CHECK:   %[[Q:.*]] = mp.transpose %{{.*}} [0, 1, 3, 2] : tensor<1x2x8x4xf32> -> tensor<1x2x4x8xf32>
 // CHECK:   %[[O:.*]] = mp.attention %[[Q]], %arg0, %arg1, %arg2 {causal
 // CHECK:   %[[DO:.*]] = mp.expand
-// CHECK:   %[[DQ:.*]], %{{.*}}, %{{.*}} = mp.attention_grad %[[Q]], %arg0, %arg1, %[[O]], %[[DO]], %arg2 {causal, scale = 3.500000e-01 : f32}
+// CHECK:   %[[DQ:.*]], %{{.*}}, %{{.*}} = mp.attention_grad %[[Q]], %arg0, %arg1, %[[O]], %[[DO]], %arg2 {causal, mp.backward, scale = 3.500000e-01 : f32}
 // CHECK:   %[[T:.*]] = mp.transpose %[[DQ]] [0, 1, 3, 2]
 // CHECK:   %[[T2:.*]] = mp.transpose %[[T]] [0, 1, 3, 2]
 // CHECK:   return %{{.*}}, %[[T2]]
@@ -113,10 +113,10 @@ module {
 // CHECK:   %[[E:.*]] = mp.embedding %[[T]], %arg0
 // CHECK:   %[[LOGITS:.*]] = mp.linear %[[E]], %[[T]] {transpose_weight}
 // CHECK:   %[[ONE:.*]] = mp.constant dense<1.000000e+00> : tensor<f32>
-// CHECK:   %[[DL:.*]] = mp.cross_entropy_grad %[[LOGITS]], %arg1, %[[ONE]] : (tensor<2x3x16xf32>, tensor<2x3xi64>, tensor<f32>) -> tensor<2x3x16xf32>
-// CHECK:   %[[DE:.*]] = mp.linear %[[DL]], %[[T]] :
-// CHECK:   %[[DHEAD:.*]] = mp.linear_weight_grad %[[E]], %[[DL]] {transpose_weight}
-// CHECK:   %[[DEMB:.*]] = mp.embedding_grad %arg0, %[[DE]] : (tensor<2x3xi64>, tensor<2x3x4xf32>) -> tensor<16x4xf32>
+// CHECK:   %[[DL:.*]] = mp.cross_entropy_grad %[[LOGITS]], %arg1, %[[ONE]] {mp.backward} : (tensor<2x3x16xf32>, tensor<2x3xi64>, tensor<f32>) -> tensor<2x3x16xf32>
+// CHECK:   %[[DE:.*]] = mp.linear %[[DL]], %[[T]] {mp.backward} :
+// CHECK:   %[[DHEAD:.*]] = mp.linear_weight_grad %[[E]], %[[DL]] {mp.backward, transpose_weight}
+// CHECK:   %[[DEMB:.*]] = mp.embedding_grad %arg0, %[[DE]] {mp.backward} : (tensor<2x3xi64>, tensor<2x3x4xf32>) -> tensor<16x4xf32>
 // CHECK:   %[[SUM:.*]] = mp.add %[[DHEAD]], %[[DEMB]]
 // CHECK:   return %{{.*}}, %[[SUM]]
 
@@ -142,13 +142,13 @@ module {
 // CHECK-LABEL: func.func @main
 // CHECK:   %[[C:.*]] = mp.constant dense<2.000000e+00> : tensor<f32>
 // CHECK:   mp.constant dense<1.000000e+00> : tensor<f32>
-// CHECK:   %[[DE:.*]] = mp.mul %{{.*}}, %[[C]] : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+// CHECK:   %[[DE:.*]] = mp.mul %{{.*}}, %[[C]] {mp.backward} : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
 // CHECK:   %[[DA:.*]] = mp.div %[[DE]], %[[S:.*]] :
 // CHECK:   %[[DS:.*]] = mp.neg
-// CHECK:   %[[DS1:.*]] = mp.reduce sum, %[[DS]] {axes = array<i64: 1>} : tensor<2x4xf32> -> tensor<2x1xf32>
+// CHECK:   %[[DS1:.*]] = mp.reduce sum, %[[DS]] {axes = array<i64: 1>, mp.backward} : tensor<2x4xf32> -> tensor<2x1xf32>
 // CHECK:   %[[DP:.*]] = mp.mul %[[DA]], %arg0
-// CHECK:   %[[DP1:.*]] = mp.reduce sum, %[[DP]] {axes = array<i64: 0>} : tensor<2x4xf32> -> tensor<1x4xf32>
-// CHECK:   %[[DP2:.*]] = mp.reshape %[[DP1]] : tensor<1x4xf32> -> tensor<4xf32>
+// CHECK:   %[[DP1:.*]] = mp.reduce sum, %[[DP]] {axes = array<i64: 0>, mp.backward} : tensor<2x4xf32> -> tensor<1x4xf32>
+// CHECK:   %[[DP2:.*]] = mp.reshape %[[DP1]] {mp.backward} : tensor<1x4xf32> -> tensor<4xf32>
 // CHECK:   return %{{.*}}, %[[DP2]], %[[DS1]]
 
 // -----
@@ -173,11 +173,11 @@ module {
 // CHECK:   %[[MAX:.*]] = mp.reduce max, %[[R]]
 // CHECK:   %[[HIT:.*]] = mp.compare eq, %[[R]], %{{.*}} : (tensor<12xf32>, tensor<12xf32>) -> tensor<12xi1>
 // CHECK:   %[[DR:.*]] = mp.where %[[HIT]]
-// CHECK:   %[[DC:.*]] = mp.reshape %[[DR]] : tensor<12xf32> -> tensor<2x6xf32>
-// CHECK:   %[[D0:.*]] = mp.slice %[[DC]] {limits = array<i64: 2, 2>, starts = array<i64: 0, 0>, strides = array<i64: 1, 1>}
-// CHECK:   %[[D1:.*]] = mp.slice %[[DC]] {limits = array<i64: 2, 6>, starts = array<i64: 0, 2>, strides = array<i64: 1, 1>}
-// CHECK:   %[[DA:.*]] = mp.slice_grad %[[D0]] {limits = array<i64: 2, 4>, starts = array<i64: 0, 1>, strides = array<i64: 1, 2>} : tensor<2x2xf32> -> tensor<2x4xf32>
-// CHECK:   %[[DP:.*]] = mp.concat %[[DA]], %[[D1]] {axis = 1 : i64}
+// CHECK:   %[[DC:.*]] = mp.reshape %[[DR]] {mp.backward} : tensor<12xf32> -> tensor<2x6xf32>
+// CHECK:   %[[D0:.*]] = mp.slice %[[DC]] {limits = array<i64: 2, 2>, mp.backward, starts = array<i64: 0, 0>, strides = array<i64: 1, 1>}
+// CHECK:   %[[D1:.*]] = mp.slice %[[DC]] {limits = array<i64: 2, 6>, mp.backward, starts = array<i64: 0, 2>, strides = array<i64: 1, 1>}
+// CHECK:   %[[DA:.*]] = mp.slice_grad %[[D0]] {limits = array<i64: 2, 4>, mp.backward, starts = array<i64: 0, 1>, strides = array<i64: 1, 2>} : tensor<2x2xf32> -> tensor<2x4xf32>
+// CHECK:   %[[DP:.*]] = mp.concat %[[DA]], %[[D1]] {axis = 1 : i64, mp.backward}
 // CHECK:   return %[[MAX]], %[[DP]]
 
 // -----
@@ -195,5 +195,5 @@ module {
 }
 
 // CHECK-LABEL: func.func @main() -> (tensor<f32>, tensor<4xf32> {mp.name = "grads/used"}, tensor<3xf32> {mp.name = "grads/unused"})
-// CHECK:   %[[Z:.*]] = mp.constant dense<0.000000e+00> : tensor<3xf32>
+// CHECK:   %[[Z:.*]] = mp.constant {mp.backward} dense<0.000000e+00> : tensor<3xf32>
 // CHECK:   return %{{.*}}, %{{.*}}, %[[Z]]

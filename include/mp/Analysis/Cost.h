@@ -45,18 +45,17 @@ struct Cost {
 /// own (their readers count the bytes); shape ops move their bytes.
 Cost costOf(mlir::Operation *op);
 
-/// The cost of each of the `chunks` pipeline chunks of `module`: its ops
-/// carrying mp.stage (mp-pipeline).
-std::vector<Cost> chunkCosts(mlir::ModuleOp module, int64_t chunks);
+/// A pipeline chunk's cost: its ops carrying mp.stage (mp-pipeline), the
+/// forward's and the backward's (mp.backward, from mp-autodiff).
+struct ChunkCost {
+  Cost forward, backward;
+};
+std::vector<ChunkCost> chunkCosts(mlir::ModuleOp module, int64_t chunks);
 
 /// The planned times, in milliseconds on an H100, of a schedule over those
-/// chunks, transfers free: a chunk's forward its cost and its backward twice
-/// that; of a train step (`trainStep`: the costs hold both), a third and two
-/// thirds.
-pipeline::Costs plannedCosts(const std::vector<Cost> &chunks, bool trainStep);
-
-/// Whether `module`'s program is a train step (mp-autodiff ran).
-bool isTrainStep(mlir::ModuleOp module);
+/// chunks, transfers free; a program without its backward (inference) is
+/// given one twice its forward.
+pipeline::Costs plannedCosts(const std::vector<ChunkCost> &chunks);
 
 } // namespace mp
 

@@ -29,6 +29,11 @@ def MP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getStageAttrName() {
       return ::llvm::StringLiteral("mp.stage");
     }
+    /// Name of the unit attribute on every op mp-autodiff adds (the
+    /// backward pass; pipeline stages run it apart from the forward).
+    static constexpr ::llvm::StringLiteral getBackwardAttrName() {
+      return ::llvm::StringLiteral("mp.backward");
+    }
     /// Name of the module attribute holding the pipeline plan.
     static constexpr ::llvm::StringLiteral getPipelineAttrName() {
       return ::llvm::StringLiteral("mp.pipeline");
