@@ -287,4 +287,28 @@ def MPPipeline : Pass<"mp-pipeline", "mlir::ModuleOp"> {
   let dependentDialects = ["mp::MPDialect"];
 }
 
+def MPPipelineSplit : Pass<"mp-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "one function per pipeline chunk and phase";
+  let description = [{
+    After `mp-pipeline` (and `mp-train`), replaces the program by private
+    functions `@forward_k` and `@backward_k` (a train step's), one per chunk
+    k (attribute `mp.chunk`), each running the ops of its chunk and phase.
+    Their arguments say where each value comes from: `mp.input = i` (the
+    program's input i), `mp.recv = id` (value `id` from the neighbouring
+    chunk: the previous one forward, the next one backward), `mp.stash =
+    id` (what the chunk's forward kept for its backward); their results
+    where it goes: `mp.send = id`, `mp.stash = id`, `mp.output = i` (the
+    program's result i, with its attributes). A value a later chunk reads
+    is relayed by every chunk between, so transfers are between neighbours
+    only, as the schedule has them. Ops on parameters and constants alone
+    (no input) are recomputed by each function that reads them; the backward
+    of such an op (a position table's gradient) runs in the lowest chunk its
+    operands come from.
+
+    This is the compiler's half: the runtime does not run these functions
+    yet.
+  }];
+  let dependentDialects = ["mp::MPDialect", "mlir::func::FuncDialect"];
+}
+
 #endif // MP_TRANSFORMS_PASSES_TD
