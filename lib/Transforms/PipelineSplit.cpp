@@ -10,8 +10,9 @@
 //                   forward, the next one backward)
 //   mp.stash = id   value `id` the chunk's forward kept for its backward
 // and on results mp.send = id, mp.stash = id, mp.output = i (the program's
-// result i, with its attributes). A value a later chunk reads skips no
-// chunk: each chunk between passes it on (relays it). Values computed from
+// result i, with its attributes; `mp.partial` on a term of a gradient that
+// chunks compute in parts). A value a later chunk reads skips no chunk:
+// each chunk between passes it on (relays it). Values computed from
 // parameters and constants alone are recomputed in each function that
 // reads them.
 //
@@ -62,6 +63,7 @@ public:
       : module(module), main(main), chunks(chunks) {}
 
   LogicalResult run() {
+    findPartialOutputs();
     if (failed(placeOps()) || failed(findNeeds()))
       return failure();
     bool training = false;
@@ -81,6 +83,13 @@ private:
   /// Places every op that depends on the inputs: by its mp.stage, or (the
   /// backward of parameter-only ops) where its operands are: the highest
   /// chunk of a forward op's, the lowest of a backward op's.
+  /// A parameter read in several chunks (a tied embedding and LM head) has
+  /// its gradient summed from terms the backward of each computes: rather
+  /// than relaying a term through every chunk between, each chunk returns
+  /// its term as a partial output (`mp.partial`), which the runtime sums
+  /// once per step between the ranks that hold them, as Megatron's
+  /// embedding group does.
+  void findPartialOutputs();
   LogicalResult placeOps();
   /// Records, for each value crossing functions, where it is needed, and
   /// checks the data flows the way the pipeline runs.
@@ -110,13 +119,56 @@ private:
   func::FuncOp main;
   int64_t chunks;
   llvm::DenseMap<Operation *, Place> placeOf;
+  // Program result -> the terms chunks return for it, and the adds that
+  // summed them (not run).
+  std::map<unsigned, SmallVector<Value>> partialOutputs;
+  llvm::DenseSet<Operation *> dissolved;
   llvm::MapVector<Value, Need> needs; // in definition order
 };
+
+void Splitter::findPartialOutputs() {
+  auto stageOf = [](Value v) -> int64_t {
+    Operation *def = v.getDefiningOp();
+    auto attr =
+        def ? def->getAttrOfType<IntegerAttr>(MPDialect::getStageAttrName())
+            : IntegerAttr();
+    return attr ? attr.getInt() : -1;
+  };
+  auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+  for (auto [i, result] : llvm::enumerate(ret.getOperands())) {
+    // The leaves of a tree of backward adds, each used once.
+    SmallVector<Value> terms, pending{result};
+    SmallVector<Operation *> adds;
+    while (!pending.empty()) {
+      Value v = pending.pop_back_val();
+      auto add = v.getDefiningOp<AddOp>();
+      if (add && add->hasAttr(MPDialect::getBackwardAttrName()) &&
+          (v == result || v.hasOneUse()) &&
+          add.getLhs().getType() == add.getType() &&
+          add.getRhs().getType() == add.getType()) {
+        adds.push_back(add);
+        pending.push_back(add.getRhs());
+        pending.push_back(add.getLhs());
+        continue;
+      }
+      terms.push_back(v);
+    }
+    std::set<int64_t> stages;
+    for (Value t : terms)
+      stages.insert(stageOf(t));
+    if (adds.empty() || stages.size() < 2 || stages.count(-1))
+      continue;
+    partialOutputs[i] = terms;
+    dissolved.insert(adds.begin(), adds.end());
+  }
+}
 
 LogicalResult Splitter::placeOps() {
   llvm::DenseSet<Value> dependent(main.getArguments().begin(),
                                   main.getArguments().end());
   for (Operation &op : main.getBody().front().without_terminator()) {
+    if (dissolved.contains(&op))
+      continue;
     if (!llvm::any_of(op.getOperands(),
                       [&](Value v) { return dependent.contains(v); }))
       continue;
@@ -269,6 +321,20 @@ void Splitter::build(OpBuilder &b, Place fn) {
   bool lastBuilt =
       training ? (!forward && k == 0) : (forward && k == chunks - 1);
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    if (auto terms = partialOutputs.find(i); terms != partialOutputs.end()) {
+      for (Value term : terms->second) {
+        Place def = placeOf.lookup(term.getDefiningOp());
+        if (def.stage != k || def.phase != fn.phase)
+          continue;
+        SmallVector<NamedAttribute> extra{NamedAttribute(
+            StringAttr::get(ctx, "mp.partial"), UnitAttr::get(ctx))};
+        if (DictionaryAttr dict = main.getResultAttrDict(i))
+          extra.append(dict.begin(), dict.end());
+        addResult(term, idAttr("mp.output", i),
+                  DictionaryAttr::get(ctx, extra));
+      }
+      continue;
+    }
     auto def = placeOf.find(v.getDefiningOp());
     bool here = def != placeOf.end()
                     ? def->second.stage == k && def->second.phase == fn.phase

@@ -300,7 +300,11 @@ def MPPipelineSplit : Pass<"mp-pipeline-split", "mlir::ModuleOp"> {
     where it goes: `mp.send = id`, `mp.stash = id`, `mp.output = i` (the
     program's result i, with its attributes). A value a later chunk reads
     is relayed by every chunk between, so transfers are between neighbours
-    only, as the schedule has them. Ops on parameters and constants alone
+    only, as the schedule has them. The gradient of a parameter several
+    chunks read (a tied embedding and LM head) is not summed in the
+    pipeline: each chunk returns its term as a partial output
+    (`mp.partial`), for the runtime to sum once per step between the ranks
+    holding them (Megatron's embedding group). Ops on parameters and constants alone
     (no input) are recomputed by each function that reads them; the backward
     of such an op (a position table's gradient) runs in the lowest chunk its
     operands come from.
