@@ -731,6 +731,7 @@ Status Binder::bindEinsum(Executable::Step &step) {
     return fail(error);
   if (Status s = expectShape("result", out().shape, expected); !s)
     return s;
+  exe.flops += flops::einsum(equation, operandShapes());
   Tensor o = out();
   step.kernel = [kernels, inputs, equation, o]() mutable {
     std::vector<const Tensor *> ptrs;

@@ -126,7 +126,8 @@ bool parseEinsum(const std::string &equation, const std::vector<int64_t> &ranks,
 
 bool inferEinsumShape(const EinsumSpec &spec,
                       const std::vector<std::vector<int64_t>> &shapes,
-                      std::vector<int64_t> &outputShape, std::string &error) {
+                      std::vector<int64_t> &outputShape, std::string &error,
+                      std::map<char, int64_t> *labelSizes) {
   std::map<char, int64_t> sizes;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const std::string &term = spec.inputs[i];
@@ -159,6 +160,8 @@ bool inferEinsumShape(const EinsumSpec &spec,
   outputShape.clear();
   for (char c : spec.output)
     outputShape.push_back(sizes[c]);
+  if (labelSizes)
+    *labelSizes = std::move(sizes);
   return true;
 }
 

@@ -1,5 +1,6 @@
 //===- Flops.cpp - floating-point work of the heavy ops -------------------===//
 #include "mp/Support/Flops.h"
+#include "mp/Support/Einsum.h"
 
 namespace mp::flops {
 
@@ -32,6 +33,23 @@ double attention(const Shape &q, const Shape &k, const Shape &v) {
 
 double attentionGrad(const Shape &q, const Shape &k, const Shape &v) {
   return 2.0 * scorePairs(q, k) * static_cast<double>(3 * q[3] + 2 * v[3]);
+}
+
+double einsum(const std::string &equation, const std::vector<Shape> &inputs) {
+  std::vector<int64_t> ranks;
+  for (const Shape &s : inputs)
+    ranks.push_back(static_cast<int64_t>(s.size()));
+  EinsumSpec spec;
+  Shape result;
+  std::map<char, int64_t> sizes;
+  std::string error;
+  if (inputs.empty() || !parseEinsum(equation, ranks, spec, error) ||
+      !inferEinsumShape(spec, inputs, result, error, &sizes))
+    return 0;
+  double points = 1;
+  for (const auto &entry : sizes)
+    points *= static_cast<double>(entry.second);
+  return points * static_cast<double>(inputs.size()); // (n-1 mul, 1 add)
 }
 
 } // namespace mp::flops

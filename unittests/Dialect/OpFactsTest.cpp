@@ -207,6 +207,15 @@ TEST_F(OpFactsTest, HeavyOpsCountTheirFlopsAsTheRuntimeDoes) {
             2.0 * 2 * 4 * 8 * 8 * 32);
   // Elementwise ops have no formula: the cost model counts their results.
   EXPECT_FALSE(isa<mp::CostOpInterface>(ops[2]));
+
+  // An einsum contraction: b·i·j·k points, a multiply and an add each.
+  auto einsum = parse("%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>",
+                      "  %c = mp.einsum \"bij,bjk->bik\" %a, %b : "
+                      "(tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> "
+                      "tensor<2x3x5xf32>");
+  ASSERT_EQ(einsum.size(), 1u);
+  EXPECT_EQ(cast<mp::CostOpInterface>(einsum[0]).getFlops(),
+            2.0 * 2 * 3 * 4 * 5);
 }
 
 } // namespace

@@ -76,7 +76,8 @@ public:
   /// Parameters are deterministic random values (no weight files).
   bool syntheticWeights() const { return synthetic; }
   size_t numInstructions() const { return steps.size(); }
-  /// Multiply-add FLOPs of one run (GEMMs and attention), for throughput.
+  /// FLOPs of one run (GEMMs, attention and einsums: mp/Support/Flops.h),
+  /// for throughput.
   double flopsPerRun() const { return flops; }
   /// This rank's parameters (in the device's memory), by the names of the
   /// program's parameter table: an optimizer updates them in place between

@@ -8,6 +8,7 @@
 #define MP_SUPPORT_EINSUM_H
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,11 +26,13 @@ struct EinsumSpec {
 bool parseEinsum(const std::string &equation, const std::vector<int64_t> &ranks,
                  EinsumSpec &spec, std::string &error);
 
-/// Computes the size of every label and the output shape. Ellipsis labels
-/// broadcast (size 1 against n); letter labels must agree exactly.
+/// Computes the size of every label (into `labelSizes` when given) and the
+/// output shape. Ellipsis labels broadcast (size 1 against n); letter
+/// labels must agree exactly.
 bool inferEinsumShape(const EinsumSpec &spec,
                       const std::vector<std::vector<int64_t>> &shapes,
-                      std::vector<int64_t> &outputShape, std::string &error);
+                      std::vector<int64_t> &outputShape, std::string &error,
+                      std::map<char, int64_t> *labelSizes = nullptr);
 
 } // namespace mp
 

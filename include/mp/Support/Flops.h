@@ -30,6 +30,11 @@ double attention(const Shape &q, const Shape &k, const Shape &v);
 /// then dV, dP, dQ and dK: 2·B·H·Sq·Sk·(3D + 2Dv).
 double attentionGrad(const Shape &q, const Shape &k, const Shape &v);
 
+/// An einsum: one multiply per extra operand and one add for every point
+/// of the space all its labels span (0 for an equation that does not
+/// parse, which the verifier rejects).
+double einsum(const std::string &equation, const std::vector<Shape> &inputs);
+
 } // namespace mp::flops
 
 #endif // MP_SUPPORT_FLOPS_H

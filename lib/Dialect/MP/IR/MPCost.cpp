@@ -37,3 +37,10 @@ double AttentionGradOp::getFlops() {
   return flops::attentionGrad(shapeOf(getQuery()), shapeOf(getKey()),
                               shapeOf(getValue()));
 }
+
+double EinsumOp::getFlops() {
+  std::vector<Shape> inputs;
+  for (Value v : getInputs())
+    inputs.push_back(shapeOf(v));
+  return flops::einsum(getEquation().str(), inputs);
+}

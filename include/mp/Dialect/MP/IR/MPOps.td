@@ -458,7 +458,7 @@ def MP_VocabParallelCrossEntropyOp : MP_Op<"vocab_parallel_cross_entropy",
   let hasVerifier = 1;
 }
 
-def MP_EinsumOp : MP_Op<"einsum", [Pure, InferTypeOpAdaptor]> {
+def MP_EinsumOp : MP_Op<"einsum", [Pure, InferTypeOpAdaptor, MP_Costed]> {
   let summary = "Einstein summation with an explicit equation";
   let arguments = (ins Variadic<MP_Tensor>:$inputs, StrAttr:$equation);
   let results = (outs MP_Tensor:$result);
