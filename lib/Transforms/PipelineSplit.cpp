@@ -323,8 +323,12 @@ void Splitter::build(OpBuilder &b, Place fn) {
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     if (auto terms = partialOutputs.find(i); terms != partialOutputs.end()) {
       for (Value term : terms->second) {
-        Place def = placeOf.lookup(term.getDefiningOp());
-        if (def.stage != k || def.phase != fn.phase)
+        // (A term from parameters alone comes with the free results.)
+        auto def = placeOf.find(term.getDefiningOp());
+        bool mine = def != placeOf.end() ? def->second.stage == k &&
+                                               def->second.phase == fn.phase
+                                         : lastBuilt;
+        if (!mine)
           continue;
         SmallVector<NamedAttribute> extra{NamedAttribute(
             StringAttr::get(ctx, "mp.partial"), UnitAttr::get(ctx))};
