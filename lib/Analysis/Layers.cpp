@@ -192,3 +192,16 @@ void mp::tagLayers(func::FuncOp func) {
       op.setAttr(MPDialect::getLayerAttrName(), b.getI64IntegerAttr(*layer));
   }
 }
+
+llvm::DenseSet<Operation *> mp::inputDependentOps(func::FuncOp func) {
+  llvm::DenseSet<Value> dependent(func.getArguments().begin(),
+                                  func.getArguments().end());
+  llvm::DenseSet<Operation *> ops;
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return dependent.contains(v); })) {
+      ops.insert(&op);
+      dependent.insert(op.result_begin(), op.result_end());
+    }
+  return ops;
+}

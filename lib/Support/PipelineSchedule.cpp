@@ -74,32 +74,52 @@ std::string checkDims(ScheduleKind kind, const Dims &d) {
 
 namespace {
 
+/// The transfers a stage's forward or backward needs, around it: before
+/// (receives) and after (sends).
+std::vector<std::pair<Action, bool>> neededTransfers(const Dims &d, int64_t r,
+                                                     const Action &a) {
+  std::vector<std::pair<Action, bool>> needed; // (transfer, before)
+  int64_t s = d.virtualStage(r, a.chunk);
+  int64_t prev = (r + d.stages - 1) % d.stages, next = (r + 1) % d.stages;
+  bool first = s == 0, last = s + 1 == d.virtualStages();
+  if (a.kind == ActionKind::Forward) {
+    if (!first)
+      needed.push_back(
+          {{ActionKind::RecvActivation, a.chunk, a.microbatch, prev}, true});
+    if (!last)
+      needed.push_back(
+          {{ActionKind::SendActivation, a.chunk, a.microbatch, next}, false});
+  } else {
+    if (!last)
+      needed.push_back(
+          {{ActionKind::RecvGradient, a.chunk, a.microbatch, next}, true});
+    if (!first)
+      needed.push_back(
+          {{ActionKind::SendGradient, a.chunk, a.microbatch, prev}, false});
+  }
+  return needed;
+}
+
 /// Appends the actions of rank `r` running chunk `c` forward or backward on
-/// microbatch `mb`, with the transfers around it.
+/// microbatch `mb`, with the transfers around it (the rule validate checks).
 struct Emitter {
   const Dims &d;
   int64_t r;
   std::vector<Action> &out;
 
-  int64_t prev() const { return (r + d.stages - 1) % d.stages; }
-  int64_t next() const { return (r + 1) % d.stages; }
-
-  void forward(int64_t c, int64_t mb) {
-    int64_t s = d.virtualStage(r, c);
-    if (s > 0)
-      out.push_back({ActionKind::RecvActivation, c, mb, prev()});
-    out.push_back({ActionKind::Forward, c, mb});
-    if (s + 1 < d.virtualStages())
-      out.push_back({ActionKind::SendActivation, c, mb, next()});
+  void step(ActionKind kind, int64_t c, int64_t mb) {
+    const Action compute{kind, c, mb};
+    const auto transfers = neededTransfers(d, r, compute);
+    for (const auto &[t, before] : transfers)
+      if (before)
+        out.push_back(t);
+    out.push_back(compute);
+    for (const auto &[t, before] : transfers)
+      if (!before)
+        out.push_back(t);
   }
-  void backward(int64_t c, int64_t mb) {
-    int64_t s = d.virtualStage(r, c);
-    if (s + 1 < d.virtualStages())
-      out.push_back({ActionKind::RecvGradient, c, mb, next()});
-    out.push_back({ActionKind::Backward, c, mb});
-    if (s > 0)
-      out.push_back({ActionKind::SendGradient, c, mb, prev()});
-  }
+  void forward(int64_t c, int64_t mb) { step(ActionKind::Forward, c, mb); }
+  void backward(int64_t c, int64_t mb) { step(ActionKind::Backward, c, mb); }
 };
 
 /// Interleaving's k-th chunk-microbatch of a rank: forward chunk, backward
@@ -250,32 +270,6 @@ std::optional<Timeline> simulate(const Schedule &schedule, const Dims &d,
 }
 
 namespace {
-
-/// The transfers a stage's forward or backward needs, around it: before
-/// (receives) and after (sends).
-std::vector<std::pair<Action, bool>> neededTransfers(const Dims &d, int64_t r,
-                                                     const Action &a) {
-  std::vector<std::pair<Action, bool>> needed; // (transfer, before)
-  int64_t s = d.virtualStage(r, a.chunk);
-  int64_t prev = (r + d.stages - 1) % d.stages, next = (r + 1) % d.stages;
-  bool first = s == 0, last = s + 1 == d.virtualStages();
-  if (a.kind == ActionKind::Forward) {
-    if (!first)
-      needed.push_back(
-          {{ActionKind::RecvActivation, a.chunk, a.microbatch, prev}, true});
-    if (!last)
-      needed.push_back(
-          {{ActionKind::SendActivation, a.chunk, a.microbatch, next}, false});
-  } else {
-    if (!last)
-      needed.push_back(
-          {{ActionKind::RecvGradient, a.chunk, a.microbatch, next}, true});
-    if (!first)
-      needed.push_back(
-          {{ActionKind::SendGradient, a.chunk, a.microbatch, prev}, false});
-  }
-  return needed;
-}
 
 /// Whether each rank receives from each peer in the order the peer sends
 /// (transports without tags deliver in order): the first difference, or "".

@@ -17,6 +17,7 @@
 // reads them.
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Analysis/Layers.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -66,7 +67,6 @@ public:
     findPartialOutputs();
     if (failed(placeOps()) || failed(findNeeds()))
       return failure();
-    bool training = false;
     for (auto &[op, place] : placeOf)
       training |= place.phase == Backward;
     OpBuilder b(main);
@@ -119,6 +119,7 @@ private:
   func::FuncOp main;
   int64_t chunks;
   llvm::DenseMap<Operation *, Place> placeOf;
+  bool training = false; // (a backward was placed)
   // Program result -> the terms chunks return for it, and the adds that
   // summed them (not run).
   std::map<unsigned, SmallVector<Value>> partialOutputs;
@@ -164,15 +165,10 @@ void Splitter::findPartialOutputs() {
 }
 
 LogicalResult Splitter::placeOps() {
-  llvm::DenseSet<Value> dependent(main.getArguments().begin(),
-                                  main.getArguments().end());
+  llvm::DenseSet<Operation *> dependent = inputDependentOps(main);
   for (Operation &op : main.getBody().front().without_terminator()) {
-    if (dissolved.contains(&op))
+    if (dissolved.contains(&op) || !dependent.contains(&op))
       continue;
-    if (!llvm::any_of(op.getOperands(),
-                      [&](Value v) { return dependent.contains(v); }))
-      continue;
-    dependent.insert(op.result_begin(), op.result_end());
     Phase phase =
         op.hasAttr(MPDialect::getBackwardAttrName()) ? Backward : Forward;
     int64_t stage = -1;
@@ -316,8 +312,6 @@ void Splitter::build(OpBuilder &b, Place fn) {
         addResult(v, idAttr("mp.stash", need.id), {});
   // A result no chunk computes (a constant gradient) comes from the last
   // function built: the first chunk's backward, or the last chunk's forward.
-  bool training = llvm::any_of(
-      placeOf, [](auto &entry) { return entry.second.phase == Backward; });
   bool lastBuilt =
       training ? (!forward && k == 0) : (forward && k == chunks - 1);
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Analysis/Cost.h"
+#include "mp/Analysis/Layers.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/PipelineSchedule.h"
 #include "mp/Support/TimelineSvg.h"
@@ -48,27 +49,13 @@ struct Units {
   }
 };
 
-/// Ops that depend on the function's arguments: they run per microbatch on
-/// one stage. The rest (parameters, constants, what is computed from them
-/// alone) each stage that reads them computes itself.
-llvm::DenseSet<Operation *> dependOnInputs(func::FuncOp func) {
-  llvm::DenseSet<Value> dependent(func.getArguments().begin(),
-                                  func.getArguments().end());
-  llvm::DenseSet<Operation *> ops;
-  for (Operation &op : func.getBody().front().without_terminator())
-    if (llvm::any_of(op.getOperands(),
-                     [&](Value v) { return dependent.contains(v); })) {
-      ops.insert(&op);
-      dependent.insert(op.result_begin(), op.result_end());
-    }
-  return ops;
-}
-
 /// Each staged op's unit: its layer's; before the first layer E, after the
 /// last L, and between layers the preceding layer's.
 FailureOr<Units> findUnits(func::FuncOp func) {
   Units units;
-  llvm::DenseSet<Operation *> staged = dependOnInputs(func);
+  // Ops on parameters and constants alone get no stage: each stage that
+  // reads them computes them itself.
+  llvm::DenseSet<Operation *> staged = inputDependentOps(func);
   Operation *lastLayered = nullptr;
   std::set<int64_t> seen;
   for (Operation &op : func.getBody().front().without_terminator())

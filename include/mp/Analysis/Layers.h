@@ -12,6 +12,7 @@
 #define MP_ANALYSIS_LAYERS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <cstdint>
@@ -29,6 +30,11 @@ findTransformerBlocks(mlir::Block &body);
 /// blocks by findTransformerBlocks, or, in a body without self-attention,
 /// from ONNX node and parameter names ("h.3", "layers.3", "block_3").
 void tagLayers(mlir::func::FuncOp func);
+
+/// The ops of `func`'s body that depend on its arguments (what a pipeline
+/// stage runs per microbatch); the others compute from parameters and
+/// constants alone.
+llvm::DenseSet<mlir::Operation *> inputDependentOps(mlir::func::FuncOp func);
 
 } // namespace mp
 
