@@ -66,6 +66,11 @@ public:
     out = std::make_unique<SingleProcess>();
     return Status::success();
   }
+  Status splitByColor(int color, int,
+                      std::unique_ptr<Communicator> &out) override {
+    out = color < 0 ? nullptr : std::make_unique<SingleProcess>();
+    return Status::success();
+  }
 
 private:
   std::vector<std::string> pending;
@@ -167,6 +172,11 @@ Status Communicator::transposeBlocks(const void *src, void *dst, int64_t rows,
         !s)
       return s;
   return Status::success();
+}
+
+Status Communicator::splitByColor(int, int, std::unique_ptr<Communicator> &) {
+  return Status::error(std::string("the ") + backend() +
+                       " backend cannot split a group by color");
 }
 
 Status Communicator::allReduceSum(const Tensor &in, Tensor &out) {

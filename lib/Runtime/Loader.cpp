@@ -186,6 +186,35 @@ static Status loadParameters(const std::string &dir, int rank,
   return Status::success();
 }
 
+/// A pipeline chunk's backward: its parameters are `donor`'s (its forward,
+/// in this process's memory), matched by name, dtype and shape.
+static Status borrowParameters(const std::string &dir,
+                               const program::Program &prog,
+                               const Executable *donor,
+                               std::vector<Tensor> &params) {
+  if (!donor)
+    return Status::error("program '" + dir + "' reads the parameters of '" +
+                         prog.parameters_from() +
+                         "' (a pipeline chunk's backward): run the pipeline "
+                         "artifact it belongs to");
+  for (const auto &p : prog.parameters()) {
+    const Tensor *found = nullptr;
+    for (const Executable::Parameter &d : donor->parameters())
+      if (d.name == p.name())
+        found = &d.tensor;
+    DType dtype;
+    Shape shape(p.shape().begin(), p.shape().end());
+    if (!found || !parseDType(p.dtype(), dtype) || found->dtype != dtype ||
+        found->shape != shape)
+      return Status::error("program '" + dir + "' reads parameter '" +
+                           p.name() + "' as " + p.dtype() + " " +
+                           formatShape(shape) + ", which '" +
+                           prog.parameters_from() + "' does not hold");
+    params.push_back(*found);
+  }
+  return Status::success();
+}
+
 /// Copies host tensors into one device allocation and points them there.
 static Status uploadAll(const KernelTable *k, std::vector<Tensor *> tensors,
                         void *&storage) {
@@ -254,7 +283,7 @@ static Status openProgram(const std::string &dir, Device device, int ranksHere,
 
 Status Executable::load(const std::string &dir,
                         std::unique_ptr<Executable> &out, Communicator *comm,
-                        Device device) {
+                        Device device, const Executable *parametersFrom) {
   auto exe = std::unique_ptr<Executable>(new Executable());
   if (!comm) {
     exe->ownedComm = makeSingleProcessCommunicator();
@@ -300,7 +329,9 @@ Status Executable::load(const std::string &dir,
   }
   std::vector<Tensor> params;
   exe->syntheticStorage.reserve(prog.parameters_size());
-  if (Status s = prog.synthetic_weights()
+  const bool borrowed = !prog.parameters_from().empty();
+  if (Status s = borrowed ? borrowParameters(dir, prog, parametersFrom, params)
+                 : prog.synthetic_weights()
                      ? syntheticParameters(prog, exe->syntheticStorage, params,
                                            exe->paramBytes)
                      : loadParameters(dir, comm->rank(), prog, exe->params,
@@ -343,7 +374,7 @@ Status Executable::load(const std::string &dir,
                          "-byte arena: " + s.message);
   exe->arena = static_cast<uint8_t *>(arena);
   bool onHost = exe->kernels == &cpuKernelTable();
-  if (!onHost) {
+  if (!onHost && !borrowed) {
     std::vector<Tensor *> ptrs;
     for (Tensor &p : params)
       ptrs.push_back(&p);
@@ -409,6 +440,7 @@ Status Executable::load(const std::string &dir,
         return Status::error("input/output '" + b.name() + "' names no buffer");
       const Tensor &t = exe->buffers[b.buffer()];
       specs.push_back({b.name(), t.dtype, t.shape});
+      specs.back().partial = b.partial();
       specs.back().constant =
           prog.buffers(b.buffer()).kind() == program::Buffer::CONSTANT;
       if (b.has_sharding()) {

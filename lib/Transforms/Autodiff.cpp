@@ -139,6 +139,10 @@ private:
   /// over the group in one all-reduce per element type (a bucket, as
   /// Megatron's), by parameter.
   DenseMap<StringAttr, Value> reducePartialGradients(OpBuilder &b);
+  /// All-reduces `parts` (of element type `element`) as one bucket.
+  void reduceBucket(OpBuilder &b, Location loc, Type element,
+                    ArrayRef<std::pair<StringAttr, Value>> parts,
+                    DenseMap<StringAttr, Value> &reduced);
   LogicalResult returnGradients(OpBuilder &b, func::FuncOp func,
                                 func::ReturnOp ret,
                                 SymbolTableCollection &symbols);
@@ -264,45 +268,76 @@ LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op) {
   return success();
 }
 
+/// The pipeline chunk (mp.stage) computing `v`, or -1.
+static int64_t stageOf(Value v) {
+  Operation *def = v.getDefiningOp();
+  auto stage =
+      def ? def->getAttrOfType<IntegerAttr>(MPDialect::getStageAttrName())
+          : IntegerAttr();
+  return stage ? stage.getInt() : -1;
+}
+
 DenseMap<StringAttr, Value> AutodiffPass::reducePartialGradients(OpBuilder &b) {
-  // By element type, the parameters whose gradient has a partial part.
-  llvm::MapVector<Type, SmallVector<std::pair<StringAttr, Value>>> byType;
+  // By element type and pipeline chunk (each chunk reduces its own: a
+  // bucket across chunks would carry one chunk's gradients to another), the
+  // parameters whose gradient has a partial part.
+  llvm::MapVector<std::pair<Type, int64_t>,
+                  SmallVector<std::pair<StringAttr, Value>>>
+      buckets;
   for (auto &[name, parts] : gradients)
     if (Value part = parts.second)
-      byType[getElementTypeOrSelf(part)].push_back({name, part});
+      buckets[{getElementTypeOrSelf(part), stageOf(part)}].push_back(
+          {name, part});
   DenseMap<StringAttr, Value> reduced;
   Location loc = NameLoc::get(StringAttr::get(b.getContext(), "grads"));
-  for (auto &[element, parts] : byType) {
-    if (parts.size() == 1) {
-      reduced[parts[0].first] = allReduce(b, loc, parts[0].second);
+  for (auto &[key, parts] : buckets) {
+    auto [element, stage] = key;
+    Block *block = b.getInsertionBlock();
+    auto first = b.getInsertionPoint();
+    bool atStart = first == block->begin();
+    Operation *before = atStart ? nullptr : &*std::prev(first);
+    reduceBucket(b, loc, element, parts, reduced);
+    if (stage < 0)
       continue;
-    }
-    // One bucket: the parts flattened side by side, reduced at once.
-    SmallVector<Value> flat;
-    SmallVector<Type> pieces;
-    int64_t total = 0;
-    for (auto &[name, part] : parts) {
-      auto type = cast<RankedTensorType>(part.getType());
-      auto piece = RankedTensorType::get({type.getNumElements()}, element);
-      flat.push_back(type == piece ? part
-                                   : ReshapeOp::create(b, loc, piece, part));
-      pieces.push_back(piece);
-      total += type.getNumElements();
-    }
-    auto bucketType = RankedTensorType::get({total}, element);
-    Value bucket =
-        ConcatOp::create(b, loc, bucketType, flat, b.getI64IntegerAttr(0));
-    Value sum = allReduce(b, loc, bucket);
-    auto split = SplitOp::create(b, loc, pieces, sum, b.getI64IntegerAttr(0));
-    for (auto [i, entry] : llvm::enumerate(parts)) {
-      Value piece = split->getResult(i);
-      reduced[entry.first] =
-          piece.getType() == entry.second.getType()
-              ? piece
-              : ReshapeOp::create(b, loc, entry.second.getType(), piece);
-    }
+    // The bucket's ops run in the chunk of its gradients.
+    for (Operation *op = before ? before->getNextNode() : &block->front();
+         op && op != &*b.getInsertionPoint(); op = op->getNextNode())
+      op->setAttr(MPDialect::getStageAttrName(), b.getI64IntegerAttr(stage));
   }
   return reduced;
+}
+
+void AutodiffPass::reduceBucket(OpBuilder &b, Location loc, Type element,
+                                ArrayRef<std::pair<StringAttr, Value>> parts,
+                                DenseMap<StringAttr, Value> &reduced) {
+  if (parts.size() == 1) {
+    reduced[parts[0].first] = allReduce(b, loc, parts[0].second);
+    return;
+  }
+  // One bucket: the parts flattened side by side, reduced at once.
+  SmallVector<Value> flat;
+  SmallVector<Type> pieces;
+  int64_t total = 0;
+  for (auto &[name, part] : parts) {
+    auto type = cast<RankedTensorType>(part.getType());
+    auto piece = RankedTensorType::get({type.getNumElements()}, element);
+    flat.push_back(type == piece ? part
+                                 : ReshapeOp::create(b, loc, piece, part));
+    pieces.push_back(piece);
+    total += type.getNumElements();
+  }
+  auto bucketType = RankedTensorType::get({total}, element);
+  Value bucket =
+      ConcatOp::create(b, loc, bucketType, flat, b.getI64IntegerAttr(0));
+  Value sum = allReduce(b, loc, bucket);
+  auto split = SplitOp::create(b, loc, pieces, sum, b.getI64IntegerAttr(0));
+  for (auto [i, entry] : llvm::enumerate(parts)) {
+    Value piece = split->getResult(i);
+    reduced[entry.first] =
+        piece.getType() == entry.second.getType()
+            ? piece
+            : ReshapeOp::create(b, loc, entry.second.getType(), piece);
+  }
 }
 
 LogicalResult AutodiffPass::returnGradients(OpBuilder &b, func::FuncOp func,

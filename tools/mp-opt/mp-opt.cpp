@@ -167,6 +167,15 @@ static LogicalResult writeArtifactOf(ModuleOp module, ModuleOp reference) {
   if (failed(mp::writeArtifact(module, artifactDir, summary, reference,
                                syntheticWeights)))
     return failure();
+  if (summary.stages > 1) {
+    llvm::outs() << "mp-opt: wrote pipeline artifact " << artifactDir << ": "
+                 << summary.stages << " stages, " << summary.functions
+                 << " chunk functions, " << summary.instructions
+                 << " instructions, largest arena " << summary.arenaBytes
+                 << " bytes, parameters " << summary.parameterBytes
+                 << " bytes, " << summary.ranks << " ranks\n";
+    return success();
+  }
   llvm::outs() << "mp-opt: wrote artifact " << artifactDir << ": "
                << summary.instructions << " instructions, arena "
                << summary.arenaBytes << " bytes (peak of the static plan; "
@@ -258,10 +267,20 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
   if (outputFilename != "-" &&
       failed(printModule(*module, outputFilename, config, /*locations=*/true)))
     return 1;
+  // A program cut into pipeline chunks is written one function per chunk
+  // and phase (each planned as it is written).
+  const bool pipelined =
+      (*module)->hasAttr(mp::MPDialect::getPipelineAttrName());
+  if (pipelined && !runs(pm, "mp-pipeline-split")) {
+    PassManager split(&context);
+    split.addPass(mp::createMPPipelineSplit());
+    if (failed(runPasses(split, *module, config)))
+      return 1;
+  }
   // The artifact writer serializes the memory plan mp-plan-memory records:
   // planned now unless this pipeline planned it (a plan read from the IR is
   // checked against it).
-  if (!runs(pm, "mp-plan-memory")) {
+  if (!pipelined && !runs(pm, "mp-plan-memory")) {
     PassManager plan(&context);
     plan.addPass(mp::createMPPlanMemory());
     if (failed(runPasses(plan, *module, config)))

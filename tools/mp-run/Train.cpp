@@ -216,8 +216,21 @@ Status uploadWeights(Executable &exe, const std::vector<Slot> &slots,
                bytes);
     if (Status st = exe.upload(bytes.data(), s.param); !st)
       return st;
+    for (const Tensor &copy : s.copies)
+      if (Status st = exe.upload(bytes.data(), copy); !st)
+        return st;
   }
   return Status::success();
+}
+
+TrainLayout TrainLayout::of(Executable &exe) {
+  TrainLayout layout;
+  layout.exe = &exe;
+  layout.grid = &exe.gridComm();
+  layout.data = exe.dataParallelComm();
+  layout.replicas = exe.dataParallelSize();
+  layout.zero = exe.shardedOptimizer();
+  return layout;
 }
 
 namespace {
@@ -228,15 +241,11 @@ bool isFloat(DType t) {
 
 bool isIndex(DType t) { return t == DType::I64 || t == DType::I32; }
 
-/// Finds the train step's inputs and outputs and every parameter's
-/// gradient; an artifact that is not a train step is an error saying so.
-Status bindTrainStep(Executable &exe, std::vector<Slot> &slots,
-                     size_t &idsInput, size_t &labelsInput) {
-  const std::string notTraining =
-      "this artifact is not a train step (compile it with mp-opt "
-      "MODEL.onnx ... --mp-train --artifact DIR)";
-  const auto &ins = exe.inputs();
-  const auto &outs = exe.outputs();
+} // namespace
+
+bool isTrainStep(const std::vector<IOSpec> &ins,
+                 const std::vector<IOSpec> &outs, size_t &idsInput,
+                 size_t &labelsInput) {
   idsInput = labelsInput = ins.size();
   for (size_t i = 0; i < ins.size(); ++i) {
     if (ins[i].name == "labels")
@@ -244,9 +253,23 @@ Status bindTrainStep(Executable &exe, std::vector<Slot> &slots,
     else if (isIndex(ins[i].dtype) && idsInput == ins.size())
       idsInput = i;
   }
-  if (ins.size() != 2 || idsInput == ins.size() || labelsInput == ins.size() ||
-      outs.empty() || outs[0].name != "loss")
+  return ins.size() == 2 && idsInput != ins.size() &&
+         labelsInput != ins.size() && !outs.empty() && outs[0].name == "loss";
+}
+
+namespace {
+
+/// Finds the train step's inputs and outputs and every parameter's
+/// gradient; an artifact that is not a train step is an error saying so.
+Status bindTrainStep(Executable &exe, std::vector<Slot> &slots,
+                     size_t &idsInput, size_t &labelsInput) {
+  const std::string notTraining =
+      "this artifact is not a train step (compile it with mp-opt "
+      "MODEL.onnx ... --mp-train --artifact DIR)";
+  if (!isTrainStep(exe.inputs(), exe.outputs(), idsInput, labelsInput))
     return Status::error(notTraining);
+  const auto &ins = exe.inputs();
+  const auto &outs = exe.outputs();
   if (ins[idsInput].shape.size() != 2 ||
       ins[idsInput].shape != ins[labelsInput].shape)
     return Status::error("the train step's token ids must be [batch, "
@@ -326,18 +349,20 @@ void fillBatch(const HostBuffer &tokens, int64_t step, int64_t replica,
 
 /// Lays the slots out in the flat vectors and reads the weights: this
 /// rank updates all of them, or (ZeRO-1) its replica's 1/dp.
-Status initFlat(Executable &exe, std::vector<Slot> &slots, Flat &flat) {
+Status initFlat(const TrainLayout &layout, std::vector<Slot> &slots,
+                Flat &flat) {
+  Executable &exe = *layout.exe;
   for (Slot &s : slots) {
     s.offset = flat.total;
     flat.total += s.param.numel();
   }
-  const int64_t replicas = exe.dataParallelSize();
+  const int64_t replicas = layout.replicas;
   flat.padded = (flat.total + replicas - 1) / replicas * replicas;
   flat.begin = 0;
   flat.end = flat.padded;
-  if (exe.shardedOptimizer() && replicas > 1) {
+  if (layout.zero && replicas > 1) {
     const int64_t chunk = flat.padded / replicas;
-    flat.begin = exe.dataParallelComm()->rank() * chunk;
+    flat.begin = layout.data->rank() * chunk;
     flat.end = flat.begin + chunk;
   }
   flat.grad.assign(static_cast<size_t>(flat.padded), 0.0f);
@@ -357,17 +382,26 @@ Status initFlat(Executable &exe, std::vector<Slot> &slots, Flat &flat) {
 
 } // namespace
 
-Status wholeOf(Executable &exe, const Flat &flat,
+namespace {
+
+Status wholeOf(const TrainLayout &layout, const Flat &flat,
                const std::vector<float> &mine, std::vector<float> &whole) {
-  if (!exe.shardedOptimizer() || !exe.dataParallelComm()) {
+  if (!layout.zero || !layout.data) {
     whole = mine;
     return Status::success();
   }
   const int64_t chunk = flat.end - flat.begin;
   whole.assign(static_cast<size_t>(flat.padded), 0.0f);
   Tensor in{const_cast<float *>(mine.data()), DType::F32, {1, chunk}};
-  Tensor out{whole.data(), DType::F32, {exe.dataParallelSize(), chunk}};
-  return exe.dataParallelComm()->allGather(in, out, 0);
+  Tensor out{whole.data(), DType::F32, {layout.replicas, chunk}};
+  return layout.data->allGather(in, out, 0);
+}
+
+} // namespace
+
+Status wholeOf(Executable &exe, const Flat &flat,
+               const std::vector<float> &mine, std::vector<float> &whole) {
+  return wholeOf(TrainLayout::of(exe), flat, mine, whole);
 }
 
 namespace {
@@ -386,13 +420,13 @@ Status sumOver(Communicator *comm, double &value) {
 
 /// Averages the replicas' gradients: all of them on every replica, or
 /// (ZeRO-1) this replica's shard only, reduce-scattered.
-Status reduceGradients(Executable &exe, Flat &flat) {
-  Communicator *data = exe.dataParallelComm();
+Status reduceGradients(const TrainLayout &layout, Flat &flat) {
+  Communicator *data = layout.data;
   if (!data)
     return Status::success();
-  const int64_t replicas = exe.dataParallelSize();
+  const int64_t replicas = layout.replicas;
   const float scale = 1.0f / static_cast<float>(replicas);
-  if (!exe.shardedOptimizer()) {
+  if (!layout.zero) {
     Tensor all{flat.grad.data(), DType::F32, {flat.padded}};
     if (Status st = data->allReduceSum(all, all); !st)
       return st;
@@ -413,23 +447,25 @@ Status reduceGradients(Executable &exe, Flat &flat) {
 /// The global gradient norm over the whole (replica, grid) layout: sharded
 /// pieces summed over the grid, replicated copies counted once (grid rank
 /// 0's), each replica's shard once under ZeRO-1.
-Status globalNorm(Executable &exe, const std::vector<Slot> &slots,
+Status globalNorm(const TrainLayout &layout, const std::vector<Slot> &slots,
                   const Flat &flat, double &norm) {
   double sum = 0;
-  const bool gridLead = exe.gridComm().rank() == 0;
+  const bool gridLead = layout.grid->rank() == 0;
   for (const Slot &s : slots) {
-    if (!s.sharded && !gridLead)
+    if ((!s.sharded && !gridLead) || !s.normHere)
       continue;
     const int64_t lo = std::max(s.offset, flat.begin);
     const int64_t hi = std::min(s.offset + s.param.numel(), flat.end);
     if (lo < hi)
       sum += sumOfSquares(flat.grad.data() + lo, hi - lo);
   }
-  if (Status st = sumOver(&exe.gridComm(), sum); !st)
+  if (Status st = sumOver(layout.grid, sum); !st)
     return st;
-  if (exe.shardedOptimizer())
-    if (Status st = sumOver(exe.dataParallelComm(), sum); !st)
+  if (layout.zero)
+    if (Status st = sumOver(layout.data, sum); !st)
       return st;
+  if (Status st = sumOver(layout.pipeline, sum); !st)
+    return st;
   norm = std::sqrt(sum);
   return Status::success();
 }
@@ -437,7 +473,7 @@ Status globalNorm(Executable &exe, const std::vector<Slot> &slots,
 /// Updates this rank's range of the master weights, gathers the replicas'
 /// shards (ZeRO-1: a transient buffer) and writes every parameter back in
 /// its own dtype.
-Status applyUpdate(const TrainOptions &t, Executable &exe,
+Status applyUpdate(const TrainOptions &t, const TrainLayout &layout,
                    std::vector<Slot> &slots, Flat &flat, int64_t step,
                    double lr) {
   for (Slot &s : slots) {
@@ -456,12 +492,12 @@ Status applyUpdate(const TrainOptions &t, Executable &exe,
   }
   // The parameters from the whole master weights: this rank's own, or
   // (ZeRO-1) every replica's shard gathered.
-  if (!exe.shardedOptimizer() || !exe.dataParallelComm())
-    return uploadWeights(exe, slots, flat.master);
+  if (!layout.zero || !layout.data)
+    return uploadWeights(*layout.exe, slots, flat.master);
   std::vector<float> whole;
-  if (Status st = wholeOf(exe, flat, flat.master, whole); !st)
+  if (Status st = wholeOf(layout, flat, flat.master, whole); !st)
     return st;
-  return uploadWeights(exe, slots, whole);
+  return uploadWeights(*layout.exe, slots, whole);
 }
 
 /// "[#####.....]  3/10" on a terminal, overwritten by the next line.
@@ -474,29 +510,53 @@ void progressBar(int64_t step, int64_t steps) {
   std::fflush(stdout);
 }
 
+/// The plain artifact's train step: one run of the program.
+class ProgramStep : public StepRunner {
+public:
+  ProgramStep(Executable &exe, size_t idsInput, size_t labelsInput)
+      : exe(exe), idsInput(idsInput), labelsInput(labelsInput), in(2) {}
+  Status run(HostBuffer &ids, HostBuffer &labels, int64_t seed, int64_t step,
+             double &loss) override {
+    exe.setRandomState(static_cast<uint64_t>(seed),
+                       static_cast<uint64_t>(step));
+    in[idsInput] = ids.view();
+    in[labelsInput] = labels.view();
+    if (Status st = exe.run(in, out); !st)
+      return st;
+    loss = out[0].as<float>()[0];
+    return Status::success();
+  }
+  const void *gradient(const Slot &slot) override {
+    return out[slot.gradIndex].data;
+  }
+
+private:
+  Executable &exe;
+  size_t idsInput, labelsInput;
+  std::vector<Tensor> in, out;
+};
+
 } // namespace
 
-int train(const TrainOptions &t, bool quiet, Executable &exe,
-          Communicator &world) {
-  std::vector<Slot> slots;
-  size_t idsInput, labelsInput;
-  stopIfAnyRankFailed(world, bindTrainStep(exe, slots, idsInput, labelsInput));
-  const IOSpec &idsSpec = exe.inputs()[idsInput];
+int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
+              std::vector<Slot> &slots, StepRunner &runner,
+              const IOSpec &idsSpec, const IOSpec &labelsSpec,
+              Communicator &world) {
+  Executable *exe = layout.exe;
   const int64_t batch = idsSpec.shape[0], seq = idsSpec.shape[1];
-  const int64_t replicas = exe.dataParallelSize();
-  const int64_t replica =
-      exe.dataParallelComm() ? exe.dataParallelComm()->rank() : 0;
+  const int64_t replicas = layout.replicas;
+  const int64_t replica = layout.data ? layout.data->rank() : 0;
   HostBuffer tokens;
   stopIfAnyRankFailed(world, readTokens(t.data, seq, tokens));
   if (!t.save.empty())
     stopIfAnyRankFailed(world, checkSaveDirectory(t.save));
   Flat flat;
-  stopIfAnyRankFailed(world, initFlat(exe, slots, flat));
+  stopIfAnyRankFailed(world, initFlat(layout, slots, flat));
   int64_t firstStep = 1, seed = t.seed;
   if (!t.resume.empty()) {
     int64_t saved = 0;
     stopIfAnyRankFailed(
-        world, loadCheckpoint(t.resume, exe, slots, flat, saved, seed, t.sgd));
+        world, loadCheckpoint(t.resume, *exe, slots, flat, saved, seed, t.sgd));
     stopIfAnyRankFailed(
         world, saved <= t.steps
                    ? Status::success()
@@ -517,46 +577,41 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
       abortRun("--log: cannot write '" + t.log + "': " + std::strerror(errno));
   }
 
-  std::vector<HostBuffer> inputs(2);
-  for (size_t i : {idsInput, labelsInput}) {
-    inputs[i].dtype = exe.inputs()[i].dtype;
-    inputs[i].shape = exe.inputs()[i].shape;
-    inputs[i].bytes.resize(inputs[i].view().bytes());
-  }
+  HostBuffer ids, labels;
+  ids.dtype = idsSpec.dtype;
+  ids.shape = idsSpec.shape;
+  ids.bytes.resize(ids.view().bytes());
+  labels.dtype = labelsSpec.dtype;
+  labels.shape = labelsSpec.shape;
+  labels.bytes.resize(labels.view().bytes());
   const bool terminal = !quiet && ::isatty(1);
   LRSchedule schedule = t.schedule;
   schedule.totalSteps = t.steps;
   // Tokens of one step over every replica.
   const double stepTokens = static_cast<double>(batch * seq * replicas);
-  std::vector<Tensor> in(2), out;
   double started = seconds(), lastLoss = 0;
   for (int64_t step = firstStep; step <= t.steps; ++step) {
     const double stepStart = seconds();
-    fillBatch(tokens, step, replica, replicas, inputs[idsInput],
-              inputs[labelsInput]);
-    exe.setRandomState(static_cast<uint64_t>(seed),
-                       static_cast<uint64_t>(step));
-    for (size_t i = 0; i < 2; ++i)
-      in[i] = inputs[i].view();
-    if (Status st = exe.run(in, out); !st)
+    fillBatch(tokens, step, replica, replicas, ids, labels);
+    double loss = 0;
+    if (Status st = runner.run(ids, labels, seed, step, loss); !st)
       abortRun(st.message);
-    // The replicas' mean loss (each is the mean over its micro-batch).
-    double loss = out[0].as<float>()[0];
-    if (Status st = sumOver(exe.dataParallelComm(), loss); !st)
+    // The replicas' mean loss (each is the mean over its batch).
+    if (Status st = sumOver(layout.data, loss); !st)
       abortRun(st.message);
     loss /= static_cast<double>(replicas);
     for (Slot &s : slots) {
       const int64_t n = s.param.numel();
       float *g = flat.grad.data() + s.offset;
-      const void *data = out[s.gradIndex].data;
+      const void *data = runner.gradient(s);
 #pragma omp parallel for schedule(static) if (n >= 65536)
       for (int64_t i = 0; i < n; ++i)
         g[i] = toFloat(data, s.param.dtype, i);
     }
     double norm = 0;
-    Status reduced = reduceGradients(exe, flat);
+    Status reduced = reduceGradients(layout, flat);
     if (reduced)
-      reduced = globalNorm(exe, slots, flat, norm);
+      reduced = globalNorm(layout, slots, flat, norm);
     if (!reduced)
       abortRun(reduced.message);
     // As torch.nn.utils.clip_grad_norm_: scale by max / (norm + 1e-6).
@@ -566,7 +621,7 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
         flat.grad[i] *= scale;
     }
     const double lr = schedule.at(step);
-    if (Status st = applyUpdate(t, exe, slots, flat, step, lr); !st)
+    if (Status st = applyUpdate(t, layout, slots, flat, step, lr); !st)
       abortRun(st.message);
     const double elapsed = seconds() - stepStart;
     lastLoss = loss;
@@ -580,7 +635,7 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
         progressBar(step, t.steps);
     }
     if (t.saveEvery && step % t.saveEvery == 0 && step < t.steps)
-      saveCheckpoint(t.save, world, exe, slots, flat, step, seed, t);
+      saveCheckpoint(t.save, world, *exe, slots, flat, step, seed, t);
     if (log) {
       std::fprintf(log,
                    "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, "
@@ -599,11 +654,22 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
                 static_cast<long long>(ran), total,
                 stepTokens * static_cast<double>(ran) / total, lastLoss);
   if (!t.save.empty()) {
-    saveCheckpoint(t.save, world, exe, slots, flat, t.steps, seed, t);
+    saveCheckpoint(t.save, world, *exe, slots, flat, t.steps, seed, t);
     if (!quiet)
       std::printf("mp-run: saved the trained weights to %s\n", t.save.c_str());
   }
   return 0;
+}
+
+int train(const TrainOptions &t, bool quiet, Executable &exe,
+          Communicator &world) {
+  std::vector<Slot> slots;
+  size_t idsInput, labelsInput;
+  stopIfAnyRankFailed(world, bindTrainStep(exe, slots, idsInput, labelsInput));
+  TrainLayout layout = TrainLayout::of(exe);
+  ProgramStep runner(exe, idsInput, labelsInput);
+  return trainLoop(t, quiet, layout, slots, runner, exe.inputs()[idsInput],
+                   exe.inputs()[labelsInput], world);
 }
 
 } // namespace mprun

@@ -11,6 +11,7 @@
 #include "Train.h"
 
 #include "mp/Runtime/Executable.h"
+#include "mp/Runtime/Npy.h"
 
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@ namespace mprun {
 
 using mp::rt::DType;
 using mp::rt::Executable;
+using mp::rt::HostBuffer;
+using mp::rt::IOSpec;
 using mp::rt::Tensor;
 
 /// One parameter being trained: this rank's shard, at `offset` of the
@@ -37,7 +40,51 @@ struct Slot {
   /// A part of the parameter the user wrote (Executable::Parameter).
   std::string partOf;
   int64_t partAxis = 0, partStart = 0;
+  /// More tensors holding the same parameter on this rank (a pipeline
+  /// stage's chunks both reading it): updated alike.
+  std::vector<Tensor> copies;
+  /// Counted in the global norm here (a parameter several pipeline stages
+  /// hold counts on the first).
+  bool normHere = true;
 };
+
+/// Whom a rank reduces its gradients with, and where its parameters live.
+struct TrainLayout {
+  Executable *exe = nullptr;        // downloads and uploads (its device memory)
+  Communicator *grid = nullptr;     // the tensor-parallel group
+  Communicator *data = nullptr;     // data-parallel peers (null: one replica)
+  Communicator *pipeline = nullptr; // the other stages (null: one stage)
+  int64_t replicas = 1;
+  bool zero = false; // ZeRO-1: the optimizer state sharded over `data`
+  static TrainLayout of(Executable &exe);
+};
+
+/// Runs one train step on a batch (token ids and labels, the whole batch
+/// of this replica): sets `loss` (the mean over it) and `gradient(slot)`
+/// to each slot's gradient (the parameter's dtype, valid until the next
+/// step).
+class StepRunner {
+public:
+  virtual ~StepRunner() = default;
+  virtual Status run(HostBuffer &ids, HostBuffer &labels, int64_t seed,
+                     int64_t step, double &loss) = 0;
+  virtual const void *gradient(const Slot &slot) = 0;
+};
+
+/// Whether `ins` and `outs` are a train step's (token ids and labels in,
+/// the loss first out), and which inputs are which.
+bool isTrainStep(const std::vector<IOSpec> &ins,
+                 const std::vector<IOSpec> &outs, size_t &idsInput,
+                 size_t &labelsInput);
+
+/// The training loop: `options.steps` steps of `runner` over the token
+/// file, each replica taking its `batch` rows, the optimizer updating
+/// `slots`; `exe` writes and reads checkpoints (null: none). Every rank
+/// calls it; returns the process's exit code.
+int trainLoop(const TrainOptions &options, bool quiet, TrainLayout &layout,
+              std::vector<Slot> &slots, StepRunner &runner,
+              const IOSpec &idsSpec, const IOSpec &labelsSpec,
+              Communicator &world);
 
 /// The optimizer's state: every parameter value of this rank in one flat
 /// fp32 vector (slot order), which data parallelism reduces in one

@@ -19,10 +19,10 @@
 #include "mp/Runtime/Executable.h"
 #include "mp/Runtime/Kernels.h"
 #include "mp/Runtime/Npy.h"
+#include "mp/Runtime/Pipeline.h"
 #include "mp/Runtime/Shards.h"
 
-#include "Run.h"
-#include "Train.h"
+#include "Modes.h"
 
 #include <algorithm>
 #include <cctype>
@@ -97,59 +97,6 @@ double seconds() {
       .count();
 }
 
-} // namespace mprun
-
-using namespace mprun;
-
-namespace {
-
-const char *kUsage = R"(usage: mp-run ARTIFACT_DIR [options]
-       mpirun -np N mp-run ARTIFACT_DIR [options]   (a partitioned artifact)
-
-Runs an artifact written by `mp-opt MODEL.onnx --artifact ARTIFACT_DIR`.
-A partitioned artifact runs one process per rank: rank 0 reads the inputs
-and sends them to every rank, prints, and writes the (gathered) outputs.
-Every rank must be given the same options and run the same program.
-
-options:
-  --input NAME=FILE.npy   an input (repeat for each; --input NAME FILE also works)
-  --output-dir DIR        write each output as DIR/NAME.npy (a train step's:
-                          DIR/loss.npy and DIR/grads/PARAM.npy)
-  --device cpu|cuda       where to run (default: cuda when this mp-run has
-                          CUDA and a GPU is visible, else cpu); several
-                          ranks on GPUs communicate through NCCL
-  --threads N             threads for kernels and BLAS (default: all cores)
-  --warmup N              untimed runs before timing (default 1)
-  --iterations N          timed runs (default 3)
-  --profile               print the time spent in each op kind
-  --collective-timeout S  seconds a collective waits for every rank before
-                          the run stops naming the ranks that never arrived
-                          (default 600; 0 waits forever)
-  --verify [REF_DIR]      also run the unpartitioned program (default
-                          ARTIFACT_DIR/reference) on rank 0 and print the
-                          max error of every output
-  --quiet                 print only errors
-  --help                  this text
-)";
-
-struct Options {
-  std::string artifact, outputDir, verify, device;
-  TrainOptions train;
-  std::vector<std::pair<std::string, std::string>> inputs;
-  int threads = 0, warmup = 1, iterations = 3;
-  double collectiveTimeout = 600;
-  bool quiet = false, profile = false;
-
-  /// The options every rank must share (they decide the collectives run).
-  std::string shared() const {
-    return "--warmup " + std::to_string(warmup) + " --iterations " +
-           std::to_string(iterations) + (verify.empty() ? "" : " --verify") +
-           (profile ? " --profile" : "") +
-           // (sharded outputs are gathered, collectively, to be written)
-           (outputDir.empty() ? "" : " --output-dir") + train.shared();
-  }
-};
-
 /// An output name as a path that stays inside the output directory: '/'
 /// separates directories (a train step's gradients are "grads/NAME"); in
 /// each component, characters other than letters, digits, '.', '_' and '-'
@@ -214,19 +161,21 @@ Status gatherWhole(Communicator &comm, const Tensor &local, const IOSpec &spec,
 /// tensor parallelism cut a fused weight into (`grads/W[:, 0:32]`, ...) are
 /// joined into one gradient of the parameter the user wrote (`grads/W`),
 /// held in `joined`.
-Status outputsToWrite(const Executable &exe, const std::vector<Tensor> &outputs,
+Status outputsToWrite(const std::vector<const Executable::Parameter *> &params,
+                      const std::vector<std::string> &names,
+                      const std::vector<Tensor> &outputs,
                       std::map<std::string, HostBuffer> &joined,
                       std::vector<std::pair<std::string, Tensor>> &named) {
   std::map<std::string, const Executable::Parameter *> partOf;
-  for (const Executable::Parameter &p : exe.parameters())
-    if (!p.partOf.empty())
-      partOf["grads/" + p.name] = &p;
+  for (const Executable::Parameter *p : params)
+    if (!p->partOf.empty())
+      partOf["grads/" + p->name] = p;
   std::map<
       std::string,
       std::vector<std::pair<const Executable::Parameter *, const Tensor *>>>
       parts;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string &name = exe.outputs()[i].name;
+    const std::string &name = names[i];
     auto part = partOf.find(name);
     if (part == partOf.end()) {
       named.push_back({name, outputs[i]});
@@ -264,6 +213,138 @@ Status outputsToWrite(const Executable &exe, const std::vector<Tensor> &outputs,
   }
   return Status::success();
 }
+
+std::string describe(const IOSpec &spec) {
+  return spec.name + " (" + dtypeName(spec.dtype) + " " +
+         formatShape(spec.shape) + ")";
+}
+
+/// Reads the inputs in the artifact's order, with errors naming what was
+/// expected (rank 0 does, for every rank).
+Status readInputs(const Options &o, const std::vector<IOSpec> &specs,
+                  std::vector<HostBuffer> &buffers) {
+  std::map<std::string, std::string> given;
+  for (const auto &[name, file] : o.inputs) {
+    bool known = std::any_of(specs.begin(), specs.end(),
+                             [&](const IOSpec &s) { return s.name == name; });
+    if (!known) {
+      std::string expected;
+      for (const IOSpec &s : specs)
+        expected += (expected.empty() ? "" : ", ") + describe(s);
+      return Status::error("the artifact has no input '" + name +
+                           "' (inputs: " + expected + ")");
+    }
+    given[name] = file;
+  }
+  for (const IOSpec &spec : specs) {
+    auto it = given.find(spec.name);
+    if (it == given.end())
+      return Status::error("input " + describe(spec) +
+                           " was not given: pass --input " + spec.name +
+                           "=FILE.npy");
+    HostBuffer buffer;
+    if (Status s = readNpy(it->second, buffer); !s)
+      return Status::error("input '" + spec.name + "': " + s.message);
+    if (buffer.dtype != spec.dtype || buffer.shape != spec.shape)
+      return Status::error(
+          "input '" + spec.name + "' expects " + dtypeName(spec.dtype) + " " +
+          formatShape(spec.shape) + " but '" + it->second + "' holds " +
+          dtypeName(buffer.dtype) + " " + formatShape(buffer.shape));
+    buffers.push_back(std::move(buffer));
+  }
+  return Status::success();
+}
+
+/// Every rank gets the inputs rank 0 read, as Megatron's broadcast_data
+/// does: all ranks compute on the same data, whatever files they see.
+Status shareInputs(Communicator &world, const std::vector<IOSpec> &specs,
+                   std::vector<HostBuffer> &buffers) {
+  if (rankId != 0)
+    for (const IOSpec &spec : specs) {
+      HostBuffer b;
+      b.dtype = spec.dtype;
+      b.shape = spec.shape;
+      b.bytes.resize(b.view().bytes());
+      buffers.push_back(std::move(b));
+    }
+  for (HostBuffer &b : buffers)
+    if (Status s = broadcastBytes(world, b.bytes.data(), b.bytes.size(), 0); !s)
+      return s;
+  return Status::success();
+}
+
+void writeOutputs(const Options &o,
+                  const std::vector<std::pair<std::string, Tensor>> &named) {
+  mkdir(o.outputDir.c_str(), 0755);
+  struct stat st;
+  if (stat(o.outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    abortRun("cannot create output directory '" + o.outputDir + "'");
+  for (auto &[name, value] : named) {
+    std::string relative = relativePathOf(name) + ".npy";
+    if (Status s = makeParents(o.outputDir, relative); !s)
+      abortRun(s.message);
+    std::string path = o.outputDir + "/" + relative;
+    if (Status s = writeNpy(path, value); !s)
+      abortRun(s.message);
+    if (!o.quiet)
+      std::printf("mp-run: wrote %s (%s %s)\n", path.c_str(),
+                  dtypeName(value.dtype), formatShape(value.shape).c_str());
+  }
+}
+
+/// The executable's parameters and output names (outputsToWrite's view).
+std::vector<const Executable::Parameter *> parametersOf(const Executable &exe) {
+  std::vector<const Executable::Parameter *> params;
+  for (const Executable::Parameter &p : exe.parameters())
+    params.push_back(&p);
+  return params;
+}
+
+std::vector<std::string> outputNames(const Executable &exe) {
+  std::vector<std::string> names;
+  for (const IOSpec &spec : exe.outputs())
+    names.push_back(spec.name);
+  return names;
+}
+
+} // namespace mprun
+
+using namespace mprun;
+
+namespace {
+
+const char *kUsage = R"(usage: mp-run ARTIFACT_DIR [options]
+       mpirun -np N mp-run ARTIFACT_DIR [options]   (a partitioned artifact)
+
+Runs an artifact written by `mp-opt MODEL.onnx --artifact ARTIFACT_DIR`.
+A partitioned artifact runs one process per rank: rank 0 reads the inputs
+and sends them to every rank, prints, and writes the (gathered) outputs.
+Every rank must be given the same options and run the same program.
+
+options:
+  --input NAME=FILE.npy   an input (repeat for each; --input NAME FILE also works)
+  --output-dir DIR        write each output as DIR/NAME.npy (a train step's:
+                          DIR/loss.npy and DIR/grads/PARAM.npy)
+  --device cpu|cuda       where to run (default: cuda when this mp-run has
+                          CUDA and a GPU is visible, else cpu); several
+                          ranks on GPUs communicate through NCCL
+  --threads N             threads for kernels and BLAS (default: all cores)
+  --warmup N              untimed runs before timing (default 1)
+  --iterations N          timed runs (default 3)
+  --profile               print the time spent in each op kind
+  --timeline FILE.svg     (a pipeline artifact) draw the last step's measured
+                          timeline: a row per stage, forward, backward and
+                          transfers coloured, micro-batch numbers on the
+                          boxes; prints its bubble fraction
+  --collective-timeout S  seconds a collective waits for every rank before
+                          the run stops naming the ranks that never arrived
+                          (default 600; 0 waits forever)
+  --verify [REF_DIR]      also run the unpartitioned program (default
+                          ARTIFACT_DIR/reference) on rank 0 and print the
+                          max error of every output
+  --quiet                 print only errors
+  --help                  this text
+)";
 
 /// Prints and compares every output with the reference program's output of
 /// the same name (the reference is unpartitioned: a fused weight's gradient
@@ -371,6 +452,12 @@ Status parseArgs(int argc, char **argv, Options &o) {
       if (!parseDevice(o.device, d))
         return Status::error("--device expects cpu or cuda, got '" + o.device +
                              "'");
+    } else if (arg == "--timeline") {
+      o.timeline = value();
+      if (missing)
+        return needsValue();
+      if (o.timeline.empty())
+        return Status::error("--timeline expects a file (FILE.svg), got ''");
     } else if (arg == "--output-dir") {
       o.outputDir = value();
       if (missing)
@@ -420,65 +507,6 @@ Status parseArgs(int argc, char **argv, Options &o) {
   if (o.train.enabled && !o.inputs.empty())
     return Status::error("--train reads its inputs from --data, not --input");
   return checkTrainOptions(o.train);
-}
-
-std::string describe(const IOSpec &spec) {
-  return spec.name + " (" + dtypeName(spec.dtype) + " " +
-         formatShape(spec.shape) + ")";
-}
-
-/// Reads the inputs in the artifact's order, with errors naming what was
-/// expected (rank 0 does, for every rank).
-Status readInputs(const Options &o, const Executable &exe,
-                  std::vector<HostBuffer> &buffers) {
-  std::map<std::string, std::string> given;
-  for (const auto &[name, file] : o.inputs) {
-    bool known = std::any_of(exe.inputs().begin(), exe.inputs().end(),
-                             [&](const IOSpec &s) { return s.name == name; });
-    if (!known) {
-      std::string expected;
-      for (const IOSpec &s : exe.inputs())
-        expected += (expected.empty() ? "" : ", ") + describe(s);
-      return Status::error("the artifact has no input '" + name +
-                           "' (inputs: " + expected + ")");
-    }
-    given[name] = file;
-  }
-  for (const IOSpec &spec : exe.inputs()) {
-    auto it = given.find(spec.name);
-    if (it == given.end())
-      return Status::error("input " + describe(spec) +
-                           " was not given: pass --input " + spec.name +
-                           "=FILE.npy");
-    HostBuffer buffer;
-    if (Status s = readNpy(it->second, buffer); !s)
-      return Status::error("input '" + spec.name + "': " + s.message);
-    if (buffer.dtype != spec.dtype || buffer.shape != spec.shape)
-      return Status::error(
-          "input '" + spec.name + "' expects " + dtypeName(spec.dtype) + " " +
-          formatShape(spec.shape) + " but '" + it->second + "' holds " +
-          dtypeName(buffer.dtype) + " " + formatShape(buffer.shape));
-    buffers.push_back(std::move(buffer));
-  }
-  return Status::success();
-}
-
-/// Every rank gets the inputs rank 0 read, as Megatron's broadcast_data
-/// does: all ranks compute on the same data, whatever files they see.
-Status shareInputs(Communicator &world, const Executable &exe,
-                   std::vector<HostBuffer> &buffers) {
-  if (rankId != 0)
-    for (const IOSpec &spec : exe.inputs()) {
-      HostBuffer b;
-      b.dtype = spec.dtype;
-      b.shape = spec.shape;
-      b.bytes.resize(b.view().bytes());
-      buffers.push_back(std::move(b));
-    }
-  for (HostBuffer &b : buffers)
-    if (Status s = broadcastBytes(world, b.bytes.data(), b.bytes.size(), 0); !s)
-      return s;
-  return Status::success();
 }
 
 /// Tokens per run: the element count of the first integer input (token ids).
@@ -566,6 +594,19 @@ int main(int argc, char **argv) {
     }
   }
 
+  if (isPipelineArtifact(o.artifact)) {
+    int rc = runPipeline(o, *comm, device);
+    deviceComm.reset();
+    comm.reset();
+    finalizeCommunication();
+    return rc;
+  }
+  stopIfAnyRankFailed(*comm,
+                      o.timeline.empty()
+                          ? Status::success()
+                          : Status::error("--timeline draws the steps "
+                                          "of a pipeline artifact (mp-opt "
+                                          "... pp=N --artifact DIR)"));
   double t0 = seconds();
   std::unique_ptr<Executable> exe;
   Status loaded = Executable::load(
@@ -600,9 +641,10 @@ int main(int argc, char **argv) {
     return rc;
   }
   std::vector<HostBuffer> inputBuffers;
-  stopIfAnyRankFailed(*comm, rankId == 0 ? readInputs(o, *exe, inputBuffers)
-                                         : Status::success());
-  if (Status s = shareInputs(*comm, *exe, inputBuffers); !s)
+  stopIfAnyRankFailed(*comm, rankId == 0
+                                 ? readInputs(o, exe->inputs(), inputBuffers)
+                                 : Status::success());
+  if (Status s = shareInputs(*comm, exe->inputs(), inputBuffers); !s)
     abortRun(s.message);
   // (A test hook: this rank stops responding, as a hung node would.)
   if (const char *stall = std::getenv("MP_RUN_TEST_STALL_RANK"))
@@ -693,29 +735,16 @@ int main(int argc, char **argv) {
   std::map<std::string, HostBuffer> joined;
   std::vector<std::pair<std::string, Tensor>> named;
   if (rankId == 0 && (!o.verify.empty() || !o.outputDir.empty()))
-    if (Status s = outputsToWrite(*exe, outputs, joined, named); !s)
+    if (Status s = outputsToWrite(parametersOf(*exe), outputNames(*exe),
+                                  outputs, joined, named);
+        !s)
       abortRun(s.message);
   if (!o.verify.empty() && rankId == 0)
     verify(o.verify == "-" ? o.artifact + "/reference" : o.verify, inputs,
            named, *exe);
 
-  if (!o.outputDir.empty() && rankId == 0) {
-    mkdir(o.outputDir.c_str(), 0755);
-    struct stat st;
-    if (stat(o.outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      abortRun("cannot create output directory '" + o.outputDir + "'");
-    for (auto &[name, value] : named) {
-      std::string relative = relativePathOf(name) + ".npy";
-      if (Status s = makeParents(o.outputDir, relative); !s)
-        abortRun(s.message);
-      std::string path = o.outputDir + "/" + relative;
-      if (Status s = writeNpy(path, value); !s)
-        abortRun(s.message);
-      if (!o.quiet)
-        std::printf("mp-run: wrote %s (%s %s)\n", path.c_str(),
-                    dtypeName(value.dtype), formatShape(value.shape).c_str());
-    }
-  }
+  if (!o.outputDir.empty() && rankId == 0)
+    writeOutputs(o, named);
   // Communicators must be freed before MPI ends.
   exe.reset();
   deviceComm.reset();

@@ -51,6 +51,17 @@ public:
   /// bytes to rank `peer` of this communicator, and the matching receive.
   virtual Status send(const Tensor &t, int peer) = 0;
   virtual Status recv(Tensor &t, int peer) = 0;
+  /// A send that returns at once (a pipeline schedule's: a stage goes on
+  /// while its output travels); `t` must stay valid until waitSends().
+  /// Backends without one send before returning.
+  virtual Status postSend(const Tensor &t, int peer) { return send(t, peer); }
+  /// Completes every posted send.
+  virtual Status waitSends() { return Status::success(); }
+  /// The communicator of the ranks that passed the same `color` (ordered by
+  /// `key`); a rank passing a negative color takes part and gets null.
+  /// Every rank of this communicator calls it.
+  virtual Status splitByColor(int color, int key,
+                              std::unique_ptr<Communicator> &out);
 
   /// The communicator of the ranks that differ from this one only along
   /// `axis` of a grid of shape `gridShape` (ranks laid out row-major), e.g.

@@ -40,6 +40,8 @@ struct IOSpec {
   /// An output the program does not compute (a constant: the gradient of a
   /// parameter the loss does not read).
   bool constant = false;
+  /// A term of a gradient computed in parts by several pipeline stages.
+  bool partial = false;
 };
 
 /// An artifact loaded and validated: buffers resolved to memory (one arena
@@ -50,9 +52,11 @@ public:
   /// Loads the artifact directory `dir`. Every inconsistency (version,
   /// sizes, checksums, operands, shapes) is an error naming what is wrong.
   /// `comm` (not owned; null: one process) must have as many ranks as the
-  /// artifact's grid.
+  /// artifact's grid. A pipeline chunk's backward shares the parameters of
+  /// its forward, `parametersFrom` (which must outlive it).
   static Status load(const std::string &dir, std::unique_ptr<Executable> &out,
-                     Communicator *comm = nullptr, Device device = Device::CPU);
+                     Communicator *comm = nullptr, Device device = Device::CPU,
+                     const Executable *parametersFrom = nullptr);
   /// Ranks the artifact was compiled for (one replica's).
   int64_t gridSize() const { return ranks; }
   /// Data parallelism (training): the number of replicas of the grid, this

@@ -19,6 +19,9 @@ struct ArtifactSummary {
   /// A train step's: the peak of its forward pass alone (0: not a train
   /// step), beside arenaBytes, which also holds what the backward reads.
   int64_t forwardArenaBytes = 0;
+  /// A pipeline artifact's stages and chunk functions (the arena is the
+  /// largest function's; the other sizes are summed).
+  int64_t stages = 1, functions = 1;
 };
 
 /// Lowers the `main` function of `module` to an artifact directory `dir`

@@ -193,6 +193,37 @@ public:
                               peer, /*tag=*/0, comm, &request),
                     "MPI_Irecv", request, "recv");
   }
+  Status postSend(const Tensor &t, int peer) override {
+    MPI_Request request;
+    if (Status s = check(MPI_Isend(t.data, static_cast<int>(t.bytes()),
+                                   MPI_BYTE, peer, /*tag=*/0, comm, &request),
+                         "MPI_Isend");
+        !s)
+      return s;
+    posted.push_back(request);
+    return Status::success();
+  }
+  Status waitSends() override {
+    Status result = Status::success();
+    for (MPI_Request &request : posted)
+      if (Status s = waitFor(request, "send"); !s && result)
+        result = s;
+    posted.clear();
+    return result;
+  }
+  Status splitByColor(int color, int key,
+                      std::unique_ptr<Communicator> &out) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    if (Status s = check(
+            MPI_Comm_split(comm, color < 0 ? MPI_UNDEFINED : color, key, &sub),
+            "MPI_Comm_split");
+        !s)
+      return s;
+    out = sub == MPI_COMM_NULL
+              ? nullptr
+              : std::make_unique<MPICommunicator>(sub, /*owned=*/true);
+    return Status::success();
+  }
   Status split(const std::vector<int64_t> &gridShape, int64_t axis,
                std::unique_ptr<Communicator> &out) override {
     int64_t total = 1;
@@ -246,6 +277,7 @@ protected:
 
 private:
   MPI_Comm comm;
+  std::vector<MPI_Request> posted; // postSend's, until waitSends
   bool owned = false;
   int rankId = 0, ranks = 1;
 };

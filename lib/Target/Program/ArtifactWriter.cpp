@@ -8,7 +8,7 @@
 // kernel needs, as the op contract (mp/Support/OpContract.def) lists them.
 //
 //===----------------------------------------------------------------------===//
-#include "mp/Target/Artifact.h"
+#include "WriteProgram.h"
 
 #include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
@@ -42,28 +42,6 @@ using namespace mp;
 namespace {
 
 namespace fs = std::filesystem;
-
-FailureOr<DType> dtypeOf(Type type, Location loc) {
-  Type elem = cast<RankedTensorType>(type).getElementType();
-  if (elem.isF32())
-    return DType::F32;
-  if (elem.isF64())
-    return DType::F64;
-  if (elem.isF16())
-    return DType::F16;
-  if (elem.isBF16())
-    return DType::BF16;
-  if (elem.isInteger(64))
-    return DType::I64;
-  if (elem.isInteger(32))
-    return DType::I32;
-  if (elem.isInteger(8))
-    return DType::I8;
-  if (elem.isInteger(1))
-    return DType::Bool;
-  return emitError(loc) << "element type " << elem
-                        << " has no runtime representation";
-}
 
 /// Little-endian bytes of a dense constant (i1 as one byte per element).
 std::string constantBytes(DenseElementsAttr attr) {
@@ -348,6 +326,20 @@ std::string shardOf(const std::string &bytes, ParamOp param, int64_t rank,
                      rank);
 }
 
+/// The name of a program input or output: the model's (mp.name), or a
+/// pipeline chunk's transfer ("recv:ID", "send:ID") or stash ("stash:ID"),
+/// else `fallback` and its position.
+std::string bindingName(DictionaryAttr attrs, StringRef fallback, size_t i) {
+  if (attrs) {
+    if (auto name = attrs.getAs<StringAttr>(MPDialect::getNameAttrName()))
+      return name.str();
+    for (StringRef role : {"recv", "send", "stash"})
+      if (auto id = attrs.getAs<IntegerAttr>(("mp." + role).str()))
+        return (role + ":" + Twine(id.getInt())).str();
+  }
+  return (fallback + Twine(i)).str();
+}
+
 class Lowering {
 public:
   Lowering(func::FuncOp func, const MemoryPlan &plan, program::Program &prog,
@@ -372,7 +364,7 @@ private:
 };
 
 FailureOr<int> Lowering::newBuffer(Value v, program::Buffer::Kind kind) {
-  FailureOr<DType> dtype = dtypeOf(v.getType(), v.getLoc());
+  FailureOr<DType> dtype = runtimeDType(v.getType(), v.getLoc());
   if (failed(dtype))
     return failure();
   int id = prog.buffers_size();
@@ -400,7 +392,8 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   auto param =
       SymbolTable::lookupNearestSymbolFrom<ParamOp>(op, op.getNameAttr());
   std::string bytes;
-  if (!prog.synthetic_weights() && failed(readParamData(param, bytes)))
+  if (!prog.synthetic_weights() && prog.parameters_from().empty() &&
+      failed(readParamData(param, bytes)))
     return failure();
   FailureOr<int> id = newBuffer(op.getResult(), program::Buffer::PARAMETER);
   if (failed(id))
@@ -419,7 +412,8 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   DType dtype;
   parseDType(p->dtype(), dtype);
   std::vector<int64_t> localShape(p->shape().begin(), p->shape().end());
-  if (prog.synthetic_weights()) {
+  // Borrowed (a pipeline chunk's backward): the forward's file has them.
+  if (prog.synthetic_weights() || !prog.parameters_from().empty()) {
     summary.parameterBytes += storageBytes(op.getType());
     paramBuffers[op.getName()] = *id;
     return id;
@@ -518,9 +512,7 @@ LogicalResult Lowering::run() {
     if (failed(id))
       return failure();
     auto *binding = prog.add_inputs();
-    auto name =
-        func.getArgAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
-    binding->set_name(name ? name.str() : "input" + std::to_string(i));
+    binding->set_name(bindingName(func.getArgAttrDict(i), "input", i));
     binding->set_buffer(*id);
   }
   for (Operation &op : body.without_terminator())
@@ -529,10 +521,9 @@ LogicalResult Lowering::run() {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     auto *binding = prog.add_outputs();
-    auto name =
-        func.getResultAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
-    binding->set_name(name ? name.str() : "output" + std::to_string(i));
+    binding->set_name(bindingName(func.getResultAttrDict(i), "output", i));
     binding->set_buffer(bufferOf.at(v));
+    binding->set_partial(func.getResultAttr(i, "mp.partial") != nullptr);
     if (auto axis = func.getResultAttrOfType<IntegerAttr>(i, "mp.shard_axis")) {
       auto groups = func.getResultAttrOfType<IntegerAttr>(i, "mp.shard_groups");
       binding->mutable_sharding()->set_axis(axis.getInt());
@@ -548,13 +539,48 @@ LogicalResult Lowering::run() {
   return success();
 }
 
-/// Replaces `dir` by the finished `tmp` directory.
-LogicalResult commitDirectory(const fs::path &tmp, const fs::path &dir,
-                              Location loc) {
+} // namespace
+
+FailureOr<DType> mp::runtimeDType(Type type, Location loc) {
+  Type elem = cast<RankedTensorType>(type).getElementType();
+  if (elem.isF32())
+    return DType::F32;
+  if (elem.isF64())
+    return DType::F64;
+  if (elem.isF16())
+    return DType::F16;
+  if (elem.isBF16())
+    return DType::BF16;
+  if (elem.isInteger(64))
+    return DType::I64;
+  if (elem.isInteger(32))
+    return DType::I32;
+  if (elem.isInteger(8))
+    return DType::I8;
+  if (elem.isInteger(1))
+    return DType::Bool;
+  return emitError(loc) << "element type " << elem
+                        << " has no runtime representation";
+}
+
+LogicalResult mp::makeTemporaryDirectory(const fs::path &dir, fs::path &tmp,
+                                         Location loc) {
+  tmp = dir.string() + ".tmp-" + std::to_string(getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directories(tmp, ec) || ec)
+    return emitError(loc) << "cannot create '" << tmp.string()
+                          << "': " << ec.message();
+  return success();
+}
+
+LogicalResult mp::commitDirectory(const fs::path &tmp, const fs::path &dir,
+                                  Location loc) {
   std::error_code ec;
   fs::path old = dir.string() + ".old-" + std::to_string(getpid());
   bool hadOld = fs::exists(dir, ec);
-  if (hadOld && !fs::exists(dir / "program.pb", ec) && !fs::is_empty(dir, ec))
+  if (hadOld && !fs::exists(dir / "program.pb", ec) &&
+      !fs::exists(dir / "pipeline.pb", ec) && !fs::is_empty(dir, ec))
     return emitError(loc) << "'" << dir.string()
                           << "' exists and is not an mp artifact; refusing "
                              "to replace it";
@@ -580,38 +606,22 @@ LogicalResult commitDirectory(const fs::path &tmp, const fs::path &dir,
   return success();
 }
 
-} // namespace
-
-LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
-                                ArtifactSummary &summary, ModuleOp reference,
-                                bool syntheticWeights) {
-  FailureOr<func::FuncOp> entry = getEntryFunction(module);
-  if (failed(entry))
-    return failure();
-  func::FuncOp func = *entry;
+/// Writes `func` as program.pb and its parameter files into `dir` (which
+/// exists): the grid, data parallelism and ZeRO of `module`; parameters
+/// read from `parametersFrom` (a sibling directory) when not empty.
+LogicalResult mp::writeProgram(ModuleOp module, func::FuncOp func,
+                               StringRef dirName, ArtifactSummary &summary,
+                               bool syntheticWeights,
+                               StringRef parametersFrom) {
   if (!func.getBody().hasOneBlock())
     return func.emitError()
            << "'" << func.getSymName() << "' must have a single block";
-  // Running the stages as one program would silently not pipeline.
-  if (module->hasAttr(MPDialect::getPipelineAttrName()))
-    return emitError(module.getLoc())
-           << "this program is cut into pipeline stages (mp-pipeline), and "
-              "mp-run cannot run pipeline stages yet; drop pp (the plan is "
-              "in --mp-summary)";
-
   fs::path dir(dirName.str());
-  fs::path tmp = dir.string() + ".tmp-" + std::to_string(getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directories(tmp, ec) || ec)
-    return module.emitError()
-           << "cannot create '" << tmp.string() << "': " << ec.message();
-  auto cleanup = [&] { fs::remove_all(tmp, ec); };
-
   program::Program prog;
   prog.set_version(rt::kProgramVersion);
   prog.set_producer("mp-opt");
   prog.set_synthetic_weights(syntheticWeights);
+  prog.set_parameters_from(parametersFrom.str());
   if (auto source = module->getAttrOfType<StringAttr>("mp.source"))
     prog.set_source(source.str());
   int64_t ranks = 1;
@@ -631,14 +641,16 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
     prog.set_zero(static_cast<int32_t>(zero.getInt()));
   summary.ranks = ranks;
   std::vector<rt::SafetensorsWriter> params;
+  const bool ownParams = parametersFrom.empty();
   if (ranks == 1) {
-    prog.set_parameter_file("params.safetensors");
-    params.emplace_back((tmp / "params.safetensors").string());
-  } else {
+    prog.set_parameter_file(ownParams ? "params.safetensors" : "");
+    if (ownParams)
+      params.emplace_back((dir / "params.safetensors").string());
+  } else if (ownParams) {
     prog.set_parameter_file("params.rank{rank}.safetensors");
     for (int64_t r = 0; r < ranks; ++r)
       params.emplace_back(
-          (tmp / ("params.rank" + std::to_string(r) + ".safetensors"))
+          (dir / ("params.rank" + std::to_string(r) + ".safetensors"))
               .string());
   }
   // The plan mp-plan-memory recorded, else one made now.
@@ -646,10 +658,8 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
                                    ? MemoryPlan::read(func)
                                    : MemoryPlan::compute(func);
   if (failed(plan) ||
-      failed(Lowering(func, *plan, prog, params, summary).run())) {
-    cleanup();
+      failed(Lowering(func, *plan, prog, params, summary).run()))
     return failure();
-  }
   rt::Status written = rt::Status::success();
   for (rt::SafetensorsWriter &writer : params)
     if (written && !syntheticWeights)
@@ -658,11 +668,31 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
   if (written && !prog.SerializeToString(&bytes))
     written = rt::Status::error("cannot serialize the program");
   if (written)
-    written = rt::writeFileAtomically((tmp / "program.pb").string(),
+    written = rt::writeFileAtomically((dir / "program.pb").string(),
                                       rt::sealProgram(bytes));
-  if (!written) {
-    cleanup();
+  if (!written)
     return module.emitError() << written.message;
+  return success();
+}
+
+LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
+                                ArtifactSummary &summary, ModuleOp reference,
+                                bool syntheticWeights) {
+  if (module->hasAttr(MPDialect::getPipelineAttrName()))
+    return writePipelineArtifact(module, dirName, summary, syntheticWeights);
+  FailureOr<func::FuncOp> entry = getEntryFunction(module);
+  if (failed(entry))
+    return failure();
+  fs::path dir(dirName.str());
+  fs::path tmp;
+  if (failed(makeTemporaryDirectory(dir, tmp, module.getLoc())))
+    return failure();
+  std::error_code ec;
+  auto cleanup = [&] { fs::remove_all(tmp, ec); };
+  if (failed(writeProgram(module, *entry, tmp.string(), summary,
+                          syntheticWeights))) {
+    cleanup();
+    return failure();
   }
   ArtifactSummary referenceSummary;
   if (reference &&

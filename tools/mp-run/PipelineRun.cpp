@@ -1,0 +1,358 @@
+//===- PipelineRun.cpp - mp-run on a pipeline artifact --------------------===//
+//
+// Each rank loads its stage (mp/Runtime/Pipeline.h). A step takes a batch
+// of `microbatches` micro-batches along the first axis of every input: the
+// inputs given with --input (one step: the outputs are written, each by
+// the stage computing it), or each replica's rows of the token file under
+// --train (the loop of Train.cpp, with gradients accumulated over the
+// micro-batches and the norm summed over the stages). --timeline draws the
+// last step as it ran.
+//
+//===----------------------------------------------------------------------===//
+#include "Modes.h"
+#include "TrainState.h"
+
+#include "mp/Runtime/Pipeline.h"
+#include "mp/Support/TimelineSvg.h"
+
+#include <algorithm>
+#include <cstdio>
+
+using namespace mp::rt;
+namespace pipeline = mp::pipeline;
+
+namespace mprun {
+
+namespace {
+
+/// The inputs of one step, a batch of `dims.microbatches` micro-batches.
+std::vector<IOSpec> stepInputs(const PipelineStage &stage) {
+  std::vector<IOSpec> specs = stage.inputs();
+  for (IOSpec &s : specs)
+    if (!s.shape.empty())
+      s.shape[0] *= stage.dims().microbatches;
+  return specs;
+}
+
+/// Views of micro-batch m of each of `batch` (split along the first axis).
+std::vector<std::vector<Tensor>> microbatchesOf(const PipelineStage &stage,
+                                                std::vector<Tensor> batch) {
+  const int64_t count = stage.dims().microbatches;
+  std::vector<std::vector<Tensor>> out(static_cast<size_t>(count));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const IOSpec &spec = stage.inputs()[i];
+    Tensor part{nullptr, spec.dtype, spec.shape};
+    for (int64_t m = 0; m < count; ++m) {
+      part.data = static_cast<uint8_t *>(batch[i].data) +
+                  static_cast<size_t>(m) * part.bytes();
+      out[static_cast<size_t>(m)].push_back(part);
+    }
+  }
+  return out;
+}
+
+/// The pipeline's train step: the schedule over this replica's batch.
+class PipelineStep : public StepRunner {
+public:
+  PipelineStep(PipelineStage &stage, size_t ids, size_t labels, size_t loss)
+      : stage(stage), idsInput(ids), labelsInput(labels), lossOutput(loss) {}
+  Status run(HostBuffer &ids, HostBuffer &labels, int64_t seed, int64_t step,
+             double &loss) override {
+    std::vector<Tensor> batch(2);
+    batch[idsInput] = ids.view();
+    batch[labelsInput] = labels.view();
+    stage.setRandomState(static_cast<uint64_t>(seed),
+                         static_cast<uint64_t>(step));
+    if (Status s = stage.run(microbatchesOf(stage, batch)); !s)
+      return s;
+    // The loss is the last stage's; every stage learns it.
+    const HostBuffer *here = stage.result(lossOutput);
+    loss = here ? *reinterpret_cast<const float *>(here->bytes.data()) : 0.0;
+    Tensor t{&loss, DType::F64, {1}};
+    return stage.pipelineComm().allReduceSum(t, t);
+  }
+  const void *gradient(const Slot &slot) override {
+    return stage.result(slot.gradIndex)->bytes.data();
+  }
+
+private:
+  PipelineStage &stage;
+  size_t idsInput, labelsInput, lossOutput;
+};
+
+/// This stage's trained parameters, each with its gradient among the
+/// pipeline's outputs (found in its chunks' backward programs).
+Status bindStage(PipelineStage &stage, std::vector<Slot> &slots,
+                 size_t &idsInput, size_t &labelsInput, size_t &lossOutput) {
+  const std::string notTraining =
+      "this pipeline artifact is not a train step (compile it with mp-opt "
+      "MODEL.onnx --mp-parallelize=\"pp=N ...\" --mp-train --artifact DIR)";
+  const auto &outs = stage.outputs();
+  if (!stage.training() ||
+      !isTrainStep(stage.inputs(), outs, idsInput, labelsInput))
+    return Status::error(notTraining);
+  lossOutput = 0;
+  for (const PipelineStage::Parameter &p : stage.parameters()) {
+    const Tensor &param = p.copies.front();
+    if (param.dtype != DType::F32 && param.dtype != DType::BF16 &&
+        param.dtype != DType::F16)
+      continue;
+    const IOSpec *grad = nullptr;
+    for (int64_t c = 0; c < stage.dims().chunks && !grad; ++c)
+      for (const IOSpec &spec : stage.function(c, true).outputs())
+        if (spec.name == "grads/" + p.name)
+          grad = &spec;
+    Slot slot;
+    slot.name = p.name;
+    slot.param = param;
+    slot.copies.assign(p.copies.begin() + 1, p.copies.end());
+    slot.gradIndex = outs.size();
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i].name == "grads/" + p.name)
+        slot.gradIndex = i;
+    if (!grad || slot.gradIndex == outs.size())
+      return Status::error(notTraining + ": no gradient of parameter '" +
+                           p.name + "'");
+    slot.sharded = grad->shardAxis >= 0;
+    slot.shardAxis = grad->shardAxis;
+    slot.shardGroups = grad->shardGroups;
+    slot.decays = param.shape.size() >= 2;
+    slot.partOf = p.info->partOf;
+    slot.partAxis = p.info->partAxis;
+    slot.partStart = p.info->partStart;
+    slot.frozen = grad->constant;
+    slot.normHere = p.stages.front() == stage.stage();
+    slots.push_back(std::move(slot));
+  }
+  return Status::success();
+}
+
+/// The last step's timeline of every stage (its first rank's), on rank 0:
+/// times from the step's start, in milliseconds.
+pipeline::Timeline gatherTimeline(const PipelineStage &stage,
+                                  Communicator &world) {
+  size_t most = 0;
+  for (const auto &list : stage.actionLists())
+    most = std::max(most, list.size());
+  constexpr size_t kFields = 5;
+  std::vector<double> mine(most * kFields, -1.0);
+  const auto &timeline = stage.lastTimeline();
+  for (size_t i = 0; i < timeline.size() && i < most; ++i) {
+    const pipeline::TimedAction &t = timeline[i];
+    double *f = mine.data() + i * kFields;
+    f[0] = static_cast<double>(t.action.kind);
+    f[1] = static_cast<double>(t.action.chunk);
+    f[2] = static_cast<double>(t.action.microbatch);
+    f[3] = t.start;
+    f[4] = t.end;
+  }
+  std::vector<double> all(mine.size() * static_cast<size_t>(world.size()));
+  Tensor in{mine.data(), DType::F64, {1, static_cast<int64_t>(mine.size())}};
+  Tensor out{all.data(),
+             DType::F64,
+             {world.size(), static_cast<int64_t>(mine.size())}};
+  if (Status s = world.allGather(in, out, 0); !s)
+    abortRun("gathering the timeline: " + s.message);
+  pipeline::Timeline result;
+  const int64_t perStage = world.size() / stage.dims().stages;
+  double origin = 1e300, computed = 0;
+  for (int64_t s = 0; s < stage.dims().stages; ++s)
+    for (size_t i = 0; i < most; ++i) {
+      const double *f = all.data() + (s * perStage * most + i) * kFields;
+      if (f[0] >= 0)
+        origin = std::min(origin, f[3]);
+    }
+  for (int64_t s = 0; s < stage.dims().stages; ++s) {
+    result.ranks.emplace_back();
+    for (size_t i = 0; i < most; ++i) {
+      const double *f = all.data() + (s * perStage * most + i) * kFields;
+      if (f[0] < 0)
+        continue;
+      pipeline::Action a{static_cast<pipeline::ActionKind>(f[0]),
+                         static_cast<int64_t>(f[1]), static_cast<int64_t>(f[2]),
+                         -1};
+      const double start = (f[3] - origin) * 1e3, end = (f[4] - origin) * 1e3;
+      result.ranks.back().push_back({a, start, end});
+      result.makespan = std::max(result.makespan, end);
+      if (a.kind == pipeline::ActionKind::Forward ||
+          a.kind == pipeline::ActionKind::Backward)
+        computed += end - start;
+    }
+  }
+  result.bubble =
+      computed > 0
+          ? (static_cast<double>(stage.dims().stages) * result.makespan -
+             computed) /
+                computed
+          : 0;
+  return result;
+}
+
+void writeTimeline(const Options &o, const PipelineStage &stage,
+                   Communicator &world) {
+  pipeline::Timeline timeline = gatherTimeline(stage, world);
+  if (world.rank() != 0)
+    return;
+  const std::string title =
+      "measured: " + std::to_string(stage.dims().stages) + " stages, " +
+      std::to_string(stage.dims().chunks) + " chunk(s) each, " +
+      std::to_string(stage.dims().microbatches) + " micro-batches, " +
+      stage.scheduleName() + " (" + o.artifact + ")";
+  if (Status s = writeFileAtomically(
+          o.timeline,
+          pipeline::timelineSvg(timeline, stage.dims(), title, "ms"));
+      !s)
+    abortRun("--timeline: " + s.message);
+  std::printf("mp-run: wrote %s: one step in %.2f ms, measured bubble %.1f%%\n",
+              o.timeline.c_str(), timeline.makespan, 100 * timeline.bubble);
+}
+
+/// Writes the results of the last step this stage computes: its first
+/// rank does (the first stage holding a tied parameter writes its
+/// gradient), after gathering shards over the stage's grid.
+void writeResults(const Options &o, const PipelineStage &stage) {
+  std::vector<HostBuffer> gathered(stage.outputs().size());
+  std::vector<const Executable::Parameter *> params;
+  for (const PipelineStage::Parameter &p : stage.parameters())
+    params.push_back(p.info);
+  std::vector<std::string> names;
+  std::vector<Tensor> values;
+  Communicator &grid = stage.gridComm();
+  const bool lead = grid.rank() == 0 && (!stage.dataParallelComm() ||
+                                         stage.dataParallelComm()->rank() == 0);
+  for (size_t i = 0; i < stage.outputs().size(); ++i) {
+    const HostBuffer *r = stage.result(i);
+    const IOSpec *spec = stage.resultSpec(i);
+    if (!r)
+      continue;
+    Tensor value = const_cast<HostBuffer *>(r)->view();
+    if (spec && spec->shardAxis >= 0 && grid.size() > 1) {
+      if (Status s = gatherWhole(grid, value, *spec, gathered[i]); !s)
+        abortRun(s.message);
+      value = gathered[i].view();
+    }
+    const std::string &name = stage.outputs()[i].name;
+    bool firstHolder = true;
+    for (const PipelineStage::Parameter &p : stage.parameters())
+      if (name == "grads/" + p.name)
+        firstHolder = p.stages.front() == stage.stage();
+    if (lead && firstHolder) {
+      names.push_back(name);
+      values.push_back(value);
+    }
+  }
+  if (names.empty())
+    return;
+  std::map<std::string, HostBuffer> joined;
+  std::vector<std::pair<std::string, Tensor>> named;
+  if (Status s = outputsToWrite(params, names, values, joined, named); !s)
+    abortRun(s.message);
+  writeOutputs(o, named);
+}
+
+/// One step on the --input batch, timed as a plain artifact's runs are.
+int runStep(const Options &o, PipelineStage &stage, Communicator &world) {
+  const std::vector<IOSpec> specs = stepInputs(stage);
+  std::vector<HostBuffer> buffers;
+  stopIfAnyRankFailed(world, world.rank() == 0 ? readInputs(o, specs, buffers)
+                                               : Status::success());
+  if (Status s = shareInputs(world, specs, buffers); !s)
+    abortRun(s.message);
+  std::vector<Tensor> batch;
+  for (HostBuffer &b : buffers)
+    batch.push_back(b.view());
+  const auto microbatches = microbatchesOf(stage, batch);
+  for (int i = 0; i < o.warmup; ++i)
+    if (Status s = stage.run(microbatches); !s)
+      abortRun(s.message);
+  std::vector<double> times;
+  for (int i = 0; i < std::max(o.iterations, 1); ++i) {
+    const double start = seconds();
+    if (Status s = stage.run(microbatches); !s)
+      abortRun(s.message);
+    times.push_back(seconds() - start);
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  if (!o.quiet) {
+    int64_t tokens = 0;
+    for (const IOSpec &s : specs)
+      if (!tokens && (s.dtype == DType::I64 || s.dtype == DType::I32))
+        tokens = Tensor{nullptr, s.dtype, s.shape}.numel();
+    std::printf("mp-run: %zu steps: %.3f ms/step (median, min %.3f ms)",
+                times.size(), median * 1e3, times.front() * 1e3);
+    if (tokens)
+      std::printf(", %.0f tokens/s", static_cast<double>(tokens) / median);
+    std::printf("\n");
+  }
+  // The first stage's stashed activations, measured against the plan.
+  if (stage.training() && !o.quiet)
+    std::printf("mp-run: stage 0 held the stash of at most %lld "
+                "micro-batch(es) at once, %lld bytes (the plan: %lld)\n",
+                static_cast<long long>(stage.stashPeakMicrobatches()),
+                static_cast<long long>(stage.stashPeakBytes()),
+                static_cast<long long>(stage.plannedStashPeak()));
+  if (!o.timeline.empty())
+    writeTimeline(o, stage, world);
+  if (!o.outputDir.empty())
+    writeResults(o, stage);
+  return 0;
+}
+
+} // namespace
+
+int runPipeline(const Options &o, Communicator &world, Device device) {
+  Status supported = Status::success();
+  if (!o.verify.empty())
+    supported = Status::error("--verify does not run pipeline artifacts yet: "
+                              "compare with the unpartitioned artifact's "
+                              "--output-dir instead");
+  else if (o.profile)
+    supported = Status::error("--profile does not time pipeline artifacts "
+                              "yet: --timeline draws their steps");
+  else if (!o.train.save.empty() || !o.train.resume.empty())
+    supported = Status::error("--save and --resume do not take pipeline "
+                              "artifacts yet");
+  else if (device == Device::CUDA && !o.device.empty())
+    supported = Status::error("--device cuda: pipeline artifacts run on the "
+                              "cpu for now");
+  stopIfAnyRankFailed(world, supported);
+  if (device == Device::CUDA && !o.quiet)
+    std::printf("mp-run: note: pipeline artifacts run on the cpu for now\n");
+  const double t0 = seconds();
+  std::unique_ptr<PipelineStage> stage;
+  stopIfAnyRankFailed(
+      world, PipelineStage::load(o.artifact, world, Device::CPU, stage));
+  if (!o.quiet)
+    std::printf("mp-run: %s: %lld stages x %lld chunk(s), %lld micro-batches "
+                "per step, %s schedule, %lld rank(s), loaded in %.2f s\n",
+                o.artifact.c_str(),
+                static_cast<long long>(stage->dims().stages),
+                static_cast<long long>(stage->dims().chunks),
+                static_cast<long long>(stage->dims().microbatches),
+                stage->scheduleName().c_str(),
+                static_cast<long long>(stage->ranks()), seconds() - t0);
+  if (!o.train.enabled)
+    return runStep(o, *stage, world);
+
+  std::vector<Slot> slots;
+  size_t idsInput = 0, labelsInput = 0, lossOutput = 0;
+  stopIfAnyRankFailed(
+      world, bindStage(*stage, slots, idsInput, labelsInput, lossOutput));
+  TrainLayout layout;
+  layout.exe = &stage->function(0, false);
+  layout.grid = &stage->gridComm();
+  layout.data = stage->dataParallelComm();
+  layout.replicas = layout.data ? layout.data->size() : 1;
+  layout.zero = stage->function(0, false).shardedOptimizer();
+  layout.pipeline = &stage->pipelineComm();
+  PipelineStep runner(*stage, idsInput, labelsInput, lossOutput);
+  const std::vector<IOSpec> specs = stepInputs(*stage);
+  int rc = trainLoop(o.train, o.quiet, layout, slots, runner, specs[idsInput],
+                     specs[labelsInput], world);
+  if (rc == 0 && !o.timeline.empty())
+    writeTimeline(o, *stage, world);
+  return rc;
+}
+
+} // namespace mprun
