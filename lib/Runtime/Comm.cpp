@@ -174,6 +174,11 @@ Status Communicator::transposeBlocks(const void *src, void *dst, int64_t rows,
   return Status::success();
 }
 
+Status Communicator::completedSends(int64_t &count) {
+  count = sendsPostedHere;
+  return Status::success();
+}
+
 Status Communicator::splitByColor(int, int, std::unique_ptr<Communicator> &) {
   return Status::error(std::string("the ") + backend() +
                        " backend cannot split a group by color");

@@ -98,8 +98,10 @@ static Status readProgram(const std::string &dir, program::Program &prog,
   return Status::success();
 }
 
-/// Deterministic pseudo-random parameters (a hash of the parameter's index
-/// and the element's), uniform in [-0.05, 0.05]: enough to benchmark.
+/// Deterministic pseudo-random parameters (a hash of the parameter's name
+/// and the element's index, so that every program holding a parameter, a
+/// pipeline's tied embedding on two stages, has the same values), uniform
+/// in [-0.05, 0.05]: enough to benchmark.
 static Status syntheticParameters(const program::Program &prog,
                                   std::vector<std::string> &storage,
                                   std::vector<Tensor> &params, int64_t &bytes) {
@@ -124,10 +126,12 @@ static Status syntheticParameters(const program::Program &prog,
     bool isFloat = t.dtype == DType::F32 || t.dtype == DType::F16 ||
                    t.dtype == DType::BF16;
     if (isFloat) {
+      uint64_t seed = 0xcbf29ce484222325ULL; // FNV-1a of the name
+      for (unsigned char c : p.name())
+        seed = (seed ^ c) * 0x100000001b3ULL;
       std::vector<float> values(t.numel());
       for (int64_t j = 0; j < t.numel(); ++j) {
-        uint64_t h =
-            (static_cast<uint64_t>(i) << 40) ^ static_cast<uint64_t>(j);
+        uint64_t h = seed ^ (static_cast<uint64_t>(j) * 0x9e3779b97f4a7c15ULL);
         h ^= h >> 33;
         h *= 0xff51afd7ed558ccdULL;
         h ^= h >> 33;

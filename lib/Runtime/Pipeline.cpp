@@ -133,6 +133,17 @@ Tensor bytesView(std::vector<uint8_t> &bytes) {
   return Tensor{bytes.data(), DType::I8, {static_cast<int64_t>(bytes.size())}};
 }
 
+/// `local`, or (when another rank failed) an error saying so: every rank
+/// calls it at the same point.
+Status agreed(Communicator &world, const Status &local,
+              const std::string &dir) {
+  if (!anyRankFailed(world, !local))
+    return Status::success();
+  return local ? Status::error("another rank could not load its stage of '" +
+                               dir + "' (its error says why)")
+               : local;
+}
+
 } // namespace
 
 bool isPipelineArtifact(const std::string &dir) {
@@ -171,16 +182,30 @@ Status PipelineStage::load(const std::string &dir, Communicator &world,
   stage->totalRanks = world.size();
   stage->stageId = world.rank() / perStage;
   stage->inputSpecs = specsOf(pipe.inputs());
+  for (const IOSpec &spec : stage->inputSpecs)
+    if (Status s = agreed(
+            world,
+            spec.shape.empty()
+                ? Status::error("pipeline input '" + spec.name +
+                                "' is a scalar: a step's inputs are its "
+                                "micro-batches stacked along their first axis")
+                : Status::success(),
+            dir);
+        !s)
+      return s;
   stage->outputSpecs = specsOf(pipe.outputs());
   stage->stashBytes.assign(pipe.stash_bytes().begin(),
                            pipe.stash_bytes().end());
   // [stage][replica · grid]: the stage's ranks, and each position's stages.
+  // Every step below is agreed on by every rank, so that an error on one
+  // stops all at the same point (none left waiting in a collective).
   const std::vector<int64_t> layout = {dims.stages, perStage};
-  if (Status s = world.split(layout, 1, stage->stageComm); !s)
+  Status split = world.split(layout, 1, stage->stageComm);
+  if (split)
+    split = world.split(layout, 0, stage->pipeComm);
+  if (Status s = agreed(world, split, dir); !s)
     return s;
-  if (Status s = world.split(layout, 0, stage->pipeComm); !s)
-    return s;
-  if (Status s = stage->loadChunks(dir, device); !s)
+  if (Status s = stage->loadChunks(dir, world, device); !s)
     return s;
   for (const program::TiedParameter &t : pipe.tied()) {
     std::vector<int64_t> stages(t.stages().begin(), t.stages().end());
@@ -190,9 +215,12 @@ Status PipelineStage::load(const std::string &dir, Communicator &world,
     const bool in =
         std::find(stages.begin(), stages.end(), stage->stageId) != stages.end();
     std::unique_ptr<Communicator> &comm = stage->tiedComms[stages];
-    if (Status s = world.splitByColor(
-            in ? static_cast<int>(world.rank() % perStage) : -1,
-            static_cast<int>(stage->stageId), comm);
+    if (Status s =
+            agreed(world,
+                   world.splitByColor(
+                       in ? static_cast<int>(world.rank() % perStage) : -1,
+                       static_cast<int>(stage->stageId), comm),
+                   dir);
         !s)
       return s;
   }
@@ -206,24 +234,29 @@ Status PipelineStage::load(const std::string &dir, Communicator &world,
   return Status::success();
 }
 
-Status PipelineStage::loadChunks(const std::string &dir, Device device) {
+Status PipelineStage::loadChunks(const std::string &dir, Communicator &world,
+                                 Device device) {
   for (int64_t c = 0; c < shape.chunks; ++c) {
     const std::string k = std::to_string(shape.virtualStage(stageId, c));
     chunks.emplace_back();
     Chunk &chunk = chunks.back();
-    // Every rank loads as many programs, in step, so that an error on one
-    // stops all here.
-    Status s = Executable::load(dir + "/forward_" + k, chunk.forward,
-                                stageComm.get(), device);
-    if (s && train)
-      s = Executable::load(dir + "/backward_" + k, chunk.backward,
-                           stageComm.get(), device, chunk.forward.get());
-    if (s)
-      s = bindChunk(chunks.size() - 1);
-    if (anyRankFailed(*stageComm, !s) || !s)
-      return s ? Status::error("another rank could not load its stage of '" +
-                               dir + "' (its error says why)")
-               : s;
+    // Every rank loads as many programs, in step.
+    if (Status s = agreed(world,
+                          Executable::load(dir + "/forward_" + k, chunk.forward,
+                                           stageComm.get(), device),
+                          dir);
+        !s)
+      return s;
+    if (train)
+      if (Status s = agreed(world,
+                            Executable::load(dir + "/backward_" + k,
+                                             chunk.backward, stageComm.get(),
+                                             device, chunk.forward.get()),
+                            dir);
+          !s)
+        return s;
+    if (Status s = agreed(world, bindChunk(chunks.size() - 1), dir); !s)
+      return s;
     for (const Executable::Parameter &p : chunk.forward->parameters()) {
       auto same =
           std::find_if(params.begin(), params.end(),
@@ -343,9 +376,17 @@ PipelineStage::run(const std::vector<std::vector<Tensor>> &microbatches) {
     if (Status s = runAction(a, microbatches); !s)
       return s;
     timeline.push_back({a, start, now()});
+    // Buffers of completed sends go at once: under 1F1B a stage holds
+    // what is in flight, not every micro-batch's.
+    int64_t completed = 0;
+    if (Status s = pipeComm->completedSends(completed); !s)
+      return s;
+    for (; firstPosted < completed && !posted.empty(); ++firstPosted)
+      posted.pop_front();
   }
   if (Status s = pipeComm->waitSends(); !s)
     return s;
+  firstPosted += static_cast<int64_t>(posted.size());
   posted.clear();
   if (Status s = sumTiedGradients(); !s)
     return s;
@@ -528,6 +569,8 @@ Status PipelineStage::accumulate(size_t output, const Tensor &value,
       sum.assign(static_cast<size_t>(value.numel()), 0.0f);
     else if (!r.shape.empty())
       r.shape[0] *= shape.microbatches;
+    else
+      r.shape = {shape.microbatches}; // a scalar per micro-batch
     r.bytes.assign(r.view().bytes(), 0);
   }
   const int64_t n = value.numel();

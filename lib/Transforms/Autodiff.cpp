@@ -293,16 +293,16 @@ DenseMap<StringAttr, Value> AutodiffPass::reducePartialGradients(OpBuilder &b) {
   for (auto &[key, parts] : buckets) {
     auto [element, stage] = key;
     Block *block = b.getInsertionBlock();
-    auto first = b.getInsertionPoint();
-    bool atStart = first == block->begin();
-    Operation *before = atStart ? nullptr : &*std::prev(first);
+    const bool atStart = b.getInsertionPoint() == block->begin();
+    Block::iterator before =
+        atStart ? block->end() : std::prev(b.getInsertionPoint());
     reduceBucket(b, loc, element, parts, reduced);
     if (stage < 0)
       continue;
     // The bucket's ops run in the chunk of its gradients.
-    for (Operation *op = before ? before->getNextNode() : &block->front();
-         op && op != &*b.getInsertionPoint(); op = op->getNextNode())
-      op->setAttr(MPDialect::getStageAttrName(), b.getI64IntegerAttr(stage));
+    for (auto it = atStart ? block->begin() : std::next(before);
+         it != b.getInsertionPoint(); ++it)
+      it->setAttr(MPDialect::getStageAttrName(), b.getI64IntegerAttr(stage));
   }
   return reduced;
 }

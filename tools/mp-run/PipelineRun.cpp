@@ -91,6 +91,10 @@ Status bindStage(PipelineStage &stage, std::vector<Slot> &slots,
   if (!stage.training() ||
       !isTrainStep(stage.inputs(), outs, idsInput, labelsInput))
     return Status::error(notTraining);
+  if (stage.inputs()[idsInput].shape.size() != 2 ||
+      stage.inputs()[idsInput].shape != stage.inputs()[labelsInput].shape)
+    return Status::error("the train step's token ids must be [batch, "
+                         "sequence], as its labels");
   lossOutput = 0;
   for (const PipelineStage::Parameter &p : stage.parameters()) {
     const Tensor &param = p.copies.front();
@@ -113,6 +117,9 @@ Status bindStage(PipelineStage &stage, std::vector<Slot> &slots,
     if (!grad || slot.gradIndex == outs.size())
       return Status::error(notTraining + ": no gradient of parameter '" +
                            p.name + "'");
+    if (grad->shape != param.shape || grad->dtype != param.dtype)
+      return Status::error("the gradient of '" + p.name +
+                           "' does not match the parameter");
     slot.sharded = grad->shardAxis >= 0;
     slot.shardAxis = grad->shardAxis;
     slot.shardGroups = grad->shardGroups;

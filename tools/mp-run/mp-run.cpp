@@ -594,7 +594,16 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (isPipelineArtifact(o.artifact)) {
+  // Every rank must see the same kind of artifact.
+  const bool pipelined = isPipelineArtifact(o.artifact);
+  if (rankCount > 1 && anyRankFailed(*comm, pipelined) &&
+      anyRankFailed(*comm, !pipelined))
+    stopIfAnyRankFailed(*comm,
+                        Status::error("'" + o.artifact + "' is " +
+                                      (pipelined ? "" : "not ") +
+                                      "a pipeline artifact on this rank, "
+                                      "unlike on others"));
+  if (pipelined) {
     int rc = runPipeline(o, *comm, device);
     deviceComm.reset();
     comm.reset();

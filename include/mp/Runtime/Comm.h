@@ -52,9 +52,15 @@ public:
   virtual Status send(const Tensor &t, int peer) = 0;
   virtual Status recv(Tensor &t, int peer) = 0;
   /// A send that returns at once (a pipeline schedule's: a stage goes on
-  /// while its output travels); `t` must stay valid until waitSends().
+  /// while its output travels); `t` must stay valid until it completes.
   /// Backends without one send before returning.
-  virtual Status postSend(const Tensor &t, int peer) { return send(t, peer); }
+  virtual Status postSend(const Tensor &t, int peer) {
+    ++sendsPostedHere;
+    return send(t, peer);
+  }
+  /// How many posted sends, counted from this communicator's first, have
+  /// completed with every one before them: their buffers may be reused.
+  virtual Status completedSends(int64_t &count);
   /// Completes every posted send.
   virtual Status waitSends() { return Status::success(); }
   /// The communicator of the ranks that passed the same `color` (ordered by
@@ -92,6 +98,7 @@ private:
   Status transposeBlocks(const void *src, void *dst, int64_t rows, int64_t cols,
                          size_t block);
   std::vector<uint8_t> hostScratch;
+  int64_t sendsPostedHere = 0; // postSend's, when they send at once
   bool scratchLent = false;
   void *lentScratch = nullptr;
   size_t lentScratchBytes = 0;

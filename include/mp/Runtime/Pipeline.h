@@ -18,6 +18,7 @@
 #include "mp/Runtime/Npy.h"
 #include "mp/Support/PipelineSchedule.h"
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -107,7 +108,7 @@ public:
 private:
   PipelineStage() = default;
   Executable &firstForward() const { return *chunks.front().forward; }
-  Status loadChunks(const std::string &dir, Device device);
+  Status loadChunks(const std::string &dir, Communicator &world, Device device);
   Status bindChunk(size_t c);
   Status runAction(const pipeline::Action &a,
                    const std::vector<std::vector<Tensor>> &microbatches);
@@ -152,7 +153,10 @@ private:
   std::map<std::pair<int64_t, int64_t>, std::vector<uint8_t>> received, toSend;
   std::map<std::pair<int64_t, int64_t>, std::vector<std::vector<uint8_t>>>
       stash;
-  std::vector<std::vector<uint8_t>> posted; // sent, until waitSends
+  /// Sent buffers, until their sends complete: the communicator's send
+  /// `firstPosted` is posted.front().
+  std::deque<std::vector<uint8_t>> posted;
+  int64_t firstPosted = 0;
   std::vector<HostBuffer> results;
   std::vector<bool> resultHere, resultIsGradient;
   std::vector<const IOSpec *> resultSpecs;

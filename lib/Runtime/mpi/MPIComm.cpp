@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <thread>
 
@@ -120,13 +121,13 @@ std::string silentRanks() {
 
 /// Waits for `request`, answering roll calls meanwhile; past the collective
 /// timeout, an error naming the ranks that never arrived.
-Status waitFor(MPI_Request &request, const char *what) {
+Status waitFor(MPI_Request &request, const char *what,
+               MPI_Status *status = MPI_STATUS_IGNORE) {
   const double timeout = collectiveTimeout();
   Clock::time_point start = Clock::now();
   for (uint64_t spins = 0;; ++spins) {
     int done = 0;
-    if (Status s = check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
-        !s)
+    if (Status s = check(MPI_Test(&request, &done, status), what); !s)
       return s;
     if (done)
       return Status::success();
@@ -182,18 +183,37 @@ public:
   const char *backend() const override { return "MPI"; }
 
   Status send(const Tensor &t, int peer) override {
+    if (Status s = fitsOneMessage(t); !s)
+      return s;
     MPI_Request request;
     return complete(MPI_Isend(t.data, static_cast<int>(t.bytes()), MPI_BYTE,
                               peer, /*tag=*/0, comm, &request),
                     "MPI_Isend", request, "send");
   }
   Status recv(Tensor &t, int peer) override {
+    if (Status s = fitsOneMessage(t); !s)
+      return s;
     MPI_Request request;
-    return complete(MPI_Irecv(t.data, static_cast<int>(t.bytes()), MPI_BYTE,
-                              peer, /*tag=*/0, comm, &request),
-                    "MPI_Irecv", request, "recv");
+    MPI_Status status;
+    if (Status s = check(MPI_Irecv(t.data, static_cast<int>(t.bytes()),
+                                   MPI_BYTE, peer, /*tag=*/0, comm, &request),
+                         "MPI_Irecv");
+        !s)
+      return s;
+    if (Status s = waitFor(request, "recv", &status); !s)
+      return s;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    if (static_cast<size_t>(count) != t.bytes())
+      return Status::error("rank " + std::to_string(peer) + " sent " +
+                           std::to_string(count) + " bytes where " +
+                           std::to_string(t.bytes()) +
+                           " were expected (do the ranks run one artifact?)");
+    return Status::success();
   }
   Status postSend(const Tensor &t, int peer) override {
+    if (Status s = fitsOneMessage(t); !s)
+      return s;
     MPI_Request request;
     if (Status s = check(MPI_Isend(t.data, static_cast<int>(t.bytes()),
                                    MPI_BYTE, peer, /*tag=*/0, comm, &request),
@@ -203,11 +223,27 @@ public:
     posted.push_back(request);
     return Status::success();
   }
+  Status completedSends(int64_t &count) override {
+    while (!posted.empty()) {
+      int done = 0;
+      if (Status s = check(MPI_Test(&posted.front(), &done, MPI_STATUS_IGNORE),
+                           "MPI_Test");
+          !s)
+        return s;
+      if (!done)
+        break;
+      posted.pop_front();
+      ++sendsCompleted;
+    }
+    count = sendsCompleted;
+    return Status::success();
+  }
   Status waitSends() override {
     Status result = Status::success();
     for (MPI_Request &request : posted)
       if (Status s = waitFor(request, "send"); !s && result)
         result = s;
+    sendsCompleted += static_cast<int64_t>(posted.size());
     posted.clear();
     return result;
   }
@@ -276,8 +312,18 @@ protected:
   }
 
 private:
+  /// Point-to-point messages carry an int count of bytes.
+  static Status fitsOneMessage(const Tensor &t) {
+    if (t.bytes() <= static_cast<size_t>(std::numeric_limits<int>::max()))
+      return Status::success();
+    return Status::error("a point-to-point transfer of " +
+                         std::to_string(t.bytes()) +
+                         " bytes: more than one MPI message carries (2 GiB); "
+                         "use more micro-batches or tensor parallelism");
+  }
   MPI_Comm comm;
-  std::vector<MPI_Request> posted; // postSend's, until waitSends
+  std::deque<MPI_Request> posted; // postSend's, oldest first
+  int64_t sendsCompleted = 0;
   bool owned = false;
   int rankId = 0, ranks = 1;
 };

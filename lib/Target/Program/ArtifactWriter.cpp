@@ -336,6 +336,9 @@ std::string bindingName(DictionaryAttr attrs, StringRef fallback, size_t i) {
     for (StringRef role : {"recv", "send", "stash"})
       if (auto id = attrs.getAs<IntegerAttr>(("mp." + role).str()))
         return (role + ":" + Twine(id.getInt())).str();
+    // A pipeline chunk's: named by the program's own index.
+    if (auto index = attrs.getAs<IntegerAttr>(("mp." + fallback).str()))
+      return (fallback + Twine(index.getInt())).str();
   }
   return (fallback + Twine(i)).str();
 }
@@ -414,7 +417,8 @@ FailureOr<int> Lowering::paramBuffer(GetParamOp op) {
   std::vector<int64_t> localShape(p->shape().begin(), p->shape().end());
   // Borrowed (a pipeline chunk's backward): the forward's file has them.
   if (prog.synthetic_weights() || !prog.parameters_from().empty()) {
-    summary.parameterBytes += storageBytes(op.getType());
+    if (prog.parameters_from().empty())
+      summary.parameterBytes += storageBytes(op.getType());
     paramBuffers[op.getName()] = *id;
     return id;
   }

@@ -46,15 +46,15 @@ int64_t bytesOf(Type type) {
 
 /// Records a program input or output of one micro-batch at `index`.
 LogicalResult addSpec(std::map<int64_t, program::TensorSpec> &specs,
-                      int64_t index, DictionaryAttr attrs, Type type,
-                      Location loc) {
+                      StringRef kind, int64_t index, DictionaryAttr attrs,
+                      Type type, Location loc) {
   auto tensor = cast<RankedTensorType>(type);
   FailureOr<DType> dtype = runtimeDType(type, loc);
   if (failed(dtype))
     return failure();
   program::TensorSpec spec;
   auto name = attrs.getAs<StringAttr>(MPDialect::getNameAttrName());
-  spec.set_name(name ? name.str() : "output" + std::to_string(index));
+  spec.set_name(name ? name.str() : (kind + Twine(index)).str());
   spec.set_dtype(dtypeName(*dtype));
   for (int64_t d : tensor.getShape())
     spec.add_shape(d);
@@ -143,12 +143,14 @@ LogicalResult mp::writePipelineArtifact(ModuleOp module, StringRef dirName,
         continue;
       for (unsigned i = 0; i < func.getNumArguments(); ++i)
         if (auto in = func.getArgAttrOfType<IntegerAttr>(i, "mp.input"))
-          if (failed(addSpec(inputs, in.getInt(), func.getArgAttrDict(i),
-                             func.getArgumentTypes()[i], func.getLoc())))
+          if (failed(addSpec(inputs, "input", in.getInt(),
+                             func.getArgAttrDict(i), func.getArgumentTypes()[i],
+                             func.getLoc())))
             return failure();
       for (unsigned i = 0; i < func.getNumResults(); ++i) {
         if (auto out = func.getResultAttrOfType<IntegerAttr>(i, "mp.output"))
-          if (failed(addSpec(outputs, out.getInt(), func.getResultAttrDict(i),
+          if (failed(addSpec(outputs, "output", out.getInt(),
+                             func.getResultAttrDict(i),
                              func.getResultTypes()[i], func.getLoc())))
             return failure();
         if (func == c.forward && func.getResultAttr(i, "mp.stash"))
