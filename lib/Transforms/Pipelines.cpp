@@ -24,6 +24,14 @@ void mp::buildPartitionPipeline(OpPassManager &pm,
   if (options.pp > 1 || options.vp > 1)
     pm.addPass(createMPPipeline({options.pp, options.vp, options.microbatches,
                                  options.schedule, options.layout}));
+  // Marks the regions and records the policy; mp-train applies it.
+  if (options.recompute != "none") {
+    MPRecomputeOptions recompute;
+    recompute.granularity = options.recompute;
+    recompute.method = options.recomputeMethod;
+    recompute.layers = options.recomputeLayers;
+    pm.addPass(createMPRecompute(recompute));
+  }
 }
 
 void mp::buildParallelizePipeline(OpPassManager &pm,
@@ -35,6 +43,8 @@ void mp::buildParallelizePipeline(OpPassManager &pm,
 void mp::buildTrainPipeline(OpPassManager &pm) {
   pm.addPass(createMPLoss());
   pm.addPass(createMPAutodiff());
+  // The recompute policy --mp-parallelize recorded, if any.
+  pm.addPass(createMPRecompute());
 }
 
 /// Why `options` do not make a pipeline, or "" when they do.
@@ -52,6 +62,16 @@ static std::string invalid(const mp::ParallelizeOptions &options) {
            std::to_string(static_cast<int64_t>(options.zero));
   if (options.pp < 1 || options.vp < 1 || options.microbatches < 1)
     return "pp, vp and microbatches must be at least 1";
+  if (options.recompute != "none" && options.recompute != "selective" &&
+      options.recompute != "full")
+    return "recompute must be none, selective or full, got '" +
+           options.recompute + "'";
+  if (options.recomputeMethod != "uniform" &&
+      options.recomputeMethod != "block")
+    return "recompute-method must be uniform or block, got '" +
+           options.recomputeMethod + "'";
+  if (options.recomputeLayers < 1)
+    return "recompute-layers must be at least 1";
   if (!mp::pipeline::parseSchedule(options.schedule))
     return "unknown pipeline schedule '" + options.schedule +
            "' (gpipe, 1f1b or interleaved)";
@@ -78,7 +98,9 @@ void mp::registerMPPipelines() {
           return errorHandler(
               "expected tp=N sp[=true|false] dp=N zero=0|1 "
               "dtype=f32|bf16|f16 grid=NAME pp=N vp=N microbatches=N "
-              "schedule=gpipe|1f1b|interleaved layout=E...|...L, got '" +
+              "schedule=gpipe|1f1b|interleaved layout=E...|...L "
+              "recompute=none|selective|full recompute-method=uniform|block "
+              "recompute-layers=N, got '" +
               text + "'");
         if (std::string why = invalid(options); !why.empty())
           return errorHandler(why);

@@ -287,6 +287,37 @@ def MPPipeline : Pass<"mp-pipeline", "mlir::ModuleOp"> {
   let dependentDialects = ["mp::MPDialect"];
 }
 
+def MPRecompute : Pass<"mp-recompute", "mlir::ModuleOp"> {
+  let summary = "activation recompute: marked forward regions re-run in the "
+                "backward instead of keeping their values";
+  let description = [{
+    Marks regions of the forward pass (attribute `mp.recompute = id` on
+    their ops) and, in a train step (after `mp-train`), clones each region
+    into the backward, just before the first backward op reading it, and
+    points the backward at the clones (`mp.recomputed`): what the backward
+    keeps from the forward is then each region's inputs, not its
+    internals. Megatron's policies: `granularity=full` recomputes whole
+    transformer layers (`mp.layer`), `method=uniform` in groups of `layers`
+    layers, each group from its input, or `method=block` the first `layers`
+    layers of each pipeline stage, one by one; `granularity=selective`
+    recomputes core attention (ops with the CoreAttention trait). `ops=`
+    recomputes exactly the listed op kinds instead (mnemonics, e.g.
+    `ops=attention,gelu`). Dropout inside a region replays its mask (the
+    clone keeps `seed_id`). Without options the policy `--mp-parallelize`
+    recorded on the module (`mp.recompute`) applies, if any.
+  }];
+  let options = [
+    Option<"granularity", "granularity", "std::string", /*default=*/"\"\"",
+           "none, selective or full">,
+    Option<"method", "method", "std::string", /*default=*/"\"uniform\"",
+           "full recompute: uniform or block">,
+    Option<"layers", "layers", "int64_t", /*default=*/"1",
+           "full recompute: layers per group (uniform) or per stage (block)">,
+    ListOption<"ops", "ops", "std::string",
+               "recompute exactly these op kinds (mnemonics)">,
+  ];
+}
+
 def MPPipelineSplit : Pass<"mp-pipeline-split", "mlir::ModuleOp"> {
   let summary = "one function per pipeline chunk and phase";
   let description = [{

@@ -63,6 +63,21 @@ struct ParallelizeOptions : mlir::PassPipelineOptions<ParallelizeOptions> {
       *this, "layout",
       llvm::cl::desc("pipeline cut by hand: chunks of E, t, L separated by |"),
       llvm::cl::init("")};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("activation recompute in the train step: none, "
+                     "selective (core attention) or full (whole layers)"),
+      llvm::cl::init("none")};
+  Option<std::string> recomputeMethod{
+      *this, "recompute-method",
+      llvm::cl::desc("full recompute: uniform (groups of recompute-layers "
+                     "layers) or block (the first recompute-layers layers "
+                     "of each pipeline stage)"),
+      llvm::cl::init("uniform")};
+  Option<int64_t> recomputeLayers{
+      *this, "recompute-layers",
+      llvm::cl::desc("full recompute: layers per group or per stage"),
+      llvm::cl::init(1)};
 };
 
 /// Raising to named transformer ops and the storage precision: the program

@@ -43,6 +43,12 @@ class TransformerOp
 template <typename ConcreteType>
 class ReplicatedResults
     : public mlir::OpTrait::TraitBase<ConcreteType, ReplicatedResults> {};
+/// Core attention (QKᵀ, its softmax, ·V): what selective activation
+/// recompute re-runs in the backward rather than keeping its large results
+/// (Korthikanti et al. 2022; mp-recompute granularity=selective).
+template <typename ConcreteType>
+class CoreAttention
+    : public mlir::OpTrait::TraitBase<ConcreteType, CoreAttention> {};
 } // namespace OpTrait
 
 } // namespace mp

@@ -29,6 +29,11 @@ def MP_ReplicatedResultsTrait : NativeOpTrait<"ReplicatedResults"> {
   let cppNamespace = "::mp::OpTrait";
 }
 
+// Core attention: what selective recompute re-runs (mp-recompute).
+def MP_CoreAttentionTrait : NativeOpTrait<"CoreAttention"> {
+  let cppNamespace = "::mp::OpTrait";
+}
+
 // Has a derivative rule (buildAdjoints in MPAutodiff.cpp).
 def MP_Differentiable : DeclareOpInterfaceMethods<MP_AutodiffOpInterface>;
 // Counts its FLOPs (getFlops in MPOps.cpp).
@@ -311,7 +316,7 @@ def MP_RMSNormOp : MP_Op<"rms_norm", [MP_Differentiable,
   let hasVerifier = 1;
 }
 
-def MP_SoftmaxOp : MP_Op<"softmax", [MP_Differentiable,
+def MP_SoftmaxOp : MP_Op<"softmax", [MP_Differentiable, MP_CoreAttentionTrait,
     Pure, SameOperandsAndResultType,
                                      InferTypeOpInterface, MP_SplitByRule,
                                      MP_TransformerOpTrait]> {
@@ -344,6 +349,7 @@ def MP_ReduceOp : MP_Op<"reduce", [MP_Differentiable,
 }
 
 def MP_AttentionOp : MP_Op<"attention", [MP_Differentiable, MP_Costed,
+    MP_CoreAttentionTrait,
     Pure, InferTypeOpAdaptor,
                                          MP_SplitByRule,
                                          MP_TransformerOpTrait]> {
