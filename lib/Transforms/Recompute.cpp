@@ -18,6 +18,7 @@
 #include "mp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
@@ -175,10 +176,18 @@ void RecomputePass::apply(func::FuncOp func) {
   Block &body = func.getBody().front();
   // Each region's ops, in program order.
   llvm::MapVector<int64_t, SmallVector<Operation *>> regions;
-  for (Operation &op : body.without_terminator())
-    if (!isBackward(&op))
-      if (auto region = intAttr(&op, kRegionAttr))
-        regions[*region].push_back(&op);
+  int64_t regather = -1;
+  for (Operation &op : body.without_terminator()) {
+    if (isBackward(&op))
+      continue;
+    if (auto region = intAttr(&op, kRegionAttr))
+      regions[*region].push_back(&op);
+    // Sequence parallelism's gathers, gathered again in the backward
+    // (Megatron keeps the sharded input, not the gathered one).
+    else if (regatherInputs && isa<shard::AllGatherOp>(op) &&
+             llvm::any_of(op.getUsers(), isBackward))
+      regions[regather--].push_back(&op);
+  }
   OpBuilder b(func.getContext());
   for (auto &[id, ops] : regions) {
     llvm::DenseSet<Operation *> inRegion(ops.begin(), ops.end());
@@ -250,9 +259,11 @@ void RecomputePass::runOnOperation() {
   if (p.empty())
     if (auto saved = module->getAttrOfType<DictionaryAttr>(kRegionAttr))
       p = recorded(saved);
-  if (p.empty())
+  bool gathers = false;
+  module.walk([&](shard::AllGatherOp) { gathers = true; });
+  if (p.empty() && !(regatherInputs && gathers))
     return;
-  if (failed(check(p, module.getLoc())))
+  if (!p.empty() && failed(check(p, module.getLoc())))
     return signalPassFailure();
   FailureOr<func::FuncOp> func = getEntryFunction(module);
   if (failed(func))
@@ -262,9 +273,11 @@ void RecomputePass::runOnOperation() {
     marked |= op->hasAttr(kRegionAttr);
     train |= isBackward(op);
   });
-  if (!marked && failed(mark(*func, p)))
-    return signalPassFailure();
-  module->setAttr(kRegionAttr, record(b, p));
+  if (!p.empty()) {
+    if (!marked && failed(mark(*func, p)))
+      return signalPassFailure();
+    module->setAttr(kRegionAttr, record(b, p));
+  }
   if (train)
     apply(*func);
 }

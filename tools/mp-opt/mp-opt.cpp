@@ -298,8 +298,47 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
              : 0;
 }
 
+/// The report's shorthands, as the pass's options: `--mp-report=json` is
+/// `--mp-report=format=json`, and `--mp-report-gpu=G` and
+/// `--mp-report-iteration-time=T` join the report's options.
+static std::vector<std::string> reportShorthands(int argc, char **argv) {
+  std::vector<std::string> args;
+  std::string extra;
+  int report = -1;
+  for (int i = 0; i < argc; ++i) {
+    StringRef arg = argv[i];
+    if (arg.consume_front("--mp-report-gpu="))
+      extra += " gpu=" + arg.str();
+    else if (arg.consume_front("--mp-report-iteration-time="))
+      extra += " iteration-time=" + arg.str();
+    else {
+      if (arg == "--mp-report" || arg.starts_with("--mp-report="))
+        report = static_cast<int>(args.size());
+      args.push_back(argv[i]);
+    }
+  }
+  if (report >= 0) {
+    StringRef arg = args[report];
+    std::string options = arg.consume_front("--mp-report=") ? arg.str() : "";
+    if (!options.empty() && options.find('=') == std::string::npos)
+      options = "format=" + options; // --mp-report=json
+    options += extra;
+    args[report] = "--mp-report=" + StringRef(options).ltrim().str();
+  } else if (!extra.empty()) {
+    args.push_back("--mp-report=" + StringRef(extra).ltrim().str());
+  }
+  return args;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  std::vector<std::string> rewritten = reportShorthands(argc, argv);
+  std::vector<char *> argvRewritten;
+  for (std::string &arg : rewritten)
+    argvRewritten.push_back(arg.data());
+  argvRewritten.push_back(nullptr);
+  argc = static_cast<int>(rewritten.size());
+  argv = argvRewritten.data();
   DialectRegistry registry;
   registry.insert<mp::MPDialect, func::FuncDialect, shard::ShardDialect>();
   mp::registerMPPasses();

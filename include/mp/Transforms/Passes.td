@@ -302,7 +302,10 @@ def MPRecompute : Pass<"mp-recompute", "mlir::ModuleOp"> {
     layers of each pipeline stage, one by one; `granularity=selective`
     recomputes core attention (ops with the CoreAttention trait). `ops=`
     recomputes exactly the listed op kinds instead (mnemonics, e.g.
-    `ops=attention,gelu`). Dropout inside a region replays its mask (the
+    `ops=attention,gelu`). Under sequence parallelism the all-gathered
+    input of a linear is gathered again in the backward rather than kept
+    gathered (`regather`, on by default, as Megatron). Dropout inside a
+    region replays its mask (the
     clone keeps `seed_id`). Without options the policy `--mp-parallelize`
     recorded on the module (`mp.recompute`) applies, if any.
   }];
@@ -315,7 +318,37 @@ def MPRecompute : Pass<"mp-recompute", "mlir::ModuleOp"> {
            "full recompute: layers per group (uniform) or per stage (block)">,
     ListOption<"ops", "ops", "std::string",
                "recompute exactly these op kinds (mnemonics)">,
+    Option<"regatherInputs", "regather", "bool", /*default=*/"true",
+           "sequence parallelism: gather a linear's input again in the "
+           "backward instead of keeping it gathered (as Megatron does)">,
   ];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
+def MPReport : Pass<"mp-report", "mlir::ModuleOp"> {
+  let summary = "print what a partitioned train step costs each rank";
+  let description = [{
+    Prints, per pipeline stage (its ranks are alike), parameter, gradient,
+    optimizer-state and activation bytes (mixed-precision Adam: 2 + 2 + 12
+    bytes per parameter, the 12 divided by dp under ZeRO-1; activations as
+    the IR keeps them for the backward, with the schedule's micro-batches
+    in flight), one layer's activation bytes beside Korthikanti's closed
+    form for the layout's tp, sp and recompute, FLOPs per step (model, and
+    hardware with recomputed copies) beside Narayanan's and Korthikanti's
+    formulas, collective and point-to-point bytes per rank and step, the
+    pipeline bubble, and a predicted step time and MFU on `gpu`; with
+    `iteration-time`, the MFU and HFU of that measured time. Run it after
+    `--mp-parallelize` and `--mp-train`. The IR is not changed.
+  }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"text\"",
+           "text or json">,
+    Option<"gpu", "gpu", "std::string", /*default=*/"\"h100\"",
+           "a100, h100 or h200 (16-bit peak, memory and link bandwidth)">,
+    Option<"iterationTime", "iteration-time", "double", /*default=*/"0",
+           "a measured step time in seconds: report its MFU and HFU">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
 def MPPipelineSplit : Pass<"mp-pipeline-split", "mlir::ModuleOp"> {
