@@ -351,6 +351,38 @@ def MPReport : Pass<"mp-report", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def MPAutoPlan : Pass<"mp-auto-plan", "mlir::ModuleOp"> {
+  let summary = "search tp, pp, vp, dp, micro-batch, sp and recompute for a "
+                "cluster; print the fastest layouts that fit";
+  let description = [{
+    On a raised, unpartitioned model (the pinned shape's sequence; any
+    batch): measures each layer's and the rest's FLOPs, bytes and
+    parameters once, prices every layout of `gpus` GPUs in closed form
+    (compute on the GPU's peak and bandwidth, tensor-parallel collectives
+    over NVLink, pipeline transfers and the gradient all-reduce over the
+    network, the bubble; memory as mp-report counts it) and prints the `top`
+    fastest that fit in `memory` per GPU, each with its `--mp-parallelize`
+    options (the micro-batch size is the batch to pin with --mp-shape).
+    `best-only` prints just the fastest's options; `baseline` (e.g.
+    "tp=8 sp=true pp=8 vp=3 recompute=selective mbs=1") prices another
+    layout with the same model to compare.
+  }];
+  let options = [
+    Option<"gpus", "gpus", "int64_t", /*default=*/"0", "GPUs in the cluster">,
+    Option<"memory", "memory", "std::string", /*default=*/"\"80GiB\"",
+           "memory per GPU (GiB, GB or MiB)">,
+    Option<"gpu", "gpu", "std::string", /*default=*/"\"a100\"",
+           "a100, h100 or h200">,
+    Option<"globalBatch", "global-batch", "int64_t", /*default=*/"0",
+           "sequences per step">,
+    Option<"top", "top", "int64_t", /*default=*/"5", "layouts printed">,
+    Option<"bestOnly", "best-only", "bool", /*default=*/"false",
+           "print only the fastest layout's --mp-parallelize options">,
+    Option<"baseline", "baseline", "std::string", /*default=*/"\"\"",
+           "a layout to price beside them">,
+  ];
+}
+
 def MPPipelineSplit : Pass<"mp-pipeline-split", "mlir::ModuleOp"> {
   let summary = "one function per pipeline chunk and phase";
   let description = [{

@@ -1,0 +1,419 @@
+//===- AutoPlan.cpp - choose tp, pp, vp, dp, micro-batch, sp, recompute ---===//
+//
+// Searches every layout of a model over a cluster and ranks those that fit
+// in memory by predicted step time. The model is measured once, unsplit:
+// each transformer layer's and the rest's FLOPs and bytes (the cost model of
+// mp/Analysis/Cost.h, as the pipeline cut and the report use) and
+// parameters, per token of the pinned shape; each layout is then priced in
+// closed form: compute on the GPU's peak and memory bandwidth (backward
+// twice the forward, recompute adding what it re-runs), tensor-parallel
+// collectives over NVLink, pipeline transfers and the data-parallel
+// gradient all-reduce over the network, the schedule's bubble, and memory
+// as mp-report counts it (mixed-precision Adam, ZeRO-1 over dp, the
+// activations of Korthikanti's forms as mp keeps a layer, with the
+// micro-batches in flight). Layouts: tp a divisor of the heads within a
+// node (8 GPUs), pp and vp cutting the layers evenly, dp the rest of the
+// GPUs, micro-batches that divide each replica's batch (1F1B needs at least
+// pp of them, interleaving a multiple of pp; without stages one, as mp has
+// no gradient accumulation yet), sp with tp, recompute none,
+// selective or full. The search is exhaustive (thousands of layouts, each
+// priced in O(1)).
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Analysis/Cost.h"
+#include "mp/Analysis/Layers.h"
+#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace mp {
+#define GEN_PASS_DEF_MPAUTOPLAN
+#include "mp/Transforms/Passes.h.inc"
+} // namespace mp
+
+using namespace mlir;
+using namespace mp;
+
+namespace {
+
+struct Cluster {
+  const char *name;
+  double peakFlops, memoryBandwidth, nvlink, network; // FLOP/s, bytes/s
+};
+
+std::optional<Cluster> clusterOf(StringRef gpu) {
+  // Network: a 200 Gb/s HDR port per A100 (25 GB/s), 400 Gb/s NDR per
+  // H100/H200 (50 GB/s).
+  if (gpu == "a100")
+    return Cluster{"a100", 312e12, 2.039e12, 300e9, 25e9};
+  if (gpu == "h100")
+    return Cluster{"h100", 989e12, 3.35e12, 450e9, 50e9};
+  if (gpu == "h200")
+    return Cluster{"h200", 989e12, 4.8e12, 450e9, 50e9};
+  return std::nullopt;
+}
+
+/// The model, measured once.
+struct Model {
+  int64_t b0 = 1, s = 0, h = 0, a = 0, layers = 0, vocab = 0;
+  double layerFlops = 0, layerBytes = 0, attentionFlops = 0; // per token
+  double restFlops = 0, restBytes = 0;                       // per token
+  double layerParams = 0, restParams = 0, allParams = 0;
+};
+
+std::optional<int64_t> intAttr(Operation *op, StringRef name) {
+  if (auto attr = op->getAttrOfType<IntegerAttr>(name))
+    return attr.getInt();
+  return std::nullopt;
+}
+
+Model measure(ModuleOp module, func::FuncOp func) {
+  Model m;
+  bool tagged = false;
+  func.walk([&](Operation *op) {
+    tagged |= op->hasAttr(MPDialect::getLayerAttrName());
+  });
+  if (!tagged)
+    tagLayers(func);
+  std::set<int64_t> layers;
+  for (BlockArgument arg : func.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (type.getRank() == 2 && type.getElementType().isInteger(64) &&
+        m.s == 0) {
+      m.b0 = type.getDimSize(0);
+      m.s = type.getDimSize(1);
+    }
+  }
+  func.walk([&](Operation *op) {
+    if (auto layer = intAttr(op, MPDialect::getLayerAttrName()))
+      layers.insert(*layer);
+  });
+  m.layers = static_cast<int64_t>(layers.size());
+  const int64_t mid = m.layers / 2;
+  std::set<std::string> layerParams;
+  func.walk([&](Operation *op) {
+    if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
+      auto table = embedding.getTable().getType();
+      if (table.getDimSize(0) > m.vocab) {
+        m.vocab = table.getDimSize(0);
+        m.h = table.getDimSize(1);
+      }
+    }
+    if (auto attention = dyn_cast<AttentionOp>(op); attention && m.a == 0)
+      m.a =
+          cast<RankedTensorType>(attention.getQuery().getType()).getDimSize(1);
+    auto layer = intAttr(op, MPDialect::getLayerAttrName());
+    if (auto get = dyn_cast<GetParamOp>(op)) {
+      if (layer == mid)
+        layerParams.insert(get.getName().str());
+      return;
+    }
+    Cost cost = costOf(op);
+    if (!layer) {
+      m.restFlops += cost.flops;
+      m.restBytes += cost.bytes;
+    } else if (*layer == mid) {
+      m.layerFlops += cost.flops;
+      m.layerBytes += cost.bytes;
+      if (op->hasTrait<mp::OpTrait::CoreAttention>())
+        m.attentionFlops += cost.flops;
+    }
+  });
+  for (auto param : module.getOps<ParamOp>()) {
+    const double n = double(param.getTensorType().getNumElements());
+    m.allParams += n;
+    if (layerParams.count(param.getSymName().str()))
+      m.layerParams += n;
+  }
+  m.restParams = m.allParams - m.layerParams * double(m.layers);
+  const double tokens = double(m.b0 * m.s);
+  for (double *per : {&m.layerFlops, &m.layerBytes, &m.attentionFlops,
+                      &m.restFlops, &m.restBytes})
+    *per /= tokens;
+  return m;
+}
+
+struct Layout {
+  int64_t t = 1, p = 1, v = 1, d = 1, b = 1, m = 1;
+  bool sp = false;
+  std::string recompute = "none";
+  double seconds = 0, memory = 0, mfu = 0;
+
+  std::string options() const {
+    std::string out = "tp=" + std::to_string(t);
+    if (sp)
+      out += " sp=true";
+    if (p > 1 || v > 1)
+      out += " pp=" + std::to_string(p) +
+             (v > 1 ? " vp=" + std::to_string(v) : std::string()) +
+             " microbatches=" + std::to_string(m) +
+             (v > 1 ? " schedule=interleaved" : "");
+    if (d > 1)
+      out += " dp=" + std::to_string(d) + " zero=1";
+    out += " dtype=bf16";
+    if (recompute != "none")
+      out += " recompute=" + recompute;
+    return out;
+  }
+};
+
+/// One layer's activation bytes as mp keeps it (mp-report's reconciled
+/// Korthikanti form; 16-bit), for micro-batch size b.
+double layerActivations(const Model &m, const Layout &l) {
+  const double sbh = double(m.s) * double(l.b) * double(m.h), t = double(l.t);
+  if (l.recompute == "full")
+    return 2 * sbh / (l.sp ? t : 1.0);
+  const double attn = 5.0 * m.a * m.s / m.h;
+  double formula;
+  if (l.t == 1)
+    formula = l.recompute == "selective" ? 34 * sbh : sbh * (34 + attn);
+  else if (l.recompute == "selective")
+    formula = l.sp ? 34 * sbh / t : sbh * (10 + 24 / t);
+  else
+    formula = l.sp ? sbh / t * (34 + attn) : sbh * (10 + 24 / t + attn / t);
+  const double scores = l.recompute == "selective" ? 0 : attn * sbh / t;
+  const double masks = 2 * sbh / (l.sp ? t : 1.0);
+  const double outputTwice = l.recompute == "selective" ? 0 : 2 * sbh / t;
+  return formula - scores - masks + outputTwice;
+}
+
+/// Prices `l` (sets seconds, memory and MFU); false when it cannot run.
+bool price(const Model &m, const Cluster &c, int64_t globalBatch, Layout &l) {
+  const double tokens = double(l.b) * double(m.s);
+  const double layersPerStage = double(m.layers) / double(l.p);
+  // Compute of one micro-batch on the busiest stage (the first, with the
+  // embedding; the last's head is counted there too, a bound).
+  double forward = layersPerStage * m.layerFlops + m.restFlops;
+  double recomputed = l.recompute == "full" ? layersPerStage * m.layerFlops
+                      : l.recompute == "selective"
+                          ? layersPerStage * m.attentionFlops
+                          : 0;
+  const double flops = tokens * (3 * forward + recomputed) / double(l.t);
+  const double bytes =
+      tokens * 3 * (layersPerStage * m.layerBytes + m.restBytes) / double(l.t);
+  double microbatch = flops / c.peakFlops + bytes / c.memoryBandwidth;
+  // Tensor-parallel traffic per layer, forward and backward: 8bsh(t-1)/t
+  // 16-bit elements (Narayanan).
+  if (l.t > 1)
+    microbatch += layersPerStage * 8 * tokens * double(m.h) * 2 *
+                  double(l.t - 1) / double(l.t) / c.nvlink;
+  // Pipeline transfers: an activation and a gradient of bsh/t per
+  // micro-batch and chunk boundary (scatter/gather), v per stage.
+  if (l.p > 1)
+    microbatch +=
+        2 * double(l.v) * tokens * double(m.h) * 2 / double(l.t) / c.network;
+  const double bubble = double(l.p - 1) / (double(l.v) * double(l.m));
+  double seconds = double(l.m) * microbatch * (1 + bubble);
+  // The data-parallel gradient all-reduce (16-bit) of a stage's shard.
+  const double stageParams =
+      (layersPerStage * m.layerParams + m.restParams) / double(l.t);
+  if (l.d > 1)
+    seconds += 2 * double(l.d - 1) / double(l.d) * stageParams * 2 / c.network;
+  // Memory: mixed-precision Adam (ZeRO-1 over dp) and the first stage's
+  // activations in flight.
+  const double weights = stageParams * (2 + 2 + 12 / double(l.d));
+  double inFlight = layersPerStage * double(std::min(l.p, l.m));
+  if (l.v > 1)
+    inFlight *= 1 + double(l.p - 1) / double(l.p * l.v);
+  const double logits = 4 * tokens * double(m.vocab) / double(l.t);
+  l.memory = weights + inFlight * layerActivations(m, l) + logits;
+  l.seconds = seconds;
+  const double L = double(m.layers), h = double(m.h), s = double(m.s);
+  const double modelFlops = 72 * double(globalBatch) * L * s * h * h *
+                            (1 + s / (6 * h) + double(m.vocab) / (12 * h * L));
+  l.mfu = modelFlops / (seconds * double(l.t * l.p * l.d) * c.peakFlops);
+  return true;
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t k = 1; k <= n; ++k)
+    if (n % k == 0)
+      out.push_back(k);
+  return out;
+}
+
+/// Every layout of `gpus` GPUs for the model, priced.
+std::vector<Layout> search(const Model &m, const Cluster &c, int64_t gpus,
+                           int64_t globalBatch) {
+  std::vector<Layout> out;
+  for (int64_t t : divisors(std::min<int64_t>(gpus, 8))) {
+    if (m.a % t || gpus % t)
+      continue;
+    for (int64_t p : divisors(gpus / t)) {
+      if (p > m.layers)
+        continue;
+      const int64_t d = gpus / (t * p);
+      if (globalBatch % d)
+        continue;
+      for (int64_t v = 1; p * v <= m.layers; ++v) {
+        if (m.layers % (p * v) || (v > 1 && p == 1))
+          continue;
+        for (int64_t b : divisors(globalBatch / d)) {
+          const int64_t mb = globalBatch / d / b;
+          // (Without stages mp runs one micro-batch per step: no gradient
+          // accumulation yet.)
+          if ((p > 1 && mb < p) || (v > 1 && mb % p) || (p == 1 && mb > 1))
+            continue;
+          for (bool sp : {false, true}) {
+            if (sp && t == 1)
+              continue;
+            for (const char *recompute : {"none", "selective", "full"}) {
+              Layout l{t, p, v, d, b, mb, sp, recompute};
+              if (price(m, c, globalBatch, l))
+                out.push_back(l);
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/// A layout from --mp-parallelize-style options (the baseline to compare).
+std::optional<Layout> parseLayout(StringRef text, int64_t gpus,
+                                  int64_t globalBatch, int64_t batch) {
+  Layout l;
+  l.b = batch;
+  SmallVector<StringRef> words;
+  text.split(words, ' ', -1, false);
+  for (StringRef word : words) {
+    auto [key, value] = word.split('=');
+    int64_t n = 0;
+    if (key == "sp")
+      l.sp = value == "true";
+    else if (key == "recompute")
+      l.recompute = value.str();
+    else if (key == "mbs" && !value.getAsInteger(10, n))
+      l.b = n;
+    else if (!value.getAsInteger(10, n)) {
+      if (key == "tp")
+        l.t = n;
+      else if (key == "pp")
+        l.p = n;
+      else if (key == "vp")
+        l.v = n;
+    }
+  }
+  if (l.t < 1 || l.p < 1 || l.v < 1 || l.b < 1 || gpus % (l.t * l.p))
+    return std::nullopt;
+  l.d = gpus / (l.t * l.p);
+  if (globalBatch % (l.d * l.b))
+    return std::nullopt;
+  l.m = globalBatch / (l.d * l.b);
+  return l;
+}
+
+double parseBytes(StringRef text) {
+  double scale = 1;
+  for (auto [suffix, factor] :
+       {std::pair<StringRef, double>{"GiB", double(1 << 30)},
+        {"GB", 1e9},
+        {"MiB", double(1 << 20)}})
+    if (text.consume_back(suffix)) {
+      scale = factor;
+      break;
+    }
+  double value = 0;
+  return text.getAsDouble(value) ? -1 : value * scale;
+}
+
+struct AutoPlanPass : public mp::impl::MPAutoPlanBase<AutoPlanPass> {
+  using MPAutoPlanBase::MPAutoPlanBase;
+  void runOnOperation() override;
+};
+
+void printLayout(llvm::raw_ostream &os, const Layout &l) {
+  os << llvm::format("%10.4g s/step  %7.2f GiB/rank  MFU %5.1f%%  "
+                     "micro-batch %lld  ",
+                     l.seconds, l.memory / double(1 << 30), 100 * l.mfu,
+                     (long long)l.b)
+     << l.options() << "\n";
+}
+
+void AutoPlanPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  std::optional<Cluster> cluster = clusterOf(gpu);
+  const double budget = parseBytes(memory);
+  if (!cluster || gpus < 1 || globalBatch < 1 || budget <= 0 || top < 1) {
+    emitError(module.getLoc())
+        << "mp-auto-plan needs gpus=N memory=SIZE (e.g. 80GiB) "
+           "gpu=a100|h100|h200 global-batch=B (top=K), got gpus="
+        << std::to_string(gpus) << " memory=" << memory << " gpu=" << gpu
+        << " global-batch=" << std::to_string(globalBatch);
+    return signalPassFailure();
+  }
+  FailureOr<func::FuncOp> func = getEntryFunction(module);
+  if (failed(func))
+    return signalPassFailure();
+  Model model = measure(module, *func);
+  if (model.layers == 0 || model.s == 0 || model.a == 0) {
+    emitError(module.getLoc()) << "mp-auto-plan needs a transformer with "
+                                  "token ids [batch, sequence] (raised: "
+                                  "mp.attention and mp.layer)";
+    return signalPassFailure();
+  }
+  std::vector<Layout> all = search(model, *cluster, gpus, globalBatch);
+  std::vector<Layout> fits;
+  for (const Layout &l : all)
+    if (l.memory <= budget)
+      fits.push_back(l);
+  std::sort(fits.begin(), fits.end(), [](const Layout &x, const Layout &y) {
+    return x.seconds < y.seconds;
+  });
+  llvm::raw_ostream &os = llvm::outs();
+  if (bestOnly) {
+    if (fits.empty()) {
+      emitError(module.getLoc())
+          << "mp-auto-plan: no layout of " << std::to_string(gpus)
+          << " GPUs fits in " << memory;
+      return signalPassFailure();
+    }
+    os << fits.front().options() << "\n";
+    if (fits.front().b != model.b0)
+      llvm::errs() << "mp-auto-plan: note: the plan's micro-batch is "
+                   << fits.front().b << " sequences; pin it with "
+                   << "--mp-shape=input_ids=" << fits.front().b << "x"
+                   << model.s << "\n";
+    return;
+  }
+  os << llvm::format("mp-auto-plan: %lld layouts of %lld %s GPUs searched, "
+                     "%zu fit in %s per GPU; global batch %lld of %lld "
+                     "tokens\n",
+                     (long long)all.size(), (long long)(int64_t)gpus,
+                     cluster->name, fits.size(), memory.c_str(),
+                     (long long)(int64_t)globalBatch, (long long)model.s);
+  os << llvm::format("model: layers=%lld heads=%lld hidden=%lld vocab=%lld "
+                     "parameters=%.4g\n",
+                     (long long)model.layers, (long long)model.a,
+                     (long long)model.h, (long long)model.vocab,
+                     model.allParams);
+  for (size_t i = 0; i < fits.size() && i < static_cast<size_t>(top); ++i)
+    printLayout(os, fits[i]);
+  if (!baseline.empty()) {
+    std::optional<Layout> base =
+        parseLayout(baseline, gpus, globalBatch, model.b0);
+    if (!base || !price(model, *cluster, globalBatch, *base)) {
+      emitError(module.getLoc()) << "mp-auto-plan: baseline '" << baseline
+                                 << "' is not a layout of these GPUs and batch";
+      return signalPassFailure();
+    }
+    os << "baseline  ";
+    printLayout(os, *base);
+    if (!fits.empty())
+      os << llvm::format("best/baseline step time: %.3f\n",
+                         fits.front().seconds / base->seconds);
+  }
+  if (fits.empty())
+    os << "no layout fits: give more GPUs or memory\n";
+}
+
+} // namespace
