@@ -14,8 +14,8 @@
 // micro-batches in flight). Layouts: tp a divisor of the heads within a
 // node (8 GPUs), pp and vp cutting the layers evenly, dp the rest of the
 // GPUs, micro-batches that divide each replica's batch (1F1B needs at least
-// pp of them, interleaving a multiple of pp; without stages one, as mp has
-// no gradient accumulation yet), sp with tp, recompute none,
+// pp of them, interleaving a multiple of pp; one stage accumulates), sp
+// with tp, recompute none,
 // selective or full. The search is exhaustive (thousands of layouts, each
 // priced in O(1)).
 //
@@ -152,8 +152,9 @@ struct Layout {
       out += " sp=true";
     if (p > 1 || v > 1)
       out += " pp=" + std::to_string(p) +
-             (v > 1 ? " vp=" + std::to_string(v) : std::string()) +
-             " microbatches=" + std::to_string(m) +
+             (v > 1 ? " vp=" + std::to_string(v) : std::string());
+    if (p > 1 || v > 1 || m > 1)
+      out += " microbatches=" + std::to_string(m) +
              (v > 1 ? " schedule=interleaved" : "");
     if (d > 1)
       out += " dp=" + std::to_string(d) + " zero=1";
@@ -258,9 +259,7 @@ std::vector<Layout> search(const Model &m, const Cluster &c, int64_t gpus,
           continue;
         for (int64_t b : divisors(globalBatch / d)) {
           const int64_t mb = globalBatch / d / b;
-          // (Without stages mp runs one micro-batch per step: no gradient
-          // accumulation yet.)
-          if ((p > 1 && mb < p) || (v > 1 && mb % p) || (p == 1 && mb > 1))
+          if ((p > 1 && mb < p) || (v > 1 && mb % p))
             continue;
           for (bool sp : {false, true}) {
             if (sp && t == 1)

@@ -231,7 +231,8 @@ struct PipelinePass : public mp::impl::MPPipelineBase<PipelinePass> {
       emitError(module.getLoc()) << why;
       return signalPassFailure();
     }
-    if (pp == 1 && vp == 1)
+    // (One stage and several micro-batches: gradient accumulation.)
+    if (pp == 1 && vp == 1 && microbatches == 1)
       return;
     FailureOr<func::FuncOp> func = getEntryFunction(module);
     if (failed(func))

@@ -21,7 +21,8 @@ void mp::buildPartitionPipeline(OpPassManager &pm,
     pm.addPass(createMPSequenceParallel({options.grid}));
   if (options.dp > 1 || options.zero)
     pm.addPass(createMPDataParallel({options.dp, options.zero}));
-  if (options.pp > 1 || options.vp > 1)
+  // One stage with several micro-batches is gradient accumulation.
+  if (options.pp > 1 || options.vp > 1 || options.microbatches > 1)
     pm.addPass(createMPPipeline({options.pp, options.vp, options.microbatches,
                                  options.schedule, options.layout}));
   // Marks the regions and records the policy; mp-train applies it.
@@ -76,11 +77,10 @@ static std::string invalid(const mp::ParallelizeOptions &options) {
     return "unknown pipeline schedule '" + options.schedule +
            "' (gpipe, 1f1b or interleaved)";
   if (options.pp == 1 && options.vp == 1 &&
-      (options.microbatches != 1 || !options.layout.empty() ||
-       options.schedule != "1f1b"))
-    return "microbatches, schedule and layout are pipeline options: they "
-           "need pp > 1 (gradient accumulation without pipeline stages is "
-           "not supported yet)";
+      (!options.layout.empty() || options.schedule != "1f1b"))
+    return "schedule and layout are pipeline options: they need pp > 1 "
+           "(microbatches=M with pp=1 accumulates gradients over M "
+           "micro-batches)";
   return "";
 }
 

@@ -558,10 +558,19 @@ void ReportPass::runOnOperation() {
         << "mp-report gpu must be a100, h100 or h200, got '" << gpu << "'";
     return signalPassFailure();
   }
-  if (iterationTime < 0) {
-    emitError(module.getLoc()) << "mp-report iteration-time must be positive";
+  if (iterationTime < 0 || peakFlops < 0 || memoryBandwidth < 0 ||
+      linkBandwidth < 0) {
+    emitError(module.getLoc()) << "mp-report iteration-time, peak-flops and "
+                                  "bandwidths must be positive";
     return signalPassFailure();
   }
+  // A GPU of the options' figures, the preset's for those not given.
+  if (peakFlops > 0)
+    chosen->peakFlops = peakFlops;
+  if (memoryBandwidth > 0)
+    chosen->memoryBandwidth = memoryBandwidth;
+  if (linkBandwidth > 0)
+    chosen->linkBandwidth = linkBandwidth;
   FailureOr<func::FuncOp> func = getEntryFunction(module);
   if (failed(func))
     return signalPassFailure();

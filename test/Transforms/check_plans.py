@@ -29,7 +29,7 @@ def expected(layers, heads, gpus, batch):
                 if layers % (p * v) == 0 and not (v > 1 and p == 1):
                     for b in divisors(batch // d):
                         m = batch // d // b
-                        if (p > 1 and m < p) or (v > 1 and m % p) or (p == 1 and m > 1):
+                        if (p > 1 and m < p) or (v > 1 and m % p):
                             continue
                         for sp in ([False, True] if t > 1 else [False]):
                             for r in ("none", "selective", "full"):

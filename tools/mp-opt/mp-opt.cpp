@@ -167,7 +167,7 @@ static LogicalResult writeArtifactOf(ModuleOp module, ModuleOp reference) {
   if (failed(mp::writeArtifact(module, artifactDir, summary, reference,
                                syntheticWeights)))
     return failure();
-  if (summary.stages > 1) {
+  if (summary.pipeline) {
     llvm::outs() << "mp-opt: wrote pipeline artifact " << artifactDir << ": "
                  << summary.stages << " stages, " << summary.functions
                  << " chunk functions, " << summary.instructions

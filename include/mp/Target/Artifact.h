@@ -22,6 +22,7 @@ struct ArtifactSummary {
   /// A pipeline artifact's stages and chunk functions (the arena is the
   /// largest function's; the other sizes are summed).
   int64_t stages = 1, functions = 1;
+  bool pipeline = false;
 };
 
 /// Lowers the `main` function of `module` to an artifact directory `dir`

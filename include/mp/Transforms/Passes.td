@@ -347,6 +347,12 @@ def MPReport : Pass<"mp-report", "mlir::ModuleOp"> {
            "a100, h100 or h200 (16-bit peak, memory and link bandwidth)">,
     Option<"iterationTime", "iteration-time", "double", /*default=*/"0",
            "a measured step time in seconds: report its MFU and HFU">,
+    Option<"peakFlops", "peak-flops", "double", /*default=*/"0",
+           "the GPU's 16-bit peak FLOP/s (0: the preset's)">,
+    Option<"memoryBandwidth", "memory-bandwidth", "double", /*default=*/"0",
+           "its memory bandwidth, bytes/s (0: the preset's)">,
+    Option<"linkBandwidth", "link-bandwidth", "double", /*default=*/"0",
+           "its tensor-parallel link bandwidth, bytes/s (0: the preset's)">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }

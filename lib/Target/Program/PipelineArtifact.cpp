@@ -192,6 +192,7 @@ LogicalResult mp::writePipelineArtifact(ModuleOp module, StringRef dirName,
   summary = ArtifactSummary();
   summary.stages = dims.stages;
   summary.functions = 0;
+  summary.pipeline = true;
   for (auto [k, c] : llvm::enumerate(chunks)) {
     for (func::FuncOp func : {c.forward, c.backward}) {
       if (!func)
