@@ -2,10 +2,12 @@
 //
 // A checkpoint is a directory: rank<R>.safetensors per grid rank (each
 // parameter's shard in its dtype, and its fp32 master weights and AdamW
-// moments under master/, exp_avg/, exp_avg_sq/) and manifest.json (the
-// step, the layout, how each parameter is split). Loading reassembles each
-// tensor whole and takes this rank's shard as its own program splits it, so
-// a checkpoint loads into another (tp, dp) layout.
+// moments under master/, exp_avg/, exp_avg_sq/; with pipeline stages
+// stage<S>.rank<R>.safetensors, each stage its own parameters) and
+// manifest.json (the step, the layout, how each parameter is split and
+// which stage holds it). Loading reassembles each tensor whole and takes
+// this rank's shard as its own program splits it, so a checkpoint loads
+// into another (tp, dp, pp) layout.
 //
 //===----------------------------------------------------------------------===//
 #include "TrainState.h"
@@ -67,14 +69,36 @@ void maybeDie(const char *point, int rank) {
 
 /// The whole fp32 master weights and moments on this rank (ZeRO-1:
 /// gathered from the replicas' shards).
-Status wholeState(Executable &exe, const Flat &flat, std::vector<float> &w,
-                  std::vector<float> &m, std::vector<float> &v) {
-  Status st = wholeOf(exe, flat, flat.master, w);
+Status wholeState(const TrainLayout &layout, const Flat &flat,
+                  std::vector<float> &w, std::vector<float> &m,
+                  std::vector<float> &v) {
+  Status st = wholeOf(layout, flat, flat.master, w);
   if (st)
-    st = wholeOf(exe, flat, flat.m, m);
+    st = wholeOf(layout, flat, flat.m, m);
   if (st)
-    st = wholeOf(exe, flat, flat.v, v);
+    st = wholeOf(layout, flat, flat.v, v);
   return st;
+}
+
+/// A stage's files are stage<S>.rank<R>.safetensors when the layout has
+/// pipeline stages, else rank<R>.safetensors.
+std::string stagePrefix(const TrainLayout &layout) {
+  return layout.stages > 1 ? "stage" + std::to_string(layout.stage) + "."
+                           : std::string();
+}
+
+/// manifest.json: `header`'s fields, then one line per parameter.
+std::string manifestText(const nlohmann::ordered_json &header,
+                         const std::vector<std::string> &parameters) {
+  std::string text = header.dump(2);
+  text.erase(text.find_last_of('}'));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  text += ",\n  \"parameters\": [";
+  for (size_t i = 0; i < parameters.size(); ++i)
+    text += std::string(i ? "," : "") + "\n    " + parameters[i];
+  text += "\n  ]\n}\n";
+  return text;
 }
 
 std::string bytesOf(const float *values, int64_t n) {
@@ -82,15 +106,40 @@ std::string bytesOf(const float *values, int64_t n) {
                      static_cast<size_t>(n) * sizeof(float));
 }
 
-Status writeRank(const std::string &dir, Executable &exe,
+/// The manifest's fields besides the parameters.
+nlohmann::ordered_json manifestHeader(const TrainLayout &layout, int64_t step,
+                                      int64_t seed,
+                                      const TrainOptions &options) {
+  nlohmann::ordered_json manifest;
+  manifest["format"] = "mp-checkpoint";
+  manifest["version"] = 1;
+  manifest["step"] = step;
+  manifest["seed"] = seed; // the random state: masks are f(seed, step)
+  manifest["ranks"] = layout.grid->size();
+  manifest["data_parallel"] = layout.replicas;
+  manifest["zero"] = layout.zero ? 1 : 0;
+  manifest["optimizer"] = options.sgd ? "sgd" : "adamw";
+  manifest["data"] = options.data;
+  // Rows consumed = step x global batch: a resumed run must read alike.
+  manifest["global_batch"] = layout.rowsPerStep;
+  return manifest;
+}
+
+/// This rank's file, and (its grid's first rank) the manifest of its
+/// stage's parameters: manifest.json, or with pipeline stages
+/// manifest.stage<S>.json for rank 0 to merge.
+Status writeRank(const std::string &dir, const TrainLayout &layout,
                  const std::vector<Slot> &slots, const std::vector<float> &w,
                  const std::vector<float> &m, const std::vector<float> &v,
                  int64_t step, int64_t seed, const TrainOptions &options) {
-  Communicator &grid = exe.gridComm();
-  SafetensorsWriter writer(dir + "/rank" + std::to_string(grid.rank()) +
-                           ".safetensors");
+  Communicator &grid = *layout.grid;
+  SafetensorsWriter writer(dir + "/" + stagePrefix(layout) + "rank" +
+                           std::to_string(grid.rank()) + ".safetensors");
   std::vector<uint8_t> bytes;
+  std::vector<std::string> entries;
   for (const Slot &s : slots) {
+    if (!s.normHere) // (a tied parameter: its first stage's copy)
+      continue;
     const int64_t n = s.param.numel();
     fromFloats(w.data() + s.offset, n, s.param.dtype, bytes);
     writer.add(s.name, s.param.dtype, s.param.shape,
@@ -99,34 +148,6 @@ Status writeRank(const std::string &dir, Executable &exe,
     for (int k = 0; k < 3; ++k)
       writer.add(kStateKinds[k] + s.name, DType::F32, s.param.shape,
                  bytesOf(state[k] + s.offset, n));
-  }
-  if (Status st = writer.finish(); !st)
-    return st;
-  if (grid.rank() != 0)
-    return Status::success();
-  nlohmann::ordered_json manifest;
-  manifest["format"] = "mp-checkpoint";
-  manifest["version"] = 1;
-  manifest["step"] = step;
-  manifest["seed"] = seed; // the random state: masks are f(seed, step)
-  manifest["ranks"] = grid.size();
-  manifest["data_parallel"] = exe.dataParallelSize();
-  manifest["zero"] = exe.shardedOptimizer() ? 1 : 0;
-  manifest["optimizer"] = options.sgd ? "sgd" : "adamw";
-  manifest["data"] = options.data;
-  // Rows consumed = step x global batch: a resumed run must read alike.
-  manifest["global_batch"] =
-      exe.inputs()[0].shape.empty()
-          ? 0
-          : exe.inputs()[0].shape[0] * exe.dataParallelSize();
-  // One line per parameter.
-  std::string text = manifest.dump(2);
-  text.erase(text.find_last_of('}'));
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
-    text.pop_back();
-  text += ",\n  \"parameters\": [";
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const Slot &s = slots[i];
     nlohmann::ordered_json p = {{"name", s.name},
                                 {"dtype", dtypeName(s.param.dtype)},
                                 {"local_shape", s.param.shape},
@@ -137,10 +158,47 @@ Status writeRank(const std::string &dir, Executable &exe,
       p["part_axis"] = s.partAxis;
       p["part_start"] = s.partStart;
     }
-    text += std::string(i ? "," : "") + "\n    " + p.dump();
+    if (layout.stages > 1)
+      p["stage"] = layout.stage;
+    entries.push_back(p.dump());
   }
-  text += "\n  ]\n}\n";
-  return writeFileAtomically(dir + "/manifest.json", text);
+  if (Status st = writer.finish(); !st)
+    return st;
+  if (grid.rank() != 0)
+    return Status::success();
+  if (layout.stages > 1) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const std::string &e : entries)
+      list.push_back(nlohmann::json::parse(e));
+    return writeFileAtomically(dir + "/manifest.stage" +
+                                   std::to_string(layout.stage) + ".json",
+                               list.dump());
+  }
+  return writeFileAtomically(
+      dir + "/manifest.json",
+      manifestText(manifestHeader(layout, step, seed, options), entries));
+}
+
+/// Rank 0 of a pipeline's save: the stages' manifests merged into one.
+Status mergeManifests(const std::string &dir, const TrainLayout &layout,
+                      int64_t step, int64_t seed, const TrainOptions &options) {
+  std::vector<std::string> entries;
+  for (int64_t s = 0; s < layout.stages; ++s) {
+    const std::string part =
+        dir + "/manifest.stage" + std::to_string(s) + ".json";
+    std::ifstream in(part);
+    nlohmann::json list =
+        in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+    if (!list.is_array())
+      return Status::error("--save: cannot read '" + part + "'");
+    for (const auto &p : list)
+      entries.push_back(nlohmann::ordered_json(p).dump());
+    ::remove(part.c_str());
+  }
+  nlohmann::ordered_json header = manifestHeader(layout, step, seed, options);
+  header["stages"] = layout.stages;
+  return writeFileAtomically(dir + "/manifest.json",
+                             manifestText(header, entries));
 }
 
 /// Puts the finished `tmp` at `dir`: swapped atomically with a previous
@@ -213,10 +271,11 @@ Status checkSaveDirectory(const std::string &dir) {
 }
 
 void saveCheckpoint(const std::string &dir, Communicator &world,
-                    Executable &exe, const std::vector<Slot> &slots, Flat &flat,
-                    int64_t step, int64_t seed, const TrainOptions &options) {
+                    const TrainLayout &layout, const std::vector<Slot> &slots,
+                    Flat &flat, int64_t step, int64_t seed,
+                    const TrainOptions &options) {
   std::vector<float> w, m, v;
-  stopIfAnyRankFailed(world, wholeState(exe, flat, w, m, v));
+  stopIfAnyRankFailed(world, wholeState(layout, flat, w, m, v));
   const std::string tmp = dir + ".tmp";
   Status made = Status::success();
   if (world.rank() == 0) {
@@ -227,11 +286,15 @@ void saveCheckpoint(const std::string &dir, Communicator &world,
   }
   stopIfAnyRankFailed(world, made);
   maybeDie("before-write", world.rank());
-  const bool firstReplica =
-      !exe.dataParallelComm() || exe.dataParallelComm()->rank() == 0;
-  stopIfAnyRankFailed(world, firstReplica ? writeRank(tmp, exe, slots, w, m, v,
-                                                      step, seed, options)
+  const bool firstReplica = !layout.data || layout.data->rank() == 0;
+  stopIfAnyRankFailed(world, firstReplica ? writeRank(tmp, layout, slots, w, m,
+                                                      v, step, seed, options)
                                           : Status::success());
+  if (layout.stages > 1)
+    stopIfAnyRankFailed(world,
+                        world.rank() == 0
+                            ? mergeManifests(tmp, layout, step, seed, options)
+                            : Status::success());
   maybeDie("before-swap", world.rank());
   stopIfAnyRankFailed(world, world.rank() == 0 ? swapIntoPlace(tmp, dir)
                                                : Status::success());
@@ -241,12 +304,55 @@ void saveCheckpoint(const std::string &dir, Communicator &world,
 using SavedParams = std::map<std::string, nlohmann::json>;
 using RankFiles = std::vector<std::unique_ptr<SafetensorsFile>>;
 
+/// A checkpoint's files, opened as parameters need them: each grid rank's
+/// (rank<R>.safetensors), or with pipeline stages the files of the stage a
+/// parameter names (stage<S>.rank<R>.safetensors).
+class CheckpointFiles {
+public:
+  CheckpointFiles(std::string dir, int64_t ranks)
+      : dir(std::move(dir)), ranks(ranks) {}
+  Status of(const nlohmann::json &param, const RankFiles *&files) {
+    std::string prefix;
+    if (param.contains("stage")) {
+      if (!param["stage"].is_number_integer() ||
+          param["stage"].get<int64_t>() < 0)
+        return Status::error("--resume: parameter '" +
+                             param.value("name", std::string()) +
+                             "' names a malformed stage");
+      prefix = "stage" + std::to_string(param["stage"].get<int64_t>()) + ".";
+    }
+    RankFiles &opened = byPrefix[prefix];
+    if (opened.empty()) {
+      opened.resize(static_cast<size_t>(ranks));
+      for (int64_t r = 0; r < ranks; ++r) {
+        const std::string file =
+            dir + "/" + prefix + "rank" + std::to_string(r) + ".safetensors";
+        if (Status st = SafetensorsFile::open(file, opened[r]); !st) {
+          opened.clear();
+          return Status::error("--resume: " + st.message);
+        }
+      }
+    }
+    files = &opened;
+    return Status::success();
+  }
+
+private:
+  std::string dir;
+  int64_t ranks;
+  std::map<std::string, RankFiles> byPrefix;
+};
+
 /// State `kind` (master, moments) of the saved parameter `name`, whole, and
 /// its shape.
-Status savedTensor(const SavedParams &saved, const RankFiles &files,
+Status savedTensor(const SavedParams &saved, CheckpointFiles &checkpoint,
                    const std::string &name, int kind, std::string &whole,
                    std::vector<int64_t> &wholeShape) {
   const nlohmann::json &p = saved.at(name);
+  const RankFiles *opened = nullptr;
+  if (Status st = checkpoint.of(p, opened); !st)
+    return st;
+  const RankFiles &files = *opened;
   const std::string bad =
       "--resume: parameter '" + name + "' is malformed in the manifest";
   if (!p.contains("local_shape") || !p["local_shape"].is_array() ||
@@ -293,7 +399,7 @@ Status savedTensor(const SavedParams &saved, const RankFiles &files,
 /// under its name, or cut differently by tensor parallelism in one layout
 /// and not the other (a fused weight saved whole that is a part here, or
 /// saved as parts that are whole here).
-Status savedWhole(const SavedParams &saved, const RankFiles &files,
+Status savedWhole(const SavedParams &saved, CheckpointFiles &files,
                   const Slot &s, int kind, const std::vector<int64_t> &mine,
                   std::string &whole) {
   std::vector<int64_t> shape;
@@ -363,7 +469,7 @@ Status savedWhole(const SavedParams &saved, const RankFiles &files,
                        "'");
 }
 
-Status loadCheckpoint(const std::string &dir, Executable &exe,
+Status loadCheckpoint(const std::string &dir, const TrainLayout &layout,
                       const std::vector<Slot> &slots, Flat &flat, int64_t &step,
                       int64_t &seed, bool sgd) {
   const std::string path = dir + "/manifest.json";
@@ -381,15 +487,15 @@ Status loadCheckpoint(const std::string &dir, Executable &exe,
                          "' is not an mp-run checkpoint manifest");
   step = manifest["step"].get<int64_t>();
   if (manifest.contains("global_batch") &&
-      manifest["global_batch"].is_number_integer() && !exe.inputs().empty() &&
-      !exe.inputs()[0].shape.empty()) {
+      manifest["global_batch"].is_number_integer() && layout.rowsPerStep > 0) {
     const int64_t saved = manifest["global_batch"].get<int64_t>();
-    const int64_t here = exe.inputs()[0].shape[0] * exe.dataParallelSize();
+    const int64_t here = layout.rowsPerStep;
     if (saved != here)
       return Status::error(
           "--resume: the checkpoint read " + std::to_string(saved) +
           " rows per step and this run reads " + std::to_string(here) +
-          " (batch x data-parallel replicas): its data position would not "
+          " (batch x micro-batches x data-parallel replicas): its data "
+          "position would not "
           "carry over");
   }
   if (manifest.contains("optimizer") && manifest["optimizer"].is_string() &&
@@ -408,13 +514,8 @@ Status loadCheckpoint(const std::string &dir, Executable &exe,
   for (const auto &p : manifest["parameters"])
     if (p.is_object() && p.contains("name") && p["name"].is_string())
       saved[p["name"].get<std::string>()] = p;
-  std::vector<std::unique_ptr<SafetensorsFile>> files(ranks);
-  for (int64_t r = 0; r < ranks; ++r) {
-    std::string file = dir + "/rank" + std::to_string(r) + ".safetensors";
-    if (Status st = SafetensorsFile::open(file, files[r]); !st)
-      return Status::error("--resume: " + st.message);
-  }
-  Communicator &grid = exe.gridComm();
+  CheckpointFiles files(dir, ranks);
+  Communicator &grid = *layout.grid;
   std::vector<float> w(static_cast<size_t>(flat.padded), 0.0f), m = w, v = w;
   for (const Slot &s : slots) {
     // This program's whole shape of the parameter.
@@ -437,7 +538,7 @@ Status loadCheckpoint(const std::string &dir, Executable &exe,
   flat.master.assign(w.begin() + flat.begin, w.begin() + flat.end);
   flat.m.assign(m.begin() + flat.begin, m.begin() + flat.end);
   flat.v.assign(v.begin() + flat.begin, v.begin() + flat.end);
-  return uploadWeights(exe, slots, w);
+  return uploadWeights(*layout.exe, slots, w);
 }
 
 } // namespace mprun

@@ -317,9 +317,6 @@ int runPipeline(const Options &o, Communicator &world, Device device) {
   else if (o.profile)
     supported = Status::error("--profile does not time pipeline artifacts "
                               "yet: --timeline draws their steps");
-  else if (!o.train.save.empty() || !o.train.resume.empty())
-    supported = Status::error("--save and --resume do not take pipeline "
-                              "artifacts yet");
   else if (device == Device::CUDA && !o.device.empty())
     supported = Status::error("--device cuda: pipeline artifacts run on the "
                               "cpu for now");
@@ -353,6 +350,8 @@ int runPipeline(const Options &o, Communicator &world, Device device) {
   layout.replicas = layout.data ? layout.data->size() : 1;
   layout.zero = stage->function(0, false).shardedOptimizer();
   layout.pipeline = &stage->pipelineComm();
+  layout.stage = stage->stage();
+  layout.stages = stage->dims().stages;
   PipelineStep runner(*stage, idsInput, labelsInput, lossOutput);
   const std::vector<IOSpec> specs = stepInputs(*stage);
   int rc = trainLoop(o.train, o.quiet, layout, slots, runner, specs[idsInput],

@@ -382,8 +382,6 @@ Status initFlat(const TrainLayout &layout, std::vector<Slot> &slots,
 
 } // namespace
 
-namespace {
-
 Status wholeOf(const TrainLayout &layout, const Flat &flat,
                const std::vector<float> &mine, std::vector<float> &whole) {
   if (!layout.zero || !layout.data) {
@@ -395,13 +393,6 @@ Status wholeOf(const TrainLayout &layout, const Flat &flat,
   Tensor in{const_cast<float *>(mine.data()), DType::F32, {1, chunk}};
   Tensor out{whole.data(), DType::F32, {layout.replicas, chunk}};
   return layout.data->allGather(in, out, 0);
-}
-
-} // namespace
-
-Status wholeOf(Executable &exe, const Flat &flat,
-               const std::vector<float> &mine, std::vector<float> &whole) {
-  return wholeOf(TrainLayout::of(exe), flat, mine, whole);
 }
 
 namespace {
@@ -542,9 +533,9 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
               std::vector<Slot> &slots, StepRunner &runner,
               const IOSpec &idsSpec, const IOSpec &labelsSpec,
               Communicator &world) {
-  Executable *exe = layout.exe;
   const int64_t batch = idsSpec.shape[0], seq = idsSpec.shape[1];
   const int64_t replicas = layout.replicas;
+  layout.rowsPerStep = batch * replicas;
   const int64_t replica = layout.data ? layout.data->rank() : 0;
   HostBuffer tokens;
   stopIfAnyRankFailed(world, readTokens(t.data, seq, tokens));
@@ -555,8 +546,8 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
   int64_t firstStep = 1, seed = t.seed;
   if (!t.resume.empty()) {
     int64_t saved = 0;
-    stopIfAnyRankFailed(
-        world, loadCheckpoint(t.resume, *exe, slots, flat, saved, seed, t.sgd));
+    stopIfAnyRankFailed(world, loadCheckpoint(t.resume, layout, slots, flat,
+                                              saved, seed, t.sgd));
     stopIfAnyRankFailed(
         world, saved <= t.steps
                    ? Status::success()
@@ -635,7 +626,7 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
         progressBar(step, t.steps);
     }
     if (t.saveEvery && step % t.saveEvery == 0 && step < t.steps)
-      saveCheckpoint(t.save, world, *exe, slots, flat, step, seed, t);
+      saveCheckpoint(t.save, world, layout, slots, flat, step, seed, t);
     if (log) {
       std::fprintf(log,
                    "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, "
@@ -654,7 +645,7 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
                 static_cast<long long>(ran), total,
                 stepTokens * static_cast<double>(ran) / total, lastLoss);
   if (!t.save.empty()) {
-    saveCheckpoint(t.save, world, *exe, slots, flat, t.steps, seed, t);
+    saveCheckpoint(t.save, world, layout, slots, flat, t.steps, seed, t);
     if (!quiet)
       std::printf("mp-run: saved the trained weights to %s\n", t.save.c_str());
   }

@@ -56,6 +56,12 @@ struct TrainLayout {
   Communicator *pipeline = nullptr; // the other stages (null: one stage)
   int64_t replicas = 1;
   bool zero = false; // ZeRO-1: the optimizer state sharded over `data`
+  /// This rank's pipeline stage, of `stages` (checkpoints keep a file per
+  /// stage and grid rank).
+  int64_t stage = 0, stages = 1;
+  /// Rows of the token file one step reads (batch x micro-batches x
+  /// replicas): a resumed run must read alike.
+  int64_t rowsPerStep = 0;
   static TrainLayout of(Executable &exe);
 };
 
@@ -98,9 +104,8 @@ struct Flat {
 
 /// The whole of a state vector this rank holds [begin, end) of (ZeRO-1:
 /// gathered from the replicas; else a copy).
-Status wholeOf(Executable &exe, const Flat &flat,
+Status wholeOf(const TrainLayout &layout, const Flat &flat,
                const std::vector<float> &mine, std::vector<float> &whole);
-
 /// Element `i` of float data of `dtype` (f32, bf16, f16) as a float.
 float toFloat(const void *data, DType dtype, int64_t i);
 /// `n` floats as little-endian values of `dtype`.
@@ -113,27 +118,28 @@ Status uploadWeights(Executable &exe, const std::vector<Slot> &slots,
 
 /// Writes a checkpoint of step `step` into `dir`: every parameter, its fp32
 /// master weights and AdamW moments (gathered from the replicas' shards
-/// under ZeRO-1), one safetensors file per grid rank and a manifest naming
-/// the layout, the step and the optimizer. Written into `dir.tmp`, flushed,
-/// and swapped into place once every rank has written: a crash at any
-/// moment leaves the previous checkpoint whole. Every rank calls it.
+/// under ZeRO-1), one safetensors file per grid rank (and pipeline stage:
+/// stage<S>.rank<R>.safetensors; a tied parameter in its first stage's) and
+/// a manifest naming the layout, the step and the optimizer. Written into
+/// `dir.tmp`, flushed, and swapped into place once every rank has written:
+/// a crash at any moment leaves the previous checkpoint whole. Every rank
+/// calls it.
 void saveCheckpoint(const std::string &dir, Communicator &world,
-                    Executable &exe, const std::vector<Slot> &slots, Flat &flat,
-                    int64_t step, int64_t seed, const TrainOptions &options);
-
+                    const TrainLayout &layout, const std::vector<Slot> &slots,
+                    Flat &flat, int64_t step, int64_t seed,
+                    const TrainOptions &options);
 /// Whether a checkpoint can be written at `dir` (its parent is a writable
 /// directory; `dir`, if it exists, a directory): checked before training,
 /// so that a bad --save is not found after the last step.
 Status checkSaveDirectory(const std::string &dir);
 
 /// Reads the checkpoint `dir` into this rank's state (any layout: sharded
-/// parameters are reassembled and split as this program splits them);
-/// `step` is the step it was saved at and `seed` its random seed. Every
-/// rank calls it.
-Status loadCheckpoint(const std::string &dir, Executable &exe,
+/// parameters are reassembled and split as this program splits them, from
+/// whichever stage's files hold them); `step` is the step it was saved at
+/// and `seed` its random seed. Every rank calls it.
+Status loadCheckpoint(const std::string &dir, const TrainLayout &layout,
                       const std::vector<Slot> &slots, Flat &flat, int64_t &step,
                       int64_t &seed, bool sgd);
-
 } // namespace mprun
 
 #endif // MP_TOOLS_MP_RUN_TRAINSTATE_H

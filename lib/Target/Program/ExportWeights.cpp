@@ -35,7 +35,13 @@ struct SavedParameter {
   int64_t shardAxis = -1, shardGroups = 1;
   std::string partOf; // a part of that parameter (a cut fused weight)
   int64_t partAxis = 0, partStart = 0;
+  /// Its files' prefix: "stage<S>." when a pipeline stage saved it.
+  std::string prefix;
 };
+
+/// The checkpoint's files by prefix, each a file per grid rank.
+using CheckpointFiles =
+    std::map<std::string, std::vector<std::unique_ptr<rt::SafetensorsFile>>>;
 
 LogicalResult readManifest(ModuleOp module, StringRef dir, int64_t &ranks,
                            std::map<std::string, SavedParameter> &params) {
@@ -85,6 +91,12 @@ LogicalResult readManifest(ModuleOp module, StringRef dir, int64_t &ranks,
       saved.partAxis = p->getInteger("part_axis").value_or(-1);
       saved.partStart = p->getInteger("part_start").value_or(-1);
     }
+    if (std::optional<int64_t> stage = p->getInteger("stage")) {
+      if (*stage < 0)
+        return module.emitError() << "'" << path << "': parameter '" << *name
+                                  << "' names a malformed stage";
+      saved.prefix = "stage" + std::to_string(*stage) + ".";
+    }
     params[name->str()] = saved;
   }
   return success();
@@ -132,12 +144,11 @@ std::string transposed(const std::string &bytes, int64_t rows, int64_t cols,
 }
 
 /// Every rank's shard of the saved parameter `name`, assembled whole.
-FailureOr<std::string>
-assembleSaved(ParamOp param, const std::string &name,
-              const SavedParameter &saved,
-              ArrayRef<std::unique_ptr<rt::SafetensorsFile>> files) {
+FailureOr<std::string> assembleSaved(ParamOp param, const std::string &name,
+                                     const SavedParameter &saved,
+                                     const CheckpointFiles &checkpoint) {
   std::vector<std::string_view> shards;
-  for (auto [r, file] : llvm::enumerate(files)) {
+  for (auto [r, file] : llvm::enumerate(checkpoint.at(saved.prefix))) {
     auto entry = file->entries().find(name);
     if (entry == file->entries().end())
       return param.emitError()
@@ -155,7 +166,7 @@ assembleSaved(ParamOp param, const std::string &name,
 /// cover exactly); an empty string when it was not trained.
 FailureOr<std::string>
 trainedValue(ParamOp param, const std::map<std::string, SavedParameter> &saved,
-             ArrayRef<std::unique_ptr<rt::SafetensorsFile>> files,
+             const CheckpointFiles &files, int64_t ranks,
              std::string &dtypeName) {
   std::string name = param.getSymName().str();
   if (auto found = saved.find(name); found != saved.end()) {
@@ -181,7 +192,7 @@ trainedValue(ParamOp param, const std::map<std::string, SavedParameter> &saved,
     // The part's whole shape must be the parameter's but along the axis.
     std::vector<int64_t> partShape = part.localShape;
     if (part.shardAxis >= 0)
-      partShape[part.shardAxis] *= static_cast<int64_t>(files.size());
+      partShape[part.shardAxis] *= ranks;
     if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
         partShape.size() != shape.size() ||
         (partShape[axis] = shape[axis], partShape != shape))
@@ -224,12 +235,19 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
   std::map<std::string, SavedParameter> saved;
   if (failed(readManifest(module, weightsDir, ranks, saved)))
     return failure();
-  std::vector<std::unique_ptr<rt::SafetensorsFile>> files(ranks);
-  for (int64_t r = 0; r < ranks; ++r) {
-    std::string path =
-        (weightsDir + "/rank" + std::to_string(r) + ".safetensors").str();
-    if (rt::Status s = rt::SafetensorsFile::open(path, files[r]); !s)
-      return module.emitError() << "--mp-export-weights: " << s.message;
+  CheckpointFiles files;
+  for (const auto &[name, param] : saved) {
+    auto &opened = files[param.prefix];
+    if (!opened.empty())
+      continue;
+    opened.resize(static_cast<size_t>(ranks));
+    for (int64_t r = 0; r < ranks; ++r) {
+      std::string path = (weightsDir + "/" + param.prefix + "rank" +
+                          std::to_string(r) + ".safetensors")
+                             .str();
+      if (rt::Status s = rt::SafetensorsFile::open(path, opened[r]); !s)
+        return module.emitError() << "--mp-export-weights: " << s.message;
+    }
   }
   onnx::ModelProto model;
   {
@@ -255,7 +273,7 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
   for (ParamOp param : module.getOps<ParamOp>()) {
     std::string dtypeName;
     FailureOr<std::string> trained =
-        trainedValue(param, saved, files, dtypeName);
+        trainedValue(param, saved, files, ranks, dtypeName);
     if (failed(trained))
       return failure();
     if (trained->empty())
