@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 using namespace mp::rt;
 namespace pipeline = mp::pipeline;
@@ -214,11 +215,18 @@ void writeTimeline(const Options &o, const PipelineStage &stage,
               o.timeline.c_str(), timeline.makespan, 100 * timeline.bubble);
 }
 
-/// Writes the results of the last step this stage computes: its first
-/// rank does (the first stage holding a tied parameter writes its
-/// gradient), after gathering shards over the stage's grid.
-void writeResults(const Options &o, const PipelineStage &stage) {
-  std::vector<HostBuffer> gathered(stage.outputs().size());
+/// The results of the last step this stage reports, by name: its first
+/// rank's (a tied parameter's gradient from its first stage), shards
+/// gathered over the stage's grid (every rank of it takes part) and a cut
+/// fused weight's parts joined. Empty on the other ranks.
+struct StageResults {
+  std::vector<HostBuffer> gathered;
+  std::map<std::string, HostBuffer> joined;
+  std::vector<std::pair<std::string, Tensor>> named;
+};
+
+void collectResults(const PipelineStage &stage, StageResults &out) {
+  out.gathered.assign(stage.outputs().size(), HostBuffer());
   std::vector<const Executable::Parameter *> params;
   for (const PipelineStage::Parameter &p : stage.parameters())
     params.push_back(p.info);
@@ -234,9 +242,9 @@ void writeResults(const Options &o, const PipelineStage &stage) {
       continue;
     Tensor value = const_cast<HostBuffer *>(r)->view();
     if (spec && spec->shardAxis >= 0 && grid.size() > 1) {
-      if (Status s = gatherWhole(grid, value, *spec, gathered[i]); !s)
+      if (Status s = gatherWhole(grid, value, *spec, out.gathered[i]); !s)
         abortRun(s.message);
-      value = gathered[i].view();
+      value = out.gathered[i].view();
     }
     const std::string &name = stage.outputs()[i].name;
     bool firstHolder = true;
@@ -248,13 +256,69 @@ void writeResults(const Options &o, const PipelineStage &stage) {
       values.push_back(value);
     }
   }
-  if (names.empty())
-    return;
-  std::map<std::string, HostBuffer> joined;
-  std::vector<std::pair<std::string, Tensor>> named;
-  if (Status s = outputsToWrite(params, names, values, joined, named); !s)
-    abortRun(s.message);
-  writeOutputs(o, named);
+  if (!names.empty())
+    if (Status s = outputsToWrite(params, names, values, out.joined, out.named);
+        !s)
+      abortRun(s.message);
+}
+
+/// --verify: the unpartitioned program (the artifact's reference) run on
+/// each micro-batch alone, its results combined as the step combines them
+/// (losses and gradients averaged, the rest stacked), against this stage's.
+void verifyStage(const std::string &refDir, const PipelineStage &stage,
+                 const std::vector<std::vector<Tensor>> &microbatches,
+                 const StageResults &results) {
+  std::unique_ptr<Executable> ref;
+  if (Status s = Executable::load(refDir, ref); !s)
+    abortRun("--verify: " + s.message);
+  const int64_t count = stage.dims().microbatches;
+  std::vector<HostBuffer> combined(ref->outputs().size());
+  for (int64_t m = 0; m < count; ++m) {
+    std::vector<Tensor> inputs;
+    for (const IOSpec &spec : ref->inputs()) {
+      size_t i = 0;
+      while (i < stage.inputs().size() && stage.inputs()[i].name != spec.name)
+        ++i;
+      if (i == stage.inputs().size())
+        abortRun("--verify: the reference's input '" + spec.name +
+                 "' is not the pipeline's");
+      inputs.push_back(microbatches[static_cast<size_t>(m)][i]);
+    }
+    std::vector<Tensor> outputs;
+    if (Status s = ref->run(inputs, outputs); !s)
+      abortRun("--verify: " + s.message);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const Tensor &t = outputs[i];
+      HostBuffer &c = combined[i];
+      const bool averaged =
+          t.dtype == DType::F32 &&
+          (t.shape.empty() || ref->outputs()[i].name.rfind("grads/", 0) == 0);
+      if (m == 0) {
+        c.dtype = t.dtype;
+        c.shape = t.shape;
+        if (!averaged && !c.shape.empty())
+          c.shape[0] *= count;
+        c.bytes.assign(c.view().bytes(), 0);
+      }
+      if (averaged) {
+        float *sum = reinterpret_cast<float *>(c.bytes.data());
+        for (int64_t k = 0; k < t.numel(); ++k)
+          sum[k] += t.as<float>()[k] / static_cast<float>(count);
+      } else if (c.bytes.size() == t.bytes() * static_cast<size_t>(count)) {
+        std::memcpy(c.bytes.data() + t.bytes() * static_cast<size_t>(m), t.data,
+                    t.bytes());
+      }
+    }
+  }
+  std::vector<Tensor> refValues;
+  for (HostBuffer &c : combined)
+    refValues.push_back(c.view());
+  std::printf("mp-run: verify stage %lld against %s (one rank, each of %lld "
+              "micro-batches):\n",
+              static_cast<long long>(stage.stage()), refDir.c_str(),
+              static_cast<long long>(count));
+  compareOutputs(results.named, ref->outputs(), refValues);
+  std::fflush(stdout);
 }
 
 /// One step on the --input batch, timed as a plain artifact's runs are.
@@ -301,8 +365,15 @@ int runStep(const Options &o, PipelineStage &stage, Communicator &world) {
                 static_cast<long long>(stage.plannedStashPeak()));
   if (!o.timeline.empty())
     writeTimeline(o, stage, world);
-  if (!o.outputDir.empty())
-    writeResults(o, stage);
+  if (!o.outputDir.empty() || !o.verify.empty()) {
+    StageResults results;
+    collectResults(stage, results);
+    if (!o.verify.empty() && !results.named.empty())
+      verifyStage(o.verify == "-" ? o.artifact + "/reference" : o.verify, stage,
+                  microbatches, results);
+    if (!o.outputDir.empty() && !results.named.empty())
+      writeOutputs(o, results.named);
+  }
   return 0;
 }
 
@@ -310,11 +381,7 @@ int runStep(const Options &o, PipelineStage &stage, Communicator &world) {
 
 int runPipeline(const Options &o, Communicator &world, Device device) {
   Status supported = Status::success();
-  if (!o.verify.empty())
-    supported = Status::error("--verify does not run pipeline artifacts yet: "
-                              "compare with the unpartitioned artifact's "
-                              "--output-dir instead");
-  else if (o.profile)
+  if (o.profile)
     supported = Status::error("--profile does not time pipeline artifacts "
                               "yet: --timeline draws their steps");
   else if (device == Device::CUDA && !o.device.empty())

@@ -307,6 +307,35 @@ std::vector<std::string> outputNames(const Executable &exe) {
   return names;
 }
 
+void compareOutputs(const std::vector<std::pair<std::string, Tensor>> &outputs,
+                    const std::vector<IOSpec> &refSpecs,
+                    const std::vector<Tensor> &refOutputs) {
+  for (const auto &[name, a] : outputs) {
+    size_t i = 0;
+    while (i < refSpecs.size() && refSpecs[i].name != name)
+      ++i;
+    if (i == refSpecs.size()) {
+      std::printf("  %s: not in the reference\n", name.c_str());
+      continue;
+    }
+    const Tensor &b = refOutputs[i];
+    if (a.shape != b.shape || a.dtype != DType::F32 || b.dtype != DType::F32) {
+      std::printf("  %s: not comparable (%s %s vs %s %s)\n", name.c_str(),
+                  dtypeName(a.dtype), formatShape(a.shape).c_str(),
+                  dtypeName(b.dtype), formatShape(b.shape).c_str());
+      continue;
+    }
+    double err = 0, scale = 0;
+    for (int64_t k = 0; k < a.numel(); ++k) {
+      err = std::max(err, static_cast<double>(
+                              std::abs(a.as<float>()[k] - b.as<float>()[k])));
+      scale = std::max(scale, static_cast<double>(std::abs(b.as<float>()[k])));
+    }
+    std::printf("  %s: max abs error %.3g, relative to max |reference| %.3g\n",
+                name.c_str(), err, scale > 0 ? err / scale : err);
+  }
+}
+
 } // namespace mprun
 
 using namespace mprun;
@@ -360,30 +389,7 @@ void verify(const std::string &refDir, const std::vector<Tensor> &inputs,
     abortRun("--verify: " + s.message);
   std::printf("mp-run: verify against %s (%lld rank(s) vs 1):\n",
               refDir.c_str(), static_cast<long long>(exe.gridSize()));
-  for (const auto &[name, a] : outputs) {
-    size_t i = 0;
-    while (i < ref->outputs().size() && ref->outputs()[i].name != name)
-      ++i;
-    if (i == ref->outputs().size()) {
-      std::printf("  %s: not in the reference\n", name.c_str());
-      continue;
-    }
-    const Tensor &b = refOutputs[i];
-    if (a.shape != b.shape || a.dtype != DType::F32 || b.dtype != DType::F32) {
-      std::printf("  %s: not comparable (%s %s vs %s %s)\n", name.c_str(),
-                  dtypeName(a.dtype), formatShape(a.shape).c_str(),
-                  dtypeName(b.dtype), formatShape(b.shape).c_str());
-      continue;
-    }
-    double err = 0, scale = 0;
-    for (int64_t k = 0; k < a.numel(); ++k) {
-      err = std::max(err, static_cast<double>(
-                              std::abs(a.as<float>()[k] - b.as<float>()[k])));
-      scale = std::max(scale, static_cast<double>(std::abs(b.as<float>()[k])));
-    }
-    std::printf("  %s: max abs error %.3g, relative to max |reference| %.3g\n",
-                name.c_str(), err, scale > 0 ? err / scale : err);
-  }
+  compareOutputs(outputs, ref->outputs(), refOutputs);
 }
 
 Status parseCount(const std::string &flag, const char *value, int min,

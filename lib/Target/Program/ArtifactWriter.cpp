@@ -683,7 +683,8 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
                                 ArtifactSummary &summary, ModuleOp reference,
                                 bool syntheticWeights) {
   if (module->hasAttr(MPDialect::getPipelineAttrName()))
-    return writePipelineArtifact(module, dirName, summary, syntheticWeights);
+    return writePipelineArtifact(module, dirName, summary, syntheticWeights,
+                                 reference);
   FailureOr<func::FuncOp> entry = getEntryFunction(module);
   if (failed(entry))
     return failure();

@@ -70,7 +70,8 @@ struct ChunkFunctions {
 
 LogicalResult mp::writePipelineArtifact(ModuleOp module, StringRef dirName,
                                         ArtifactSummary &summary,
-                                        bool syntheticWeights) {
+                                        bool syntheticWeights,
+                                        ModuleOp reference) {
   auto plan =
       module->getAttrOfType<DictionaryAttr>(MPDialect::getPipelineAttrName());
   auto pp = plan.getAs<IntegerAttr>("pp"), vp = plan.getAs<IntegerAttr>("vp");
@@ -226,6 +227,13 @@ LogicalResult mp::writePipelineArtifact(ModuleOp module, StringRef dirName,
   if (!written) {
     cleanup();
     return emitError(module.getLoc()) << written.message;
+  }
+  ArtifactSummary referenceSummary;
+  if (reference &&
+      failed(writeArtifact(reference, (tmp / "reference").string(),
+                           referenceSummary, nullptr, syntheticWeights))) {
+    cleanup();
+    return failure();
   }
   if (failed(commitDirectory(tmp, dir, module.getLoc()))) {
     cleanup();

@@ -31,12 +31,14 @@ mlir::LogicalResult writeProgram(mlir::ModuleOp module, mlir::func::FuncOp func,
                                  llvm::StringRef parametersFrom = {});
 
 /// Writes a module cut into pipeline chunks (mp-pipeline, then
-/// mp-pipeline-split) as a pipeline artifact: pipeline.pb and a program
-/// directory per chunk function.
+/// mp-pipeline-split) as a pipeline artifact: pipeline.pb, a program
+/// directory per chunk function, and `reference` (if any: the unpartitioned
+/// program, mp-run --verify's) as the plain artifact DIR/reference.
 mlir::LogicalResult writePipelineArtifact(mlir::ModuleOp module,
                                           llvm::StringRef dir,
                                           ArtifactSummary &summary,
-                                          bool syntheticWeights);
+                                          bool syntheticWeights,
+                                          mlir::ModuleOp reference = nullptr);
 
 /// `dir`'s temporary sibling, created empty.
 mlir::LogicalResult makeTemporaryDirectory(const std::filesystem::path &dir,
