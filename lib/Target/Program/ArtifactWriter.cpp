@@ -578,6 +578,17 @@ LogicalResult mp::makeTemporaryDirectory(const fs::path &dir, fs::path &tmp,
   return success();
 }
 
+LogicalResult mp::finishArtifact(const fs::path &tmp, const fs::path &dir,
+                                 ModuleOp module, ModuleOp reference,
+                                 bool syntheticWeights) {
+  ArtifactSummary referenceSummary;
+  if (reference &&
+      failed(writeArtifact(reference, (tmp / "reference").string(),
+                           referenceSummary, nullptr, syntheticWeights)))
+    return failure();
+  return commitDirectory(tmp, dir, module.getLoc());
+}
+
 LogicalResult mp::commitDirectory(const fs::path &tmp, const fs::path &dir,
                                   Location loc) {
   std::error_code ec;
@@ -699,14 +710,7 @@ LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
     cleanup();
     return failure();
   }
-  ArtifactSummary referenceSummary;
-  if (reference &&
-      failed(writeArtifact(reference, (tmp / "reference").string(),
-                           referenceSummary, nullptr, syntheticWeights))) {
-    cleanup();
-    return failure();
-  }
-  if (failed(commitDirectory(tmp, dir, module.getLoc()))) {
+  if (failed(finishArtifact(tmp, dir, module, reference, syntheticWeights))) {
     cleanup();
     return failure();
   }

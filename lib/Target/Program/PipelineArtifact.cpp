@@ -228,14 +228,7 @@ LogicalResult mp::writePipelineArtifact(ModuleOp module, StringRef dirName,
     cleanup();
     return emitError(module.getLoc()) << written.message;
   }
-  ArtifactSummary referenceSummary;
-  if (reference &&
-      failed(writeArtifact(reference, (tmp / "reference").string(),
-                           referenceSummary, nullptr, syntheticWeights))) {
-    cleanup();
-    return failure();
-  }
-  if (failed(commitDirectory(tmp, dir, module.getLoc()))) {
+  if (failed(finishArtifact(tmp, dir, module, reference, syntheticWeights))) {
     cleanup();
     return failure();
   }

@@ -50,6 +50,14 @@ mlir::LogicalResult commitDirectory(const std::filesystem::path &tmp,
                                     const std::filesystem::path &dir,
                                     mlir::Location loc);
 
+/// Adds `reference` (if any: the unpartitioned program, mp-run --verify's)
+/// to the finished `tmp` as tmp/reference, then puts `tmp` at `dir`.
+mlir::LogicalResult finishArtifact(const std::filesystem::path &tmp,
+                                   const std::filesystem::path &dir,
+                                   mlir::ModuleOp module,
+                                   mlir::ModuleOp reference,
+                                   bool syntheticWeights);
+
 } // namespace mp
 
 #endif // MP_LIB_TARGET_PROGRAM_WRITEPROGRAM_H
