@@ -62,7 +62,7 @@ std::optional<Cluster> clusterOf(StringRef gpu) {
 
 /// The model, measured once.
 struct Model {
-  int64_t b0 = 1, s = 0, h = 0, a = 0, layers = 0, vocab = 0;
+  int64_t b0 = 1, s = 0, h = 0, a = 0, kvHeads = 0, layers = 0, vocab = 0;
   double layerFlops = 0, layerBytes = 0, attentionFlops = 0; // per token
   double restFlops = 0, restBytes = 0;                       // per token
   double layerParams = 0, restParams = 0, allParams = 0;
@@ -106,9 +106,12 @@ Model measure(ModuleOp module, func::FuncOp func) {
         m.h = table.getDimSize(1);
       }
     }
-    if (auto attention = dyn_cast<AttentionOp>(op); attention && m.a == 0)
+    if (auto attention = dyn_cast<AttentionOp>(op); attention && m.a == 0) {
       m.a =
           cast<RankedTensorType>(attention.getQuery().getType()).getDimSize(1);
+      m.kvHeads =
+          cast<RankedTensorType>(attention.getKey().getType()).getDimSize(1);
+    }
     auto layer = intAttr(op, MPDialect::getLayerAttrName());
     if (auto get = dyn_cast<GetParamOp>(op)) {
       if (layer == mid)
@@ -246,7 +249,9 @@ std::vector<Layout> search(const Model &m, const Cluster &c, int64_t gpus,
                            int64_t globalBatch) {
   std::vector<Layout> out;
   for (int64_t t : divisors(std::min<int64_t>(gpus, 8))) {
-    if (m.a % t || gpus % t)
+    // What tensor parallelism splits must divide: heads, key/value heads
+    // (a single one stays whole), the vocabulary.
+    if (m.a % t || gpus % t || m.vocab % t || (m.kvHeads > 1 && m.kvHeads % t))
       continue;
     for (int64_t p : divisors(gpus / t)) {
       if (p > m.layers)
@@ -262,7 +267,7 @@ std::vector<Layout> search(const Model &m, const Cluster &c, int64_t gpus,
           if ((p > 1 && mb < p) || (v > 1 && mb % p))
             continue;
           for (bool sp : {false, true}) {
-            if (sp && t == 1)
+            if (sp && (t == 1 || m.s % t))
               continue;
             for (const char *recompute : {"none", "selective", "full"}) {
               Layout l{t, p, v, d, b, mb, sp, recompute};
@@ -354,7 +359,7 @@ void AutoPlanPass::runOnOperation() {
   if (failed(func))
     return signalPassFailure();
   Model model = measure(module, *func);
-  if (model.layers == 0 || model.s == 0 || model.a == 0) {
+  if (model.layers == 0 || model.s == 0 || model.a == 0 || model.h == 0) {
     emitError(module.getLoc()) << "mp-auto-plan needs a transformer with "
                                   "token ids [batch, sequence] (raised: "
                                   "mp.attention and mp.layer)";
@@ -365,9 +370,12 @@ void AutoPlanPass::runOnOperation() {
   for (const Layout &l : all)
     if (l.memory <= budget)
       fits.push_back(l);
-  std::sort(fits.begin(), fits.end(), [](const Layout &x, const Layout &y) {
-    return x.seconds < y.seconds;
-  });
+  // Fastest first; of equal times, the smaller memory.
+  std::stable_sort(fits.begin(), fits.end(),
+                   [](const Layout &x, const Layout &y) {
+                     return x.seconds != y.seconds ? x.seconds < y.seconds
+                                                   : x.memory < y.memory;
+                   });
   llvm::raw_ostream &os = llvm::outs();
   if (bestOnly) {
     if (fits.empty()) {

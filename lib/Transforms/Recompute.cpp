@@ -43,6 +43,16 @@ constexpr StringLiteral kBackwardAttr = "mp.backward";
 
 bool isBackward(Operation *op) { return op->hasAttr(kBackwardAttr); }
 
+/// Sequence parallelism's gather of activations [batch, sequence, ...]
+/// along the sequence (not a gather of logits over the vocabulary).
+bool isSequenceGather(Operation *op) {
+  auto gather = dyn_cast<shard::AllGatherOp>(op);
+  if (!gather)
+    return false;
+  auto type = cast<RankedTensorType>(gather.getResult().getType());
+  return type.getRank() >= 3 && gather.getGatherAxis().getZExtValue() == 1;
+}
+
 std::optional<int64_t> intAttr(Operation *op, StringRef name) {
   if (auto attr = op->getAttrOfType<IntegerAttr>(name))
     return attr.getInt();
@@ -140,23 +150,42 @@ LogicalResult RecomputePass::mark(func::FuncOp func, const Policy &p) {
       if (taken++ < p.layers)
         blockLayers.insert(layer);
   }
+  // Uniform groups count layers within each pipeline chunk (as Megatron
+  // groups per model chunk), so that no group spans two chunks.
+  std::map<std::pair<int64_t, int64_t>, int64_t> indexInChunk;
+  for (auto &[stage, layers] : layersOfStage) {
+    int64_t index = 0;
+    for (int64_t layer : layers)
+      indexInChunk[{stage, layer}] = index++;
+  }
+  // A region is a set of ops of one chunk: by (chunk, key).
+  std::map<std::pair<int64_t, int64_t>, int64_t> ids;
+  auto regionOf = [&](int64_t stage, int64_t key) {
+    auto [it, added] = ids.try_emplace({stage, key}, ids.size());
+    return it->second;
+  };
   std::set<std::string> kinds(p.ops.begin(), p.ops.end());
-  int64_t next = 0, marked = 0;
+  int64_t marked = 0, loose = 1 << 30;
   for (Operation &op : body.without_terminator()) {
     if (isBackward(&op) || isa<GetParamOp, ConstantOp>(op))
       continue;
+    const int64_t stage =
+        intAttr(&op, MPDialect::getStageAttrName()).value_or(0);
+    std::optional<int64_t> layer = intAttr(&op, MPDialect::getLayerAttrName());
     std::optional<int64_t> region;
-    if (!kinds.empty()) {
-      if (kinds.count(op.getName().stripDialect().str()))
-        region = next++;
-    } else if (p.granularity == "selective") {
-      if (op.hasTrait<mp::OpTrait::CoreAttention>())
-        region = next++;
-    } else if (auto layer = intAttr(&op, MPDialect::getLayerAttrName())) {
+    // Kinds by name and core attention: one region per layer, so that a
+    // chain of marked ops is recomputed from its first op's inputs.
+    if (!kinds.empty() || p.granularity == "selective") {
+      const bool chosen = !kinds.empty()
+                              ? kinds.count(op.getName().stripDialect().str())
+                              : op.hasTrait<mp::OpTrait::CoreAttention>();
+      if (chosen)
+        region = regionOf(stage, layer ? *layer : loose++);
+    } else if (layer) {
       if (p.method == "uniform")
-        region = *layer / p.layers;
+        region = regionOf(stage, indexInChunk[{stage, *layer}] / p.layers);
       else if (blockLayers.count(*layer))
-        region = *layer;
+        region = regionOf(stage, *layer);
     }
     if (region) {
       op.setAttr(kRegionAttr, b.getI64IntegerAttr(*region));
@@ -184,7 +213,7 @@ void RecomputePass::apply(func::FuncOp func) {
       regions[*region].push_back(&op);
     // Sequence parallelism's gathers, gathered again in the backward
     // (Megatron keeps the sharded input, not the gathered one).
-    else if (regatherInputs && isa<shard::AllGatherOp>(op) &&
+    else if (regatherInputs && isSequenceGather(&op) &&
              llvm::any_of(op.getUsers(), isBackward))
       regions[regather--].push_back(&op);
   }
@@ -198,11 +227,16 @@ void RecomputePass::apply(func::FuncOp func) {
     for (Operation *op : ops)
       if (auto layer = intAttr(op, MPDialect::getLayerAttrName()))
         layers.insert(*layer);
+    // (Copies run in the backward of the region's pipeline chunk: only
+    // that chunk's backward may read them.)
+    const std::optional<int64_t> stage =
+        intAttr(ops.front(), MPDialect::getStageAttrName());
     auto readsCopies = [&](Operation *user) {
-      if (!isBackward(user) || user->hasAttr(kRecomputedAttr))
+      if (!isBackward(user) || user->hasAttr(kRecomputedAttr) ||
+          intAttr(user, MPDialect::getStageAttrName()) != stage)
         return false;
       auto layer = intAttr(user, MPDialect::getLayerAttrName());
-      return layers.empty() || !layer || layers.count(*layer) > 0;
+      return layers.empty() || (layer && layers.count(*layer) > 0);
     };
     // The region's values that backward reads, and the first reader.
     Operation *first = nullptr;

@@ -162,14 +162,17 @@ std::pair<double, std::string> layerFormula(const Dims &d) {
 /// model's for the output projection's weight gradient, unless attention
 /// is recomputed.
 double reconciled(const Dims &d, double formula) {
+  // (The forms count 16-bit activations; a program of another width keeps
+  // its terms at that width.)
+  const double width = double(d.activationBytes) / 2;
   if (d.recompute == "full")
-    return formula;
+    return formula * width;
   const double sbh = double(d.s) * d.b * d.h, t = double(d.t);
   const double scores =
       d.recompute == "selective" ? 0 : 5.0 * d.a * d.s / d.h * sbh / t;
   const double masks = 2 * sbh / (d.sp ? t : 1.0);
   const double outputTwice = d.recompute == "selective" ? 0 : 2 * sbh / t;
-  return formula - scores - masks + outputTwice;
+  return (formula - scores - masks + outputTwice) * width;
 }
 
 struct Figures {
@@ -261,9 +264,12 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   for (auto param : module.getOps<ParamOp>())
     f.parameters += double(param.getTensorType().getNumElements());
   const double l = double(d.layers), h = double(d.h);
+  // The closed forms need a transformer's dimensions (0 without them).
+  const bool shaped = d.layers > 0 && d.h > 0 && d.a > 0 && d.s > 0;
   f.parametersFormula =
-      12 * l * h * h *
-      (1 + 13 / (12 * h) + double(d.vocab + d.s) / (12 * l * h));
+      shaped ? 12 * l * h * h *
+                   (1 + 13 / (12 * h) + double(d.vocab + d.s) / (12 * l * h))
+             : 0;
 
   // Per stage: its parameters (as its ops read them), the optimizer's
   // share, and what its forward keeps for its backward.
@@ -289,10 +295,11 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   std::vector<double> stash(static_cast<size_t>(chunks), 0);
   std::vector<std::set<int64_t>> chunkLayers(static_cast<size_t>(chunks));
   stashOf(func, stash, chunkLayers);
-  auto [perLayer, name] = layerFormula(d);
+  auto [perLayer, name] =
+      shaped ? layerFormula(d) : std::make_pair(0.0, std::string("none"));
   f.layerFormula = perLayer;
   f.layerFormulaName = name;
-  f.layerReconciled = reconciled(d, perLayer);
+  f.layerReconciled = shaped ? reconciled(d, perLayer) : 0;
   // A middle layer: no embedding or head beside it.
   f.layerPlan = d.layers ? layerStash(func, d.layers / 2) : 0;
   // In flight on each stage: the schedule walked, each chunk's stash and
@@ -349,9 +356,10 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   const double B = double(d.b) * microbatchesPerStep, s = double(d.s);
   const double base = 72 * B * l * s * h * h;
   f.modelFlopsFormula =
-      base * (1 + s / (6 * h) + double(d.vocab) / (12 * h * l));
+      shaped ? base * (1 + s / (6 * h) + double(d.vocab) / (12 * h * l)) : 0;
   f.hardwareFlopsFormula =
-      d.recompute == "full"
+      !shaped ? 0
+      : d.recompute == "full"
           ? 96 * B * s * l * h * h *
                 (1 + s / (6 * h) + double(d.vocab) / (16 * l * h))
       : d.recompute == "selective"
@@ -492,11 +500,12 @@ void ReportPass::printText(const Figures &f, ModuleOp module,
   os << "\n";
   if (d.p > 1)
     os << llvm::format("  bubble       %.1f%%\n", 100 * f.bubble);
-  os << llvm::format(
-      "  predicted    %.3g s per step on %s, MFU %.1f%%\n", f.predictedSeconds,
-      f.gpu.name,
-      100 * f.modelFlopsFormula /
-          (f.predictedSeconds * double(d.t * d.p * d.d) * f.gpu.peakFlops));
+  if (f.predictedSeconds > 0)
+    os << llvm::format(
+        "  predicted    %.3g s per step on %s, MFU %.1f%%\n",
+        f.predictedSeconds, f.gpu.name,
+        100 * f.modelFlopsFormula /
+            (f.predictedSeconds * double(d.t * d.p * d.d) * f.gpu.peakFlops));
   if (iterationTime > 0)
     os << llvm::format("  measured     %.4g s per step on %lld %s: MFU %.1f%%, "
                        "HFU %.1f%%\n",

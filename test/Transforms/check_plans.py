@@ -13,10 +13,10 @@ def divisors(n):
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
-def expected(layers, heads, gpus, batch):
+def expected(layers, heads, vocab, seq, gpus, batch):
     out = set()
     for t in divisors(min(gpus, 8)):
-        if heads % t or gpus % t:
+        if heads % t or gpus % t or vocab % t:
             continue
         for p in divisors(gpus // t):
             if p > layers:
@@ -31,7 +31,7 @@ def expected(layers, heads, gpus, batch):
                         m = batch // d // b
                         if (p > 1 and m < p) or (v > 1 and m % p):
                             continue
-                        for sp in ([False, True] if t > 1 else [False]):
+                        for sp in ([False, True] if t > 1 and seq % t == 0 else [False]):
                             for r in ("none", "selective", "full"):
                                 out.add((t, p, v, d, b, m, sp, r))
                 v += 1
@@ -52,6 +52,8 @@ def main():
     gpus, batch = int(sys.argv[2]), int(sys.argv[3])
     model = dict(kv.split("=") for kv in text[1].split(":")[1].split())
     layers, heads = int(model["layers"]), int(model["heads"])
+    vocab = int(model["vocab"])
+    seq = int(re.search(r"of (\d+) tokens", text[0]).group(1))
     rows = [l for l in text[2:] if "s/step" in l]
     times = [float(l.split()[0]) for l in rows]
     listed = []
@@ -60,7 +62,7 @@ def main():
         if m is None:  # no pipeline: one micro-batch of the replica's rows
             m = batch // d // b
         listed.append((t, p, v, d, b, m, sp, r))
-    want = expected(layers, heads, gpus, batch)
+    want = expected(layers, heads, vocab, seq, gpus, batch)
     print("%d listed, %d expected, %d duplicates, %d missing, %d extra, sorted %s"
           % (len(listed), len(want), len(listed) - len(set(listed)),
              len(want - set(listed)), len(set(listed) - want),
