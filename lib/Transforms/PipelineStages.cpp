@@ -237,8 +237,34 @@ struct PipelinePass : public mp::impl::MPPipelineBase<PipelinePass> {
     FailureOr<func::FuncOp> func = getEntryFunction(module);
     if (failed(func))
       return signalPassFailure();
+    // One stage: every op that depends on the inputs runs per micro-batch,
+    // whatever the model's layers (gradient accumulation needs no cut).
+    if (pp == 1 && vp == 1) {
+      Builder b(module.getContext());
+      for (Operation *op : inputDependentOps(*func))
+        op->setAttr(MPDialect::getStageAttrName(), b.getI64IntegerAttr(0));
+      recordPlan(module, dims, *kind, "all");
+      return;
+    }
     if (failed(cut(module, *func, *kind, dims)))
       signalPassFailure();
+  }
+
+  /// The plan on the module (mp.pipeline), for the passes after.
+  void recordPlan(ModuleOp module, const pipeline::Dims &dims,
+                  pipeline::ScheduleKind kind, StringRef layoutText) {
+    Builder b(module.getContext());
+    module->setAttr(
+        MPDialect::getPipelineAttrName(),
+        b.getDictionaryAttr({
+            b.getNamedAttr("pp", b.getI64IntegerAttr(dims.stages)),
+            b.getNamedAttr("vp", b.getI64IntegerAttr(dims.chunks)),
+            b.getNamedAttr("microbatches",
+                           b.getI64IntegerAttr(dims.microbatches)),
+            b.getNamedAttr("schedule",
+                           b.getStringAttr(pipeline::scheduleName(kind))),
+            b.getNamedAttr("layout", b.getStringAttr(layoutText)),
+        }));
   }
 
   LogicalResult cut(ModuleOp module, func::FuncOp func,
@@ -328,17 +354,7 @@ LogicalResult PipelinePass::cut(ModuleOp module, func::FuncOp func,
   if (!timeline.empty() && failed(writeTimeline(module, actions, dims, kind,
                                                 layoutOf(*units, *end))))
     return failure();
-  module->setAttr(
-      MPDialect::getPipelineAttrName(),
-      b.getDictionaryAttr({
-          b.getNamedAttr("pp", b.getI64IntegerAttr(dims.stages)),
-          b.getNamedAttr("vp", b.getI64IntegerAttr(dims.chunks)),
-          b.getNamedAttr("microbatches",
-                         b.getI64IntegerAttr(dims.microbatches)),
-          b.getNamedAttr("schedule",
-                         b.getStringAttr(pipeline::scheduleName(kind))),
-          b.getNamedAttr("layout", b.getStringAttr(layoutOf(*units, *end))),
-      }));
+  recordPlan(module, dims, kind, layoutOf(*units, *end));
   return success();
 }
 

@@ -40,15 +40,18 @@ namespace {
 struct Gpu {
   const char *name;
   double peakFlops, memoryBandwidth, linkBandwidth;
+  /// Between nodes (the pipeline's transfers, data parallelism's
+  /// gradients): a 200 Gb/s port per A100, 400 Gb/s per H100/H200.
+  double networkBandwidth;
 };
 
 std::optional<Gpu> gpuNamed(StringRef name) {
   if (name == "a100")
-    return Gpu{"a100", 312e12, 2.039e12, 300e9};
+    return Gpu{"a100", 312e12, 2.039e12, 300e9, 25e9};
   if (name == "h100")
-    return Gpu{"h100", 989e12, 3.35e12, 450e9};
+    return Gpu{"h100", 989e12, 3.35e12, 450e9, 50e9};
   if (name == "h200")
-    return Gpu{"h200", 989e12, 4.8e12, 450e9};
+    return Gpu{"h200", 989e12, 4.8e12, 450e9, 50e9};
   return std::nullopt;
 }
 
@@ -70,6 +73,8 @@ struct Dims {
   int64_t t = 1, p = 1, v = 1, m = 1, d = 1;
   bool sp = false, zero = false;
   std::string recompute = "none";
+  std::string recomputeMethod = "uniform";
+  int64_t recomputeLayers = 1;
   int64_t activationBytes = 4; // of one element
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::OneFOneB;
 };
@@ -92,9 +97,14 @@ Dims dimsOf(ModuleOp module, func::FuncOp func) {
             plan.getAs<StringAttr>("schedule").getValue()))
       d.schedule = *kind;
   }
-  if (auto policy = module->getAttrOfType<DictionaryAttr>("mp.recompute"))
+  if (auto policy = module->getAttrOfType<DictionaryAttr>("mp.recompute")) {
     if (auto g = policy.getAs<StringAttr>("granularity"))
-      d.recompute = g.str();
+      d.recompute = g.str().empty() ? "kinds" : g.str();
+    if (auto m = policy.getAs<StringAttr>("method"))
+      d.recomputeMethod = m.str();
+    if (auto l = policy.getAs<IntegerAttr>("layers"))
+      d.recomputeLayers = l.getInt();
+  }
   for (BlockArgument arg : func.getArguments()) {
     auto type = cast<RankedTensorType>(arg.getType());
     if (type.getElementType().isInteger(64) ||
@@ -299,6 +309,15 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
       shaped ? layerFormula(d) : std::make_pair(0.0, std::string("none"));
   f.layerFormula = perLayer;
   f.layerFormulaName = name;
+  if (d.recompute == "full" &&
+      (d.recomputeMethod != "uniform" || d.recomputeLayers != 1))
+    f.layerFormulaName += ", for a layer recomputed alone; this plan "
+                          "recomputes method=" +
+                          d.recomputeMethod +
+                          " layers=" + std::to_string(d.recomputeLayers);
+  if (d.recompute == "kinds")
+    f.layerFormulaName += ", without recompute; this plan recomputes the "
+                          "op kinds given";
   f.layerReconciled = shaped ? reconciled(d, perLayer) : 0;
   // A middle layer: no embedding or head beside it.
   f.layerPlan = d.layers ? layerStash(func, d.layers / 2) : 0;
@@ -418,7 +437,16 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   } else {
     makespan = (timed.forward[0] + timed.backward[0]) * double(d.m);
   }
-  f.predictedSeconds = makespan + busiest->traffic() / gpu.linkBandwidth;
+  // Tensor-parallel collectives over the node's links; the gradient
+  // all-reduce and the pipeline's transfers over the network.
+  double network = f.p2pBytes;
+  auto gradients = busiest->collectives.find("data_parallel_gradients");
+  if (gradients != busiest->collectives.end())
+    network += gradients->second;
+  f.predictedSeconds =
+      makespan +
+      (busiest->traffic() - (network - f.p2pBytes)) / gpu.linkBandwidth +
+      network / gpu.networkBandwidth;
   return f;
 }
 
