@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 #include "mp/Analysis/Cost.h"
 #include "mp/Analysis/Layers.h"
+#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -65,6 +66,8 @@ struct Model {
   int64_t b0 = 1, s = 0, h = 0, a = 0, kvHeads = 0, layers = 0, vocab = 0;
   double layerFlops = 0, layerBytes = 0, attentionFlops = 0; // per token
   double restFlops = 0, restBytes = 0;                       // per token
+  /// Parameter reads: per micro-batch whatever its size.
+  double layerWeightBytes = 0, restWeightBytes = 0;
   double layerParams = 0, restParams = 0, allParams = 0;
 };
 
@@ -119,12 +122,20 @@ Model measure(ModuleOp module, func::FuncOp func) {
       return;
     }
     Cost cost = costOf(op);
+    // The bytes an op reads from parameters do not grow with the batch.
+    double weights = 0;
+    for (Value operand : op->getOperands())
+      if (isa_and_nonnull<GetParamOp>(operand.getDefiningOp()))
+        weights += double(storageBytes(operand.getType()));
+    weights = std::min(weights, cost.bytes);
     if (!layer) {
       m.restFlops += cost.flops;
-      m.restBytes += cost.bytes;
+      m.restBytes += cost.bytes - weights;
+      m.restWeightBytes += weights;
     } else if (*layer == mid) {
       m.layerFlops += cost.flops;
-      m.layerBytes += cost.bytes;
+      m.layerBytes += cost.bytes - weights;
+      m.layerWeightBytes += weights;
       if (op->hasTrait<mp::OpTrait::CoreAttention>())
         m.attentionFlops += cost.flops;
     }
@@ -201,7 +212,10 @@ bool price(const Model &m, const Cluster &c, int64_t globalBatch, Layout &l) {
                           : 0;
   const double flops = tokens * (3 * forward + recomputed) / double(l.t);
   const double bytes =
-      tokens * 3 * (layersPerStage * m.layerBytes + m.restBytes) / double(l.t);
+      3 *
+      (tokens * (layersPerStage * m.layerBytes + m.restBytes) +
+       layersPerStage * m.layerWeightBytes + m.restWeightBytes) /
+      double(l.t);
   double microbatch = flops / c.peakFlops + bytes / c.memoryBandwidth;
   // Tensor-parallel traffic per layer, forward and backward: 8bsh(t-1)/t
   // 16-bit elements (Narayanan).
@@ -282,38 +296,42 @@ std::vector<Layout> search(const Model &m, const Cluster &c, int64_t gpus,
   return out;
 }
 
-/// A layout from --mp-parallelize-style options (the baseline to compare).
-std::optional<Layout> parseLayout(StringRef text, int64_t gpus,
-                                  int64_t globalBatch, int64_t batch) {
-  Layout l;
-  l.b = batch;
+/// A layout from --mp-parallelize-style options (the baseline to compare):
+/// tp, sp, pp, vp, recompute and mbs (the micro-batch size); the rest
+/// follows from the GPUs and the batch. Why it is not one, else empty.
+std::string parseLayout(StringRef text, int64_t gpus, int64_t globalBatch,
+                        const Model &m, Layout &l) {
+  l.b = m.b0;
   SmallVector<StringRef> words;
   text.split(words, ' ', -1, false);
   for (StringRef word : words) {
     auto [key, value] = word.split('=');
     int64_t n = 0;
-    if (key == "sp")
-      l.sp = value == "true";
-    else if (key == "recompute")
+    const bool number = !value.getAsInteger(10, n) && n >= 1 && n <= (1 << 20);
+    if (key == "sp" && (value == "true" || value == "false" || value.empty()))
+      l.sp = value != "false";
+    else if (key == "recompute" &&
+             (value == "none" || value == "selective" || value == "full"))
       l.recompute = value.str();
-    else if (key == "mbs" && !value.getAsInteger(10, n))
-      l.b = n;
-    else if (!value.getAsInteger(10, n)) {
-      if (key == "tp")
-        l.t = n;
-      else if (key == "pp")
-        l.p = n;
-      else if (key == "vp")
-        l.v = n;
-    }
+    else if (number &&
+             (key == "tp" || key == "pp" || key == "vp" || key == "mbs"))
+      (key == "tp" ? l.t : key == "pp" ? l.p : key == "vp" ? l.v : l.b) = n;
+    else
+      return "'" + word.str() +
+             "' (takes tp=, sp=, pp=, vp=, recompute=none|selective|full, "
+             "mbs=)";
   }
-  if (l.t < 1 || l.p < 1 || l.v < 1 || l.b < 1 || gpus % (l.t * l.p))
-    return std::nullopt;
+  if (gpus % (l.t * l.p))
+    return "tp x pp does not divide the GPUs";
   l.d = gpus / (l.t * l.p);
   if (globalBatch % (l.d * l.b))
-    return std::nullopt;
+    return "micro-batch x dp does not divide the global batch";
   l.m = globalBatch / (l.d * l.b);
-  return l;
+  if (m.layers % (l.p * l.v) || (l.p > 1 && l.m < l.p) ||
+      (l.v > 1 && l.m % l.p))
+    return "pp x vp must divide the layers, with at least pp micro-batches "
+           "(a multiple of pp when interleaved)";
+  return "";
 }
 
 double parseBytes(StringRef text) {
@@ -406,18 +424,19 @@ void AutoPlanPass::runOnOperation() {
   for (size_t i = 0; i < fits.size() && i < static_cast<size_t>(top); ++i)
     printLayout(os, fits[i]);
   if (!baseline.empty()) {
-    std::optional<Layout> base =
-        parseLayout(baseline, gpus, globalBatch, model.b0);
-    if (!base || !price(model, *cluster, globalBatch, *base)) {
+    Layout base;
+    if (std::string why = parseLayout(baseline, gpus, globalBatch, model, base);
+        !why.empty()) {
       emitError(module.getLoc()) << "mp-auto-plan: baseline '" << baseline
-                                 << "' is not a layout of these GPUs and batch";
+                                 << "' is not a layout here: " << why;
       return signalPassFailure();
     }
+    price(model, *cluster, globalBatch, base);
     os << "baseline  ";
-    printLayout(os, *base);
+    printLayout(os, base);
     if (!fits.empty())
       os << llvm::format("best/baseline step time: %.3f\n",
-                         fits.front().seconds / base->seconds);
+                         fits.front().seconds / base.seconds);
   }
   if (fits.empty())
     os << "no layout fits: give more GPUs or memory\n";
