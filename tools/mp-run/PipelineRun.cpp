@@ -321,6 +321,60 @@ void verifyStage(const std::string &refDir, const PipelineStage &stage,
   std::fflush(stdout);
 }
 
+/// Every chunk program of the stage times its op kinds (--profile).
+void setProfiling(PipelineStage &stage, bool on) {
+  for (int64_t c = 0; c < stage.dims().chunks; ++c) {
+    stage.function(c, false).enableProfiling(on);
+    if (stage.training())
+      stage.function(c, true).enableProfiling(on);
+  }
+}
+
+/// --profile: each stage's time per op kind over the timed steps (its first
+/// rank's, all its chunk programs together), printed by rank 0.
+void printProfiles(const PipelineStage &stage, Communicator &world, int steps) {
+  std::map<std::string, std::pair<double, int64_t>> byOp;
+  double total = 0;
+  for (int64_t c = 0; c < stage.dims().chunks; ++c)
+    for (bool backward : {false, true}) {
+      if (backward && !stage.training())
+        continue;
+      for (const auto &[op, secs, calls] :
+           stage.function(c, backward).profile()) {
+        byOp[op].first += secs;
+        byOp[op].second += calls;
+        total += secs;
+      }
+    }
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(
+      byOp.begin(), byOp.end());
+  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+    return a.second.first > b.second.first;
+  });
+  const bool lead = world.rank() % (world.size() / stage.dims().stages) == 0;
+  std::string text;
+  if (lead) {
+    text = "  stage " + std::to_string(stage.stage()) + ":\n";
+    char line[128];
+    for (const auto &[op, row] : rows) {
+      std::snprintf(line, sizeof line, "    %-18s %9.3f ms %5.1f%% %6lld\n",
+                    op.c_str(), row.first * 1e3 / steps,
+                    total > 0 ? 100 * row.first / total : 0.0,
+                    static_cast<long long>(row.second / steps));
+      text += line;
+    }
+  }
+  // (Every rank takes part; each stage's first rank brings its lines.)
+  const std::vector<std::string> all = allGatherStrings(world, text);
+  if (world.rank() != 0)
+    return;
+  std::printf("mp-run: profile per stage over %d steps (op, ms/step, share, "
+              "calls/step):\n",
+              steps);
+  for (const std::string &stageText : all)
+    std::fputs(stageText.c_str(), stdout);
+}
+
 /// One step on the --input batch, timed as a plain artifact's runs are.
 int runStep(const Options &o, PipelineStage &stage, Communicator &world) {
   const std::vector<IOSpec> specs = stepInputs(stage);
@@ -337,12 +391,16 @@ int runStep(const Options &o, PipelineStage &stage, Communicator &world) {
     if (Status s = stage.run(microbatches); !s)
       abortRun(s.message);
   std::vector<double> times;
+  setProfiling(stage, o.profile);
   for (int i = 0; i < std::max(o.iterations, 1); ++i) {
     const double start = seconds();
     if (Status s = stage.run(microbatches); !s)
       abortRun(s.message);
     times.push_back(seconds() - start);
   }
+  setProfiling(stage, false);
+  if (o.profile)
+    printProfiles(stage, world, std::max(o.iterations, 1));
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
   if (!o.quiet) {
@@ -381,9 +439,10 @@ int runStep(const Options &o, PipelineStage &stage, Communicator &world) {
 
 int runPipeline(const Options &o, Communicator &world, Device device) {
   Status supported = Status::success();
-  if (o.profile)
-    supported = Status::error("--profile does not time pipeline artifacts "
-                              "yet: --timeline draws their steps");
+  if (o.profile && o.train.enabled)
+    supported = Status::error("--profile times the steps of a pipeline run "
+                              "without --train (--timeline draws a training "
+                              "step)");
   else if (device == Device::CUDA && !o.device.empty())
     supported = Status::error("--device cuda: pipeline artifacts run on the "
                               "cpu for now");
