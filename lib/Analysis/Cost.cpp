@@ -29,6 +29,16 @@ Cost costOf(Operation *op) {
   return cost;
 }
 
+std::optional<Gpu> gpuPreset(llvm::StringRef name) {
+  if (name == "a100")
+    return Gpu{"a100", 312e12, 2.039e12, 300e9, 25e9};
+  if (name == "h100")
+    return Gpu{"h100", 989e12, 3.35e12, 450e9, 50e9};
+  if (name == "h200")
+    return Gpu{"h200", 989e12, 4.8e12, 450e9, 50e9};
+  return std::nullopt;
+}
+
 std::vector<ChunkCost> chunkCosts(ModuleOp module, int64_t chunks) {
   std::vector<ChunkCost> costs(chunks);
   module.walk([&](Operation *op) {

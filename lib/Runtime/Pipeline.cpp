@@ -431,6 +431,12 @@ PipelineStage::runAction(const pipeline::Action &a,
   return Status::success();
 }
 
+void PipelineStage::seedMicrobatch(Executable &exe, int64_t m) const {
+  exe.setRandomState(rngSeed,
+                     rngStep * static_cast<uint64_t>(shape.microbatches) +
+                         static_cast<uint64_t>(m));
+}
+
 Status PipelineStage::runForward(
     int64_t c, int64_t m,
     const std::vector<std::vector<Tensor>> &microbatches) {
@@ -454,9 +460,7 @@ Status PipelineStage::runForward(
                            " before its input arrived");
   }
   std::vector<Tensor> outputs;
-  chunk.forward->setRandomState(
-      rngSeed, rngStep * static_cast<uint64_t>(shape.microbatches) +
-                   static_cast<uint64_t>(m));
+  seedMicrobatch(*chunk.forward, m);
   if (Status s = chunk.forward->run(inputs, outputs); !s)
     return s;
   received.erase(key);
@@ -528,9 +532,7 @@ Status PipelineStage::runBackward(
     }
   }
   std::vector<Tensor> outputs;
-  chunk.backward->setRandomState(
-      rngSeed, rngStep * static_cast<uint64_t>(shape.microbatches) +
-                   static_cast<uint64_t>(m));
+  seedMicrobatch(*chunk.backward, m);
   if (Status s = chunk.backward->run(inputs, outputs); !s)
     return s;
   for (const std::vector<uint8_t> &v : kept)

@@ -20,6 +20,7 @@
 // priced in O(1)).
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Analysis/ActivationMemory.h"
 #include "mp/Analysis/Cost.h"
 #include "mp/Analysis/Layers.h"
 #include "mp/Analysis/MemoryPlan.h"
@@ -44,23 +45,6 @@ using namespace mp;
 
 namespace {
 
-struct Cluster {
-  const char *name;
-  double peakFlops, memoryBandwidth, nvlink, network; // FLOP/s, bytes/s
-};
-
-std::optional<Cluster> clusterOf(StringRef gpu) {
-  // Network: a 200 Gb/s HDR port per A100 (25 GB/s), 400 Gb/s NDR per
-  // H100/H200 (50 GB/s).
-  if (gpu == "a100")
-    return Cluster{"a100", 312e12, 2.039e12, 300e9, 25e9};
-  if (gpu == "h100")
-    return Cluster{"h100", 989e12, 3.35e12, 450e9, 50e9};
-  if (gpu == "h200")
-    return Cluster{"h200", 989e12, 4.8e12, 450e9, 50e9};
-  return std::nullopt;
-}
-
 /// The model, measured once.
 struct Model {
   int64_t b0 = 1, s = 0, h = 0, a = 0, kvHeads = 0, layers = 0, vocab = 0;
@@ -70,12 +54,6 @@ struct Model {
   double layerWeightBytes = 0, restWeightBytes = 0;
   double layerParams = 0, restParams = 0, allParams = 0;
 };
-
-std::optional<int64_t> intAttr(Operation *op, StringRef name) {
-  if (auto attr = op->getAttrOfType<IntegerAttr>(name))
-    return attr.getInt();
-  return std::nullopt;
-}
 
 Model measure(ModuleOp module, func::FuncOp func) {
   Model m;
@@ -182,25 +160,13 @@ struct Layout {
 /// One layer's activation bytes as mp keeps it (mp-report's reconciled
 /// Korthikanti form; 16-bit), for micro-batch size b.
 double layerActivations(const Model &m, const Layout &l) {
-  const double sbh = double(m.s) * double(l.b) * double(m.h), t = double(l.t);
-  if (l.recompute == "full")
-    return 2 * sbh / (l.sp ? t : 1.0);
-  const double attn = 5.0 * m.a * m.s / m.h;
-  double formula;
-  if (l.t == 1)
-    formula = l.recompute == "selective" ? 34 * sbh : sbh * (34 + attn);
-  else if (l.recompute == "selective")
-    formula = l.sp ? 34 * sbh / t : sbh * (10 + 24 / t);
-  else
-    formula = l.sp ? sbh / t * (34 + attn) : sbh * (10 + 24 / t + attn / t);
-  const double scores = l.recompute == "selective" ? 0 : attn * sbh / t;
-  const double masks = 2 * sbh / (l.sp ? t : 1.0);
-  const double outputTwice = l.recompute == "selective" ? 0 : 2 * sbh / t;
-  return formula - scores - masks + outputTwice;
+  return keptLayerBytes({double(m.s), double(l.b), double(m.h), double(m.a),
+                         double(l.t), l.sp, l.recompute},
+                        /*activationBytes=*/2);
 }
 
 /// Prices `l` (sets seconds, memory and MFU); false when it cannot run.
-bool price(const Model &m, const Cluster &c, int64_t globalBatch, Layout &l) {
+bool price(const Model &m, const Gpu &c, int64_t globalBatch, Layout &l) {
   const double tokens = double(l.b) * double(m.s);
   const double layersPerStage = double(m.layers) / double(l.p);
   // Compute of one micro-batch on the busiest stage (the first, with the
@@ -221,19 +187,20 @@ bool price(const Model &m, const Cluster &c, int64_t globalBatch, Layout &l) {
   // 16-bit elements (Narayanan).
   if (l.t > 1)
     microbatch += layersPerStage * 8 * tokens * double(m.h) * 2 *
-                  double(l.t - 1) / double(l.t) / c.nvlink;
+                  double(l.t - 1) / double(l.t) / c.linkBandwidth;
   // Pipeline transfers: an activation and a gradient of bsh/t per
   // micro-batch and chunk boundary (scatter/gather), v per stage.
   if (l.p > 1)
-    microbatch +=
-        2 * double(l.v) * tokens * double(m.h) * 2 / double(l.t) / c.network;
+    microbatch += 2 * double(l.v) * tokens * double(m.h) * 2 / double(l.t) /
+                  c.networkBandwidth;
   const double bubble = double(l.p - 1) / (double(l.v) * double(l.m));
   double seconds = double(l.m) * microbatch * (1 + bubble);
   // The data-parallel gradient all-reduce (16-bit) of a stage's shard.
   const double stageParams =
       (layersPerStage * m.layerParams + m.restParams) / double(l.t);
   if (l.d > 1)
-    seconds += 2 * double(l.d - 1) / double(l.d) * stageParams * 2 / c.network;
+    seconds += 2 * double(l.d - 1) / double(l.d) * stageParams * 2 /
+               c.networkBandwidth;
   // Memory: mixed-precision Adam (ZeRO-1 over dp) and the first stage's
   // activations in flight.
   const double weights = stageParams * (2 + 2 + 12 / double(l.d));
@@ -259,7 +226,7 @@ std::vector<int64_t> divisors(int64_t n) {
 }
 
 /// Every layout of `gpus` GPUs for the model, priced.
-std::vector<Layout> search(const Model &m, const Cluster &c, int64_t gpus,
+std::vector<Layout> search(const Model &m, const Gpu &c, int64_t gpus,
                            int64_t globalBatch) {
   std::vector<Layout> out;
   for (int64_t t : divisors(std::min<int64_t>(gpus, 8))) {
@@ -363,7 +330,7 @@ void printLayout(llvm::raw_ostream &os, const Layout &l) {
 
 void AutoPlanPass::runOnOperation() {
   ModuleOp module = getOperation();
-  std::optional<Cluster> cluster = clusterOf(gpu);
+  std::optional<Gpu> cluster = gpuPreset(gpu);
   const double budget = parseBytes(memory);
   if (!cluster || gpus < 1 || globalBatch < 1 || budget <= 0 || top < 1) {
     emitError(module.getLoc())

@@ -53,12 +53,6 @@ bool isSequenceGather(Operation *op) {
   return type.getRank() >= 3 && gather.getGatherAxis().getZExtValue() == 1;
 }
 
-std::optional<int64_t> intAttr(Operation *op, StringRef name) {
-  if (auto attr = op->getAttrOfType<IntegerAttr>(name))
-    return attr.getInt();
-  return std::nullopt;
-}
-
 /// A recompute policy, from the pass options or the module's record.
 struct Policy {
   std::string granularity, method = "uniform";

@@ -9,6 +9,7 @@
 // activations). Shape-only models (no weights) report alike.
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Analysis/ActivationMemory.h"
 #include "mp/Analysis/Cost.h"
 #include "mp/Analysis/Layers.h"
 #include "mp/Analysis/MemoryPlan.h"
@@ -34,32 +35,6 @@ using namespace mlir;
 using namespace mp;
 
 namespace {
-
-/// A GPU: dense 16-bit peak FLOP/s, memory and tensor-parallel link
-/// bandwidths (bytes/s, one direction).
-struct Gpu {
-  const char *name;
-  double peakFlops, memoryBandwidth, linkBandwidth;
-  /// Between nodes (the pipeline's transfers, data parallelism's
-  /// gradients): a 200 Gb/s port per A100, 400 Gb/s per H100/H200.
-  double networkBandwidth;
-};
-
-std::optional<Gpu> gpuNamed(StringRef name) {
-  if (name == "a100")
-    return Gpu{"a100", 312e12, 2.039e12, 300e9, 25e9};
-  if (name == "h100")
-    return Gpu{"h100", 989e12, 3.35e12, 450e9, 50e9};
-  if (name == "h200")
-    return Gpu{"h200", 989e12, 4.8e12, 450e9, 50e9};
-  return std::nullopt;
-}
-
-std::optional<int64_t> intAttr(Operation *op, StringRef name) {
-  if (auto attr = op->getAttrOfType<IntegerAttr>(name))
-    return attr.getInt();
-  return std::nullopt;
-}
 
 bool isBackward(Operation *op) {
   return op->hasAttr(MPDialect::getBackwardAttrName());
@@ -137,52 +112,6 @@ Dims dimsOf(ModuleOp module, func::FuncOp func) {
   });
   d.layers = static_cast<int64_t>(layers.size());
   return d;
-}
-
-/// Korthikanti et al. 2022, table 2: one layer's activation bytes (16-bit
-/// activations, 1-byte dropout masks), and the formula's name.
-std::pair<double, std::string> layerFormula(const Dims &d) {
-  const double sbh = double(d.s) * d.b * d.h, t = double(d.t);
-  const double attn = 5.0 * d.a * d.s / d.h;
-  if (d.recompute == "full")
-    return d.sp ? std::make_pair(2 * sbh / t,
-                                 std::string("full recompute, sp: 2sbh/t"))
-                : std::make_pair(2 * sbh, std::string("full recompute: 2sbh"));
-  if (d.t == 1)
-    return d.recompute == "selective"
-               ? std::make_pair(34 * sbh, std::string("selective: 34sbh"))
-               : std::make_pair(sbh * (34 + attn),
-                                std::string("sbh(34 + 5as/h)"));
-  if (d.recompute == "selective")
-    return d.sp ? std::make_pair(34 * sbh / t,
-                                 std::string("tp + sp + selective: 34sbh/t"))
-                : std::make_pair(sbh * (10 + 24 / t),
-                                 std::string("tp + selective: sbh(10 + 24/t)"));
-  return d.sp ? std::make_pair(sbh / t * (34 + attn),
-                               std::string("tp + sp: sbh/t(34 + 5as/h)"))
-              : std::make_pair(sbh * (10 + 24 / t + attn / t),
-                               std::string("tp: sbh(10 + 24/t + 5as/(ht))"));
-}
-
-/// The formula's layer, term by term reconciled with how mp keeps a
-/// layer: fused attention stores no s×s scores, softmax or its dropout
-/// mask (its backward recomputes them, as FlashAttention's); dropout masks
-/// are drawn again from the seed, not stored; the attention output is kept
-/// twice, in the heads' layout for the attention's backward and in the
-/// model's for the output projection's weight gradient, unless attention
-/// is recomputed.
-double reconciled(const Dims &d, double formula) {
-  // (The forms count 16-bit activations; a program of another width keeps
-  // its terms at that width.)
-  const double width = double(d.activationBytes) / 2;
-  if (d.recompute == "full")
-    return formula * width;
-  const double sbh = double(d.s) * d.b * d.h, t = double(d.t);
-  const double scores =
-      d.recompute == "selective" ? 0 : 5.0 * d.a * d.s / d.h * sbh / t;
-  const double masks = 2 * sbh / (d.sp ? t : 1.0);
-  const double outputTwice = d.recompute == "selective" ? 0 : 2 * sbh / t;
-  return (formula - scores - masks + outputTwice) * width;
 }
 
 struct Figures {
@@ -305,10 +234,12 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   std::vector<double> stash(static_cast<size_t>(chunks), 0);
   std::vector<std::set<int64_t>> chunkLayers(static_cast<size_t>(chunks));
   stashOf(func, stash, chunkLayers);
-  auto [perLayer, name] =
-      shaped ? layerFormula(d) : std::make_pair(0.0, std::string("none"));
+  LayerSetting setting{double(d.s), double(d.b), double(d.h), double(d.a),
+                       double(d.t), d.sp,        d.recompute};
+  LayerForm form = shaped ? korthikantiLayer(setting) : LayerForm{0, "none"};
+  const double perLayer = form.bytes;
   f.layerFormula = perLayer;
-  f.layerFormulaName = name;
+  f.layerFormulaName = form.name;
   if (d.recompute == "full" &&
       (d.recomputeMethod != "uniform" || d.recomputeLayers != 1))
     f.layerFormulaName += ", for a layer recomputed alone; this plan "
@@ -318,7 +249,8 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   if (d.recompute == "kinds")
     f.layerFormulaName += ", without recompute; this plan recomputes the "
                           "op kinds given";
-  f.layerReconciled = shaped ? reconciled(d, perLayer) : 0;
+  f.layerReconciled =
+      shaped ? keptLayerBytes(setting, double(d.activationBytes)) : 0;
   // A middle layer: no embedding or head beside it.
   f.layerPlan = d.layers ? layerStash(func, d.layers / 2) : 0;
   // In flight on each stage: the schedule walked, each chunk's stash and
@@ -419,7 +351,7 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
       (isBackward(op) ? costs[0].backward : costs[0].forward) += costOf(op);
     });
   }
-  Machine machine{gpu.peakFlops, gpu.memoryBandwidth};
+  Machine machine = gpu.machine();
   pipeline::Costs timed;
   for (const ChunkCost &c : costs) {
     timed.forward.push_back(c.forward.seconds(machine));
@@ -589,7 +521,7 @@ void ReportPass::runOnOperation() {
         << "mp-report format must be text or json, got '" << format << "'";
     return signalPassFailure();
   }
-  std::optional<Gpu> chosen = gpuNamed(gpu);
+  std::optional<Gpu> chosen = gpuPreset(gpu);
   if (!chosen) {
     emitError(module.getLoc())
         << "mp-report gpu must be a100, h100 or h200, got '" << gpu << "'";

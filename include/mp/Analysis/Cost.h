@@ -15,6 +15,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Operation.h"
 
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
 #include <vector>
 
 namespace mp {
@@ -26,6 +29,18 @@ struct Machine {
   /// their ratio).
   static Machine h100() { return {989e12, 3.35e12}; }
 };
+
+/// A GPU of the report's and the planner's presets: dense 16-bit peak
+/// FLOP/s, memory bandwidth, tensor-parallel link (NVLink) and network
+/// bandwidths between nodes (bytes/s, one direction; a 200 Gb/s port per
+/// A100, 400 Gb/s per H100/H200).
+struct Gpu {
+  const char *name;
+  double peakFlops, memoryBandwidth, linkBandwidth, networkBandwidth;
+  Machine machine() const { return {peakFlops, memoryBandwidth}; }
+};
+/// "a100", "h100" or "h200"; none for another name.
+std::optional<Gpu> gpuPreset(llvm::StringRef name);
 
 struct Cost {
   double flops = 0, bytes = 0;

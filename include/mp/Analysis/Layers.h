@@ -16,6 +16,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 
 namespace mp {
@@ -35,6 +36,14 @@ void tagLayers(mlir::func::FuncOp func);
 /// stage runs per microbatch); the others compute from parameters and
 /// constants alone.
 llvm::DenseSet<mlir::Operation *> inputDependentOps(mlir::func::FuncOp func);
+
+/// The integer attribute `name` of `op` (mp.layer, mp.stage, ...), if set.
+inline std::optional<int64_t> intAttr(mlir::Operation *op,
+                                      llvm::StringRef name) {
+  if (auto attr = op->getAttrOfType<mlir::IntegerAttr>(name))
+    return attr.getInt();
+  return std::nullopt;
+}
 
 } // namespace mp
 

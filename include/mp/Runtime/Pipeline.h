@@ -116,6 +116,8 @@ private:
                     const std::vector<std::vector<Tensor>> &microbatches);
   Status runBackward(int64_t c, int64_t m,
                      const std::vector<std::vector<Tensor>> &microbatches);
+  /// Micro-batch m's dropout stream: (seed, step * microbatches + m).
+  void seedMicrobatch(Executable &exe, int64_t m) const;
   Status accumulate(size_t output, const Tensor &value, int64_t microbatch,
                     bool gradient);
   Status finishResults();
