@@ -1,13 +1,18 @@
 #!/usr/bin/python3
 """Benchmark: a GPT-2-small-shaped model (12 layers, hidden 768, 12 heads,
 vocab 50304, batch 4 x 128 tokens, forward) run by mp-run on CPU against
-PyTorch eager on the same model with the same number of threads.
+PyTorch eager on the same model with the same number of threads, and
+against PyTorch's own oneDNN path (torch.utils.mkldnn.to_mkldnn, its
+linears as nn.Linear). --model llama runs a Llama-style shape of similar
+size instead (12 layers, hidden 768, 12 heads, SwiGLU 2048, RMSNorm, rotary,
+vocab 32000, untied head).
 
-Prints tokens/s of both, their ratio, mp's achieved GFLOP/s and the
+Prints tokens/s of each, the ratios, mp's achieved GFLOP/s and the
 machine's sgemm rate (a 2048^3 float32 GEMM through PyTorch), and checks
-that both produce the same logits. Not a test: run it by hand.
+that all produce the same logits. Not a test: run it by hand.
 
-  /usr/bin/python3 bench/gpt2_small.py [--threads N] [--iterations N]
+  /usr/bin/python3 bench/gpt2_small.py [--model gpt2|llama] [--threads N]
+                                       [--iterations N]
 """
 import argparse
 import math
@@ -27,14 +32,23 @@ sys.path.insert(0, os.path.join(ROOT, "models"))
 sys.dont_write_bytecode = True
 import gen_tiny  # noqa: E402  (the bundled GPT-2 definition, at full size)
 
-CONFIG = dict(layers=12, hidden=768, heads=12, vocab=50304, max_positions=1024,
-              activation="gelu_erf", tied=True)
+CONFIGS = {
+    "gpt2": dict(arch="gpt2", layers=12, hidden=768, heads=12, vocab=50304,
+                 max_positions=1024, activation="gelu_erf", tied=True, ffn=3072),
+    "llama": dict(arch="llama", layers=12, hidden=768, heads=12, kv_heads=12,
+                  ffn=2048, vocab=32000, eps=1e-6, rope_theta=10000.0,
+                  max_positions=None, tied=False),
+}
+CONFIG = CONFIGS["gpt2"]
 BATCH, SEQ = 4, 128
 
 
 def build_model():
     torch.manual_seed(0)
-    model = gen_tiny.GPT2(CONFIG, tied=True).eval()
+    if CONFIG["arch"] == "llama":
+        model = gen_tiny.Llama(CONFIG).eval()
+    else:
+        model = gen_tiny.GPT2(CONFIG, tied=True).eval()
     with torch.no_grad():  # GPT-2-like weight scale keeps activations sane
         for p in model.parameters():
             p.mul_(0.1)
@@ -63,19 +77,48 @@ def sgemm_gflops(threads):
 def model_flops():
     """Multiply-add FLOPs of the forward pass (GEMMs and attention)."""
     h, l, v, t = CONFIG["hidden"], CONFIG["layers"], CONFIG["vocab"], BATCH * SEQ
-    per_layer = 2 * t * (h * 3 * h + h * h + 2 * h * 4 * h) + 2 * 2 * BATCH * SEQ * SEQ * h
+    f = CONFIG["ffn"]
+    mlp = 3 * h * f if CONFIG["arch"] == "llama" else 2 * h * f
+    per_layer = 2 * t * (h * 3 * h + h * h + mlp) + 2 * 2 * BATCH * SEQ * SEQ * h
     return l * per_layer + 2 * t * h * v
+
+
+def mkldnn_model(model):
+    """PyTorch's own oneDNN path: the model with its Conv1D linears as
+    nn.Linear, converted by torch.utils.mkldnn.to_mkldnn (weights reordered
+    once); what a PyTorch user would run for CPU inference."""
+    import copy
+    import torch.utils.mkldnn as mkldnn
+    model = copy.deepcopy(model)
+
+    def convert(module):
+        for name, child in module.named_children():
+            if isinstance(child, gen_tiny.Conv1D):
+                nin, nout = child.weight.shape
+                lin = torch.nn.Linear(nin, nout, bias=child.bias is not None)
+                with torch.no_grad():
+                    lin.weight.copy_(child.weight.t())
+                    if child.bias is not None:
+                        lin.bias.copy_(child.bias)
+                setattr(module, name, lin)
+            else:
+                convert(child)
+    convert(model)
+    return mkldnn.to_mkldnn(model.eval())
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=sorted(CONFIGS), default="gpt2")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--workdir", default=None,
                         help="where the ONNX model and artifact go (default: a temp dir)")
     args = parser.parse_args()
+    global CONFIG
+    CONFIG = CONFIGS[args.model]
     mp_opt = os.path.join(args.build, "bin", "mp-opt")
     mp_run = os.path.join(args.build, "bin", "mp-run")
 
@@ -83,11 +126,12 @@ def main():
     os.makedirs(work, exist_ok=True)
     model = build_model()
     ids = torch.randint(0, CONFIG["vocab"], (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
-    onnx_path = os.path.join(work, "gpt2_small.onnx")
+    label = "GPT-2-small shape" if args.model == "gpt2" else "Llama-style shape"
+    onnx_path = os.path.join(work, args.model + "_small.onnx")
     ids_path = os.path.join(work, "input_ids.npy")
     np.save(ids_path, ids.numpy())
-    print("exporting GPT-2-small shape (%.1fM parameters) to %s ..."
-          % (sum(p.numel() for p in model.parameters()) / 1e6, onnx_path), flush=True)
+    print("exporting %s (%.1fM parameters) to %s ..."
+          % (label, sum(p.numel() for p in model.parameters()) / 1e6, onnx_path), flush=True)
     torch.onnx.export(model, (ids,), onnx_path, opset_version=17,
                       input_names=["input_ids"], output_names=["logits"],
                       do_constant_folding=False)
@@ -100,33 +144,47 @@ def main():
     out_dir = os.path.join(work, "out")
     proc = subprocess.run([mp_run, artifact, "--input", "input_ids=" + ids_path,
                            "--threads", str(args.threads), "--warmup", "1",
-                           "--iterations", str(args.iterations), "--output-dir", out_dir],
+                           "--iterations", str(args.iterations), "--output-dir", out_dir,
+                           "--profile"],
                           check=True, capture_output=True, text=True)
     print(proc.stdout, end="")
     mp_ms = float(re.search(r"([0-9.]+) ms/run \(median", proc.stdout).group(1))
+    linear_ms = float(re.search(r"\n  linear +([0-9.]+) ms", proc.stdout).group(1))
 
     torch.set_num_threads(args.threads)
     with torch.no_grad():
         reference = model(ids)
         torch_s = median_seconds(lambda: model(ids), 1, args.iterations)
+        fast = mkldnn_model(model)
+        mkldnn_ref = fast(ids)
+        mkldnn_s = median_seconds(lambda: fast(ids), 1, args.iterations)
 
     logits = np.load(os.path.join(out_dir, "logits.npy"))
     ref = reference.numpy()
     rel = float(np.max(np.abs(logits - ref)) / np.max(np.abs(ref)))
+    rel_mkldnn = float(np.max(np.abs(mkldnn_ref.numpy() - ref)) / np.max(np.abs(ref)))
 
     tokens = BATCH * SEQ
     mp_tps = tokens / (mp_ms / 1e3)
     torch_tps = tokens / torch_s
     flops = model_flops()
+    linear_flops = flops - CONFIG["layers"] * 2 * 2 * BATCH * SEQ * SEQ * CONFIG["hidden"]
+    mkldnn_tps = tokens / mkldnn_s
     peak = sgemm_gflops(args.threads)
+    linear_rate = linear_flops / (linear_ms / 1e3) / 1e9
     print()
-    print("GPT-2-small shape, batch %d x %d tokens, forward, %d threads" % (BATCH, SEQ, args.threads))
-    print("  PyTorch %s eager: %8.1f ms/run  %8.0f tokens/s" % (torch.__version__, torch_s * 1e3, torch_tps))
-    print("  mp-run (cpu):      %8.1f ms/run  %8.0f tokens/s" % (mp_ms, mp_tps))
-    print("  ratio mp/PyTorch:  %.2fx tokens/s" % (mp_tps / torch_tps))
+    print("%s, batch %d x %d tokens, forward, %d threads" % (label, BATCH, SEQ, args.threads))
+    print("  PyTorch %s eager:  %8.1f ms/run  %8.0f tokens/s" % (torch.__version__, torch_s * 1e3, torch_tps))
+    print("  PyTorch oneDNN (to_mkldnn): %8.1f ms/run  %8.0f tokens/s" % (mkldnn_s * 1e3, mkldnn_tps))
+    print("  mp-run (cpu):               %8.1f ms/run  %8.0f tokens/s" % (mp_ms, mp_tps))
+    print("  ratio mp/PyTorch eager:  %.2fx tokens/s" % (mp_tps / torch_tps))
+    print("  ratio mp/PyTorch oneDNN: %.2fx tokens/s" % (mp_tps / mkldnn_tps))
     print("  mp achieved:       %.1f GFLOP/s of %.1f GFLOP/s sgemm (%.0f%%)"
           % (flops / (mp_ms / 1e3) / 1e9, peak, 100 * flops / (mp_ms / 1e3) / 1e9 / peak))
-    print("  logits agree: max |mp - torch| / max |torch| = %.2e" % rel)
+    print("  mp's linears:      %.1f GFLOP/s (%.0f%% of the sgemm rate)"
+          % (linear_rate, 100 * linear_rate / peak))
+    print("  logits agree: max |mp - torch| / max |torch| = %.2e "
+          "(PyTorch oneDNN: %.2e)" % (rel, rel_mkldnn))
     return 0 if rel < 1e-3 else 1
 
 

@@ -6,7 +6,7 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
-  libopenblas-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin
   nlohmann-json3-dev zlib1g-dev
   libgtest-dev googletest libbenchmark-dev
   python3-torch python3-onnx python3-numpy python3-protobuf

@@ -107,7 +107,7 @@ build_runtime() {
     export LD_LIBRARY_PATH="$deps/lib:$RUNTIME_LIBS"
     timeout 30 "$cmake" "${generator[@]}" -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
       -DMP_BUILD_COMPILER=OFF -DMP_ENABLE_MPI=OFF -DMP_ENABLE_CUDA=ON \
-      -DMP_NATIVE_CPU=OFF -DMP_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" \
+      -DMP_NATIVE_CPU=OFF -DMP_ENABLE_DNNL=OFF -DMP_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_COMPILER="$nvcc" \
       -DCMAKE_CUDA_FLAGS=-allow-unsupported-compiler \
       "${ignore[@]}" \
       -DProtobuf_INCLUDE_DIR="$deps/include" -DProtobuf_LIBRARY="$CARRY/lib/libprotobuf.so.32" \

@@ -44,9 +44,12 @@ Status Binder::bindLinearWeightGrad(Executable::Step &step) {
     return s;
   exe.flops += flops::linearWeightGrad(x.shape, dy.shape.back());
   Tensor o = out();
-  step.kernel = [kernels, x, dy, transposed, o]() mutable {
-    return kernels->linearWeightGrad(x, dy, transposed, o);
-  };
+  if (kernels->planLinearWeightGrad)
+    step.kernel = kernels->planLinearWeightGrad(x, dy, transposed, o).run;
+  if (!step.kernel)
+    step.kernel = [kernels, x, dy, transposed, o]() mutable {
+      return kernels->linearWeightGrad(x, dy, transposed, o);
+    };
   return Status::success();
 }
 

@@ -371,6 +371,9 @@ Status Binder::bindLinear(Executable::Step &step) {
   const Tensor x = in(Input), w = in(Weight);
   const Tensor *bias = optIn(Bias);
   bool transposed = intAttr(AttrName::TransposeWeight) != 0;
+  contract::LinearActivation activation;
+  if (Status s = enumAttr(AttrName::Activation, activation); !s)
+    return s;
   Shape expected;
   std::string error;
   if (Status s = expectResult(shape::linear(x.shape, w.shape,
@@ -382,8 +385,33 @@ Status Binder::bindLinear(Executable::Step &step) {
   exe.flops += flops::contraction(expected, x.shape.back());
   Tensor o = out();
   std::optional<Tensor> b = bias ? std::optional<Tensor>(*bias) : std::nullopt;
-  step.kernel = [kernels, x, w, b, transposed, o]() mutable {
-    return kernels->linear(x, w, b ? &*b : nullptr, transposed, o);
+  if (kernels->planLinear) {
+    const bool pack = !exe.parametersChange && exe.isParameter(w);
+    cpu::PlannedKernel plan =
+        kernels->planLinear(x, w, bias, transposed, o, pack, activation);
+    step.kernel = std::move(plan.run);
+    if (plan.refresh)
+      exe.packedWeights.push_back({w, std::move(plan.refresh)});
+    exe.packedBytes += static_cast<int64_t>(plan.packedBytes);
+  }
+  if (step.kernel)
+    return Status::success();
+  if (activation == contract::LinearActivation::None) {
+    step.kernel = [kernels, x, w, b, transposed, o]() mutable {
+      return kernels->linear(x, w, b ? &*b : nullptr, transposed, o);
+    };
+    return Status::success();
+  }
+  // Where the GEMM has no epilogue, the activation runs after it, in place.
+  const cpu::UnaryKind kind =
+      activation == contract::LinearActivation::Gelu ? cpu::UnaryKind::Gelu
+      : activation == contract::LinearActivation::GeluTanh
+          ? cpu::UnaryKind::GeluTanh
+          : cpu::UnaryKind::Silu;
+  step.kernel = [kernels, x, w, b, transposed, o, kind]() mutable {
+    if (Status s = kernels->linear(x, w, b ? &*b : nullptr, transposed, o); !s)
+      return s;
+    return kernels->unary(kind, o, o);
   };
   return Status::success();
 }

@@ -89,10 +89,10 @@ const KernelTable &cpuKernelTable() {
                                     hostVocabEmbedding,
                                     nullptr,
                                     nullptr,
+                                    cpu::prepareCpu,
                                     nullptr,
                                     nullptr,
-                                    nullptr,
-                                    nullptr,
+                                    cpu::describeCpu,
                                     cpu::linearWeightGrad,
                                     cpu::layerNormGrad,
                                     cpu::rmsNormGrad,
@@ -104,7 +104,9 @@ const KernelTable &cpuKernelTable() {
                                     cpu::vocabParallelStats,
                                     cpu::vocabParallelLoss,
                                     cpu::vocabParallelCrossEntropyGrad,
-                                    cpu::dropout};
+                                    cpu::dropout,
+                                    cpu::planLinear,
+                                    cpu::planLinearWeightGrad};
   return table;
 }
 

@@ -145,7 +145,23 @@ Status Executable::download(const Tensor &device, void *host) const {
 }
 
 Status Executable::upload(const void *host, const Tensor &device) const {
-  return kernels->toDevice(device.data, host, device.bytes());
+  if (Status s = kernels->toDevice(device.data, host, device.bytes()); !s)
+    return s;
+  const auto *begin = static_cast<const uint8_t *>(device.data);
+  const uint8_t *end = begin + device.bytes();
+  for (const PackedWeight &p : packedWeights) {
+    const auto *w = static_cast<const uint8_t *>(p.weight.data);
+    if (w < end && begin < w + p.weight.bytes())
+      if (Status s = p.refresh(); !s)
+        return s;
+  }
+  return Status::success();
+}
+
+bool Executable::isParameter(const Tensor &t) const {
+  return std::any_of(
+      paramTable.begin(), paramTable.end(),
+      [&](const Parameter &p) { return p.tensor.data == t.data; });
 }
 
 } // namespace mp::rt

@@ -287,8 +287,10 @@ static Status openProgram(const std::string &dir, Device device, int ranksHere,
 
 Status Executable::load(const std::string &dir,
                         std::unique_ptr<Executable> &out, Communicator *comm,
-                        Device device, const Executable *parametersFrom) {
+                        Device device, const Executable *parametersFrom,
+                        bool parametersChange) {
   auto exe = std::unique_ptr<Executable>(new Executable());
+  exe->parametersChange = parametersChange || parametersFrom;
   if (!comm) {
     exe->ownedComm = makeSingleProcessCommunicator();
     comm = exe->ownedComm.get();
@@ -471,6 +473,8 @@ Status Executable::load(const std::string &dir,
   for (int id : exe->inputBuffers)
     if (prog.buffers(id).kind() != program::Buffer::ARENA)
       return Status::error("an input is bound to a non-arena buffer");
+  if (!exe->outputSpecs.empty() && exe->outputSpecs[0].name == "loss")
+    exe->parametersChange = true; // a train step
 
   if (Status s = checkDataflow(prog, bufferBytes); !s)
     return s;

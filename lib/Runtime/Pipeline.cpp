@@ -241,10 +241,11 @@ Status PipelineStage::loadChunks(const std::string &dir, Communicator &world,
     chunks.emplace_back();
     Chunk &chunk = chunks.back();
     // Every rank loads as many programs, in step.
-    if (Status s = agreed(world,
-                          Executable::load(dir + "/forward_" + k, chunk.forward,
-                                           stageComm.get(), device),
-                          dir);
+    if (Status s =
+            agreed(world,
+                   Executable::load(dir + "/forward_" + k, chunk.forward,
+                                    stageComm.get(), device, nullptr, train),
+                   dir);
         !s)
       return s;
     if (train)

@@ -163,6 +163,7 @@ struct LinearBias : OpRewritePattern<AddOp> {
                         std::pair(op.getRhs(), op.getLhs())}) {
       auto linear = a.getDefiningOp<LinearOp>();
       if (!linear || linear.getBias() || !linear->hasOneUse() || !isParam(b) ||
+          linear.getActivation() != LinearActivation::none ||
           linear.getType() != op.getType())
         continue;
       ArrayRef<int64_t> out = linear.getType().getShape();

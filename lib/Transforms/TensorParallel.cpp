@@ -469,6 +469,16 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
 
 LogicalResult TensorParallelPass::parallelize(ModuleOp module,
                                               func::FuncOp func) {
+  // A row-parallel linear's activation would apply to partial sums.
+  WalkResult fusedFound = func.walk([&](LinearOp l) {
+    if (l.getActivation() == LinearActivation::none)
+      return WalkResult::advance();
+    l.emitOpError("has a fused activation: mp-fuse-epilogues runs after "
+                  "mp-tensor-parallel, not before");
+    return WalkResult::interrupt();
+  });
+  if (fusedFound.wasInterrupted())
+    return failure();
   SmallVector<LinearOp> linears;
   Split split;
   llvm::DenseMap<unsigned, Stop> stops;

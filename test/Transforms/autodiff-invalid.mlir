@@ -51,3 +51,18 @@ module {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// A linear with a fused activation (mp-fuse-epilogues runs after training
+// passes, not before).
+module {
+  mp.param @w : tensor<4x4xf32>
+  func.func @main(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %w = mp.get_param @w : tensor<4x4xf32>
+    // expected-error @below {{'mp.linear' op has a fused activation (mp-fuse-epilogues runs after mp-autodiff, not before)}}
+    %y = mp.linear %x, %w activation = gelu : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %l = mp.reduce sum, %y {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

@@ -267,6 +267,15 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
   if (outputFilename != "-" &&
       failed(printModule(*module, outputFilename, config, /*locations=*/true)))
     return 1;
+  // Activations become their linears' epilogues, last (partitioning and
+  // training are done) and before the memory plan, unless this pipeline
+  // planned memory already (the plan would no longer fit the program).
+  if (!runs(pm, "mp-fuse-epilogues") && !runs(pm, "mp-plan-memory")) {
+    PassManager fuse(&context);
+    fuse.addPass(mp::createMPFuseEpilogues());
+    if (failed(runPasses(fuse, *module, config)))
+      return 1;
+  }
   // A program cut into pipeline chunks is written one function per chunk
   // and phase (each planned as it is written).
   const bool pipelined =

@@ -373,6 +373,11 @@ options:
                           max error of every output
   --quiet                 print only errors
   --help                  this text
+
+environment:
+  MP_CPU_GEMM=openblas|onednn   the library of the CPU's linears (default:
+                          oneDNN where it has AVX-512 kernels for this CPU,
+                          else OpenBLAS); the load line says which
 )";
 
 /// Prints and compares every output with the reference program's output of
@@ -678,13 +683,17 @@ int main(int argc, char **argv) {
     std::string deviceLabel = deviceName(device);
     if (table && table->describe)
       deviceLabel += " (" + table->describe() + ")";
-    char scratch[48] = "";
+    char scratch[96] = "";
     const double scratchBytes = static_cast<double>(exe->scratchBytes());
+    int used = 0;
+    if (exe->packedWeightBytes() > 0)
+      used = std::snprintf(scratch, sizeof scratch, " (+%.1f MiB packed)",
+                           exe->packedWeightBytes() / 1048576.0);
     if (scratchBytes >= 1048576.0)
-      std::snprintf(scratch, sizeof scratch, ", scratch %.1f MiB",
+      std::snprintf(scratch + used, sizeof scratch - used, ", scratch %.1f MiB",
                     scratchBytes / 1048576.0);
     else if (scratchBytes > 0)
-      std::snprintf(scratch, sizeof scratch, ", scratch %.1f KiB",
+      std::snprintf(scratch + used, sizeof scratch - used, ", scratch %.1f KiB",
                     scratchBytes / 1024.0);
     std::printf("mp-run: %s: %zu instructions, arena %.1f MiB, parameters "
                 "%.1f MiB%s, loaded in %.2f s, %s, %d threads, %d rank(s) "

@@ -293,7 +293,7 @@ TEST(KernelThreads, ResultsIndependentOfThreadCount) {
   Buf bias = randomBuf(DType::F32, {384}, 7);
   Buf ma = randomBuf(DType::F32, {3, 300, 96}, 9);
   Buf mb = randomBuf(DType::F32, {3, 96, 600}, 10);
-  std::vector<std::vector<float>> attn, lin, sm, ln, mm;
+  std::vector<std::vector<float>> attn, lin, plannedLin, sm, ln, mm;
   for (int threads : {1, 2, 4}) {
     setNumThreads(threads);
     EXPECT_EQ(getNumThreads(), threads);
@@ -303,6 +303,12 @@ TEST(KernelThreads, ResultsIndependentOfThreadCount) {
     Buf lo(DType::F32, {4, 100, 384});
     ASSERT_TRUE(linear(x.t, w.t, &bias.t, true, lo.t).ok);
     lin.emplace_back(lo.p<float>(), lo.p<float>() + lo.n());
+    // As mp-run binds it (oneDNN, packed, where this CPU has AVX-512).
+    PlannedKernel planned = planLinear(x.t, w.t, &bias.t, true, lo.t, true);
+    if (planned.run) {
+      ASSERT_TRUE(planned.run().ok);
+      plannedLin.emplace_back(lo.p<float>(), lo.p<float>() + lo.n());
+    }
     Buf mo(DType::F32, {3, 300, 600}); // several output tiles per batch
     ASSERT_TRUE(matmul(ma.t, mb.t, mo.t).ok);
     mm.emplace_back(mo.p<float>(), mo.p<float>() + mo.n());
@@ -318,6 +324,9 @@ TEST(KernelThreads, ResultsIndependentOfThreadCount) {
     EXPECT_EQ(attn[0], attn[i])
         << "attention differs with thread setting " << i;
     EXPECT_EQ(lin[0], lin[i]) << "linear differs with thread setting " << i;
+    if (i < plannedLin.size())
+      EXPECT_EQ(plannedLin[0], plannedLin[i])
+          << "planned linear differs with thread setting " << i;
     EXPECT_EQ(mm[0], mm[i]) << "matmul differs with thread setting " << i;
     EXPECT_EQ(sm[0], sm[i]) << "softmax differs with thread setting " << i;
     EXPECT_EQ(ln[0], ln[i]) << "layerNorm differs with thread setting " << i;
@@ -325,3 +334,85 @@ TEST(KernelThreads, ResultsIndependentOfThreadCount) {
 }
 
 } // namespace
+
+namespace {
+
+/// Runs `body` with MP_CPU_GEMM=onednn (restoring the environment after);
+/// false where the runtime was built without oneDNN.
+template <class Body> bool withOneDnn(Body body) {
+  const char *saved = std::getenv("MP_CPU_GEMM");
+  std::string old = saved ? saved : "";
+  setenv("MP_CPU_GEMM", "onednn", 1);
+  const bool built = describeCpu().find("without oneDNN") == std::string::npos;
+  if (built)
+    body();
+  if (saved)
+    setenv("MP_CPU_GEMM", old.c_str(), 1);
+  else
+    unsetenv("MP_CPU_GEMM");
+  return built;
+}
+
+} // namespace
+
+// The oneDNN plans (lib/Runtime/cpu/Dnnl.h): in place and packed, with bias
+// and transposed weights; a packed weight that changed is read again after
+// `refresh`.
+TEST(KernelLinear, OneDnnPlansMatchTheReference) {
+  bool built = withOneDnn([] {
+    uint32_t seed = 900;
+    for (Shape xs : {Shape{5, 8}, Shape{2, 33, 64}})
+      for (bool transposed : {false, true})
+        for (bool pack : {false, true}) {
+          const std::string what = formatShape(xs) + (transposed ? " T" : "") +
+                                   (pack ? " packed" : "");
+          int64_t k = xs.back(), n = k == 64 ? 96 : 6;
+          Buf x = randomBuf(DType::F32, xs, seed++);
+          Buf w = randomBuf(DType::F32, transposed ? Shape{n, k} : Shape{k, n},
+                            seed++);
+          Buf bias = randomBuf(DType::F32, {n}, seed++);
+          Shape os = xs;
+          os.back() = n;
+          Buf out(DType::F32, os);
+          PlannedKernel plan =
+              planLinear(x.t, w.t, &bias.t, transposed, out.t, pack);
+          ASSERT_TRUE(bool(plan.run)) << what;
+          EXPECT_EQ(bool(plan.refresh), plan.packedBytes > 0) << what;
+          ASSERT_TRUE(plan.run().ok) << what;
+          expectClose(out, refLinear(x, w, &bias, transposed), kRtol, 1e-5,
+                      what);
+          Buf changed = randomBuf(DType::F32, w.t.shape, seed++);
+          std::copy(changed.p<float>(), changed.p<float>() + changed.n(),
+                    w.p<float>());
+          if (plan.refresh)
+            ASSERT_TRUE(plan.refresh().ok) << what;
+          ASSERT_TRUE(plan.run().ok) << what;
+          expectClose(out, refLinear(x, w, &bias, transposed), kRtol, 1e-5,
+                      what + " after the weight changed");
+        }
+  });
+  if (!built)
+    GTEST_SKIP() << "this runtime was built without oneDNN";
+}
+
+TEST(KernelLinear, OneDnnWeightGradMatchesOpenBlas) {
+  bool built = withOneDnn([] {
+    Buf x = randomBuf(DType::F32, {3, 40, 24}, 950);
+    Buf dy = randomBuf(DType::F32, {3, 40, 56}, 951);
+    for (bool transposed : {false, true}) {
+      Shape ws = transposed ? Shape{56, 24} : Shape{24, 56};
+      Buf viaBlas(DType::F32, ws), viaDnnl(DType::F32, ws);
+      ASSERT_TRUE(linearWeightGrad(x.t, dy.t, transposed, viaBlas.t).ok);
+      PlannedKernel plan =
+          planLinearWeightGrad(x.t, dy.t, transposed, viaDnnl.t);
+      ASSERT_TRUE(bool(plan.run));
+      ASSERT_TRUE(plan.run().ok);
+      std::vector<double> expected(viaBlas.p<float>(),
+                                   viaBlas.p<float>() + viaBlas.n());
+      expectClose(viaDnnl, expected, 1e-5, 1e-5,
+                  transposed ? "dW (transposed)" : "dW");
+    }
+  });
+  if (!built)
+    GTEST_SKIP() << "this runtime was built without oneDNN";
+}

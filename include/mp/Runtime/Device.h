@@ -89,6 +89,9 @@ struct KernelTable {
   decltype(&cpu::vocabParallelCrossEntropyGrad) vocabParallelCrossEntropyGrad =
       nullptr;
   decltype(&cpu::dropout) dropout = nullptr;
+  /// A linear planned at load (null, or an empty result: use `linear`).
+  decltype(&cpu::planLinear) planLinear = nullptr;
+  decltype(&cpu::planLinearWeightGrad) planLinearWeightGrad = nullptr;
 };
 
 const KernelTable &cpuKernelTable();

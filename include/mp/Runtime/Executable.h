@@ -54,9 +54,14 @@ public:
   /// `comm` (not owned; null: one process) must have as many ranks as the
   /// artifact's grid. A pipeline chunk's backward shares the parameters of
   /// its forward, `parametersFrom` (which must outlive it).
+  /// `parametersChange`: the caller updates the parameters between runs
+  /// (training), so kernels read weights in place rather than from packed
+  /// copies; implied by a train step's program (a "loss" output) and by
+  /// `parametersFrom`.
   static Status load(const std::string &dir, std::unique_ptr<Executable> &out,
                      Communicator *comm = nullptr, Device device = Device::CPU,
-                     const Executable *parametersFrom = nullptr);
+                     const Executable *parametersFrom = nullptr,
+                     bool parametersChange = false);
   /// Ranks the artifact was compiled for (one replica's).
   int64_t gridSize() const { return ranks; }
   /// Data parallelism (training): the number of replicas of the grid, this
@@ -99,7 +104,12 @@ public:
   /// Copies a tensor of this executable's device memory to host memory of
   /// its size, and back.
   Status download(const Tensor &device, void *host) const;
+  /// (Also refreshes the packed copies kernels hold of that tensor.)
   Status upload(const void *host, const Tensor &device) const;
+  /// Bytes of the copies of weights that kernels hold packed in the layout
+  /// their GEMM prefers (oneDNN on the CPU; only where the parameters do
+  /// not change between runs).
+  int64_t packedWeightBytes() const { return packedBytes; }
   /// The random state of the next runs (dropout masks are a function of
   /// it): a seed and a step, set by the training loop before each step.
   void setRandomState(uint64_t seed, uint64_t step) {
@@ -135,6 +145,15 @@ private:
   std::vector<Tensor> buffers;
   std::vector<int> inputBuffers, outputBuffers;
   std::vector<Step> steps;
+  /// A kernel's packed copy of a parameter, refreshed by upload().
+  struct PackedWeight {
+    Tensor weight;
+    std::function<Status()> refresh;
+  };
+  std::vector<PackedWeight> packedWeights;
+  int64_t packedBytes = 0;
+  bool parametersChange = false;
+  bool isParameter(const Tensor &t) const;
   std::vector<std::string> constants;
   std::vector<std::string> syntheticStorage; // parameters of synthetic runs
   bool synthetic = false;

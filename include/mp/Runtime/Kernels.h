@@ -4,7 +4,8 @@
 // One function per mp op. Output tensors are allocated by the caller with
 // the op's result shape; shapes were checked by the compiler and the loader.
 // A kernel returns an error Status only for an element type it does not
-// handle. Large kernels run on OpenMP threads; GEMMs go to OpenBLAS.
+// handle. Large kernels run on OpenMP threads; f32 GEMMs go to oneDNN or
+// OpenBLAS (lib/Runtime/cpu/Dnnl.h says which, and why).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MP_RUNTIME_KERNELS_H
@@ -13,6 +14,7 @@
 #include "mp/Runtime/Tensor.h"
 #include "mp/Support/OpContract.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,31 @@ Status matmul(const Tensor &a, const Tensor &b, Tensor &out);
 /// transposeWeight. f32 only (one sgemm).
 Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
               bool transposeWeight, Tensor &out);
+/// A kernel planned once at load for operands whose memory stays where it
+/// is, so that a run only executes it.
+struct PlannedKernel {
+  /// Empty: the plain kernel serves as well.
+  std::function<Status()> run;
+  /// Where the plan holds a packed copy of its weight: call after the
+  /// weight changed. Empty otherwise.
+  std::function<Status()> refresh;
+  /// Bytes of that copy.
+  size_t packedBytes = 0;
+};
+/// `linear` through oneDNN where Dnnl.h chooses it, `activation` applied
+/// to its result as the GEMM's epilogue; `packWeight` asks for a packed
+/// copy of the weight (for weights that rarely change).
+PlannedKernel planLinear(
+    const Tensor &x, const Tensor &weight, const Tensor *bias,
+    bool transposeWeight, const Tensor &out, bool packWeight,
+    contract::LinearActivation activation = contract::LinearActivation::None);
+/// `linearWeightGrad` through oneDNN where Dnnl.h chooses it.
+PlannedKernel planLinearWeightGrad(const Tensor &x, const Tensor &dy,
+                                   bool transposeWeight, const Tensor &dw);
+/// Checks the CPU's GEMM library choice (MP_CPU_GEMM); run once at load.
+Status prepareCpu();
+/// The CPU's GEMM library in a few words, for mp-run's load line.
+std::string describeCpu();
 
 /// Normalizes over the trailing dims from `axis` (non-negative here); scale
 /// and bias have those dims' shape. f32.

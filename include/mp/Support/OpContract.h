@@ -71,15 +71,18 @@ namespace attention_grad {
 enum Operand : int { Query, Key, Value, Result, ResultGrad, Mask };
 }
 
-/// Enum attribute values ('predicate', 'approximate', 'kind'). The dialect's
-/// ODS enums have the same values (checked where it is compiled).
+/// Enum attribute values ('predicate', 'approximate', 'kind',
+/// 'activation'). The dialect's ODS enums have the same values (checked where
+/// it is compiled).
 enum class ComparePredicate : int32_t { Eq, Ne, Lt, Le, Gt, Ge };
 enum class GeluApproximation : int32_t { None, Tanh };
+enum class LinearActivation : int32_t { None, Gelu, GeluTanh, Silu };
 enum class ReduceKind : int32_t { Sum, Mean, Max, Min };
 
 template <class Enum> constexpr int32_t enumCount();
 template <> constexpr int32_t enumCount<ComparePredicate>() { return 6; }
 template <> constexpr int32_t enumCount<GeluApproximation>() { return 2; }
+template <> constexpr int32_t enumCount<LinearActivation>() { return 4; }
 template <> constexpr int32_t enumCount<ReduceKind>() { return 4; }
 
 /// `value` as an `Enum`, or nullopt when it is not one of its values.

@@ -115,6 +115,31 @@ def MPSequenceParallel : Pass<"mp-sequence-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
 }
 
+def MPFuseEpilogues : Pass<"mp-fuse-epilogues", "mlir::ModuleOp"> {
+  let summary = "fold a linear's GELU or SiLU into the linear, as its "
+                "GEMM's epilogue";
+  let description = [{
+    A `gelu` (either form) or `silu` whose input is a linear's result, when
+    that is the result's only use, is removed and recorded on the linear as
+    its `activation`:
+
+    ```mlir
+    %h = mp.linear %x, %w, %b : (...) -> tensor<2x8x128xf32>
+    %g = mp.gelu %h : tensor<2x8x128xf32>
+    // becomes
+    %g = mp.linear %x, %w, %b activation = gelu : (...) -> tensor<2x8x128xf32>
+    ```
+
+    The runtime applies it as the GEMM's epilogue (a oneDNN post-op on the
+    CPU, while the output tile is in cache) rather than as another pass
+    over memory. `--artifact` runs this pass last, after the partitioning
+    and training passes, which refuse a fused linear. A train step (a
+    function with `mp.backward` ops) is left alone: its gradient reads most
+    linears' results anyway, and a forward op that recompute copies into
+    the backward must compute bit for bit what its copy does.
+  }];
+}
+
 def MPPlanMemory : Pass<"mp-plan-memory", "mlir::ModuleOp"> {
   let summary = "place every value of the program in one arena";
   let description = [{

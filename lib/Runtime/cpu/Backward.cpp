@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "Attention.h"
 #include "Common.h"
+#include "Dnnl.h"
 #include "Gemm.h"
 #include "mp/Runtime/Kernels.h"
 
@@ -75,6 +76,24 @@ Status linearWeightGrad(const Tensor &x, const Tensor &dy, bool transposeWeight,
     batchedGemm<float>(1, k, n, m, x.as<const float>(), {0},
                        dy.as<const float>(), {0}, dw.as<float>(), true, false);
   return Status::success();
+}
+
+PlannedKernel planLinearWeightGrad(const Tensor &x, const Tensor &dy,
+                                   bool transposeWeight, const Tensor &dw) {
+  for (const Tensor *t : {&x, &dy, &dw})
+    if (t->dtype != DType::F32 || t->shape.empty())
+      return {};
+  const int64_t k = x.shape.back(), n = dy.shape.back();
+  const int64_t m = k ? x.numel() / k : 0;
+  if (m == 0 || n == 0 || k == 0 ||
+      gemmLibraryFor(k, n, m) != GemmLibrary::OneDNN)
+    return {};
+  // As linearWeightGrad: xᵀ · dy, or dyᵀ · x.
+  if (transposeWeight)
+    return planGemm(dy.as<const float>(), x.as<const float>(), nullptr,
+                    dw.as<float>(), {n, k, m, true, false}, false);
+  return planGemm(x.as<const float>(), dy.as<const float>(), nullptr,
+                  dw.as<float>(), {k, n, m, true, false}, false);
 }
 
 Status layerNormGrad(const Tensor &x, const Tensor &scale, const Tensor &dy,

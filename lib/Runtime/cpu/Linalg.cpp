@@ -1,14 +1,17 @@
 //===- Linalg.cpp - GEMM-based CPU kernels --------------------------------===//
 //
-// matmul, linear, attention, einsum and the thread settings. GEMMs go to
-// OpenBLAS, one single-threaded call per output tile, with the tiles spread
-// over OpenMP threads: OpenBLAS is held at one thread for the duration (the
-// pthread build would otherwise start its own threads from every OpenMP
-// thread), which also makes results independent of the thread count.
+// matmul, linear, attention, einsum and the thread settings. A linear goes
+// to oneDNN where Dnnl.h chooses it (planned at load: planLinear). Other
+// GEMMs go to OpenBLAS, one single-threaded call per output tile, with the
+// tiles spread over OpenMP threads: OpenBLAS is held at one thread for the
+// duration (the pthread build would otherwise start its own threads from
+// every OpenMP thread), which also makes results independent of the thread
+// count.
 //
 //===----------------------------------------------------------------------===//
 #include "Attention.h"
 #include "Common.h"
+#include "Dnnl.h"
 #include "Gemm.h"
 #include "mp/Runtime/Kernels.h"
 #include "mp/Support/Einsum.h"
@@ -18,9 +21,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <type_traits>
 
 namespace mp::rt::cpu {
@@ -459,6 +464,37 @@ Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
   }
   return Status::success();
 }
+
+PlannedKernel planLinear(const Tensor &x, const Tensor &weight,
+                         const Tensor *bias, bool transposeWeight,
+                         const Tensor &out, bool packWeight,
+                         contract::LinearActivation activation) {
+  if (x.dtype != DType::F32 || weight.dtype != DType::F32 ||
+      out.dtype != DType::F32 || (bias && bias->dtype != DType::F32) ||
+      x.shape.empty() || weight.shape.size() != 2)
+    return {};
+  const int64_t k = x.shape.back();
+  const int64_t n = transposeWeight ? weight.shape[0] : weight.shape[1];
+  const int64_t m = k ? x.numel() / k : 0;
+  if (m == 0 || n == 0 || k == 0 ||
+      gemmLibraryFor(m, n, k) != GemmLibrary::OneDNN)
+    return {};
+  return planGemm(x.as<const float>(), weight.as<const float>(),
+                  bias ? bias->as<const float>() : nullptr, out.as<float>(),
+                  {m, n, k, false, transposeWeight, activation}, packWeight);
+}
+
+Status prepareCpu() {
+  const char *asked = std::getenv("MP_CPU_GEMM");
+  if (asked && *asked && std::strcmp(asked, "openblas") != 0 &&
+      std::strcmp(asked, "onednn") != 0)
+    return Status::error(std::string("MP_CPU_GEMM is '") + asked +
+                         "'; expected 'openblas' or 'onednn' (or unset, to "
+                         "let the runtime choose)");
+  return Status::success();
+}
+
+std::string describeCpu() { return "GEMMs: " + describeGemmLibrary(); }
 
 Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor *mask, float scale, bool causal, Tensor &out) {

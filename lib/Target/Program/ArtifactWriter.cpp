@@ -195,6 +195,8 @@ void addAttributes(Operation *op, program::Instruction &inst) {
       })
       .Case([&](LinearOp l) {
         addInt(inst, AttrName::TransposeWeight, l.getTransposeWeight());
+        addInt(inst, AttrName::Activation,
+               static_cast<int64_t>(l.getActivation()));
       })
       .Case([&](LayerNormOp l) {
         addInt(inst, AttrName::Axis, l.getNormalizedAxis());

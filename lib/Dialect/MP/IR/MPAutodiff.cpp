@@ -267,6 +267,9 @@ LogicalResult LinearOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   Value dy = results[0];
   if (!dy)
     return success();
+  if (getActivation() != LinearActivation::none)
+    return emitOpError("has a fused activation (mp-fuse-epilogues runs after "
+                       "mp-autodiff, not before)");
   Grad g{b, getLoc()};
   // y = x·W: dx = dy·Wᵀ (a linear reading W the other way round).
   if (needed[0])

@@ -51,6 +51,13 @@ static_assert(sameValue(ComparePredicate::eq, c::ComparePredicate::Eq) &&
               sameValue(ComparePredicate::ge, c::ComparePredicate::Ge) &&
               getMaxEnumValForComparePredicate() + 1 ==
                   c::enumCount<c::ComparePredicate>());
+static_assert(sameValue(LinearActivation::none, c::LinearActivation::None) &&
+              sameValue(LinearActivation::gelu, c::LinearActivation::Gelu) &&
+              sameValue(LinearActivation::gelu_tanh,
+                        c::LinearActivation::GeluTanh) &&
+              sameValue(LinearActivation::silu, c::LinearActivation::Silu) &&
+              getMaxEnumValForLinearActivation() + 1 ==
+                  c::enumCount<c::LinearActivation>());
 static_assert(sameValue(GeluApproximation::none, c::GeluApproximation::None) &&
               sameValue(GeluApproximation::tanh, c::GeluApproximation::Tanh) &&
               getMaxEnumValForGeluApproximation() + 1 ==

@@ -66,4 +66,11 @@ def MP_GeluApproximation : I32EnumAttr<"GeluApproximation", "gelu form", [
   let cppNamespace = "::mp";
 }
 
+def MP_LinearActivation : I32EnumAttr<"LinearActivation",
+    "activation fused into a linear's result", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"gelu", 1>,
+    I32EnumAttrCase<"gelu_tanh", 2>, I32EnumAttrCase<"silu", 3>]> {
+  let cppNamespace = "::mp";
+}
+
 #endif // MP_DIALECT_MP_IR_MPBASE_TD

@@ -268,14 +268,20 @@ def MP_LinearOp : MP_Op<"linear", [MP_Differentiable, MP_Costed, Pure,
   let description = [{
     `input` is `[..., K]`; `weight` is `[K, N]`, or `[N, K]` with
     `transpose_weight`; the optional `bias` is `[N]`. The result is `[..., N]`.
+    `activation` (`gelu`, `gelu_tanh`, `silu`) applies that function to the
+    result, as the GEMM's epilogue: `mp-fuse-epilogues` folds the op that
+    follows a linear into it, after partitioning and differentiation, which
+    refuse such a linear.
   }];
   let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$weight,
                        Optional<MP_FloatTensor>:$bias,
-                       UnitAttr:$transpose_weight);
+                       UnitAttr:$transpose_weight,
+                       DefaultValuedAttr<MP_LinearActivation,
+                                         "::mp::LinearActivation::none">:$activation);
   let results = (outs MP_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight (`,` $bias^)? attr-dict `:`
-    functional-type(operands, results)
+    $input `,` $weight (`,` $bias^)? (`activation` `=` $activation^)? attr-dict
+    `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

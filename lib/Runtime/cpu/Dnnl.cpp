@@ -1,0 +1,236 @@
+//===- Dnnl.cpp - oneDNN GEMMs for the CPU kernels ------------------------===//
+#include "Dnnl.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <unordered_map>
+
+#ifdef MP_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace mp::rt::cpu {
+
+namespace {
+
+/// MP_CPU_GEMM as set in the environment: "" (choose), "openblas" or
+/// "onednn".
+std::string requestedLibrary() {
+  const char *v = std::getenv("MP_CPU_GEMM");
+  return v ? std::string(v) : std::string();
+}
+
+} // namespace
+
+#ifdef MP_HAVE_DNNL
+
+namespace {
+
+struct DnnlContext {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+DnnlContext &context() {
+  static DnnlContext ctx;
+  return ctx;
+}
+
+/// oneDNN's f32 brgemm kernels need AVX-512; on an AVX2-only CPU it gains
+/// nothing over OpenBLAS.
+bool hasAvx512Kernels() {
+  return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+}
+
+const char *isaName(dnnl::cpu_isa isa) {
+  switch (isa) {
+  case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+  case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+  case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+  case dnnl::cpu_isa::avx512_core: return "avx512_core";
+  case dnnl::cpu_isa::avx2: return "avx2";
+  default: return "older than avx2";
+  }
+}
+
+/// The eltwise algorithm of an activation (SiLU is swish with alpha 1).
+dnnl::algorithm eltwiseOf(contract::LinearActivation activation) {
+  switch (activation) {
+  case contract::LinearActivation::Gelu:
+    return dnnl::algorithm::eltwise_gelu_erf;
+  case contract::LinearActivation::GeluTanh:
+    return dnnl::algorithm::eltwise_gelu_tanh;
+  case contract::LinearActivation::Silu: return dnnl::algorithm::eltwise_swish;
+  case contract::LinearActivation::None: break;
+  }
+  return dnnl::algorithm::eltwise_linear; // (alpha 1, beta 0: the identity)
+}
+
+} // namespace
+
+GemmLibrary gemmLibraryFor(int64_t, int64_t, int64_t) {
+  std::string asked = requestedLibrary();
+  if (asked == "openblas")
+    return GemmLibrary::OpenBLAS;
+  if (asked == "onednn")
+    return GemmLibrary::OneDNN;
+  return hasAvx512Kernels() ? GemmLibrary::OneDNN : GemmLibrary::OpenBLAS;
+}
+
+std::string describeGemmLibrary() {
+  const dnnl_version_t *v = dnnl_version();
+  std::string name = "oneDNN " + std::to_string(v->major) + "." +
+                     std::to_string(v->minor) + "." + std::to_string(v->patch) +
+                     " (" + isaName(dnnl::get_effective_cpu_isa()) + ")";
+  std::string asked = requestedLibrary();
+  if (asked == "openblas")
+    return "OpenBLAS (MP_CPU_GEMM=openblas)";
+  if (asked == "onednn")
+    return name + " (MP_CPU_GEMM=onednn)";
+  return hasAvx512Kernels() ? name
+                            : "OpenBLAS (" + name + " has no AVX-512 here)";
+}
+
+struct DnnlGemm::Impl {
+  dnnl::matmul primitive;
+  std::unordered_map<int, dnnl::memory> args;
+  /// W as stored, when the primitive reads a packed copy.
+  std::optional<dnnl::memory> storedWeight;
+};
+
+std::unique_ptr<DnnlGemm> DnnlGemm::create(const float *a, const float *b,
+                                           const float *bias, float *c,
+                                           const Problem &problem, bool packB,
+                                           std::string &error) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  const int64_t m = problem.m, n = problem.n, k = problem.k;
+  try {
+    DnnlContext &ctx = context();
+    // A transposed operand is the matrix in column-major order (tag ba).
+    dnnl::memory::desc ad({m, k}, dt::f32, problem.transA ? tag::ba : tag::ab);
+    dnnl::memory::desc bd({k, n}, dt::f32, problem.transB ? tag::ba : tag::ab);
+    dnnl::memory::desc cd({m, n}, dt::f32, tag::ab);
+    dnnl::memory::desc biasd =
+        bias ? dnnl::memory::desc({1, n}, dt::f32, tag::ab)
+             : dnnl::memory::desc();
+    dnnl::memory::desc wanted =
+        packB ? dnnl::memory::desc({k, n}, dt::f32, tag::any) : bd;
+    dnnl::primitive_attr attr;
+    if (problem.activation != contract::LinearActivation::None) {
+      dnnl::post_ops epilogue;
+      epilogue.append_eltwise(1.0f, eltwiseOf(problem.activation), 1.0f, 0.0f);
+      attr.set_post_ops(epilogue);
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, wanted, biasd, cd),
+                                    attr, ctx.engine);
+    auto impl = std::make_unique<Impl>();
+    impl->primitive = dnnl::matmul(pd);
+    auto bind = [&](int arg, const dnnl::memory::desc &d, const float *p) {
+      impl->args.emplace(arg,
+                         dnnl::memory(d, ctx.engine, const_cast<float *>(p)));
+    };
+    bind(DNNL_ARG_SRC, ad, a);
+    if (pd.weights_desc() == bd) {
+      bind(DNNL_ARG_WEIGHTS, bd, b);
+    } else {
+      impl->storedWeight.emplace(bd, ctx.engine, const_cast<float *>(b));
+      impl->args.emplace(DNNL_ARG_WEIGHTS,
+                         dnnl::memory(pd.weights_desc(), ctx.engine));
+    }
+    bind(DNNL_ARG_DST, cd, c);
+    if (bias)
+      bind(DNNL_ARG_BIAS, biasd, bias);
+    std::unique_ptr<DnnlGemm> plan(new DnnlGemm(std::move(impl)));
+    if (Status s = plan->refresh(); !s) {
+      error = s.message;
+      return nullptr;
+    }
+    return plan;
+  } catch (const dnnl::error &e) {
+    error = std::string("oneDNN cannot plan this GEMM: ") + e.what();
+    return nullptr;
+  }
+}
+
+Status DnnlGemm::run() {
+  try {
+    impl->primitive.execute(context().stream, impl->args);
+    context().stream.wait();
+  } catch (const dnnl::error &e) {
+    return Status::error(std::string("oneDNN matmul failed: ") + e.what());
+  }
+  return Status::success();
+}
+
+Status DnnlGemm::refresh() {
+  if (!impl->storedWeight)
+    return Status::success();
+  try {
+    dnnl::memory &packed = impl->args.at(DNNL_ARG_WEIGHTS);
+    dnnl::reorder(*impl->storedWeight, packed)
+        .execute(context().stream, *impl->storedWeight, packed);
+    context().stream.wait();
+  } catch (const dnnl::error &e) {
+    return Status::error(std::string("oneDNN cannot pack a weight: ") +
+                         e.what());
+  }
+  return Status::success();
+}
+
+size_t DnnlGemm::packedBytes() const {
+  return impl->storedWeight
+             ? impl->args.at(DNNL_ARG_WEIGHTS).get_desc().get_size()
+             : 0;
+}
+
+#else // !MP_HAVE_DNNL
+
+GemmLibrary gemmLibraryFor(int64_t, int64_t, int64_t) {
+  return GemmLibrary::OpenBLAS;
+}
+
+std::string describeGemmLibrary() {
+  return requestedLibrary() == "onednn"
+             ? "OpenBLAS (MP_CPU_GEMM=onednn, but this runtime was built "
+               "without oneDNN)"
+             : "OpenBLAS";
+}
+
+struct DnnlGemm::Impl {};
+
+std::unique_ptr<DnnlGemm> DnnlGemm::create(const float *, const float *,
+                                           const float *, float *,
+                                           const Problem &, bool,
+                                           std::string &error) {
+  error = "this runtime was built without oneDNN";
+  return nullptr;
+}
+
+Status DnnlGemm::run() {
+  return Status::error("this runtime was built without oneDNN");
+}
+Status DnnlGemm::refresh() { return run(); }
+size_t DnnlGemm::packedBytes() const { return 0; }
+
+#endif // MP_HAVE_DNNL
+
+DnnlGemm::DnnlGemm(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+DnnlGemm::~DnnlGemm() = default;
+
+PlannedKernel planGemm(const float *a, const float *b, const float *bias,
+                       float *c, const DnnlGemm::Problem &problem, bool packB) {
+  std::string error;
+  std::shared_ptr<DnnlGemm> plan =
+      DnnlGemm::create(a, b, bias, c, problem, packB, error);
+  if (!plan)
+    return {};
+  PlannedKernel planned;
+  planned.run = [plan]() { return plan->run(); };
+  if ((planned.packedBytes = plan->packedBytes()))
+    planned.refresh = [plan]() { return plan->refresh(); };
+  return planned;
+}
+
+} // namespace mp::rt::cpu

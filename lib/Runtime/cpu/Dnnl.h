@@ -1,0 +1,77 @@
+//===- Dnnl.h - oneDNN GEMMs for the CPU kernels ------------------*- C++
+//-*-===//
+//
+// Private to lib/Runtime/cpu: f32 GEMMs through oneDNN's matmul primitive,
+// planned once at load for operands whose memory is fixed (the arena and
+// the parameters do not move), so that a run only executes. oneDNN picks
+// its kernels by the CPU's features at run time (AVX-512, AVX512_BF16),
+// where Debian's OpenBLAS is held to its AVX2 kernels on these machines
+// (OPENBLAS_CORETYPE=Haswell, ../shared/TOOLCHAIN.md).
+//
+// Built only when CMake finds oneDNN (MP_HAVE_DNNL); without it every
+// query says "not available" and the kernels use OpenBLAS.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_LIB_RUNTIME_CPU_DNNL_H
+#define MP_LIB_RUNTIME_CPU_DNNL_H
+
+#include "mp/Runtime/Kernels.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace mp::rt::cpu {
+
+/// Which library runs the CPU's f32 GEMMs.
+enum class GemmLibrary { OpenBLAS, OneDNN };
+
+/// The library for a GEMM of this shape: oneDNN where it was built in and
+/// has AVX-512 kernels for this CPU, OpenBLAS otherwise; the environment
+/// variable MP_CPU_GEMM=openblas|onednn overrides the choice (for
+/// benchmarks and comparisons).
+GemmLibrary gemmLibraryFor(int64_t m, int64_t n, int64_t k);
+/// "oneDNN 2.6.3 (avx512_core_bf16)", or why oneDNN is not used.
+std::string describeGemmLibrary();
+
+/// C[m, n] = act(A · B (+ bias[n])), row-major and dense: A stored [m, k] or,
+/// when transA, [k, m]; B stored [k, n] or, when transB, [n, k]. One oneDNN
+/// matmul primitive with the operands' memory bound at creation. With
+/// `packB` (B a weight), the primitive reads a copy of B reordered once into
+/// the blocked layout its kernel prefers (about 4 % faster on GPT-2's GEMMs
+/// here, for a second copy of the weight), and `refresh` must be called
+/// whenever B changes.
+class DnnlGemm {
+public:
+  struct Problem {
+    int64_t m, n, k;
+    bool transA, transB;
+    /// Applied to C as the GEMM's epilogue (a oneDNN post-op).
+    contract::LinearActivation activation = contract::LinearActivation::None;
+  };
+  /// Null (and `error` set) when oneDNN cannot plan it.
+  static std::unique_ptr<DnnlGemm> create(const float *a, const float *b,
+                                          const float *bias, float *c,
+                                          const Problem &problem, bool packB,
+                                          std::string &error);
+  Status run();
+  /// Reorders B into the packed copy again (nothing when not packed).
+  Status refresh();
+  /// Bytes of the packed copy of B (0: B is read in place).
+  size_t packedBytes() const;
+  ~DnnlGemm();
+
+private:
+  struct Impl;
+  explicit DnnlGemm(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+/// A kernel running `DnnlGemm::create(...)`'s plan; an empty one where
+/// oneDNN cannot plan it (OpenBLAS computes it as well).
+PlannedKernel planGemm(const float *a, const float *b, const float *bias,
+                       float *c, const DnnlGemm::Problem &problem, bool packB);
+
+} // namespace mp::rt::cpu
+
+#endif // MP_LIB_RUNTIME_CPU_DNNL_H
