@@ -5,14 +5,17 @@ PyTorch eager on the same model with the same number of threads, and
 against PyTorch's own oneDNN path (torch.utils.mkldnn.to_mkldnn, its
 linears as nn.Linear). --model llama runs a Llama-style shape of similar
 size instead (12 layers, hidden 768, 12 heads, SwiGLU 2048, RMSNorm, rotary,
-vocab 32000, untied head).
+vocab 32000, untied head). --dtype bf16 runs both in bf16 (mp: parameters
+and activations bf16, GEMMs through oneDNN's bf16 kernels with f32
+accumulation; PyTorch: the model converted with .to(torch.bfloat16)); its
+oneDNN path is fp32-only and is skipped then.
 
 Prints tokens/s of each, the ratios, mp's achieved GFLOP/s and the
 machine's sgemm rate (a 2048^3 float32 GEMM through PyTorch), and checks
 that all produce the same logits. Not a test: run it by hand.
 
-  /usr/bin/python3 bench/gpt2_small.py [--model gpt2|llama] [--threads N]
-                                       [--iterations N]
+  /usr/bin/python3 bench/gpt2_small.py [--model gpt2|llama] [--dtype f32|bf16]
+                                       [--threads N] [--iterations N]
 """
 import argparse
 import math
@@ -111,6 +114,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=sorted(CONFIGS), default="gpt2")
+    parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -138,7 +142,8 @@ def main():
 
     artifact = os.path.join(work, "artifact")
     start = time.perf_counter()
-    subprocess.run([mp_opt, onnx_path, "--artifact", artifact], check=True)
+    precision = [] if args.dtype == "f32" else ["--mp-convert-precision=dtype=" + args.dtype]
+    subprocess.run([mp_opt, onnx_path, "--artifact", artifact] + precision, check=True)
     print("compiled in %.1f s" % (time.perf_counter() - start))
 
     out_dir = os.path.join(work, "out")
@@ -154,38 +159,54 @@ def main():
     torch.set_num_threads(args.threads)
     with torch.no_grad():
         reference = model(ids)
-        torch_s = median_seconds(lambda: model(ids), 1, args.iterations)
-        fast = mkldnn_model(model)
-        mkldnn_ref = fast(ids)
-        mkldnn_s = median_seconds(lambda: fast(ids), 1, args.iterations)
+        if args.dtype == "bf16":  # the fp32 logits stay the reference
+            timed = model.to(torch.bfloat16)
+            torch_out = timed(ids).float()
+            torch_s = median_seconds(lambda: timed(ids), 1, args.iterations)
+            mkldnn_ref, mkldnn_s = None, None
+        else:
+            torch_out = reference
+            torch_s = median_seconds(lambda: model(ids), 1, args.iterations)
+            fast = mkldnn_model(model)
+            mkldnn_ref = fast(ids)
+            mkldnn_s = median_seconds(lambda: fast(ids), 1, args.iterations)
 
     logits = np.load(os.path.join(out_dir, "logits.npy"))
     ref = reference.numpy()
     rel = float(np.max(np.abs(logits - ref)) / np.max(np.abs(ref)))
-    rel_mkldnn = float(np.max(np.abs(mkldnn_ref.numpy() - ref)) / np.max(np.abs(ref)))
+    rel_torch = float(np.max(np.abs(torch_out.numpy() - ref)) / np.max(np.abs(ref)))
+    rel_mkldnn = (float(np.max(np.abs(mkldnn_ref.numpy() - ref)) / np.max(np.abs(ref)))
+                  if mkldnn_ref is not None else None)
 
     tokens = BATCH * SEQ
     mp_tps = tokens / (mp_ms / 1e3)
     torch_tps = tokens / torch_s
     flops = model_flops()
     linear_flops = flops - CONFIG["layers"] * 2 * 2 * BATCH * SEQ * SEQ * CONFIG["hidden"]
-    mkldnn_tps = tokens / mkldnn_s
     peak = sgemm_gflops(args.threads)
     linear_rate = linear_flops / (linear_ms / 1e3) / 1e9
     print()
-    print("%s, batch %d x %d tokens, forward, %d threads" % (label, BATCH, SEQ, args.threads))
-    print("  PyTorch %s eager:  %8.1f ms/run  %8.0f tokens/s" % (torch.__version__, torch_s * 1e3, torch_tps))
-    print("  PyTorch oneDNN (to_mkldnn): %8.1f ms/run  %8.0f tokens/s" % (mkldnn_s * 1e3, mkldnn_tps))
+    print("%s, batch %d x %d tokens, forward, %s, %d threads"
+          % (label, BATCH, SEQ, args.dtype, args.threads))
+    print("  PyTorch %s eager:  %8.1f ms/run  %8.0f tokens/s"
+          % (torch.__version__, torch_s * 1e3, torch_tps))
+    if mkldnn_s:
+        print("  PyTorch oneDNN (to_mkldnn): %8.1f ms/run  %8.0f tokens/s"
+              % (mkldnn_s * 1e3, tokens / mkldnn_s))
     print("  mp-run (cpu):               %8.1f ms/run  %8.0f tokens/s" % (mp_ms, mp_tps))
     print("  ratio mp/PyTorch eager:  %.2fx tokens/s" % (mp_tps / torch_tps))
-    print("  ratio mp/PyTorch oneDNN: %.2fx tokens/s" % (mp_tps / mkldnn_tps))
-    print("  mp achieved:       %.1f GFLOP/s of %.1f GFLOP/s sgemm (%.0f%%)"
+    if mkldnn_s:
+        print("  ratio mp/PyTorch oneDNN: %.2fx tokens/s" % (mp_tps / (tokens / mkldnn_s)))
+    print("  mp achieved:       %.1f GFLOP/s; the f32 sgemm rate: %.1f GFLOP/s (%.0f%%)"
           % (flops / (mp_ms / 1e3) / 1e9, peak, 100 * flops / (mp_ms / 1e3) / 1e9 / peak))
-    print("  mp's linears:      %.1f GFLOP/s (%.0f%% of the sgemm rate)"
+    print("  mp's linears:      %.1f GFLOP/s (%.0f%% of the f32 sgemm rate)"
           % (linear_rate, 100 * linear_rate / peak))
-    print("  logits agree: max |mp - torch| / max |torch| = %.2e "
-          "(PyTorch oneDNN: %.2e)" % (rel, rel_mkldnn))
-    return 0 if rel < 1e-3 else 1
+    print("  logits against fp32 PyTorch: max |mp - ref| / max |ref| = %.2e "
+          "(PyTorch %s: %.2e%s)" % (rel, args.dtype, rel_torch,
+                                   "" if rel_mkldnn is None else
+                                   ", PyTorch oneDNN: %.2e" % rel_mkldnn))
+    tolerance = 1e-3 if args.dtype == "f32" else 5e-2
+    return 0 if rel < tolerance else 1
 
 
 if __name__ == "__main__":

@@ -396,6 +396,8 @@ Status Binder::bindLinear(Executable::Step &step) {
   }
   if (step.kernel)
     return Status::success();
+  if (x.dtype == DType::BF16) // (widenedBytes chose oneDNN's bf16 GEMM)
+    return fail("oneDNN cannot run this bf16 linear");
   if (activation == contract::LinearActivation::None) {
     step.kernel = [kernels, x, w, b, transposed, o]() mutable {
       return kernels->linear(x, w, b ? &*b : nullptr, transposed, o);
@@ -780,10 +782,14 @@ Status Binder::bind(Executable::Step &step) {
   std::optional<OpKind> kind = contract::opKindFromName(inst.op());
   if (!kind)
     return fail("unknown op (this runtime is older than the compiler?)");
-  if (Status s = checkContract(contract::info(*kind)); !s)
-    return s;
-  if (Status s = checkRanks(); !s)
-    return s;
+  if (!widening) { // (the checks were made on the 16-bit values)
+    if (Status s = checkContract(contract::info(*kind)); !s)
+      return s;
+    if (Status s = checkRanks(); !s)
+      return s;
+    if (widenedBytes(exe, inst) > 0)
+      return bindWidened(step);
+  }
   switch (*kind) {
   case OpKind::Add:
   case OpKind::Sub:

@@ -46,8 +46,15 @@ public:
       : exe(exe), inst(inst) {}
 
   Status bind(Executable::Step &step);
+  /// Bytes of the f32 shadows `inst` needs on its executable's device (0:
+  /// its kernel takes its operands as they are; Widen.cpp).
+  static size_t widenedBytes(const Executable &exe,
+                             const program::Instruction &inst);
 
 private:
+  /// Binds the f32 kernel on f32 shadows of the 16-bit float operands and
+  /// results, converting around it (Widen.cpp).
+  Status bindWidened(Executable::Step &step);
   using OpKind = contract::OpKind;
   using AttrName = contract::AttrName;
 
@@ -122,6 +129,7 @@ private:
 
   Executable &exe;
   const program::Instruction &inst;
+  bool widening = false; // binding the f32 kernel of bindWidened
 };
 
 } // namespace mp::rt

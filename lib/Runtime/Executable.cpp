@@ -21,6 +21,8 @@ Executable::~Executable() {
   kernels->release(arena);
   if (scratch)
     kernels->release(scratch);
+  if (widenArena)
+    kernels->release(widenArena);
   if (deviceParams)
     kernels->release(deviceParams);
   if (deviceConstants)
@@ -102,16 +104,10 @@ Status Executable::run(const std::vector<Tensor> &inputs,
       // Let the work already queued (e.g. a collective's copies) finish, so
       // that the next run cannot race it on the arena.
       (void)kernels->synchronize();
-      bool halfOnCpu =
-          kernels == &cpuKernelTable() &&
-          (s.message.find("element type bf16") != std::string::npos ||
-           s.message.find("element type f16") != std::string::npos);
-      return Status::error(
-          (s.message.find("instruction") == 0
-               ? s.message
-               : "instruction '" + step.op + "' at '" + step.location +
-                     "': " + s.message) +
-          (halfOnCpu ? " (fp16/bf16 programs run with --device cuda)" : ""));
+      return Status::error(s.message.find("instruction") == 0
+                               ? s.message
+                               : "instruction '" + step.op + "' at '" +
+                                     step.location + "': " + s.message);
     }
     if (profiling) {
       stepSeconds[i] += std::chrono::duration<double>(

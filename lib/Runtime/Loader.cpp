@@ -479,6 +479,16 @@ Status Executable::load(const std::string &dir,
   if (Status s = checkDataflow(prog, bufferBytes); !s)
     return s;
   exe->commScratch.assign(exe->axisComms.size(), 0);
+  for (const auto &inst : prog.instructions())
+    exe->widenBytes =
+        std::max(exe->widenBytes, Binder::widenedBytes(*exe, inst));
+  if (exe->widenBytes > 0) {
+    void *block = nullptr;
+    if (Status s = exe->kernels->allocate(exe->widenBytes, &block); !s)
+      return Status::error("cannot allocate the f32 copies of 16-bit values: " +
+                           s.message);
+    exe->widenArena = static_cast<uint8_t *>(block);
+  }
   for (const auto &inst : prog.instructions()) {
     Step step;
     if (Status s = Binder(*exe, inst).bind(step); !s)

@@ -1,6 +1,7 @@
 //===- Npy.cpp - NumPy .npy files -----------------------------------------===//
 #include "mp/Runtime/Npy.h"
 
+#include "mp/Support/Float16.h"
 #include "mp/Support/Shape.h"
 
 #include <algorithm>
@@ -239,6 +240,13 @@ Status writeFileAtomically(const std::string &path, const std::string &bytes) {
 }
 
 Status writeNpy(const std::string &path, const Tensor &tensor) {
+  if (tensor.dtype == DType::BF16) {
+    std::vector<float> wide(static_cast<size_t>(tensor.numel()));
+    const auto *narrow = tensor.as<const uint16_t>();
+    for (size_t i = 0; i < wide.size(); ++i)
+      wide[i] = bf16ToFloat(narrow[i]);
+    return writeNpy(path, Tensor{wide.data(), DType::F32, tensor.shape});
+  }
   const char *descr = nullptr;
   for (const auto &d : kDescrs)
     if (d.dtype == tensor.dtype && !descr)

@@ -80,8 +80,11 @@ public:
   /// Scratch allocated at load beyond the arena, as one block sized for the
   /// program's largest needs: attention scores on a GPU, and the packing of
   /// collectives along inner axes. Lent to the kernels while this runs and
-  /// to its communicators; freed with the executable.
-  int64_t scratchBytes() const { return static_cast<int64_t>(scratchSize); }
+  /// to its communicators; freed with the executable. Includes the f32
+  /// copies of a 16-bit program's values on the CPU (Widen.cpp).
+  int64_t scratchBytes() const {
+    return static_cast<int64_t>(scratchSize + widenBytes);
+  }
   /// Parameters are deterministic random values (no weight files).
   bool syntheticWeights() const { return synthetic; }
   size_t numInstructions() const { return steps.size(); }
@@ -151,6 +154,10 @@ private:
     std::function<Status()> refresh;
   };
   std::vector<PackedWeight> packedWeights;
+  /// The f32 shadows of 16-bit float values (Widen.cpp), one block shared
+  /// by all steps.
+  uint8_t *widenArena = nullptr;
+  size_t widenBytes = 0;
   int64_t packedBytes = 0;
   bool parametersChange = false;
   bool isParameter(const Tensor &t) const;

@@ -80,6 +80,9 @@ PlannedKernel planLinear(
     const Tensor &x, const Tensor &weight, const Tensor *bias,
     bool transposeWeight, const Tensor &out, bool packWeight,
     contract::LinearActivation activation = contract::LinearActivation::None);
+/// Whether a bf16 linear of this shape runs in bf16 (oneDNN, f32
+/// accumulation); otherwise its operands are widened to f32 around it.
+bool runsInBf16(int64_t m, int64_t n, int64_t k);
 /// `linearWeightGrad` through oneDNN where Dnnl.h chooses it.
 PlannedKernel planLinearWeightGrad(const Tensor &x, const Tensor &dy,
                                    bool transposeWeight, const Tensor &dw);

@@ -31,7 +31,9 @@ Status decodeNpy(std::string_view file, const std::string &name,
 /// `maxBytes`).
 Status readWholeFile(const std::string &path, std::string &bytes,
                      int64_t maxBytes = kMaxTensorBytes);
-/// Writes a .npy file (via a temporary file renamed into place).
+/// Writes a .npy file (via a temporary file renamed into place). bf16,
+/// which numpy lacks, is written as float32 (exactly: every bf16 value is
+/// one).
 Status writeNpy(const std::string &path, const Tensor &tensor);
 
 /// Writes `bytes` to `path` through a temporary file in the same directory

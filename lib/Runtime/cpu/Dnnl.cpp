@@ -99,8 +99,8 @@ struct DnnlGemm::Impl {
   std::optional<dnnl::memory> storedWeight;
 };
 
-std::unique_ptr<DnnlGemm> DnnlGemm::create(const float *a, const float *b,
-                                           const float *bias, float *c,
+std::unique_ptr<DnnlGemm> DnnlGemm::create(const void *a, const void *b,
+                                           const void *bias, void *c,
                                            const Problem &problem, bool packB,
                                            std::string &error) {
   using tag = dnnl::memory::format_tag;
@@ -108,15 +108,15 @@ std::unique_ptr<DnnlGemm> DnnlGemm::create(const float *a, const float *b,
   const int64_t m = problem.m, n = problem.n, k = problem.k;
   try {
     DnnlContext &ctx = context();
+    const dt type = problem.bf16 ? dt::bf16 : dt::f32;
     // A transposed operand is the matrix in column-major order (tag ba).
-    dnnl::memory::desc ad({m, k}, dt::f32, problem.transA ? tag::ba : tag::ab);
-    dnnl::memory::desc bd({k, n}, dt::f32, problem.transB ? tag::ba : tag::ab);
-    dnnl::memory::desc cd({m, n}, dt::f32, tag::ab);
+    dnnl::memory::desc ad({m, k}, type, problem.transA ? tag::ba : tag::ab);
+    dnnl::memory::desc bd({k, n}, type, problem.transB ? tag::ba : tag::ab);
+    dnnl::memory::desc cd({m, n}, type, tag::ab);
     dnnl::memory::desc biasd =
-        bias ? dnnl::memory::desc({1, n}, dt::f32, tag::ab)
-             : dnnl::memory::desc();
+        bias ? dnnl::memory::desc({1, n}, type, tag::ab) : dnnl::memory::desc();
     dnnl::memory::desc wanted =
-        packB ? dnnl::memory::desc({k, n}, dt::f32, tag::any) : bd;
+        packB ? dnnl::memory::desc({k, n}, type, tag::any) : bd;
     dnnl::primitive_attr attr;
     if (problem.activation != contract::LinearActivation::None) {
       dnnl::post_ops epilogue;
@@ -127,15 +127,15 @@ std::unique_ptr<DnnlGemm> DnnlGemm::create(const float *a, const float *b,
                                     attr, ctx.engine);
     auto impl = std::make_unique<Impl>();
     impl->primitive = dnnl::matmul(pd);
-    auto bind = [&](int arg, const dnnl::memory::desc &d, const float *p) {
+    auto bind = [&](int arg, const dnnl::memory::desc &d, const void *p) {
       impl->args.emplace(arg,
-                         dnnl::memory(d, ctx.engine, const_cast<float *>(p)));
+                         dnnl::memory(d, ctx.engine, const_cast<void *>(p)));
     };
     bind(DNNL_ARG_SRC, ad, a);
     if (pd.weights_desc() == bd) {
       bind(DNNL_ARG_WEIGHTS, bd, b);
     } else {
-      impl->storedWeight.emplace(bd, ctx.engine, const_cast<float *>(b));
+      impl->storedWeight.emplace(bd, ctx.engine, const_cast<void *>(b));
       impl->args.emplace(DNNL_ARG_WEIGHTS,
                          dnnl::memory(pd.weights_desc(), ctx.engine));
     }
@@ -200,8 +200,8 @@ std::string describeGemmLibrary() {
 
 struct DnnlGemm::Impl {};
 
-std::unique_ptr<DnnlGemm> DnnlGemm::create(const float *, const float *,
-                                           const float *, float *,
+std::unique_ptr<DnnlGemm> DnnlGemm::create(const void *, const void *,
+                                           const void *, void *,
                                            const Problem &, bool,
                                            std::string &error) {
   error = "this runtime was built without oneDNN";
@@ -219,8 +219,8 @@ size_t DnnlGemm::packedBytes() const { return 0; }
 DnnlGemm::DnnlGemm(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 DnnlGemm::~DnnlGemm() = default;
 
-PlannedKernel planGemm(const float *a, const float *b, const float *bias,
-                       float *c, const DnnlGemm::Problem &problem, bool packB) {
+PlannedKernel planGemm(const void *a, const void *b, const void *bias, void *c,
+                       const DnnlGemm::Problem &problem, bool packB) {
   std::string error;
   std::shared_ptr<DnnlGemm> plan =
       DnnlGemm::create(a, b, bias, c, problem, packB, error);

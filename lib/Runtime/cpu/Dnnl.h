@@ -48,10 +48,12 @@ public:
     bool transA, transB;
     /// Applied to C as the GEMM's epilogue (a oneDNN post-op).
     contract::LinearActivation activation = contract::LinearActivation::None;
+    /// A, B, bias and C are bf16 (accumulated in f32); else f32.
+    bool bf16 = false;
   };
   /// Null (and `error` set) when oneDNN cannot plan it.
-  static std::unique_ptr<DnnlGemm> create(const float *a, const float *b,
-                                          const float *bias, float *c,
+  static std::unique_ptr<DnnlGemm> create(const void *a, const void *b,
+                                          const void *bias, void *c,
                                           const Problem &problem, bool packB,
                                           std::string &error);
   Status run();
@@ -69,8 +71,8 @@ private:
 
 /// A kernel running `DnnlGemm::create(...)`'s plan; an empty one where
 /// oneDNN cannot plan it (OpenBLAS computes it as well).
-PlannedKernel planGemm(const float *a, const float *b, const float *bias,
-                       float *c, const DnnlGemm::Problem &problem, bool packB);
+PlannedKernel planGemm(const void *a, const void *b, const void *bias, void *c,
+                       const DnnlGemm::Problem &problem, bool packB);
 
 } // namespace mp::rt::cpu
 

@@ -469,9 +469,10 @@ PlannedKernel planLinear(const Tensor &x, const Tensor &weight,
                          const Tensor *bias, bool transposeWeight,
                          const Tensor &out, bool packWeight,
                          contract::LinearActivation activation) {
-  if (x.dtype != DType::F32 || weight.dtype != DType::F32 ||
-      out.dtype != DType::F32 || (bias && bias->dtype != DType::F32) ||
-      x.shape.empty() || weight.shape.size() != 2)
+  const DType type = x.dtype;
+  if ((type != DType::F32 && type != DType::BF16) || weight.dtype != type ||
+      out.dtype != type || (bias && bias->dtype != type) || x.shape.empty() ||
+      weight.shape.size() != 2)
     return {};
   const int64_t k = x.shape.back();
   const int64_t n = transposeWeight ? weight.shape[0] : weight.shape[1];
@@ -479,9 +480,14 @@ PlannedKernel planLinear(const Tensor &x, const Tensor &weight,
   if (m == 0 || n == 0 || k == 0 ||
       gemmLibraryFor(m, n, k) != GemmLibrary::OneDNN)
     return {};
-  return planGemm(x.as<const float>(), weight.as<const float>(),
-                  bias ? bias->as<const float>() : nullptr, out.as<float>(),
-                  {m, n, k, false, transposeWeight, activation}, packWeight);
+  return planGemm(
+      x.data, weight.data, bias ? bias->data : nullptr, out.data,
+      {m, n, k, false, transposeWeight, activation, type == DType::BF16},
+      packWeight);
+}
+
+bool runsInBf16(int64_t m, int64_t n, int64_t k) {
+  return gemmLibraryFor(m, n, k) == GemmLibrary::OneDNN;
 }
 
 Status prepareCpu() {

@@ -1,0 +1,146 @@
+//===- Widen.cpp - 16-bit float programs on kernels that compute in f32 ---===//
+//
+// A bf16 or fp16 program (mp-convert-precision) runs on the CPU although
+// most CPU kernels compute in f32: an instruction with 16-bit float
+// operands or results whose kernel has no 16-bit form is bound to the f32
+// kernel on f32 copies ("shadows") of them, and its step converts the
+// operands into their shadows before the kernel and the results back after
+// it, rounding once per value as a GPU's bf16 kernels do (they too compute
+// in f32). Byte-moving kernels (transposes, slices, gathers, casts) and a
+// linear that oneDNN runs in bf16 need no shadows. The shadows of a step
+// live only while it runs, so all steps share one block, sized at load for
+// the largest need.
+//
+//===----------------------------------------------------------------------===//
+#include "Binder.h"
+
+#include "mp/Runtime/Device.h"
+
+#include <algorithm>
+
+namespace mp::rt {
+
+namespace {
+
+bool isHalfFloat(DType t) { return t == DType::BF16 || t == DType::F16; }
+
+size_t shadowBytes(const Tensor &t) {
+  return (static_cast<size_t>(t.numel()) * 4 + 63) / 64 * 64;
+}
+
+/// Kernels that move bytes whatever the element type, or that take 16-bit
+/// floats themselves.
+bool takesHalfFloats(contract::OpKind kind) {
+  using contract::OpKind;
+  switch (kind) {
+  case OpKind::Cast:
+  case OpKind::Reshape:
+  case OpKind::Transpose:
+  case OpKind::Slice:
+  case OpKind::Concat:
+  case OpKind::Split:
+  case OpKind::Expand:
+  case OpKind::Embedding:
+  case OpKind::Gather: return true;
+  default: return false;
+  }
+}
+
+} // namespace
+
+size_t Binder::widenedBytes(const Executable &exe,
+                            const program::Instruction &inst) {
+  if (exe.kernels != &cpuKernelTable())
+    return 0;
+  std::optional<contract::OpKind> kind = contract::opKindFromName(inst.op());
+  if (!kind || takesHalfFloats(*kind))
+    return 0;
+  auto buffer = [&](int id) -> const Tensor * {
+    return id >= 0 && id < static_cast<int>(exe.buffers.size())
+               ? &exe.buffers[id]
+               : nullptr;
+  };
+  size_t bytes = 0;
+  std::vector<int> seen;
+  auto add = [&](int id) {
+    const Tensor *t = buffer(id);
+    if (t && isHalfFloat(t->dtype) &&
+        std::find(seen.begin(), seen.end(), id) == seen.end()) {
+      seen.push_back(id);
+      bytes += shadowBytes(*t);
+    }
+  };
+  for (int id : inst.operands())
+    add(id);
+  for (int id : inst.results())
+    add(id);
+  if (bytes == 0 || *kind != contract::OpKind::Linear)
+    return bytes;
+  // A linear whose operands are all bf16 runs in bf16 where oneDNN runs it.
+  for (int id : inst.operands())
+    if (const Tensor *t = buffer(id); t && t->dtype != DType::BF16)
+      return bytes;
+  for (int id : inst.results())
+    if (const Tensor *t = buffer(id); t && t->dtype != DType::BF16)
+      return bytes;
+  const Tensor *x = buffer(inst.operands_size() > 0 ? inst.operands(0) : -1);
+  const Tensor *w = buffer(inst.operands_size() > 1 ? inst.operands(1) : -1);
+  if (!x || !w || x->shape.empty() || w->shape.size() != 2)
+    return bytes;
+  const int64_t k = x->shape.back();
+  return cpu::runsInBf16(k ? x->numel() / k : 0,
+                         w->numel() / std::max<int64_t>(k, 1), k)
+             ? 0
+             : bytes;
+}
+
+Status Binder::bindWidened(Executable::Step &step) {
+  struct Shadow {
+    Tensor narrow, wide;
+  };
+  std::vector<Shadow> operands, results;
+  std::vector<std::pair<int, Tensor>> replaced;
+  uint8_t *next = exe.widenArena;
+  auto widen = [&](int id, std::vector<Shadow> &list) {
+    if (id < 0)
+      return;
+    Tensor &t = exe.buffers[id];
+    if (!isHalfFloat(t.dtype))
+      return; // (not 16-bit, or already widened: an operand read twice)
+    Tensor wide{next, DType::F32, t.shape};
+    next += shadowBytes(t);
+    list.push_back({t, wide});
+    replaced.push_back({id, t});
+    t = wide;
+  };
+  for (int id : inst.operands())
+    widen(id, operands);
+  for (int id : inst.results())
+    widen(id, results);
+  widening = true;
+  Status bound = bind(step);
+  widening = false;
+  for (auto it = replaced.rbegin(); it != replaced.rend(); ++it)
+    exe.buffers[it->first] = it->second;
+  if (!bound)
+    return bound;
+  const KernelTable *kernels = exe.kernels;
+  step.kernel = [kernels, operands, results, inner = std::move(step.kernel)]() {
+    for (const Shadow &s : operands) {
+      Tensor wide = s.wide;
+      if (Status st = kernels->cast(s.narrow, wide); !st)
+        return st;
+    }
+    if (Status st = inner(); !st)
+      return st;
+    for (const Shadow &s : results) {
+      Tensor narrow = s.narrow;
+      if (Status st = kernels->cast(s.wide, narrow); !st)
+        return st;
+    }
+    return Status::success();
+  };
+  return Status::success();
+}
+
+} // namespace mp::rt
