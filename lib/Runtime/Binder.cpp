@@ -396,7 +396,8 @@ Status Binder::bindLinear(Executable::Step &step) {
   }
   if (step.kernel)
     return Status::success();
-  if (x.dtype == DType::BF16) // (widenedBytes chose oneDNN's bf16 GEMM)
+  // On the CPU, widenedBytes chose oneDNN's bf16 GEMM for this linear.
+  if (x.dtype == DType::BF16 && kernels == &cpuKernelTable())
     return fail("oneDNN cannot run this bf16 linear");
   if (activation == contract::LinearActivation::None) {
     step.kernel = [kernels, x, w, b, transposed, o]() mutable {

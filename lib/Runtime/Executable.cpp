@@ -145,13 +145,14 @@ Status Executable::upload(const void *host, const Tensor &device) const {
     return s;
   const auto *begin = static_cast<const uint8_t *>(device.data);
   const uint8_t *end = begin + device.bytes();
+  Status first = Status::success();
   for (const PackedWeight &p : packedWeights) {
     const auto *w = static_cast<const uint8_t *>(p.weight.data);
     if (w < end && begin < w + p.weight.bytes())
-      if (Status s = p.refresh(); !s)
-        return s;
+      if (Status s = p.refresh(); !s && first)
+        first = s;
   }
-  return Status::success();
+  return first;
 }
 
 bool Executable::isParameter(const Tensor &t) const {

@@ -13,8 +13,6 @@
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-
 namespace mp {
 #define GEN_PASS_DEF_MPFUSEEPILOGUES
 #include "mp/Transforms/Passes.h.inc"
@@ -57,22 +55,22 @@ struct FuseEpiloguesPass
   using MPFuseEpiloguesBase::MPFuseEpiloguesBase;
 
   void runOnOperation() override {
-    for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (isTrainStep(func))
-        continue;
-      SmallVector<Operation *> candidates;
-      func.walk([&](Operation *op) {
-        if (activationOf(op))
-          candidates.push_back(op);
-      });
-      for (Operation *op : candidates)
-        fuse(op);
-    }
+    // (The whole module: a train step split into pipeline chunks has
+    // forward functions without backward ops.)
+    if (isTrainStep(getOperation()))
+      return;
+    SmallVector<Operation *> candidates;
+    getOperation().walk([&](Operation *op) {
+      if (activationOf(op))
+        candidates.push_back(op);
+    });
+    for (Operation *op : candidates)
+      fuse(op);
   }
 
-  static bool isTrainStep(func::FuncOp func) {
-    return func
-        .walk([](Operation *op) {
+  static bool isTrainStep(ModuleOp module) {
+    return module
+        ->walk([](Operation *op) {
           return op->hasAttr(MPDialect::getBackwardAttrName())
                      ? WalkResult::interrupt()
                      : WalkResult::advance();

@@ -293,7 +293,8 @@ TEST(KernelThreads, ResultsIndependentOfThreadCount) {
   Buf bias = randomBuf(DType::F32, {384}, 7);
   Buf ma = randomBuf(DType::F32, {3, 300, 96}, 9);
   Buf mb = randomBuf(DType::F32, {3, 96, 600}, 10);
-  std::vector<std::vector<float>> attn, lin, plannedLin, sm, ln, mm;
+  std::vector<std::vector<float>> attn, lin, plannedLin, plannedGrad, sm, ln,
+      mm;
   for (int threads : {1, 2, 4}) {
     setNumThreads(threads);
     EXPECT_EQ(getNumThreads(), threads);
@@ -308,6 +309,14 @@ TEST(KernelThreads, ResultsIndependentOfThreadCount) {
     if (planned.run) {
       ASSERT_TRUE(planned.run().ok);
       plannedLin.emplace_back(lo.p<float>(), lo.p<float>() + lo.n());
+    }
+    // A weight gradient reduces over the 400 rows (a train step's longest
+    // reduction) with oneDNN, where it is chosen.
+    Buf dw(DType::F32, {384, 256});
+    PlannedKernel grad = planLinearWeightGrad(x.t, lo.t, true, dw.t);
+    if (grad.run) {
+      ASSERT_TRUE(grad.run().ok);
+      plannedGrad.emplace_back(dw.p<float>(), dw.p<float>() + dw.n());
     }
     Buf mo(DType::F32, {3, 300, 600}); // several output tiles per batch
     ASSERT_TRUE(matmul(ma.t, mb.t, mo.t).ok);
@@ -327,6 +336,9 @@ TEST(KernelThreads, ResultsIndependentOfThreadCount) {
     if (i < plannedLin.size())
       EXPECT_EQ(plannedLin[0], plannedLin[i])
           << "planned linear differs with thread setting " << i;
+    if (i < plannedGrad.size())
+      EXPECT_EQ(plannedGrad[0], plannedGrad[i])
+          << "planned weight gradient differs with thread setting " << i;
     EXPECT_EQ(mm[0], mm[i]) << "matmul differs with thread setting " << i;
     EXPECT_EQ(sm[0], sm[i]) << "softmax differs with thread setting " << i;
     EXPECT_EQ(ln[0], ln[i]) << "layerNorm differs with thread setting " << i;

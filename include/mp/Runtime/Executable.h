@@ -17,7 +17,7 @@
 namespace mp::rt {
 
 /// Version of program.pb this runtime reads.
-constexpr uint32_t kProgramVersion = 2;
+constexpr uint32_t kProgramVersion = 3; // 3: linear's 'activation'
 
 /// program.pb is the serialized Program followed by a trailer: the zlib
 /// crc32 of those bytes (4 bytes, little-endian) and "MPCK", so that a
@@ -107,7 +107,8 @@ public:
   /// Copies a tensor of this executable's device memory to host memory of
   /// its size, and back.
   Status download(const Tensor &device, void *host) const;
-  /// (Also refreshes the packed copies kernels hold of that tensor.)
+  /// (Also refreshes the packed copies this executable's kernels hold of
+  /// that tensor: upload a parameter through the executable that reads it.)
   Status upload(const void *host, const Tensor &device) const;
   /// Bytes of the copies of weights that kernels hold packed in the layout
   /// their GEMM prefers (oneDNN on the CPU; only where the parameters do

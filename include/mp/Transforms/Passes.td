@@ -134,7 +134,7 @@ def MPFuseEpilogues : Pass<"mp-fuse-epilogues", "mlir::ModuleOp"> {
     CPU, while the output tile is in cache) rather than as another pass
     over memory. `--artifact` runs this pass last, after the partitioning
     and training passes, which refuse a fused linear. A train step (a
-    function with `mp.backward` ops) is left alone: its gradient reads most
+    module with `mp.backward` ops) is left alone: its gradient reads most
     linears' results anyway, and a forward op that recompute copies into
     the backward must compute bit for bit what its copy does.
   }];

@@ -92,6 +92,30 @@ std::string describeGemmLibrary() {
                             : "OpenBLAS (" + name + " has no AVX-512 here)";
 }
 
+/// Whether oneDNN can create a bf16 matmul on this CPU (it needs AVX-512;
+/// AVX512_BF16 makes it fast), asked once.
+bool bf16MatmulAvailable() {
+  static const bool available = [] {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    try {
+      dnnl::memory::desc d({16, 16}, dt::bf16, tag::ab);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(d, d, d),
+                                      context().engine);
+      return true;
+    } catch (const std::exception &) {
+      return false;
+    }
+  }();
+  return available;
+}
+
+bool runsInBf16(int64_t m, int64_t n, int64_t k) {
+  return m > 0 && n > 0 && k > 0 &&
+         gemmLibraryFor(m, n, k) == GemmLibrary::OneDNN &&
+         bf16MatmulAvailable();
+}
+
 struct DnnlGemm::Impl {
   dnnl::matmul primitive;
   std::unordered_map<int, dnnl::memory> args;
@@ -148,7 +172,7 @@ std::unique_ptr<DnnlGemm> DnnlGemm::create(const void *a, const void *b,
       return nullptr;
     }
     return plan;
-  } catch (const dnnl::error &e) {
+  } catch (const std::exception &e) { // (dnnl::error, std::bad_alloc)
     error = std::string("oneDNN cannot plan this GEMM: ") + e.what();
     return nullptr;
   }
@@ -172,7 +196,7 @@ Status DnnlGemm::refresh() {
     dnnl::reorder(*impl->storedWeight, packed)
         .execute(context().stream, *impl->storedWeight, packed);
     context().stream.wait();
-  } catch (const dnnl::error &e) {
+  } catch (const std::exception &e) {
     return Status::error(std::string("oneDNN cannot pack a weight: ") +
                          e.what());
   }
@@ -197,6 +221,8 @@ std::string describeGemmLibrary() {
                "without oneDNN)"
              : "OpenBLAS";
 }
+
+bool runsInBf16(int64_t, int64_t, int64_t) { return false; }
 
 struct DnnlGemm::Impl {};
 

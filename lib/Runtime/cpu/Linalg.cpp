@@ -486,10 +486,6 @@ PlannedKernel planLinear(const Tensor &x, const Tensor &weight,
       packWeight);
 }
 
-bool runsInBf16(int64_t m, int64_t n, int64_t k) {
-  return gemmLibraryFor(m, n, k) == GemmLibrary::OneDNN;
-}
-
 Status prepareCpu() {
   const char *asked = std::getenv("MP_CPU_GEMM");
   if (asked && *asked && std::strcmp(asked, "openblas") != 0 &&
