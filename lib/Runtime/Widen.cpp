@@ -46,6 +46,24 @@ bool takesHalfFloats(contract::OpKind kind) {
   }
 }
 
+/// Whether a linear runs on its bf16 values as they are: all of them bf16,
+/// and oneDNN's bf16 GEMM available (`buffer` gives a buffer id's tensor,
+/// null for an absent operand).
+template <class Buffer>
+bool linearRunsInBf16(const program::Instruction &inst, Buffer buffer) {
+  for (const auto *ids : {&inst.operands(), &inst.results()})
+    for (int id : *ids)
+      if (const Tensor *t = buffer(id); t && t->dtype != DType::BF16)
+        return false;
+  const Tensor *x = buffer(inst.operands_size() > 0 ? inst.operands(0) : -1);
+  const Tensor *w = buffer(inst.operands_size() > 1 ? inst.operands(1) : -1);
+  if (!x || !w || x->shape.empty() || w->shape.size() != 2)
+    return false;
+  const int64_t k = x->shape.back();
+  return cpu::runsInBf16(k ? x->numel() / k : 0,
+                         w->numel() / std::max<int64_t>(k, 1), k);
+}
+
 } // namespace
 
 size_t Binder::widenedBytes(const Executable &exe,
@@ -60,6 +78,8 @@ size_t Binder::widenedBytes(const Executable &exe,
                ? &exe.buffers[id]
                : nullptr;
   };
+  if (*kind == contract::OpKind::Linear && linearRunsInBf16(inst, buffer))
+    return 0;
   size_t bytes = 0;
   std::vector<int> seen;
   auto add = [&](int id) {
@@ -70,28 +90,10 @@ size_t Binder::widenedBytes(const Executable &exe,
       bytes += shadowBytes(*t);
     }
   };
-  for (int id : inst.operands())
-    add(id);
-  for (int id : inst.results())
-    add(id);
-  if (bytes == 0 || *kind != contract::OpKind::Linear)
-    return bytes;
-  // A linear whose operands are all bf16 runs in bf16 where oneDNN runs it.
-  for (int id : inst.operands())
-    if (const Tensor *t = buffer(id); t && t->dtype != DType::BF16)
-      return bytes;
-  for (int id : inst.results())
-    if (const Tensor *t = buffer(id); t && t->dtype != DType::BF16)
-      return bytes;
-  const Tensor *x = buffer(inst.operands_size() > 0 ? inst.operands(0) : -1);
-  const Tensor *w = buffer(inst.operands_size() > 1 ? inst.operands(1) : -1);
-  if (!x || !w || x->shape.empty() || w->shape.size() != 2)
-    return bytes;
-  const int64_t k = x->shape.back();
-  return cpu::runsInBf16(k ? x->numel() / k : 0,
-                         w->numel() / std::max<int64_t>(k, 1), k)
-             ? 0
-             : bytes;
+  for (const auto *ids : {&inst.operands(), &inst.results()})
+    for (int id : *ids)
+      add(id);
+  return bytes;
 }
 
 Status Binder::bindWidened(Executable::Step &step) {

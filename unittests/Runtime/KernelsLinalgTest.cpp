@@ -114,19 +114,28 @@ std::vector<double> refLinear(const Buf &x, const Buf &w, const Buf *bias,
   return out;
 }
 
+/// Random x of shape `xs`, a weight ([K, N], or [N, K] when `transposed`),
+/// a bias and the result of a linear (N = 96 for K = 64, else 6).
+struct LinearOperands {
+  Buf x, w, bias, out;
+};
+LinearOperands linearOperands(const Shape &xs, bool transposed,
+                              uint32_t &seed) {
+  int64_t k = xs.back(), n = k == 64 ? 96 : 6;
+  Buf x = randomBuf(DType::F32, xs, seed++);
+  Buf w = randomBuf(DType::F32, transposed ? Shape{n, k} : Shape{k, n}, seed++);
+  Buf bias = randomBuf(DType::F32, {n}, seed++);
+  Shape os = xs;
+  os.back() = n;
+  return {std::move(x), std::move(w), std::move(bias), Buf(DType::F32, os)};
+}
+
 TEST(KernelLinear, BiasTransposeAndRank3) {
   uint32_t seed = 400;
   for (Shape xs : {Shape{5, 8}, Shape{2, 5, 8}, Shape{4, 33, 64}, Shape{8}})
     for (bool transposed : {false, true})
       for (bool withBias : {false, true}) {
-        int64_t k = xs.back(), n = k == 64 ? 96 : 6;
-        Buf x = randomBuf(DType::F32, xs, seed++);
-        Buf w = randomBuf(DType::F32, transposed ? Shape{n, k} : Shape{k, n},
-                          seed++);
-        Buf bias = randomBuf(DType::F32, {n}, seed++);
-        Shape os = xs;
-        os.back() = n;
-        Buf out(DType::F32, os);
+        auto [x, w, bias, out] = linearOperands(xs, transposed, seed);
         ASSERT_TRUE(
             linear(x.t, w.t, withBias ? &bias.t : nullptr, transposed, out.t)
                 .ok);
@@ -378,14 +387,7 @@ TEST(KernelLinear, OneDnnPlansMatchTheReference) {
         for (bool pack : {false, true}) {
           const std::string what = formatShape(xs) + (transposed ? " T" : "") +
                                    (pack ? " packed" : "");
-          int64_t k = xs.back(), n = k == 64 ? 96 : 6;
-          Buf x = randomBuf(DType::F32, xs, seed++);
-          Buf w = randomBuf(DType::F32, transposed ? Shape{n, k} : Shape{k, n},
-                            seed++);
-          Buf bias = randomBuf(DType::F32, {n}, seed++);
-          Shape os = xs;
-          os.back() = n;
-          Buf out(DType::F32, os);
+          auto [x, w, bias, out] = linearOperands(xs, transposed, seed);
           PlannedKernel plan =
               planLinear(x.t, w.t, &bias.t, transposed, out.t, pack);
           ASSERT_TRUE(bool(plan.run)) << what;

@@ -85,8 +85,7 @@ PlannedKernel planLinearWeightGrad(const Tensor &x, const Tensor &dy,
       return {};
   const int64_t k = x.shape.back(), n = dy.shape.back();
   const int64_t m = k ? x.numel() / k : 0;
-  if (m == 0 || n == 0 || k == 0 ||
-      gemmLibraryFor(k, n, m) != GemmLibrary::OneDNN)
+  if (m == 0 || n == 0 || k == 0 || gemmLibrary() != GemmLibrary::OneDNN)
     return {};
   // As linearWeightGrad: xᵀ · dy, or dyᵀ · x.
   if (transposeWeight)

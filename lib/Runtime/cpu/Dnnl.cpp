@@ -69,7 +69,7 @@ dnnl::algorithm eltwiseOf(contract::LinearActivation activation) {
 
 } // namespace
 
-GemmLibrary gemmLibraryFor(int64_t, int64_t, int64_t) {
+GemmLibrary gemmLibrary() {
   std::string asked = requestedLibrary();
   if (asked == "openblas")
     return GemmLibrary::OpenBLAS;
@@ -111,8 +111,7 @@ bool bf16MatmulAvailable() {
 }
 
 bool runsInBf16(int64_t m, int64_t n, int64_t k) {
-  return m > 0 && n > 0 && k > 0 &&
-         gemmLibraryFor(m, n, k) == GemmLibrary::OneDNN &&
+  return m > 0 && n > 0 && k > 0 && gemmLibrary() == GemmLibrary::OneDNN &&
          bf16MatmulAvailable();
 }
 
@@ -211,9 +210,7 @@ size_t DnnlGemm::packedBytes() const {
 
 #else // !MP_HAVE_DNNL
 
-GemmLibrary gemmLibraryFor(int64_t, int64_t, int64_t) {
-  return GemmLibrary::OpenBLAS;
-}
+GemmLibrary gemmLibrary() { return GemmLibrary::OpenBLAS; }
 
 std::string describeGemmLibrary() {
   return requestedLibrary() == "onednn"

@@ -26,11 +26,13 @@ namespace mp::rt::cpu {
 /// Which library runs the CPU's f32 GEMMs.
 enum class GemmLibrary { OpenBLAS, OneDNN };
 
-/// The library for a GEMM of this shape: oneDNN where it was built in and
-/// has AVX-512 kernels for this CPU, OpenBLAS otherwise; the environment
-/// variable MP_CPU_GEMM=openblas|onednn overrides the choice (for
-/// benchmarks and comparisons).
-GemmLibrary gemmLibraryFor(int64_t m, int64_t n, int64_t k);
+/// The library of the f32 and bf16 GEMMs: oneDNN where it was built in and
+/// has AVX-512 kernels for this CPU, OpenBLAS otherwise. Measured on every
+/// GEMM shape of the benchmark models (bench/gemm_table.py), the choice
+/// does not depend on the shape. The environment variable
+/// MP_CPU_GEMM=openblas|onednn overrides it (for benchmarks and
+/// comparisons).
+GemmLibrary gemmLibrary();
 /// "oneDNN 2.6.3 (avx512_core_bf16)", or why oneDNN is not used.
 std::string describeGemmLibrary();
 

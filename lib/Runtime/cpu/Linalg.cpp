@@ -477,8 +477,7 @@ PlannedKernel planLinear(const Tensor &x, const Tensor &weight,
   const int64_t k = x.shape.back();
   const int64_t n = transposeWeight ? weight.shape[0] : weight.shape[1];
   const int64_t m = k ? x.numel() / k : 0;
-  if (m == 0 || n == 0 || k == 0 ||
-      gemmLibraryFor(m, n, k) != GemmLibrary::OneDNN)
+  if (m == 0 || n == 0 || k == 0 || gemmLibrary() != GemmLibrary::OneDNN)
     return {};
   return planGemm(
       x.data, weight.data, bias ? bias->data : nullptr, out.data,
