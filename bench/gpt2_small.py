@@ -16,6 +16,7 @@ that all produce the same logits. Not a test: run it by hand.
 
   /usr/bin/python3 bench/gpt2_small.py [--model gpt2|llama] [--dtype f32|bf16]
                                        [--threads N] [--iterations N]
+                                       [--tensor-parallel]
 """
 import argparse
 import math
@@ -118,6 +119,10 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--tensor-parallel", action="store_true",
+                        help="also time tp=2 and tp=2 with sequence parallelism on 2 "
+                             "ranks (mpirun) with half the threads each, against one "
+                             "rank with all of them")
     parser.add_argument("--workdir", default=None,
                         help="where the ONNX model and artifact go (default: a temp dir)")
     args = parser.parse_args()
@@ -206,7 +211,64 @@ def main():
                                    "" if rel_mkldnn is None else
                                    ", PyTorch oneDNN: %.2e" % rel_mkldnn))
     tolerance = 1e-3 if args.dtype == "f32" else 5e-2
-    return 0 if rel < tolerance else 1
+    ok = rel < tolerance
+    if args.tensor_parallel:
+        ok = compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path,
+                                     artifact, work, ref, tolerance) and ok
+    return 0 if ok else 1
+
+
+def run_ms(command, env=None):
+    """mp-run's median ms/run and its rank-0 profile of collectives."""
+    proc = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+    ms = float(re.search(r"([0-9.]+) ms/run \(median", proc.stdout).group(1))
+    comm = {}
+    for name, value in re.findall(r"\n  (all_reduce|all_gather|reduce_scatter) +([0-9.]+) ms",
+                                  proc.stdout):
+        comm.setdefault(name, float(value))  # the first profile printed
+    return ms, comm
+
+
+def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
+                            work, ref, tolerance):
+    """One rank with every thread against tp=2 (and tp=2 with sequence
+    parallelism) on 2 ranks with half the threads each, the runs
+    interleaved so that drift in the machine's speed hits all alike."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    precision = [] if args.dtype == "f32" else ["dtype=" + args.dtype]
+    layouts = {"tp=2": ["tp=2"], "tp=2 sp": ["tp=2", "sp=true"]}
+    for name, options in layouts.items():
+        subprocess.run([mp_opt, onnx_path, "--mp-parallelize=" + " ".join(options + precision),
+                        "--artifact", os.path.join(work, name.replace(" ", "-").replace("=", ""))],
+                       check=True, capture_output=True)
+    per_rank = max(1, args.threads // 2)
+    common = ["--input", "input_ids=" + ids_path, "--warmup", "1",
+              "--iterations", str(args.iterations), "--profile"]
+    times = {"1 rank": []}
+    comm = {}
+    ok = True
+    for _ in range(3):
+        single, _ = run_ms([mp_run, artifact, "--threads", str(args.threads)] + common)
+        times["1 rank"].append(single)
+        for name in layouts:
+            path = os.path.join(work, name.replace(" ", "-").replace("=", ""))
+            out = os.path.join(work, "out-" + os.path.basename(path))
+            ms, comm[name] = run_ms(["mpirun", "-np", "2", mp_run, path, "--threads",
+                                     str(per_rank), "--output-dir", out] + common, env)
+            times.setdefault(name, []).append(ms)
+            logits = np.load(os.path.join(out, "logits.npy"))
+            rel = float(np.max(np.abs(logits - ref)) / np.max(np.abs(ref)))
+            ok = ok and rel < tolerance
+    median = {name: sorted(t)[1] for name, t in times.items()}
+    print()
+    print("Tensor parallelism, same run (3 interleaved rounds, medians):")
+    print("  1 rank x %d threads:     %8.1f ms/run" % (args.threads, median["1 rank"]))
+    for name in layouts:
+        collectives = ", ".join("%s %.1f ms" % item for item in sorted(comm[name].items()))
+        print("  %-7s 2 ranks x %d thread%s: %8.1f ms/run  %.2fx the 1-rank run  (rank 0: %s)"
+              % (name, per_rank, "" if per_rank == 1 else "s", median[name],
+                 median["1 rank"] / median[name], collectives))
+    return ok
 
 
 if __name__ == "__main__":

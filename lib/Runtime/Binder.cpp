@@ -600,9 +600,8 @@ Status Binder::bindCollective(Executable::Step &step, OpKind kind) {
                 std::to_string(axis) + " over " + std::to_string(groupSize) +
                 " ranks");
   if (kind != OpKind::AllSlice)
-    exe.commScratch[gridAxis] =
-        std::max(exe.commScratch[gridAxis],
-                 Communicator::packingBytes(local, full, axis));
+    exe.commScratch[gridAxis] = std::max(exe.commScratch[gridAxis],
+                                         comm->packingBytes(local, full, axis));
   if (kind == OpKind::AllGather)
     step.kernel = [comm, x, o, axis]() mutable {
       return comm->allGather(x, o, axis);

@@ -156,11 +156,11 @@ Status Communicator::scratch(size_t bytes, void *&ptr) {
 }
 
 size_t Communicator::packingBytes(const Tensor &local, const Tensor &full,
-                                  int64_t axis) {
+                                  int64_t axis) const {
   int64_t outer;
   size_t block;
   blocksOf(local, axis, outer, block);
-  return outer == 1 ? 0 : full.bytes();
+  return outer == 1 || !packsBlocks() ? 0 : full.bytes();
 }
 
 Status Communicator::transposeBlocks(const void *src, void *dst, int64_t rows,
@@ -199,16 +199,19 @@ Status Communicator::allGather(const Tensor &in, Tensor &out, int64_t axis) {
   int64_t outer;
   size_t block;
   blocksOf(in, axis, outer, block);
-  const size_t packing = packingBytes(in, out, axis);
-  if (packing == 0)
-    return allGatherRaw(in.data, out.data, in.bytes());
+  return allGatherBlocks(in.data, out.data, outer, block);
+}
+
+Status Communicator::allGatherBlocks(const void *in, void *out, int64_t outer,
+                                     size_t block) {
+  if (outer == 1)
+    return allGatherRaw(in, out, block);
   void *tmp;
-  if (Status s = scratch(packing, tmp); !s)
+  if (Status s = scratch(outer * block * size(), tmp); !s)
     return s;
-  if (Status s = allGatherRaw(in.data, tmp, in.bytes()); !s)
+  if (Status s = allGatherRaw(in, tmp, outer * block); !s)
     return s;
-  return transposeBlocks(tmp, out.data, size(), outer,
-                         block); // [r][o] -> [o][r]
+  return transposeBlocks(tmp, out, size(), outer, block); // [r][o] -> [o][r]
 }
 
 Status Communicator::reduceScatterSum(const Tensor &in, Tensor &out,
@@ -218,15 +221,21 @@ Status Communicator::reduceScatterSum(const Tensor &in, Tensor &out,
   int64_t outer;
   size_t block;
   blocksOf(out, axis, outer, block);
-  const size_t packing = packingBytes(out, in, axis);
-  if (packing == 0)
-    return reduceScatterRaw(in.data, out.data, out.numel(), out.dtype);
+  return reduceScatterBlocks(in.data, out.data, outer, block, out.dtype);
+}
+
+Status Communicator::reduceScatterBlocks(const void *in, void *out,
+                                         int64_t outer, size_t block,
+                                         DType dtype) {
+  const int64_t count = static_cast<int64_t>(outer * block / dtypeSize(dtype));
+  if (outer == 1)
+    return reduceScatterRaw(in, out, count, dtype);
   void *tmp;
-  if (Status s = scratch(packing, tmp); !s)
+  if (Status s = scratch(outer * block * size(), tmp); !s)
     return s;
-  if (Status s = transposeBlocks(in.data, tmp, outer, size(), block); !s)
+  if (Status s = transposeBlocks(in, tmp, outer, size(), block); !s)
     return s; // [o][r] -> [r][o]
-  return reduceScatterRaw(tmp, out.data, out.numel(), out.dtype);
+  return reduceScatterRaw(tmp, out, count, dtype);
 }
 
 Status Communicator::allSlice(const Tensor &in, Tensor &out, int64_t axis) {

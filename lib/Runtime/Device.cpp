@@ -1,6 +1,8 @@
 //===- Device.cpp - the CPU kernel table ----------------------------------===//
 #include "mp/Runtime/Device.h"
 
+#include "SharedMemory.h"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -22,12 +24,6 @@ bool parseDevice(const std::string &name, Device &device) {
 
 namespace {
 
-Status hostAllocate(size_t bytes, void **ptr) {
-  *ptr = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
-  return *ptr ? Status::success()
-              : Status::error("cannot allocate " + std::to_string(bytes) +
-                              " bytes");
-}
 Status hostCopy(void *dst, const void *src, size_t bytes) {
   std::memcpy(dst, src, bytes);
   return Status::success();
@@ -59,8 +55,8 @@ const KernelTable &cpuKernelTable() {
   static const KernelTable table = {"cpu",
                                     0,
                                     always,
-                                    hostAllocate,
-                                    std::free,
+                                    allocateHost,
+                                    releaseHost,
                                     hostCopy,
                                     hostCopy,
                                     nothing,

@@ -29,6 +29,13 @@ Executable::~Executable() {
     kernels->release(deviceConstants);
 }
 
+std::string Executable::describeCollectives() const {
+  for (const std::unique_ptr<Communicator> &axis : axisComms)
+    if (axis && axis->size() > 1)
+      return axis->describe();
+  return comm->describe();
+}
+
 std::vector<std::tuple<std::string, double, int64_t>>
 Executable::profile() const {
   std::map<std::string, std::pair<double, int64_t>> byOp;

@@ -378,6 +378,9 @@ environment:
   MP_CPU_GEMM=openblas|onednn   the library of the CPU's linears (default:
                           oneDNN where it has AVX-512 kernels for this CPU,
                           else OpenBLAS); the load line says which
+  MP_SHM_COLLECTIVES=0    ranks on one host run their collectives through
+                          MPI instead of reading each other's memory (the
+                          default; the load line then says shared memory)
 )";
 
 /// Prints and compares every output with the reference program's output of
@@ -702,7 +705,7 @@ int main(int argc, char **argv) {
                 exe->arenaBytes() / 1048576.0,
                 exe->parameterBytes() / 1048576.0, scratch, loadSeconds,
                 deviceLabel.c_str(), cpu::getNumThreads(), rankCount,
-                deviceComm ? "MPI, NCCL" : comm->backend());
+                deviceComm ? "MPI, NCCL" : exe->describeCollectives().c_str());
   }
   for (int i = 0; i < o.warmup; ++i)
     if (Status s = exe->run(inputs, outputs); !s)

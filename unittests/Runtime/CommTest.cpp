@@ -21,7 +21,7 @@ TEST(SingleProcessComm, GathersAlongAnInnerAxisThroughTheLentScratch) {
   std::unique_ptr<Communicator> comm = makeSingleProcessCommunicator();
   std::vector<float> local = {1, 2, 3, 4}, full(4), lent(4, -1);
   Tensor in = view(local, {2, 1, 2}), out = view(full, {2, 1, 2});
-  ASSERT_EQ(Communicator::packingBytes(in, out, 1), 4 * sizeof(float));
+  ASSERT_EQ(comm->packingBytes(in, out, 1), 4 * sizeof(float));
   comm->lendScratch(lent.data(), lent.size() * sizeof(float));
   ASSERT_TRUE(comm->allGather(in, out, 1));
   EXPECT_EQ(full, local);
@@ -52,7 +52,7 @@ TEST(SingleProcessComm, OutermostAxesNeedNoScratch) {
   std::unique_ptr<Communicator> comm = makeSingleProcessCommunicator();
   std::vector<float> local = {1, 2, 3, 4}, full(4);
   Tensor in = view(local, {1, 4}), out = view(full, {1, 4});
-  EXPECT_EQ(Communicator::packingBytes(in, out, 0), 0u);
+  EXPECT_EQ(comm->packingBytes(in, out, 0), 0u);
   comm->lendScratch(nullptr, 0);
   ASSERT_TRUE(comm->allGather(in, out, 0));
   EXPECT_EQ(full, local);

@@ -23,6 +23,9 @@ public:
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char *backend() const = 0;
+  /// The backend and how its collectives move data, for the load line
+  /// (e.g. "MPI, shared memory").
+  virtual std::string describe() const { return backend(); }
   /// Whether tensors live in device memory (NCCL) rather than host memory.
   virtual bool deviceMemory() const { return false; }
 
@@ -37,9 +40,13 @@ public:
 
   /// The scratch allGather (of `local` into `full`) or reduceScatterSum (of
   /// `full` into `local`) along `axis` needs to pack blocks: 0 when `axis`
-  /// is outermost, else `full`'s bytes.
-  static size_t packingBytes(const Tensor &local, const Tensor &full,
-                             int64_t axis);
+  /// is outermost or the backend does not pack, else `full`'s bytes.
+  size_t packingBytes(const Tensor &local, const Tensor &full,
+                      int64_t axis) const;
+  /// Whether collectives along an inner axis pack blocks through scratch
+  /// (MPI moves contiguous bytes); one that writes the layout directly
+  /// (ranks sharing memory) does not.
+  virtual bool packsBlocks() const { return true; }
   /// Packs through `bytes` at `ptr` (memory of the kind this communicator
   /// works on, not owned, valid while it is used) instead of scratch of its
   /// own: an executable lends the block it sized at load, so collectives
@@ -83,6 +90,15 @@ protected:
   /// Sums rank-major blocks of `count` elements; rank r keeps block r.
   virtual Status reduceScatterRaw(const void *in, void *out, int64_t count,
                                   DType dtype) = 0;
+  /// out[o][r] = rank r's in[o], `outer` blocks of `block` bytes (an
+  /// all_gather along an axis with `outer` elements before it). By default
+  /// allGatherRaw, packing through scratch when `outer` > 1.
+  virtual Status allGatherBlocks(const void *in, void *out, int64_t outer,
+                                 size_t block);
+  /// out[o] = the sum over ranks of in[o][this rank], blocks of `block`
+  /// bytes of `dtype`. By default reduceScatterRaw, packing as above.
+  virtual Status reduceScatterBlocks(const void *in, void *out, int64_t outer,
+                                     size_t block, DType dtype);
   /// Copies `height` rows of `width` bytes between pitched layouts, in the
   /// memory the backend works on (host by default).
   virtual Status copy2D(void *dst, size_t dstPitch, const void *src,

@@ -70,6 +70,9 @@ public:
   /// whether the optimizer state is sharded over them (ZeRO-1).
   int64_t dataParallelSize() const { return replicas; }
   Communicator &gridComm() const { return *comm; }
+  /// How this executable's collectives run: its first grid axis's
+  /// communicator's description (the program's without one).
+  std::string describeCollectives() const;
   Communicator *dataParallelComm() const { return dataComm.get(); }
   bool shardedOptimizer() const { return zero == 1; }
 

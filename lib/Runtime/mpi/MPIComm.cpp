@@ -1,6 +1,10 @@
 //===- MPIComm.cpp - collectives over MPI ---------------------------------===//
 #include "mp/Runtime/Comm.h"
 
+#include "../SharedMemory.h"
+#include "SharedMemoryGroup.h"
+#include "Waiting.h"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -14,19 +18,7 @@
 
 namespace mp::rt {
 
-namespace {
-
-MPI_Datatype mpiType(DType dtype) {
-  switch (dtype) {
-  case DType::F32: return MPI_FLOAT;
-  case DType::F64: return MPI_DOUBLE;
-  case DType::I64: return MPI_INT64_T;
-  case DType::I32: return MPI_INT32_T;
-  case DType::I8:
-  case DType::Bool: return MPI_INT8_T;
-  default: return MPI_DATATYPE_NULL;
-  }
-}
+namespace mpi {
 
 Status check(int rc, const char *what) {
   if (rc == MPI_SUCCESS)
@@ -49,7 +41,6 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-/// Answers the roll calls that reached this rank (it is waiting too).
 void answerRollCalls() {
   static std::vector<bool> answered;
   int world = 0;
@@ -76,7 +67,7 @@ void answerRollCalls() {
 
 /// Calls every other rank and lists those that do not answer within a few
 /// seconds (a rank stopped, dead or cut off never answers).
-std::string silentRanks() {
+static std::string silentRanks() {
   int me = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -119,10 +110,14 @@ std::string silentRanks() {
          " (stopped, dead or unreachable)";
 }
 
-/// Waits for `request`, answering roll calls meanwhile; past the collective
-/// timeout, an error naming the ranks that never arrived.
-Status waitFor(MPI_Request &request, const char *what,
-               MPI_Status *status = MPI_STATUS_IGNORE) {
+Status timedOut(const char *what) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", collectiveTimeout());
+  return Status::error(std::string(what) + " did not complete within " +
+                       seconds + " s (--collective-timeout): " + silentRanks());
+}
+
+Status waitFor(MPI_Request &request, const char *what, MPI_Status *status) {
   const double timeout = collectiveTimeout();
   Clock::time_point start = Clock::now();
   for (uint64_t spins = 0;; ++spins) {
@@ -134,13 +129,26 @@ Status waitFor(MPI_Request &request, const char *what,
     if (spins % 4096 != 4095)
       continue;
     answerRollCalls();
-    if (timeout > 0 && secondsSince(start) > timeout) {
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, "%g", timeout);
-      return Status::error(std::string(what) + " did not complete within " +
-                           seconds +
-                           " s (--collective-timeout): " + silentRanks());
-    }
+    if (timeout > 0 && secondsSince(start) > timeout)
+      return timedOut(what);
+  }
+}
+
+} // namespace mpi
+
+using namespace mpi;
+
+namespace {
+
+MPI_Datatype mpiType(DType dtype) {
+  switch (dtype) {
+  case DType::F32: return MPI_FLOAT;
+  case DType::F64: return MPI_DOUBLE;
+  case DType::I64: return MPI_INT64_T;
+  case DType::I32: return MPI_INT32_T;
+  case DType::I8:
+  case DType::Bool: return MPI_INT8_T;
+  default: return MPI_DATATYPE_NULL;
   }
 }
 
@@ -181,6 +189,9 @@ public:
   int rank() const override { return rankId; }
   int size() const override { return ranks; }
   const char *backend() const override { return "MPI"; }
+  std::string describe() const override {
+    return shared ? "MPI, shared memory" : "MPI";
+  }
 
   Status send(const Tensor &t, int peer) override {
     if (Status s = fitsOneMessage(t); !s)
@@ -255,9 +266,14 @@ public:
             "MPI_Comm_split");
         !s)
       return s;
-    out = sub == MPI_COMM_NULL
-              ? nullptr
-              : std::make_unique<MPICommunicator>(sub, /*owned=*/true);
+    if (sub == MPI_COMM_NULL) {
+      out = nullptr;
+      return Status::success();
+    }
+    auto group = std::make_unique<MPICommunicator>(sub, /*owned=*/true);
+    if (Status s = group->connectSharedMemory(); !s)
+      return s;
+    out = std::move(group);
     return Status::success();
   }
   Status split(const std::vector<int64_t> &gridShape, int64_t axis,
@@ -278,15 +294,22 @@ public:
                          "MPI_Comm_split");
         !s)
       return s;
-    out = std::make_unique<MPICommunicator>(sub, /*owned=*/true);
+    auto group = std::make_unique<MPICommunicator>(sub, /*owned=*/true);
+    if (Status s = group->connectSharedMemory(); !s)
+      return s;
+    out = std::move(group);
     return Status::success();
   }
+  bool packsBlocks() const override { return !shared; }
 
 protected:
   Status allReduceRaw(void *data, int64_t count, DType dtype) override {
     if (mpiType(dtype) == MPI_DATATYPE_NULL)
       return Status::error(std::string("all_reduce of ") + dtypeName(dtype) +
                            " is not supported");
+    SharedMemoryGroup *group;
+    if (Status s = sharedMemory(group); !s || group)
+      return s ? group->allReduceSum(data, count, dtype) : s;
     MPI_Request request;
     return complete(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
                                    mpiType(dtype), MPI_SUM, comm, &request),
@@ -298,6 +321,26 @@ protected:
                                    static_cast<int>(bytes), MPI_BYTE, comm,
                                    &request),
                     "MPI_Iallgather", request, "all_gather");
+  }
+  Status allGatherBlocks(const void *in, void *out, int64_t outer,
+                         size_t block) override {
+    SharedMemoryGroup *group;
+    if (Status s = sharedMemory(group); !s || group)
+      return s ? group->allGather(in, out, outer, block) : s;
+    return Communicator::allGatherBlocks(in, out, outer, block);
+  }
+  Status reduceScatterBlocks(const void *in, void *out, int64_t outer,
+                             size_t block, DType dtype) override {
+    if (mpiType(dtype) == MPI_DATATYPE_NULL)
+      return Status::error(std::string("reduce_scatter of ") +
+                           dtypeName(dtype) + " is not supported");
+    SharedMemoryGroup *group;
+    if (Status s = sharedMemory(group); !s || group)
+      return s ? group->reduceScatterSum(
+                     in, out, outer,
+                     static_cast<int64_t>(block / dtypeSize(dtype)), dtype)
+               : s;
+    return Communicator::reduceScatterBlocks(in, out, outer, block, dtype);
   }
   Status reduceScatterRaw(const void *in, void *out, int64_t count,
                           DType dtype) override {
@@ -311,7 +354,26 @@ protected:
                     "MPI_Ireduce_scatter_block", request, "reduce_scatter");
   }
 
+  /// Sets up the group's shared-memory collectives (every rank of it calls
+  /// this together: a split does, else the first collective).
+  Status connectSharedMemory() {
+    if (connected)
+      return Status::success();
+    if (Status s = SharedMemoryGroup::connect(comm, shared); !s)
+      return s;
+    connected = true;
+    return Status::success();
+  }
+
 private:
+  /// The group's shared-memory collectives; null where the ranks cannot
+  /// share memory.
+  Status sharedMemory(SharedMemoryGroup *&group) {
+    if (Status s = connectSharedMemory(); !s)
+      return s;
+    group = shared.get();
+    return Status::success();
+  }
   /// Point-to-point messages carry an int count of bytes.
   static Status fitsOneMessage(const Tensor &t) {
     if (t.bytes() <= static_cast<size_t>(std::numeric_limits<int>::max()))
@@ -326,6 +388,8 @@ private:
   int64_t sendsCompleted = 0;
   bool owned = false;
   int rankId = 0, ranks = 1;
+  bool connected = false;
+  std::unique_ptr<SharedMemoryGroup> shared;
 };
 
 bool started = false;
@@ -353,6 +417,8 @@ Status initCommunication(int *argc, char ***argv,
     return s;
   started = true;
   out = std::make_unique<MPICommunicator>(MPI_COMM_WORLD);
+  // Buffers allocated from now on can be read by the ranks of this host.
+  shareHostAllocations(out->size() > 1 && sharedMemoryWanted());
   return Status::success();
 }
 

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Comm.h"
+#include "mp/Runtime/Device.h"
 
 #include <gtest/gtest.h>
 
@@ -76,6 +77,14 @@ TEST(MPIComm, CollectivesPackInTheLentScratchOnly) {
   ASSERT_TRUE(world->split(kGrid, 1, group));
   std::vector<float> local = {1, 2, 3, 4}, full(8), lent(8);
   Tensor in = view(local, {2, 1, 2}), out = view(full, {2, 2, 2});
+  if (!group->packsBlocks()) {
+    // Ranks sharing memory write the gathered layout directly: no scratch.
+    EXPECT_EQ(group->packingBytes(in, out, 1), 0u);
+    group->lendScratch(lent.data(), 0);
+    ASSERT_TRUE(group->allGather(in, out, 1));
+    EXPECT_EQ(full, (std::vector<float>{1, 2, 1, 2, 3, 4, 3, 4}));
+    return;
+  }
   // Too small: every rank fails before communicating, so none waits.
   group->lendScratch(lent.data(), 7 * sizeof(float));
   Status s = group->allGather(in, out, 1);
@@ -88,6 +97,80 @@ TEST(MPIComm, CollectivesPackInTheLentScratchOnly) {
   ASSERT_TRUE(group->allGather(in, out, 1));
   EXPECT_EQ(full, (std::vector<float>{1, 2, 1, 2, 3, 4, 3, 4}));
   EXPECT_EQ(lent, (std::vector<float>{1, 2, 3, 4, 1, 2, 3, 4})); // rank-major
+}
+
+/// Memory from the CPU's allocator (shareable in a multi-rank job) holding
+/// `count` values of T.
+template <typename T> struct HostArray {
+  explicit HostArray(size_t count) : count(count) {
+    EXPECT_TRUE(cpuKernelTable().allocate(count * sizeof(T), &raw));
+  }
+  ~HostArray() { cpuKernelTable().release(raw); }
+  T *data() { return static_cast<T *>(raw); }
+  T &operator[](size_t i) { return data()[i]; }
+  void *raw = nullptr;
+  size_t count;
+};
+
+template <typename T> void checkAllReduce(Communicator &group, DType dtype) {
+  // An odd count, so the ranks' slices are uneven; in place and not.
+  const int64_t n = 10007;
+  HostArray<T> a(n), b(n);
+  for (int64_t i = 0; i < n; ++i)
+    a[i] = static_cast<T>(i % 97 + group.rank());
+  Tensor x{a.data(), dtype, {n}}, y{b.data(), dtype, {n}};
+  ASSERT_TRUE(group.allReduceSum(x, y));
+  ASSERT_TRUE(group.allReduceSum(x, x));
+  for (int64_t i = 0; i < n; ++i) {
+    T expected = static_cast<T>(2 * (i % 97) + 1);
+    ASSERT_EQ(b[i], expected) << dtypeName(dtype) << " element " << i;
+    ASSERT_EQ(a[i], expected) << dtypeName(dtype) << " element " << i;
+  }
+}
+
+TEST(MPIComm, CollectivesOfEveryTypeOnTheRuntimesMemory) {
+  std::unique_ptr<Communicator> group;
+  ASSERT_TRUE(world->split(kGrid, 1, group));
+  checkAllReduce<float>(*group, DType::F32);
+  checkAllReduce<double>(*group, DType::F64);
+  checkAllReduce<int32_t>(*group, DType::I32);
+  checkAllReduce<int64_t>(*group, DType::I64);
+  // A gather and a reduce-scatter along the middle axis of [3, 2*5, 7].
+  const int r = group->rank();
+  HostArray<float> local(3 * 5 * 7), full(3 * 10 * 7), shard(3 * 5 * 7);
+  for (int i = 0; i < 3 * 5 * 7; ++i)
+    local[i] = 1000.0f * r + i;
+  Tensor in{local.data(), DType::F32, {3, 5, 7}};
+  Tensor out{full.data(), DType::F32, {3, 10, 7}};
+  ASSERT_TRUE(group->allGather(in, out, 1));
+  for (int o = 0; o < 3; ++o)
+    for (int q = 0; q < 2; ++q)
+      for (int i = 0; i < 35; ++i)
+        ASSERT_EQ(full[(o * 2 + q) * 35 + i], 1000.0f * q + o * 35 + i);
+  Tensor mine{shard.data(), DType::F32, {3, 5, 7}};
+  ASSERT_TRUE(group->reduceScatterSum(out, mine, 1));
+  for (int i = 0; i < 3 * 5 * 7; ++i)
+    ASSERT_EQ(shard[i], 2 * local[i]);
+}
+
+TEST(MPIComm, RanksInDifferentCollectivesGetAnErrorNamingBoth) {
+  std::unique_ptr<Communicator> group;
+  ASSERT_TRUE(world->split(kGrid, 1, group));
+  if (group->packsBlocks())
+    GTEST_SKIP() << "MPI's own collectives cannot tell (the ranks do not "
+                    "share memory here)";
+  std::vector<float> x(4, 1.0f), y(8);
+  Tensor in = view(x, {4}), reduced = view(x, {4}), gathered = view(y, {8});
+  Status s = group->rank() == 0 ? group->allReduceSum(in, reduced)
+                                : group->allGather(in, gathered, 0);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message.find("the ranks disagree on a collective"),
+            std::string::npos)
+      << s.message;
+  EXPECT_NE(s.message.find("all_reduce of 16 bytes of f32"), std::string::npos)
+      << s.message;
+  EXPECT_NE(s.message.find("all_gather of 16 bytes"), std::string::npos)
+      << s.message;
 }
 
 TEST(MPIComm, SendAndReceiveAlongTheGroup) {

@@ -1,0 +1,160 @@
+//===- SharedMemory.cpp - host memory other processes of the host can map -===//
+#include "SharedMemory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace mp::rt {
+
+namespace {
+
+struct Region {
+  int fd = -1;
+  uint64_t generation = 0;
+  size_t bytes = 0;
+};
+
+/// This process's shareable regions by base address, and the peers' regions
+/// it has mapped by (pid, generation).
+struct Registry {
+  std::mutex mutex;
+  bool shareAllocations = false;
+  uint64_t nextGeneration = 1;
+  std::map<uintptr_t, Region> own;
+  std::map<std::pair<int32_t, uint64_t>, const uint8_t *> mapped;
+};
+
+Registry &registry() {
+  static Registry *r = new Registry; // never destroyed: mappings outlive exit
+  return *r;
+}
+
+std::string systemError(const std::string &what) {
+  return what + ": " + std::strerror(errno);
+}
+
+} // namespace
+
+void shareHostAllocations(bool on) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.shareAllocations = on;
+}
+
+Status allocateShared(size_t bytes, void **ptr) {
+  *ptr = nullptr;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t size = std::max<size_t>(page, (bytes + page - 1) / page * page);
+  int fd = memfd_create("mp-shared", MFD_CLOEXEC);
+  if (fd < 0)
+    return Status::error(systemError("memfd_create"));
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    Status s = Status::error(systemError("cannot size shared memory of " +
+                                         std::to_string(size) + " bytes"));
+    close(fd);
+    return s;
+  }
+  void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    Status s = Status::error(systemError("cannot map " + std::to_string(size) +
+                                         " bytes of shared memory"));
+    close(fd);
+    return s;
+  }
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.own[reinterpret_cast<uintptr_t>(p)] = Region{fd, r.nextGeneration++, size};
+  *ptr = p;
+  return Status::success();
+}
+
+Status allocateHost(size_t bytes, void **ptr) {
+  bool shared;
+  {
+    Registry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    shared = r.shareAllocations;
+  }
+  if (shared)
+    return allocateShared(bytes, ptr);
+  *ptr = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
+  return *ptr ? Status::success()
+              : Status::error("cannot allocate " + std::to_string(bytes) +
+                              " bytes");
+}
+
+void releaseHost(void *ptr) {
+  if (!ptr)
+    return;
+  Registry &r = registry();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.own.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it != r.own.end()) {
+      munmap(ptr, it->second.bytes);
+      close(it->second.fd);
+      r.own.erase(it);
+      return;
+    }
+  }
+  std::free(ptr);
+}
+
+bool locateShared(const void *p, size_t bytes, SharedLocation &out) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  auto it = r.own.upper_bound(address);
+  if (it == r.own.begin())
+    return false;
+  --it;
+  const Region &region = it->second;
+  const uintptr_t offset = address - it->first;
+  if (offset > region.bytes || bytes > region.bytes - offset)
+    return false;
+  out = SharedLocation{static_cast<int32_t>(getpid()), region.fd,
+                       region.generation, region.bytes, offset};
+  return true;
+}
+
+Status mapShared(const SharedLocation &where, const void *&ptr) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const auto key = std::make_pair(where.pid, where.generation);
+  auto it = r.mapped.find(key);
+  if (it == r.mapped.end()) {
+    const std::string path = "/proc/" + std::to_string(where.pid) + "/fd/" +
+                             std::to_string(where.fd);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return Status::error(systemError("cannot open " + path));
+    struct stat st;
+    if (fstat(fd, &st) != 0 ||
+        static_cast<uint64_t>(st.st_size) < where.regionBytes) {
+      close(fd);
+      return Status::error(path + " is not the " +
+                           std::to_string(where.regionBytes) +
+                           "-byte region its process announced");
+    }
+    void *p = mmap(nullptr, where.regionBytes, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+      return Status::error(systemError("cannot map " + path));
+    it = r.mapped.emplace(key, static_cast<const uint8_t *>(p)).first;
+  }
+  if (where.offset > where.regionBytes)
+    return Status::error("an offset beyond a shared region");
+  ptr = it->second + where.offset;
+  return Status::success();
+}
+
+} // namespace mp::rt

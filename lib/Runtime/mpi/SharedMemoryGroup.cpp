@@ -1,0 +1,358 @@
+//===- SharedMemoryGroup.cpp - collectives through each other's memory ----===//
+#include "SharedMemoryGroup.h"
+
+#include "Waiting.h"
+#include "mp/Runtime/Comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <random>
+#include <thread>
+
+namespace mp::rt::mpi {
+
+namespace {
+/// One flag per cache line, so that ranks polling one do not slow the
+/// owner's writes of another.
+struct alignas(64) Flag {
+  std::atomic<uint64_t> value{0};
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "flags shared between processes must be lock-free");
+
+enum FlagIndex { kArrived, kReduced, kDone, kFlags };
+
+/// What a rank says of the collective it entered.
+struct Announcement {
+  uint32_t kind = 0;
+  uint32_t dtype = 0;
+  uint64_t outer = 0;
+  uint64_t bytes = 0;
+  SharedLocation operand;
+};
+
+using Clock = std::chrono::steady_clock;
+
+inline void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+const char *kindName(uint32_t kind) {
+  switch (kind) {
+  case 1: return "all_reduce";
+  case 2: return "all_gather";
+  case 3: return "reduce_scatter";
+  default: return "an unknown collective";
+  }
+}
+
+/// dst[i] = the sum over ranks, in rank order, of element i at
+/// `byteOffset` of each operand (dst may be one of them).
+template <typename T>
+void sumInRankOrder(T *dst, const std::vector<const uint8_t *> &operands,
+                    uint64_t byteOffset, int64_t count) {
+  constexpr int64_t kChunk = 1024;
+  T acc[kChunk];
+  for (int64_t c = 0; c < count; c += kChunk) {
+    const int64_t m = std::min(kChunk, count - c);
+    const T *first = reinterpret_cast<const T *>(operands[0] + byteOffset) + c;
+    std::copy(first, first + m, acc);
+    for (size_t r = 1; r < operands.size(); ++r) {
+      const T *src = reinterpret_cast<const T *>(operands[r] + byteOffset) + c;
+      for (int64_t i = 0; i < m; ++i)
+        acc[i] += src[i];
+    }
+    std::memcpy(dst + c, acc, static_cast<size_t>(m) * sizeof(T));
+  }
+}
+
+Status sumInto(DType dtype, void *dst,
+               const std::vector<const uint8_t *> &operands,
+               uint64_t byteOffset, int64_t count, const char *what) {
+  switch (dtype) {
+  case DType::F32:
+    sumInRankOrder(static_cast<float *>(dst), operands, byteOffset, count);
+    break;
+  case DType::F64:
+    sumInRankOrder(static_cast<double *>(dst), operands, byteOffset, count);
+    break;
+  case DType::I64:
+    sumInRankOrder(static_cast<int64_t *>(dst), operands, byteOffset, count);
+    break;
+  case DType::I32:
+    sumInRankOrder(static_cast<int32_t *>(dst), operands, byteOffset, count);
+    break;
+  case DType::I8:
+  case DType::Bool:
+    sumInRankOrder(static_cast<int8_t *>(dst), operands, byteOffset, count);
+    break;
+  default:
+    return Status::error(std::string(what) + " of " + dtypeName(dtype) +
+                         " is not supported");
+  }
+  return Status::success();
+}
+
+bool overlaps(const void *a, uint64_t aBytes, const void *b, uint64_t bBytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
+}
+} // namespace
+
+struct Control {
+  uint64_t token = 0; // proves a peer mapped this block, not another
+  Flag flags[kFlags];
+  Announcement announced;
+};
+
+bool sharedMemoryWanted() {
+  const char *setting = std::getenv("MP_SHM_COLLECTIVES");
+  return !(setting && std::strcmp(setting, "0") == 0);
+}
+
+Status SharedMemoryGroup::connect(MPI_Comm comm,
+                                  std::unique_ptr<SharedMemoryGroup> &out) {
+  out.reset();
+  int me = 0, n = 1;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &n);
+  std::unique_ptr<SharedMemoryGroup> group(new SharedMemoryGroup(me, n));
+  struct Card {
+    char host[256];
+    int32_t able;
+    uint64_t token;
+    SharedLocation control;
+  } mine{};
+  const bool wanted = n > 1 && sharedMemoryWanted();
+  void *block = nullptr;
+  if (wanted && gethostname(mine.host, sizeof mine.host - 1) == 0 &&
+      allocateShared(sizeof(Control), &block)) {
+    group->control = new (block) Control;
+    std::random_device entropy;
+    mine.token = (uint64_t(entropy()) << 32) ^ entropy() ^ uint64_t(getpid());
+    group->control->token = mine.token;
+    mine.able = locateShared(block, sizeof(Control), mine.control);
+  }
+  std::vector<Card> cards(n);
+  MPI_Request request;
+  if (Status s =
+          check(MPI_Iallgather(&mine, sizeof(Card), MPI_BYTE, cards.data(),
+                               sizeof(Card), MPI_BYTE, comm, &request),
+                "MPI_Iallgather");
+      !s)
+    return s;
+  if (Status s = waitFor(request, "connecting the ranks' shared memory"); !s)
+    return s;
+  int able = 1;
+  group->controls.assign(n, nullptr);
+  for (int r = 0; r < n && able; ++r) {
+    if (!cards[r].able || std::strcmp(cards[r].host, mine.host) != 0) {
+      able = 0;
+    } else if (r == me) {
+      group->controls[r] = group->control;
+    } else {
+      const void *peer = nullptr;
+      able = mapShared(cards[r].control, peer) &&
+             static_cast<const Control *>(peer)->token == cards[r].token;
+      group->controls[r] = static_cast<const Control *>(peer);
+    }
+  }
+  if (Status s = check(MPI_Iallreduce(MPI_IN_PLACE, &able, 1, MPI_INT, MPI_MIN,
+                                      comm, &request),
+                       "MPI_Iallreduce");
+      !s)
+    return s;
+  if (Status s = waitFor(request, "connecting the ranks' shared memory"); !s)
+    return s;
+  if (able)
+    out = std::move(group);
+  return Status::success();
+}
+
+SharedMemoryGroup::~SharedMemoryGroup() {
+  releaseHost(control);
+  releaseHost(staging);
+}
+
+Status SharedMemoryGroup::stage(const void *data, uint64_t bytes,
+                                const void *&staged) {
+  if (bytes > stagingBytes) {
+    releaseHost(staging);
+    staging = nullptr;
+    stagingBytes = 0;
+    if (Status s = allocateShared(bytes, &staging); !s)
+      return Status::error("cannot stage a collective's operand: " + s.message);
+    stagingBytes = bytes;
+  }
+  std::memcpy(staging, data, bytes);
+  staged = staging;
+  return Status::success();
+}
+
+Status SharedMemoryGroup::signalAndWait(int flag, const char *what) {
+  control->flags[flag].value.store(sequence, std::memory_order_release);
+  const double timeout = collectiveTimeout();
+  for (int r = 0; r < ranks; ++r) {
+    if (r == me)
+      continue;
+    const std::atomic<uint64_t> &value = controls[r]->flags[flag].value;
+    bool slow = false;
+    Clock::time_point start;
+    for (uint64_t spins = 0; value.load(std::memory_order_acquire) < sequence;
+         ++spins) {
+      if (spins < 4096) {
+        pause();
+        continue;
+      }
+      // Past a few microseconds the rank may share its core with the one
+      // it waits for (an oversubscribed run): give the core away.
+      if (!slow) {
+        slow = true;
+        start = Clock::now();
+      }
+      const double waited =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      if (timeout > 0 && waited > timeout)
+        return timedOut(what);
+      if (spins % 256 == 0)
+        answerRollCalls();
+      if (waited < 0.01)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  return Status::success();
+}
+
+Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
+                               const void *operand, uint64_t bytes,
+                               const void *avoid, uint64_t avoidBytes,
+                               const char *what) {
+  ++sequence;
+  Announcement &mine = control->announced;
+  mine = Announcement{static_cast<uint32_t>(kind),
+                      static_cast<uint32_t>(dtype),
+                      outer,
+                      bytes,
+                      {}};
+  if (bytes > 0 && (overlaps(operand, bytes, avoid, avoidBytes) ||
+                    !locateShared(operand, bytes, mine.operand))) {
+    if (Status s = stage(operand, bytes, operand); !s)
+      return s;
+    locateShared(operand, bytes, mine.operand);
+  }
+  if (Status s = signalAndWait(kArrived, what); !s)
+    return s;
+  operands.assign(ranks, nullptr);
+  for (int r = 0; r < ranks; ++r) {
+    const Announcement &theirs = controls[r]->announced;
+    if (theirs.kind != mine.kind || theirs.dtype != mine.dtype ||
+        theirs.outer != mine.outer || theirs.bytes != mine.bytes)
+      return Status::error(
+          std::string("the ranks disagree on a collective: this rank (") +
+          std::to_string(me) + ") is in " + kindName(mine.kind) + " of " +
+          std::to_string(mine.bytes) + " bytes of " + dtypeName(dtype) +
+          ", rank " + std::to_string(r) + " in " + kindName(theirs.kind) +
+          " of " + std::to_string(theirs.bytes) + " bytes of " +
+          dtypeName(static_cast<DType>(theirs.dtype)) +
+          " (do the ranks run one artifact with the same options?)");
+    if (r == me)
+      operands[r] = static_cast<const uint8_t *>(operand);
+    else if (bytes > 0) {
+      const void *peer = nullptr;
+      if (Status s = mapShared(theirs.operand, peer); !s)
+        return Status::error(std::string(what) + ": cannot read rank " +
+                             std::to_string(r) + "'s memory: " + s.message);
+      operands[r] = static_cast<const uint8_t *>(peer);
+    }
+  }
+  return Status::success();
+}
+
+Status SharedMemoryGroup::allReduceSum(void *data, int64_t count, DType dtype) {
+  const size_t size = dtypeSize(dtype);
+  const uint64_t bytes = static_cast<uint64_t>(count) * size;
+  // The sum is written in place, so the operand must be this rank's own
+  // shareable memory: stage it when it is not.
+  void *work = data;
+  SharedLocation where;
+  if (bytes > 0 && !locateShared(data, bytes, where)) {
+    const void *staged;
+    if (Status s = stage(data, bytes, staged); !s)
+      return s;
+    work = staging;
+  }
+  if (Status s = meet(Kind::AllReduce, dtype, 1, work, bytes, nullptr, 0,
+                      "all_reduce");
+      !s)
+    return s;
+  // Rank r sums slice r (whole cache lines) and the others copy it.
+  const int64_t per = ((count + ranks - 1) / ranks + 15) & ~int64_t(15);
+  auto begin = [&](int r) { return std::min<int64_t>(count, r * per); };
+  auto end = [&](int r) { return std::min<int64_t>(count, (r + 1) * per); };
+  auto *bytesOf = static_cast<uint8_t *>(work);
+  if (Status s = sumInto(dtype, bytesOf + begin(me) * size, operands,
+                         begin(me) * size, end(me) - begin(me), "all_reduce");
+      !s)
+    return s;
+  if (Status s = signalAndWait(kReduced, "all_reduce"); !s)
+    return s;
+  for (int r = 0; r < ranks; ++r)
+    if (r != me && end(r) > begin(r))
+      std::memcpy(bytesOf + begin(r) * size, operands[r] + begin(r) * size,
+                  (end(r) - begin(r)) * size);
+  if (Status s = signalAndWait(kDone, "all_reduce"); !s)
+    return s;
+  if (work != data)
+    std::memcpy(data, work, bytes);
+  return Status::success();
+}
+
+Status SharedMemoryGroup::allGather(const void *in, void *out, int64_t outer,
+                                    size_t block) {
+  const uint64_t bytes = static_cast<uint64_t>(outer) * block;
+  if (Status s = meet(Kind::AllGather, DType::I8, outer, in, bytes, out,
+                      bytes * ranks, "all_gather");
+      !s)
+    return s;
+  auto *dst = static_cast<uint8_t *>(out);
+  for (int r = 0; r < ranks && bytes > 0; ++r) {
+    if (outer == 1) {
+      std::memcpy(dst + r * block, operands[r], block);
+      continue;
+    }
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + (o * ranks + r) * block, operands[r] + o * block,
+                  block);
+  }
+  return signalAndWait(kDone, "all_gather");
+}
+
+Status SharedMemoryGroup::reduceScatterSum(const void *in, void *out,
+                                           int64_t outer, int64_t count,
+                                           DType dtype) {
+  const uint64_t block = static_cast<uint64_t>(count) * dtypeSize(dtype);
+  const uint64_t bytes = static_cast<uint64_t>(outer) * block * ranks;
+  if (Status s = meet(Kind::ReduceScatter, dtype, outer, in, bytes, out,
+                      outer * block, "reduce_scatter");
+      !s)
+    return s;
+  for (int64_t o = 0; o < outer && bytes > 0; ++o)
+    if (Status s =
+            sumInto(dtype, static_cast<uint8_t *>(out) + o * block, operands,
+                    (o * ranks + me) * block, count, "reduce_scatter");
+        !s)
+      return s;
+  return signalAndWait(kDone, "reduce_scatter");
+}
+
+} // namespace mp::rt::mpi

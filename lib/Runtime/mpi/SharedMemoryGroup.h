@@ -1,0 +1,82 @@
+//===- SharedMemoryGroup.h - collectives through each other's memory ------===//
+//
+// Private to the MPI backend. When every rank of a communicator runs on one
+// host, its collectives skip MPI's copies: each rank announces where its
+// operand lies (in memory it allocated shareable, ../SharedMemory.h, or in a
+// staging block when not), the others map that memory read-only and read it
+// where it is. An all_gather is one copy, written straight into the layout
+// of the gathered axis; an all_reduce sums a 1/n slice per rank then copies
+// the other slices, each element summed in rank order by one rank, so every
+// rank gets bitwise the same result whatever the thread or rank timing.
+//
+// Ranks meet at flags in a small control block per rank: a sequence number
+// counts the group's collectives, and each rank checks the others announced
+// the same collective (kind, type, bytes), so ranks running different
+// programs get an error naming both collectives instead of garbage. Waits
+// spin, then yield (oversubscribed runs), then sleep, and fail with the
+// ranks that never arrived after --collective-timeout, as MPI waits do.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_LIB_RUNTIME_MPI_SHAREDMEMORYGROUP_H
+#define MP_LIB_RUNTIME_MPI_SHAREDMEMORYGROUP_H
+
+#include "../SharedMemory.h"
+#include "mp/Runtime/Tensor.h"
+
+#include <mpi.h>
+
+#include <memory>
+#include <vector>
+
+namespace mp::rt::mpi {
+
+struct Control;
+
+/// Whether ranks of one host should read each other's memory in their
+/// collectives (unless MP_SHM_COLLECTIVES=0).
+bool sharedMemoryWanted();
+
+class SharedMemoryGroup {
+public:
+  /// Connects the ranks of `comm` (each calls it at the same point): `out`
+  /// is null when they cannot share memory (more than one host, /proc
+  /// closed to them, MP_SHM_COLLECTIVES=0), the same answer on every rank.
+  static Status connect(MPI_Comm comm, std::unique_ptr<SharedMemoryGroup> &out);
+  ~SharedMemoryGroup();
+
+  /// In-place sum of `count` elements over the ranks.
+  Status allReduceSum(void *data, int64_t count, DType dtype);
+  /// out[o][r] = rank r's in[o], for `outer` blocks of `block` bytes.
+  Status allGather(const void *in, void *out, int64_t outer, size_t block);
+  /// out[o] = sum over ranks r of r's in[o][this rank], blocks of `count`
+  /// elements.
+  Status reduceScatterSum(const void *in, void *out, int64_t outer,
+                          int64_t count, DType dtype);
+
+private:
+  enum class Kind : uint32_t { AllReduce = 1, AllGather, ReduceScatter };
+  SharedMemoryGroup(int rank, int size) : me(rank), ranks(size) {}
+
+  /// Announces this rank's operand of the next collective (staged when it
+  /// is not shareable or overlaps `avoid`), waits for every rank's, checks
+  /// they agree and maps theirs into `operands`.
+  Status meet(Kind kind, DType dtype, uint64_t outer, const void *operand,
+              uint64_t bytes, const void *avoid, uint64_t avoidBytes,
+              const char *what);
+  /// Sets this rank's flag `flag` to the current sequence number and waits
+  /// until every rank's is there.
+  Status signalAndWait(int flag, const char *what);
+  Status stage(const void *data, uint64_t bytes, const void *&staged);
+
+  int me, ranks;
+  uint64_t sequence = 0;
+  Control *control = nullptr;            // this rank's, shared
+  std::vector<const Control *> controls; // every rank's, this one included
+  std::vector<const uint8_t *> operands; // of the current collective
+  void *staging = nullptr;
+  uint64_t stagingBytes = 0;
+};
+
+} // namespace mp::rt::mpi
+
+#endif // MP_LIB_RUNTIME_MPI_SHAREDMEMORYGROUP_H
