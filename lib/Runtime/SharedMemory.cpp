@@ -6,11 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
 
 namespace mp::rt {
@@ -19,22 +21,27 @@ namespace {
 
 struct Region {
   int fd = -1;
-  uint64_t generation = 0;
+  uint64_t inode = 0;
   size_t bytes = 0;
 };
 
-/// This process's shareable regions by base address, and the peers' regions
-/// it has mapped by (pid, generation).
+struct PeerMapping {
+  uint64_t inode = 0;
+  size_t bytes = 0;
+  const uint8_t *base = nullptr;
+};
+
+/// This process's shareable regions by base address, and the peers'
+/// regions it maps by (pid, descriptor).
 struct Registry {
   std::mutex mutex;
   bool shareAllocations = false;
-  uint64_t nextGeneration = 1;
   std::map<uintptr_t, Region> own;
-  std::map<std::pair<int32_t, uint64_t>, const uint8_t *> mapped;
+  std::map<std::pair<int32_t, int32_t>, PeerMapping> mapped;
 };
 
 Registry &registry() {
-  static Registry *r = new Registry; // never destroyed: mappings outlive exit
+  static Registry *r = new Registry; // never destroyed: used until exit
   return *r;
 }
 
@@ -57,7 +64,8 @@ Status allocateShared(size_t bytes, void **ptr) {
   int fd = memfd_create("mp-shared", MFD_CLOEXEC);
   if (fd < 0)
     return Status::error(systemError("memfd_create"));
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+  struct stat st;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 || fstat(fd, &st) != 0) {
     Status s = Status::error(systemError("cannot size shared memory of " +
                                          std::to_string(size) + " bytes"));
     close(fd);
@@ -72,7 +80,8 @@ Status allocateShared(size_t bytes, void **ptr) {
   }
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.own[reinterpret_cast<uintptr_t>(p)] = Region{fd, r.nextGeneration++, size};
+  r.own[reinterpret_cast<uintptr_t>(p)] =
+      Region{fd, static_cast<uint64_t>(st.st_ino), size};
   *ptr = p;
   return Status::success();
 }
@@ -121,24 +130,34 @@ bool locateShared(const void *p, size_t bytes, SharedLocation &out) {
   const uintptr_t offset = address - it->first;
   if (offset > region.bytes || bytes > region.bytes - offset)
     return false;
-  out = SharedLocation{static_cast<int32_t>(getpid()), region.fd,
-                       region.generation, region.bytes, offset};
+  out = SharedLocation{static_cast<int32_t>(getpid()),
+                       region.fd,
+                       region.inode,
+                       region.bytes,
+                       offset,
+                       bytes};
   return true;
 }
 
 Status mapShared(const SharedLocation &where, const void *&ptr) {
+  if (where.offset > where.regionBytes ||
+      where.bytes > where.regionBytes - where.offset)
+    return Status::error("a range beyond its shared region");
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  const auto key = std::make_pair(where.pid, where.generation);
-  auto it = r.mapped.find(key);
-  if (it == r.mapped.end()) {
+  PeerMapping &m = r.mapped[std::make_pair(where.pid, where.fd)];
+  if (!m.base || m.inode != where.inode || m.bytes < where.regionBytes) {
+    if (m.base) // the owner freed that region: its descriptor is reused
+      munmap(const_cast<uint8_t *>(m.base), m.bytes);
+    m = PeerMapping{};
     const std::string path = "/proc/" + std::to_string(where.pid) + "/fd/" +
                              std::to_string(where.fd);
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
       return Status::error(systemError("cannot open " + path));
     struct stat st;
     if (fstat(fd, &st) != 0 ||
+        static_cast<uint64_t>(st.st_ino) != where.inode ||
         static_cast<uint64_t>(st.st_size) < where.regionBytes) {
       close(fd);
       return Status::error(path + " is not the " +
@@ -149,11 +168,10 @@ Status mapShared(const SharedLocation &where, const void *&ptr) {
     close(fd);
     if (p == MAP_FAILED)
       return Status::error(systemError("cannot map " + path));
-    it = r.mapped.emplace(key, static_cast<const uint8_t *>(p)).first;
+    m = PeerMapping{where.inode, where.regionBytes,
+                    static_cast<const uint8_t *>(p)};
   }
-  if (where.offset > where.regionBytes)
-    return Status::error("an offset beyond a shared region");
-  ptr = it->second + where.offset;
+  ptr = m.base + where.offset;
   return Status::success();
 }
 

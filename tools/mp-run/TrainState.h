@@ -11,6 +11,7 @@
 #include "Train.h"
 
 #include "mp/Runtime/Executable.h"
+#include "mp/Runtime/HostMemory.h"
 #include "mp/Runtime/Npy.h"
 
 #include <string>
@@ -98,7 +99,7 @@ int trainLoop(const TrainOptions &options, bool quiet, TrainLayout &layout,
 /// them, or its replica's shard.
 struct Flat {
   int64_t total = 0, padded = 0, begin = 0, end = 0;
-  std::vector<float> grad;         // [padded]: this rank's, then reduced
+  mp::rt::HostVector<float> grad;  // [padded]: this rank's, then reduced
   std::vector<float> master, m, v; // [end - begin]: fp32 weights, moments
 };
 

@@ -11,7 +11,9 @@
 
 #include "mp/Runtime/Kernels.h"
 
+#include <cmath>
 #include <functional>
+#include <limits>
 
 namespace mp::rt::test {
 namespace {
@@ -106,6 +108,52 @@ TEST(KernelGrad, GeluBothFormsMatchFiniteDifferences) {
     Buf dx(DType::F32, {40});
     ASSERT_TRUE(geluGrad(x.t, dy.t, tanhForm, dx.t).ok);
     expectGrad(dx, numeric, tanhForm ? "gelu (tanh) dx" : "gelu dx");
+  }
+}
+
+TEST(KernelGrad, GeluGradientsMatchTheDoubleFormulasEverywhere) {
+  // Dense in [-12, 12], then the tails, huge values, the infinities, NaN.
+  std::vector<float> xs;
+  for (int i = -24000; i <= 24000; ++i)
+    xs.push_back(i * 5e-4f);
+  for (float v : {-1e30f, -1e10f, -100.0f, -20.0f, -15.5f, 15.5f, 20.0f, 100.0f,
+                  1e10f, 1e30f, 1e-40f, -1e-40f})
+    xs.push_back(v);
+  const float inf = std::numeric_limits<float>::infinity();
+  xs.push_back(inf);
+  xs.push_back(-inf);
+  xs.push_back(std::numeric_limits<float>::quiet_NaN());
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<float> ones(xs.size(), 1.0f), dx(xs.size());
+  Tensor x{xs.data(), DType::F32, {n}}, dy{ones.data(), DType::F32, {n}};
+  Tensor out{dx.data(), DType::F32, {n}};
+  for (bool tanhForm : {false, true}) {
+    ASSERT_TRUE(geluGrad(x, dy, tanhForm, out).ok);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = xs[i];
+      double want;
+      if (std::isnan(v))
+        want = v;
+      else if (std::isinf(v))
+        want = v > 0 ? 1.0 : 0.0;
+      else if (tanhForm) {
+        const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
+        const double w = std::max(-30.0, std::min(30.0, v));
+        const double t = std::tanh(c * (w + k * w * w * w));
+        want = 0.5 * (1 + t) + 0.5 * w * (1 - t * t) * c * (1 + 3 * k * w * w);
+      } else {
+        want = 0.5 * std::erfc(-v / std::sqrt(2.0)) +
+               (std::fabs(v) > 40
+                    ? 0.0
+                    : v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI));
+      }
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(dx[i])) << "x = " << v;
+        continue;
+      }
+      ASSERT_NEAR(dx[i], want, 1e-6 + 2e-6 * std::fabs(want))
+          << (tanhForm ? "tanh" : "erf") << " form at x = " << v;
+    }
   }
 }
 

@@ -418,7 +418,15 @@ Status initCommunication(int *argc, char ***argv,
   started = true;
   out = std::make_unique<MPICommunicator>(MPI_COMM_WORLD);
   // Buffers allocated from now on can be read by the ranks of this host.
-  shareHostAllocations(out->size() > 1 && sharedMemoryWanted());
+  MPI_Comm host;
+  int onHost = 1;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                          MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+    MPI_Comm_size(host, &onHost);
+    MPI_Comm_free(&host);
+  }
+  setRanksOnThisHost(onHost);
+  shareHostAllocations(onHost > 1 && sharedMemoryWanted());
   return Status::success();
 }
 

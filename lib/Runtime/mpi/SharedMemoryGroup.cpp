@@ -110,8 +110,27 @@ bool overlaps(const void *a, uint64_t aBytes, const void *b, uint64_t bBytes) {
 struct Control {
   uint64_t token = 0; // proves a peer mapped this block, not another
   Flag flags[kFlags];
+  /// The sequence number of a collective this rank abandoned.
+  Flag failedAt;
   Announcement announced;
 };
+
+namespace {
+int ranksOnThisHost = 1;
+
+/// How long a waiting rank spins before it yields its core: long enough to
+/// catch a peer arriving on another core, none when the host's ranks
+/// outnumber its CPUs (the peer may be waiting for this very core).
+double spinSeconds() {
+  static const double seconds = [] {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 0 && ranksOnThisHost <= cpus ? 50e-6 : 0.0;
+  }();
+  return seconds;
+}
+} // namespace
+
+void setRanksOnThisHost(int ranks) { ranksOnThisHost = ranks; }
 
 bool sharedMemoryWanted() {
   const char *setting = std::getenv("MP_SHM_COLLECTIVES");
@@ -187,57 +206,73 @@ Status SharedMemoryGroup::stage(const void *data, uint64_t bytes,
   if (bytes > stagingBytes) {
     releaseHost(staging);
     staging = nullptr;
+    const uint64_t grown = std::max(bytes, 2 * stagingBytes);
     stagingBytes = 0;
-    if (Status s = allocateShared(bytes, &staging); !s)
+    if (Status s = allocateShared(grown, &staging); !s)
       return Status::error("cannot stage a collective's operand: " + s.message);
-    stagingBytes = bytes;
+    stagingBytes = grown;
   }
   std::memcpy(staging, data, bytes);
   staged = staging;
   return Status::success();
 }
 
-Status SharedMemoryGroup::signalAndWait(int flag, const char *what) {
+Status SharedMemoryGroup::abandon(Status s) {
+  control->failedAt.value.store(sequence, std::memory_order_relaxed);
+  for (Flag &flag : control->flags)
+    flag.value.store(sequence, std::memory_order_release);
+  return s;
+}
+
+Status SharedMemoryGroup::signalAndWait(int flag, const char *what,
+                                        bool checkFailures) {
   control->flags[flag].value.store(sequence, std::memory_order_release);
-  const double timeout = collectiveTimeout();
+  const double timeout = collectiveTimeout(), spin = spinSeconds();
+  const Clock::time_point start = Clock::now();
   for (int r = 0; r < ranks; ++r) {
     if (r == me)
       continue;
     const std::atomic<uint64_t> &value = controls[r]->flags[flag].value;
-    bool slow = false;
-    Clock::time_point start;
-    for (uint64_t spins = 0; value.load(std::memory_order_acquire) < sequence;
-         ++spins) {
-      if (spins < 4096) {
-        pause();
+    for (uint64_t polls = 0; value.load(std::memory_order_acquire) < sequence;
+         ++polls) {
+      pause();
+      if (polls % 64 != 63)
         continue;
-      }
-      // Past a few microseconds the rank may share its core with the one
-      // it waits for (an oversubscribed run): give the core away.
-      if (!slow) {
-        slow = true;
-        start = Clock::now();
-      }
       const double waited =
           std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited < spin)
+        continue;
       if (timeout > 0 && waited > timeout)
-        return timedOut(what);
-      if (spins % 256 == 0)
+        return abandon(timedOut(what));
+      // Past the spin, give the core away (the peer may need it), then
+      // sleep; answer roll calls (which lets MPI progress) meanwhile.
+      if (polls % 1024 == 1023)
         answerRollCalls();
       if (waited < 0.01)
         std::this_thread::yield();
       else
         std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+    if (checkFailures && failed(r))
+      return abandon(peerFailed(r, what));
   }
   return Status::success();
+}
+
+bool SharedMemoryGroup::failed(int r) const {
+  return controls[r]->failedAt.value.load(std::memory_order_relaxed) ==
+         sequence;
+}
+
+Status SharedMemoryGroup::peerFailed(int r, const char *what) const {
+  return Status::error(std::string(what) + ": rank " + std::to_string(r) +
+                       " of the group failed in it (its error says why)");
 }
 
 Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
                                const void *operand, uint64_t bytes,
                                const void *avoid, uint64_t avoidBytes,
                                const char *what) {
-  ++sequence;
   Announcement &mine = control->announced;
   mine = Announcement{static_cast<uint32_t>(kind),
                       static_cast<uint32_t>(dtype),
@@ -247,13 +282,16 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
   if (bytes > 0 && (overlaps(operand, bytes, avoid, avoidBytes) ||
                     !locateShared(operand, bytes, mine.operand))) {
     if (Status s = stage(operand, bytes, operand); !s)
-      return s;
+      return abandon(s);
     locateShared(operand, bytes, mine.operand);
   }
-  if (Status s = signalAndWait(kArrived, what); !s)
+  if (Status s = signalAndWait(kArrived, what, /*checkFailures=*/false); !s)
     return s;
   operands.assign(ranks, nullptr);
   for (int r = 0; r < ranks; ++r) {
+    if (r != me && failed(r))
+      return abandon(peerFailed(r, what));
+    // Every rank sees a disagreement itself: no need to release the others.
     const Announcement &theirs = controls[r]->announced;
     if (theirs.kind != mine.kind || theirs.dtype != mine.dtype ||
         theirs.outer != mine.outer || theirs.bytes != mine.bytes)
@@ -270,8 +308,9 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
     else if (bytes > 0) {
       const void *peer = nullptr;
       if (Status s = mapShared(theirs.operand, peer); !s)
-        return Status::error(std::string(what) + ": cannot read rank " +
-                             std::to_string(r) + "'s memory: " + s.message);
+        return abandon(Status::error(std::string(what) + ": cannot read rank " +
+                                     std::to_string(r) +
+                                     "'s memory: " + s.message));
       operands[r] = static_cast<const uint8_t *>(peer);
     }
   }
@@ -279,46 +318,41 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
 }
 
 Status SharedMemoryGroup::allReduceSum(void *data, int64_t count, DType dtype) {
+  ++sequence;
   const size_t size = dtypeSize(dtype);
   const uint64_t bytes = static_cast<uint64_t>(count) * size;
-  // The sum is written in place, so the operand must be this rank's own
-  // shareable memory: stage it when it is not.
-  void *work = data;
-  SharedLocation where;
-  if (bytes > 0 && !locateShared(data, bytes, where)) {
-    const void *staged;
-    if (Status s = stage(data, bytes, staged); !s)
-      return s;
-    work = staging;
-  }
-  if (Status s = meet(Kind::AllReduce, dtype, 1, work, bytes, nullptr, 0,
+  if (Status s = meet(Kind::AllReduce, dtype, 1, data, bytes, nullptr, 0,
                       "all_reduce");
       !s)
     return s;
-  // Rank r sums slice r (whole cache lines) and the others copy it.
+  // The sum is written in place into this rank's operand (`data`, or its
+  // staging copy): rank r sums slice r (whole cache lines), the others
+  // copy it.
+  auto *work = const_cast<uint8_t *>(operands[me]);
   const int64_t per = ((count + ranks - 1) / ranks + 15) & ~int64_t(15);
   auto begin = [&](int r) { return std::min<int64_t>(count, r * per); };
   auto end = [&](int r) { return std::min<int64_t>(count, (r + 1) * per); };
-  auto *bytesOf = static_cast<uint8_t *>(work);
-  if (Status s = sumInto(dtype, bytesOf + begin(me) * size, operands,
-                         begin(me) * size, end(me) - begin(me), "all_reduce");
-      !s)
-    return s;
+  if (bytes > 0)
+    if (Status s = sumInto(dtype, work + begin(me) * size, operands,
+                           begin(me) * size, end(me) - begin(me), "all_reduce");
+        !s)
+      return abandon(s);
   if (Status s = signalAndWait(kReduced, "all_reduce"); !s)
     return s;
   for (int r = 0; r < ranks; ++r)
     if (r != me && end(r) > begin(r))
-      std::memcpy(bytesOf + begin(r) * size, operands[r] + begin(r) * size,
+      std::memcpy(work + begin(r) * size, operands[r] + begin(r) * size,
                   (end(r) - begin(r)) * size);
   if (Status s = signalAndWait(kDone, "all_reduce"); !s)
     return s;
-  if (work != data)
+  if (bytes > 0 && work != data)
     std::memcpy(data, work, bytes);
   return Status::success();
 }
 
 Status SharedMemoryGroup::allGather(const void *in, void *out, int64_t outer,
                                     size_t block) {
+  ++sequence;
   const uint64_t bytes = static_cast<uint64_t>(outer) * block;
   if (Status s = meet(Kind::AllGather, DType::I8, outer, in, bytes, out,
                       bytes * ranks, "all_gather");
@@ -340,6 +374,7 @@ Status SharedMemoryGroup::allGather(const void *in, void *out, int64_t outer,
 Status SharedMemoryGroup::reduceScatterSum(const void *in, void *out,
                                            int64_t outer, int64_t count,
                                            DType dtype) {
+  ++sequence;
   const uint64_t block = static_cast<uint64_t>(count) * dtypeSize(dtype);
   const uint64_t bytes = static_cast<uint64_t>(outer) * block * ranks;
   if (Status s = meet(Kind::ReduceScatter, dtype, outer, in, bytes, out,
@@ -351,7 +386,7 @@ Status SharedMemoryGroup::reduceScatterSum(const void *in, void *out,
             sumInto(dtype, static_cast<uint8_t *>(out) + o * block, operands,
                     (o * ranks + me) * block, count, "reduce_scatter");
         !s)
-      return s;
+      return abandon(s);
   return signalAndWait(kDone, "reduce_scatter");
 }
 

@@ -36,6 +36,11 @@ struct Control;
 /// collectives (unless MP_SHM_COLLECTIVES=0).
 bool sharedMemoryWanted();
 
+/// How many ranks of the job run on this host (set once MPI starts): more
+/// than its CPUs, and a waiting rank gives its core away at once instead of
+/// spinning.
+void setRanksOnThisHost(int ranks);
+
 class SharedMemoryGroup {
 public:
   /// Connects the ranks of `comm` (each calls it at the same point): `out`
@@ -57,15 +62,24 @@ private:
   enum class Kind : uint32_t { AllReduce = 1, AllGather, ReduceScatter };
   SharedMemoryGroup(int rank, int size) : me(rank), ranks(size) {}
 
-  /// Announces this rank's operand of the next collective (staged when it
+  /// Announces this rank's operand of the collective begun (staged when it
   /// is not shareable or overlaps `avoid`), waits for every rank's, checks
-  /// they agree and maps theirs into `operands`.
+  /// they agree and maps theirs into `operands` (this rank's own, maybe the
+  /// staging copy, is writable).
   Status meet(Kind kind, DType dtype, uint64_t outer, const void *operand,
               uint64_t bytes, const void *avoid, uint64_t avoidBytes,
               const char *what);
   /// Sets this rank's flag `flag` to the current sequence number and waits
-  /// until every rank's is there.
-  Status signalAndWait(int flag, const char *what);
+  /// until every rank's is there; with `checkFailures`, a rank that
+  /// abandoned the collective is an error.
+  Status signalAndWait(int flag, const char *what, bool checkFailures = true);
+  /// Marks the current collective failed on this rank and releases every
+  /// wait of the others on it (they fail too, naming this rank); gives `s`.
+  Status abandon(Status s);
+  /// Whether rank `r` abandoned the current collective, and the error
+  /// saying so.
+  bool failed(int r) const;
+  Status peerFailed(int r, const char *what) const;
   Status stage(const void *data, uint64_t bytes, const void *&staged);
 
   int me, ranks;

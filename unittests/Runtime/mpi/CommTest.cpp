@@ -10,7 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
+
+#include <dirent.h>
+#include <sys/resource.h>
 
 using namespace mp::rt;
 
@@ -171,6 +175,51 @@ TEST(MPIComm, RanksInDifferentCollectivesGetAnErrorNamingBoth) {
       << s.message;
   EXPECT_NE(s.message.find("all_gather of 16 bytes"), std::string::npos)
       << s.message;
+}
+
+int openDescriptors() {
+  int n = 0;
+  DIR *d = opendir("/proc/self/fd");
+  while (readdir(d))
+    ++n;
+  closedir(d);
+  return n - 3; // ".", ".." and the directory's own
+}
+
+TEST(MPIComm, ARankThatCannotTakePartReleasesTheOthersAtOnce) {
+  std::unique_ptr<Communicator> group;
+  ASSERT_TRUE(world->split(kGrid, 1, group));
+  if (group->packsBlocks())
+    GTEST_SKIP() << "the ranks do not share memory here";
+  HostArray<float> warm(64);
+  Tensor t{warm.data(), DType::F32, {64}};
+  ASSERT_TRUE(group->allReduceSum(t, t));
+  // Rank 0 of the group cannot open rank 1's new buffer (no descriptor
+  // left); rank 1 must not wait for it until the collective timeout.
+  rlimit saved;
+  getrlimit(RLIMIT_NOFILE, &saved);
+  HostArray<float> fresh(64);
+  if (group->rank() == 0) {
+    rlimit tight = saved;
+    tight.rlim_cur = static_cast<rlim_t>(openDescriptors());
+    setrlimit(RLIMIT_NOFILE, &tight);
+  }
+  auto start = std::chrono::steady_clock::now();
+  Tensor u{fresh.data(), DType::F32, {64}};
+  Status s = group->allReduceSum(u, u);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  setrlimit(RLIMIT_NOFILE, &saved);
+  ASSERT_FALSE(s);
+  EXPECT_LT(seconds, 5.0);
+  EXPECT_NE(s.message.find(group->rank() == 0
+                               ? "cannot read rank 1's memory"
+                               : "rank 0 of the group failed in it"),
+            std::string::npos)
+      << s.message;
+  // The group goes on working.
+  ASSERT_TRUE(group->allReduceSum(t, t));
 }
 
 TEST(MPIComm, SendAndReceiveAlongTheGroup) {
