@@ -236,11 +236,17 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
     interleaved so that drift in the machine's speed hits all alike."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     precision = [] if args.dtype == "f32" else ["dtype=" + args.dtype]
-    layouts = {"tp=2": ["tp=2"], "tp=2 sp": ["tp=2", "sp=true"]}
-    for name, options in layouts.items():
+    # name: (parallelize options, extra environment); the last runs the same
+    # artifact as the first with MPI's own collectives, for comparison.
+    layouts = {"tp=2": (["tp=2"], {}), "tp=2 sp": (["tp=2", "sp=true"], {}),
+               "tp=2 MPI": (["tp=2"], {"MP_SHM_COLLECTIVES": "0"})}
+
+    def artifact_of(options):
+        return os.path.join(work, "-".join(options).replace("=", ""))
+
+    for options, _ in layouts.values():
         subprocess.run([mp_opt, onnx_path, "--mp-parallelize=" + " ".join(options + precision),
-                        "--artifact", os.path.join(work, name.replace(" ", "-").replace("=", ""))],
-                       check=True, capture_output=True)
+                        "--artifact", artifact_of(options)], check=True, capture_output=True)
     per_rank = max(1, args.threads // 2)
     common = ["--input", "input_ids=" + ids_path, "--warmup", "1",
               "--iterations", str(args.iterations), "--profile"]
@@ -250,22 +256,24 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
     for _ in range(3):
         single, _ = run_ms([mp_run, artifact, "--threads", str(args.threads)] + common)
         times["1 rank"].append(single)
-        for name in layouts:
-            path = os.path.join(work, name.replace(" ", "-").replace("=", ""))
+        for name, (options, extra) in layouts.items():
+            path = artifact_of(options)
             out = os.path.join(work, "out-" + os.path.basename(path))
             ms, comm[name] = run_ms(["mpirun", "-np", "2", mp_run, path, "--threads",
-                                     str(per_rank), "--output-dir", out] + common, env)
+                                     str(per_rank), "--output-dir", out] + common,
+                                    dict(env, **extra))
             times.setdefault(name, []).append(ms)
             logits = np.load(os.path.join(out, "logits.npy"))
             rel = float(np.max(np.abs(logits - ref)) / np.max(np.abs(ref)))
             ok = ok and rel < tolerance
     median = {name: sorted(t)[1] for name, t in times.items()}
     print()
-    print("Tensor parallelism, same run (3 interleaved rounds, medians):")
+    print("Tensor parallelism, same run (3 interleaved rounds, medians; 'MPI': the\n"
+          "ranks' collectives through MPI instead of each other's memory):")
     print("  1 rank x %d threads:     %8.1f ms/run" % (args.threads, median["1 rank"]))
     for name in layouts:
         collectives = ", ".join("%s %.1f ms" % item for item in sorted(comm[name].items()))
-        print("  %-7s 2 ranks x %d thread%s: %8.1f ms/run  %.2fx the 1-rank run  (rank 0: %s)"
+        print("  %-8s 2 ranks x %d thread%s: %8.1f ms/run  %.2fx the 1-rank run  (rank 0: %s)"
               % (name, per_rank, "" if per_rank == 1 else "s", median[name],
                  median["1 rank"] / median[name], collectives))
     return ok

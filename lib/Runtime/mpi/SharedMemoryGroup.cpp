@@ -118,13 +118,14 @@ struct Control {
 namespace {
 int ranksOnThisHost = 1;
 
-/// How long a waiting rank spins before it yields its core: long enough to
-/// catch a peer arriving on another core, none when the host's ranks
-/// outnumber its CPUs (the peer may be waiting for this very core).
+/// How long a waiting rank spins before it yields its core: 1 ms, the
+/// skew between ranks computing the same work (a syscall per poll measured
+/// slower), and none when the host's ranks outnumber its CPUs (the peer may
+/// be waiting for this very core).
 double spinSeconds() {
   static const double seconds = [] {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return cpus > 0 && ranksOnThisHost <= cpus ? 50e-6 : 0.0;
+    return cpus > 0 && ranksOnThisHost <= cpus ? 1e-3 : 0.0;
   }();
   return seconds;
 }
