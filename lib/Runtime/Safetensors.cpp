@@ -1,5 +1,7 @@
 //===- Safetensors.cpp - safetensors files --------------------------------===//
 #include "mp/Runtime/Safetensors.h"
+
+#include "cpu/HugePages.h"
 #include "mp/Runtime/Npy.h"
 
 #include <nlohmann/json.hpp>
@@ -103,7 +105,7 @@ Status SafetensorsFile::open(const std::string &path,
     return Status::error("parameter file '" + path +
                          "' has a corrupt header: " + ex.what());
   }
-  void *mem = std::aligned_alloc(64, ((dataSize + 63) / 64) * 64 + 64);
+  void *mem = cpu::allocateHugeAligned(dataSize);
   if (!mem)
     return Status::error("out of memory reading '" + path + "'");
   file->storage = std::unique_ptr<uint8_t, void (*)(void *)>(

@@ -1,6 +1,8 @@
 //===- SharedMemory.cpp - host memory other processes of the host can map -===//
 #include "SharedMemory.h"
 
+#include "cpu/HugePages.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -95,7 +97,7 @@ Status allocateHost(size_t bytes, void **ptr) {
   }
   if (shared)
     return allocateShared(bytes, ptr);
-  *ptr = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
+  *ptr = cpu::allocateHugeAligned(bytes);
   return *ptr ? Status::success()
               : Status::error("cannot allocate " + std::to_string(bytes) +
                               " bytes");

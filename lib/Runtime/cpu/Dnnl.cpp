@@ -1,6 +1,8 @@
 //===- Dnnl.cpp - oneDNN GEMMs for the CPU kernels ------------------------===//
 #include "Dnnl.h"
 
+#include "HugePages.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -120,6 +122,8 @@ struct DnnlGemm::Impl {
   std::unordered_map<int, dnnl::memory> args;
   /// W as stored, when the primitive reads a packed copy.
   std::optional<dnnl::memory> storedWeight;
+  /// The packed copy's memory.
+  std::unique_ptr<void, void (*)(void *)> packed{nullptr, std::free};
 };
 
 std::unique_ptr<DnnlGemm> DnnlGemm::create(const void *a, const void *b,
@@ -159,8 +163,13 @@ std::unique_ptr<DnnlGemm> DnnlGemm::create(const void *a, const void *b,
       bind(DNNL_ARG_WEIGHTS, bd, b);
     } else {
       impl->storedWeight.emplace(bd, ctx.engine, const_cast<void *>(b));
-      impl->args.emplace(DNNL_ARG_WEIGHTS,
-                         dnnl::memory(pd.weights_desc(), ctx.engine));
+      // The packed copy on huge pages too (HugePages.h).
+      impl->packed.reset(allocateHugeAligned(pd.weights_desc().get_size()));
+      if (!impl->packed)
+        throw std::bad_alloc();
+      impl->args.emplace(
+          DNNL_ARG_WEIGHTS,
+          dnnl::memory(pd.weights_desc(), ctx.engine, impl->packed.get()));
     }
     bind(DNNL_ARG_DST, cd, c);
     if (bias)
