@@ -575,7 +575,9 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
   labels.dtype = labelsSpec.dtype;
   labels.shape = labelsSpec.shape;
   labels.bytes.resize(labels.view().bytes());
-  const bool terminal = !quiet && ::isatty(1);
+  // Under mpirun a rank's stdout is a pty even when mpirun's own output is
+  // piped to a file, so only a single process draws the bar.
+  const bool terminal = !quiet && ::isatty(1) && world.size() == 1;
   LRSchedule schedule = t.schedule;
   schedule.totalSteps = t.steps;
   // Tokens of one step over every replica.
