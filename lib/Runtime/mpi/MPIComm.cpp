@@ -177,10 +177,16 @@ void waitOrStop(MPI_Request &request, const char *what) {
 
 class MPICommunicator : public Communicator {
 public:
-  explicit MPICommunicator(MPI_Comm comm, bool owned = false)
-      : comm(comm), owned(owned) {
-    MPI_Comm_rank(comm, &rankId);
-    MPI_Comm_size(comm, &ranks);
+  /// The communicator of `comm` (freed with it when `owned`), its ranks'
+  /// shared-memory collectives connected: every rank of `comm` calls this
+  /// together.
+  static Status create(MPI_Comm comm, bool owned,
+                       std::unique_ptr<Communicator> &out) {
+    std::unique_ptr<MPICommunicator> made(new MPICommunicator(comm, owned));
+    if (Status s = SharedMemoryGroup::connect(comm, made->shared); !s)
+      return s;
+    out = std::move(made);
+    return Status::success();
   }
   ~MPICommunicator() override {
     if (owned)
@@ -270,11 +276,7 @@ public:
       out = nullptr;
       return Status::success();
     }
-    auto group = std::make_unique<MPICommunicator>(sub, /*owned=*/true);
-    if (Status s = group->connectSharedMemory(); !s)
-      return s;
-    out = std::move(group);
-    return Status::success();
+    return create(sub, /*owned=*/true, out);
   }
   Status split(const std::vector<int64_t> &gridShape, int64_t axis,
                std::unique_ptr<Communicator> &out) override {
@@ -294,11 +296,7 @@ public:
                          "MPI_Comm_split");
         !s)
       return s;
-    auto group = std::make_unique<MPICommunicator>(sub, /*owned=*/true);
-    if (Status s = group->connectSharedMemory(); !s)
-      return s;
-    out = std::move(group);
-    return Status::success();
+    return create(sub, /*owned=*/true, out);
   }
   bool packsBlocks() const override { return !shared; }
 
@@ -307,9 +305,8 @@ protected:
     if (mpiType(dtype) == MPI_DATATYPE_NULL)
       return Status::error(std::string("all_reduce of ") + dtypeName(dtype) +
                            " is not supported");
-    SharedMemoryGroup *group;
-    if (Status s = sharedMemory(group); !s || group)
-      return s ? group->allReduceSum(data, count, dtype) : s;
+    if (shared)
+      return shared->allReduceSum(data, count, dtype);
     MPI_Request request;
     return complete(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
                                    mpiType(dtype), MPI_SUM, comm, &request),
@@ -324,9 +321,8 @@ protected:
   }
   Status allGatherBlocks(const void *in, void *out, int64_t outer,
                          size_t block) override {
-    SharedMemoryGroup *group;
-    if (Status s = sharedMemory(group); !s || group)
-      return s ? group->allGather(in, out, outer, block) : s;
+    if (shared)
+      return shared->allGather(in, out, outer, block);
     return Communicator::allGatherBlocks(in, out, outer, block);
   }
   Status reduceScatterBlocks(const void *in, void *out, int64_t outer,
@@ -334,12 +330,10 @@ protected:
     if (mpiType(dtype) == MPI_DATATYPE_NULL)
       return Status::error(std::string("reduce_scatter of ") +
                            dtypeName(dtype) + " is not supported");
-    SharedMemoryGroup *group;
-    if (Status s = sharedMemory(group); !s || group)
-      return s ? group->reduceScatterSum(
-                     in, out, outer,
-                     static_cast<int64_t>(block / dtypeSize(dtype)), dtype)
-               : s;
+    if (shared)
+      return shared->reduceScatterSum(
+          in, out, outer, static_cast<int64_t>(block / dtypeSize(dtype)),
+          dtype);
     return Communicator::reduceScatterBlocks(in, out, outer, block, dtype);
   }
   Status reduceScatterRaw(const void *in, void *out, int64_t count,
@@ -354,25 +348,10 @@ protected:
                     "MPI_Ireduce_scatter_block", request, "reduce_scatter");
   }
 
-  /// Sets up the group's shared-memory collectives (every rank of it calls
-  /// this together: a split does, else the first collective).
-  Status connectSharedMemory() {
-    if (connected)
-      return Status::success();
-    if (Status s = SharedMemoryGroup::connect(comm, shared); !s)
-      return s;
-    connected = true;
-    return Status::success();
-  }
-
 private:
-  /// The group's shared-memory collectives; null where the ranks cannot
-  /// share memory.
-  Status sharedMemory(SharedMemoryGroup *&group) {
-    if (Status s = connectSharedMemory(); !s)
-      return s;
-    group = shared.get();
-    return Status::success();
+  MPICommunicator(MPI_Comm comm, bool owned) : comm(comm), owned(owned) {
+    MPI_Comm_rank(comm, &rankId);
+    MPI_Comm_size(comm, &ranks);
   }
   /// Point-to-point messages carry an int count of bytes.
   static Status fitsOneMessage(const Tensor &t) {
@@ -388,7 +367,8 @@ private:
   int64_t sendsCompleted = 0;
   bool owned = false;
   int rankId = 0, ranks = 1;
-  bool connected = false;
+  /// The ranks' shared-memory collectives; null where they cannot share
+  /// memory.
   std::unique_ptr<SharedMemoryGroup> shared;
 };
 
@@ -416,7 +396,6 @@ Status initCommunication(int *argc, char ***argv,
   if (Status s = check(MPI_Init(argc, argv), "MPI_Init"); !s)
     return s;
   started = true;
-  out = std::make_unique<MPICommunicator>(MPI_COMM_WORLD);
   // Buffers allocated from now on can be read by the ranks of this host.
   MPI_Comm host;
   int onHost = 1;
@@ -427,7 +406,7 @@ Status initCommunication(int *argc, char ***argv,
   }
   setRanksOnThisHost(onHost);
   shareHostAllocations(onHost > 1 && sharedMemoryWanted());
-  return Status::success();
+  return MPICommunicator::create(MPI_COMM_WORLD, /*owned=*/false, out);
 }
 
 void finalizeCommunication() {
