@@ -308,10 +308,14 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
       operands[r] = static_cast<const uint8_t *>(operand);
     else if (bytes > 0) {
       const void *peer = nullptr;
+      // A rank that abandoned the collective may already have freed its
+      // operand: say that rather than the mapping's failure.
       if (Status s = mapShared(theirs.operand, peer); !s)
-        return abandon(Status::error(std::string(what) + ": cannot read rank " +
-                                     std::to_string(r) +
-                                     "'s memory: " + s.message));
+        return abandon(
+            failed(r)
+                ? peerFailed(r, what)
+                : Status::error(std::string(what) + ": cannot read rank " +
+                                std::to_string(r) + "'s memory: " + s.message));
       operands[r] = static_cast<const uint8_t *>(peer);
     }
   }
