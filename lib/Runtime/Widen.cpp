@@ -127,19 +127,18 @@ Status Binder::bindWidened(Executable::Step &step) {
   if (!bound)
     return bound;
   const KernelTable *kernels = exe.kernels;
-  step.kernel = [kernels, operands, results, inner = std::move(step.kernel)]() {
-    for (const Shadow &s : operands) {
-      Tensor wide = s.wide;
-      if (Status st = kernels->cast(s.narrow, wide); !st)
+  // (mutable: cast writes through the Shadow's own tensors, so a run copies
+  // no shapes.)
+  step.kernel = [kernels, operands, results,
+                 inner = std::move(step.kernel)]() mutable {
+    for (Shadow &s : operands)
+      if (Status st = kernels->cast(s.narrow, s.wide); !st)
         return st;
-    }
     if (Status st = inner(); !st)
       return st;
-    for (const Shadow &s : results) {
-      Tensor narrow = s.narrow;
-      if (Status st = kernels->cast(s.wide, narrow); !st)
+    for (Shadow &s : results)
+      if (Status st = kernels->cast(s.wide, s.narrow); !st)
         return st;
-    }
     return Status::success();
   };
   return Status::success();
