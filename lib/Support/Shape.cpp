@@ -374,7 +374,16 @@ bool expand(const Shape &input, const Shape &result, std::string &error) {
 }
 
 bool reshape(const Shape &input, const Shape &result, std::string &error) {
-  int64_t in = numElements(input), out = numElements(result);
+  // Shapes come from models and artifacts: a product past int64 is an
+  // error, not a wrapped count that might match the other side's.
+  std::optional<int64_t> inCount = checkedNumElements(input),
+                         outCount = checkedNumElements(result);
+  if (!inCount || !outCount)
+    return fail(error, "cannot reshape " + formatShape(input) + " to " +
+                           formatShape(result) +
+                           ": a shape has negative dims or more elements "
+                           "than int64 holds");
+  const int64_t in = *inCount, out = *outCount;
   if (in != out)
     return fail(error, "cannot reshape " + formatShape(input) + " (" +
                            std::to_string(in) + " elements) to " +
