@@ -16,7 +16,7 @@ that all produce the same logits. Not a test: run it by hand.
 
   /usr/bin/python3 bench/gpt2_small.py [--model gpt2|llama] [--dtype f32|bf16]
                                        [--threads N] [--iterations N]
-                                       [--tensor-parallel]
+                                       [--tensor-parallel] [--fusions]
 """
 import argparse
 import math
@@ -123,6 +123,10 @@ def main():
                         help="also time tp=2 and tp=2 with sequence parallelism on 2 "
                              "ranks (mpirun) with half the threads each, against one "
                              "rank with all of them")
+    parser.add_argument("--fusions", action="store_true",
+                        help="also time the artifact without mp's fusions (none, and "
+                             "the linears' epilogues only) against the default, "
+                             "interleaved, with each one's profile of the ops they fuse")
     parser.add_argument("--workdir", default=None,
                         help="where the ONNX model and artifact go (default: a temp dir)")
     args = parser.parse_args()
@@ -212,6 +216,9 @@ def main():
                                    ", PyTorch oneDNN: %.2e" % rel_mkldnn))
     tolerance = 1e-3 if args.dtype == "f32" else 5e-2
     ok = rel < tolerance
+    if args.fusions:
+        ok = compare_fusions(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
+                             work, precision, ref, tolerance) and ok
     if args.tensor_parallel:
         ok = compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path,
                                      artifact, work, ref, tolerance) and ok
@@ -227,6 +234,55 @@ def run_ms(command, env=None):
                                   proc.stdout):
         comm.setdefault(name, float(value))  # the first profile printed
     return ms, comm
+
+
+FUSED_OPS = ("add", "layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm",
+             "gelu", "silu", "linear")
+
+
+def compare_fusions(args, mp_opt, mp_run, onnx_path, ids_path, artifact, work,
+                    precision, ref, tolerance):
+    """The default artifact (every fusion) against ones compiled without
+    the residual-norm fusion and without any fusion: --artifact fuses only
+    where the pipeline planned no memory, so naming mp-plan-memory (after
+    mp-fuse-epilogues, or alone) leaves the rest out. Runs interleaved."""
+    variants = {"no fusion": ["--mp-plan-memory"],
+                "epilogues only": ["--mp-fuse-epilogues", "--mp-plan-memory"]}
+    paths = {"every fusion (default)": artifact}
+    for name, passes in variants.items():
+        paths[name] = os.path.join(work, name.replace(" ", "-"))
+        subprocess.run([mp_opt, onnx_path] + precision + passes +
+                       ["--artifact", paths[name]], check=True, capture_output=True)
+    common = ["--input", "input_ids=" + ids_path, "--threads", str(args.threads),
+              "--warmup", "1", "--iterations", str(args.iterations), "--profile"]
+    times, profiles, ok = {}, {}, True
+    rounds = 5
+    for _ in range(rounds):
+        for name, path in paths.items():
+            out = os.path.join(work, "out-" + os.path.basename(path))
+            proc = subprocess.run([mp_run, path, "--output-dir", out] + common,
+                                  check=True, capture_output=True, text=True)
+            times.setdefault(name, []).append(
+                float(re.search(r"([0-9.]+) ms/run \(median", proc.stdout).group(1)))
+            profiles.setdefault(name, []).append(dict(
+                (op, float(ms)) for op, ms in
+                re.findall(r"\n  ([a-z_]+) +([0-9.]+) ms", proc.stdout)))
+            logits = np.load(os.path.join(out, "logits.npy"))
+            rel = float(np.max(np.abs(logits - ref)) / np.max(np.abs(ref)))
+            ok = ok and rel < tolerance
+    default = "every fusion (default)"
+    median = {name: sorted(t)[rounds // 2] for name, t in times.items()}
+    print()
+    print("Fusions, same run (%d interleaved rounds, medians; ms/run of the ops "
+          "they touch, from --profile):" % rounds)
+    for name in paths:
+        ops = ", ".join("%s %.1f" % (op, sorted(p.get(op, 0.0) for p in profiles[name])
+                                     [rounds // 2])
+                        for op in FUSED_OPS
+                        if any(op in p for p in profiles[name]) and op != "linear")
+        print("  %-24s %8.1f ms/run  default %.3fx faster  (%s)"
+              % (name, median[name], median[name] / median[default], ops))
+    return ok
 
 
 def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,

@@ -1,7 +1,8 @@
 //===- kernels_bench.cpp - CPU kernel benchmarks (Google Benchmark) -------===//
 //
 // GPT-2-small sizes: linear M=512 K=768 N=3072, attention B=4 H=12 S=128
-// D=64, layerNorm / gelu over [512, 768] / [512, 3072]. Counters report
+// D=64, layerNorm (alone and after its residual add) / gelu over
+// [512, 768] / [512, 3072]. Counters report
 // GFLOP/s (linear, attention) and GB/s or Gelem/s for the memory-bound ones.
 //
 //===----------------------------------------------------------------------===//
@@ -84,6 +85,42 @@ void BM_LayerNorm(benchmark::State &state) {
                          benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_LayerNorm)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// A residual add and the layer norm that reads it: one after the other
+// (fused:0) or fused (fused:1, what mp-fuse-residual-norms makes), on
+// operands in cache (cold:0) or on 16 sets of them taken in turn, 96 MB
+// that no cache holds (cold:1), as in a model. GB/s counts the fused
+// kernel's traffic (two operands in, sum and result out).
+void BM_ResidualLayerNorm(benchmark::State &state) {
+  const int64_t M = 512, C = 768;
+  const bool fused = state.range(0);
+  const int sets = state.range(1) ? 16 : 1;
+  struct Set {
+    Owned a{{M, C}, 1}, b{{M, C}, 2}, sum{{M, C}, 5}, y{{M, C}, 6};
+  };
+  std::vector<Set> operands(static_cast<size_t>(sets));
+  Owned g({C}, 3), bias({C}, 4);
+  size_t next = 0;
+  for (auto _ : state) {
+    Set &o = operands[next++ % operands.size()];
+    if (fused) {
+      check(addLayerNorm(o.a.t, o.b.t, g.t, &bias.t, 1, 1e-5f, o.sum.t, o.y.t),
+            state);
+      continue;
+    }
+    check(binary(BinaryKind::Add, o.a.t, o.b.t, o.sum.t), state);
+    check(layerNorm(o.sum.t, g.t, &bias.t, 1, 1e-5f, o.y.t), state);
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(4.0 * M * C * sizeof(float),
+                         benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_ResidualLayerNorm)
+    ->ArgNames({"fused", "cold"})
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_Unary(benchmark::State &state) {
   const int64_t M = 512, N = 3072;

@@ -419,45 +419,6 @@ Status Binder::bindLinear(Executable::Step &step) {
   return Status::success();
 }
 
-Status Binder::bindNorm(Executable::Step &step, bool layer) {
-  const KernelTable *kernels = exe.kernels;
-  using namespace contract::layer_norm;
-  const Tensor x = in(Input), scale = in(Scale);
-  const Tensor *bias = layer ? optIn(Bias) : nullptr;
-  float eps = static_cast<float>(floatAttr(AttrName::Epsilon));
-  if (!(eps > 0) || !std::isfinite(eps))
-    return fail("epsilon " + std::to_string(floatAttr(AttrName::Epsilon)) +
-                " is not a positive number");
-  Tensor o = out();
-  Shape expected;
-  std::string error;
-  if (!layer) {
-    if (Status s =
-            expectResult(shape::rmsNorm(x.shape, scale.shape, expected, error),
-                         error, expected);
-        !s)
-      return s;
-    step.kernel = [kernels, x, scale, eps, o]() mutable {
-      return kernels->rmsNorm(x, scale, eps, o);
-    };
-    return Status::success();
-  }
-  int64_t axis;
-  if (Status s = axisAttr(AttrName::Axis, x.shape.size(), axis); !s)
-    return s;
-  if (Status s = expectResult(shape::layerNorm(x.shape, axis, scale.shape,
-                                               bias ? &bias->shape : nullptr,
-                                               expected, error),
-                              error, expected);
-      !s)
-    return s;
-  std::optional<Tensor> b = bias ? std::optional<Tensor>(*bias) : std::nullopt;
-  step.kernel = [kernels, x, scale, b, axis, eps, o]() mutable {
-    return kernels->layerNorm(x, scale, b ? &*b : nullptr, axis, eps, o);
-  };
-  return Status::success();
-}
-
 Status Binder::bindAttention(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
   using namespace contract::attention;
@@ -824,6 +785,8 @@ Status Binder::bind(Executable::Step &step) {
   case OpKind::Linear: return bindLinear(step);
   case OpKind::LayerNorm: return bindNorm(step, /*layer=*/true);
   case OpKind::RMSNorm: return bindNorm(step, /*layer=*/false);
+  case OpKind::AddLayerNorm: return bindAddNorm(step, /*layer=*/true);
+  case OpKind::AddRMSNorm: return bindAddNorm(step, /*layer=*/false);
   case OpKind::Attention: return bindAttention(step);
   case OpKind::Embedding: return bindEmbedding(step, /*gather=*/false);
   case OpKind::Gather: return bindEmbedding(step, /*gather=*/true);

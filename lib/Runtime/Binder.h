@@ -11,8 +11,11 @@
 #define MP_LIB_RUNTIME_BINDER_H
 
 #include "mp/Program/program.pb.h"
+#include "mp/Runtime/Device.h"
 #include "mp/Runtime/Executable.h"
 #include "mp/Support/OpContract.h"
+
+#include <optional>
 
 namespace mp::rt {
 
@@ -37,6 +40,17 @@ struct StepIndexCheck {
     return kernels ? checkIndices(kernels, indices, dim, where, allowNegative)
                    : Status::success();
   }
+};
+
+/// What a layer or RMS norm kernel needs besides its input and result.
+struct NormParams {
+  bool layer = true;
+  Tensor scale;
+  std::optional<Tensor> bias;
+  int64_t axis = 0; // non-negative
+  float epsilon = 0;
+
+  Status run(const KernelTable &kernels, const Tensor &x, Tensor &out) const;
 };
 
 /// Binds one instruction: checks its operands and builds its kernel call.
@@ -97,7 +111,14 @@ private:
   Status bindTrilu(Executable::Step &step);
   Status bindMatmul(Executable::Step &step);
   Status bindLinear(Executable::Step &step);
+  // Norms (BindNorm.cpp).
   Status bindNorm(Executable::Step &step, bool layer);
+  Status bindAddNorm(Executable::Step &step, bool layer);
+  /// Reads a norm's scale (operand `scaleAt`), bias (the next operand, for
+  /// a layer norm), axis and epsilon, and checks them and `result` against
+  /// the shape of the input it normalizes.
+  Status readNorm(bool layer, int scaleAt, const Shape &input,
+                  const Tensor &result, NormParams &params);
   Status bindAttention(Executable::Step &step);
   Status bindEmbedding(Executable::Step &step, bool gather);
   Status bindCrossEntropy(Executable::Step &step);

@@ -102,7 +102,9 @@ const KernelTable &cpuKernelTable() {
                                     cpu::vocabParallelCrossEntropyGrad,
                                     cpu::dropout,
                                     cpu::planLinear,
-                                    cpu::planLinearWeightGrad};
+                                    cpu::planLinearWeightGrad,
+                                    cpu::addLayerNorm,
+                                    cpu::addRmsNorm};
   return table;
 }
 

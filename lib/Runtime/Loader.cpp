@@ -473,8 +473,13 @@ Status Executable::load(const std::string &dir,
   for (int id : exe->inputBuffers)
     if (prog.buffers(id).kind() != program::Buffer::ARENA)
       return Status::error("an input is bound to a non-arena buffer");
-  if (!exe->outputSpecs.empty() && exe->outputSpecs[0].name == "loss")
-    exe->parametersChange = true; // a train step
+  // A train step (a program with a backward) changes its parameters between
+  // runs.
+  for (const auto &inst : prog.instructions())
+    if (std::optional<contract::OpKind> kind =
+            contract::opKindFromName(inst.op());
+        kind && contract::isGradient(*kind))
+      exe->parametersChange = true;
 
   if (Status s = checkDataflow(prog, bufferBytes); !s)
     return s;

@@ -59,9 +59,7 @@ bool linearRunsInBf16(const program::Instruction &inst, Buffer buffer) {
   const Tensor *w = buffer(inst.operands_size() > 1 ? inst.operands(1) : -1);
   if (!x || !w || x->shape.empty() || w->shape.size() != 2)
     return false;
-  const int64_t k = x->shape.back();
-  return cpu::runsInBf16(k ? x->numel() / k : 0,
-                         w->numel() / std::max<int64_t>(k, 1), k);
+  return cpu::runsInBf16(*x, *w);
 }
 
 } // namespace

@@ -31,6 +31,21 @@ const std::vector<OpInfo> &table() {
 
 const OpInfo &info(OpKind kind) { return table()[static_cast<size_t>(kind)]; }
 
+bool isGradient(OpKind kind) {
+  switch (kind) {
+  case OpKind::LinearWeightGrad:
+  case OpKind::LayerNormGrad:
+  case OpKind::RMSNormGrad:
+  case OpKind::GeluGrad:
+  case OpKind::AttentionGrad:
+  case OpKind::EmbeddingGrad:
+  case OpKind::CrossEntropyGrad:
+  case OpKind::SliceGrad:
+  case OpKind::VocabParallelCrossEntropyGrad: return true;
+  default: return false;
+  }
+}
+
 std::optional<OpKind> opKindFromName(std::string_view name) {
   const std::vector<OpInfo> &ops = table();
   for (size_t i = 0; i < ops.size(); ++i)

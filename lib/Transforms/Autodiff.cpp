@@ -248,6 +248,9 @@ LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op) {
   if (!anyResultAdjoint || llvm::none_of(needed, [](bool n) { return n; }))
     return success();
   auto rule = dyn_cast<AutodiffOpInterface>(op);
+  if (!rule && op->hasTrait<mp::OpTrait::Fused>())
+    return op->emitOpError() << "is a fusion: mp-fuse-residual-norms runs "
+                                "after mp-autodiff, not before";
   if (!rule)
     return op->emitOpError()
            << "has no derivative rule, but lies between a parameter and the "

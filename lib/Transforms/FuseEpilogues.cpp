@@ -67,16 +67,6 @@ struct FuseEpiloguesPass
     for (Operation *op : candidates)
       fuse(op);
   }
-
-  static bool isTrainStep(ModuleOp module) {
-    return module
-        ->walk([](Operation *op) {
-          return op->hasAttr(MPDialect::getBackwardAttrName())
-                     ? WalkResult::interrupt()
-                     : WalkResult::advance();
-        })
-        .wasInterrupted();
-  }
 };
 
 } // namespace

@@ -469,13 +469,21 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
 
 LogicalResult TensorParallelPass::parallelize(ModuleOp module,
                                               func::FuncOp func) {
-  // A row-parallel linear's activation would apply to partial sums.
-  WalkResult fusedFound = func.walk([&](LinearOp l) {
-    if (l.getActivation() == LinearActivation::none)
-      return WalkResult::advance();
-    l.emitOpError("has a fused activation: mp-fuse-epilogues runs after "
-                  "mp-tensor-parallel, not before");
-    return WalkResult::interrupt();
+  // A row-parallel linear's activation would apply to partial sums, and a
+  // fused norm has no split rule.
+  WalkResult fusedFound = func.walk([&](Operation *op) {
+    if (auto l = dyn_cast<LinearOp>(op);
+        l && l.getActivation() != LinearActivation::none) {
+      l.emitOpError("has a fused activation: mp-fuse-epilogues runs after "
+                    "mp-tensor-parallel, not before");
+      return WalkResult::interrupt();
+    }
+    if (op->hasTrait<mp::OpTrait::Fused>()) {
+      op->emitOpError("is a fusion: mp-fuse-residual-norms runs after "
+                      "mp-tensor-parallel, not before");
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
   });
   if (fusedFound.wasInterrupted())
     return failure();

@@ -267,12 +267,16 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
   if (outputFilename != "-" &&
       failed(printModule(*module, outputFilename, config, /*locations=*/true)))
     return 1;
-  // Activations become their linears' epilogues, last (partitioning and
-  // training are done) and before the memory plan, unless this pipeline
-  // planned memory already (the plan would no longer fit the program).
-  if (!runs(pm, "mp-fuse-epilogues") && !runs(pm, "mp-plan-memory")) {
+  // Activations become their linears' epilogues and residual adds join
+  // their norms, last (partitioning and training are done) and before the
+  // memory plan, unless this pipeline planned memory already (the plan
+  // would no longer fit the program).
+  if (!runs(pm, "mp-plan-memory")) {
     PassManager fuse(&context);
-    fuse.addPass(mp::createMPFuseEpilogues());
+    if (!runs(pm, "mp-fuse-epilogues"))
+      fuse.addPass(mp::createMPFuseEpilogues());
+    if (!runs(pm, "mp-fuse-residual-norms"))
+      fuse.addPass(mp::createMPFuseResidualNorms());
     if (failed(runPasses(fuse, *module, config)))
       return 1;
   }

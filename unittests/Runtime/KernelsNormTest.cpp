@@ -77,6 +77,62 @@ TEST(KernelRmsNorm, LastAxis) {
   }
 }
 
+/// Whether two f32 buffers hold bitwise the same values.
+bool sameBits(const Buf &a, const Buf &b) { return a.mem == b.mem; }
+
+// The fused residual norms give bitwise what the add and then the norm give
+// (mp-fuse-residual-norms must not change a program's results), on shapes
+// that run in one thread and on ones that run in parallel, in place too
+// (the sum written over the left operand).
+TEST(KernelAddNorm, BitwiseTheAddThenTheNorm) {
+  uint32_t seed = 580;
+  struct Case {
+    Shape x;
+    int64_t axis;
+  };
+  for (Case c : {Case{{3, 7, 16}, 2}, Case{{2, 3, 4, 5}, 2},
+                 Case{{4, 128, 768}, 2}, Case{{5, 9}, 0}})
+    for (bool layer : {true, false}) {
+      if (!layer && c.axis != int64_t(c.x.size()) - 1)
+        continue;
+      Buf a = randomBuf(DType::F32, c.x, seed++, -3, 5);
+      Buf b = randomBuf(DType::F32, c.x, seed++, -2, 2);
+      Shape ns(c.x.begin() + c.axis, c.x.end());
+      Buf g = randomBuf(DType::F32, ns, seed++),
+          bias = randomBuf(DType::F32, ns, seed++);
+      const float eps = 1e-5f;
+      Buf sum(DType::F32, c.x), out(DType::F32, c.x);
+      Buf refSum(DType::F32, c.x), refOut(DType::F32, c.x);
+      ASSERT_TRUE(binary(BinaryKind::Add, a.t, b.t, refSum.t).ok);
+      if (layer) {
+        ASSERT_TRUE(
+            layerNorm(refSum.t, g.t, &bias.t, c.axis, eps, refOut.t).ok);
+        ASSERT_TRUE(
+            addLayerNorm(a.t, b.t, g.t, &bias.t, c.axis, eps, sum.t, out.t).ok);
+      } else {
+        ASSERT_TRUE(rmsNorm(refSum.t, g.t, eps, refOut.t).ok);
+        ASSERT_TRUE(addRmsNorm(a.t, b.t, g.t, eps, sum.t, out.t).ok);
+      }
+      const std::string what = formatShape(c.x) + (layer ? " layer" : " rms");
+      EXPECT_TRUE(sameBits(sum, refSum)) << what;
+      EXPECT_TRUE(sameBits(out, refOut)) << what;
+      // In place: the sum over the left operand.
+      ASSERT_TRUE(
+          (layer ? addLayerNorm(a.t, b.t, g.t, &bias.t, c.axis, eps, a.t, out.t)
+                 : addRmsNorm(a.t, b.t, g.t, eps, a.t, out.t))
+              .ok);
+      EXPECT_TRUE(sameBits(a, refSum)) << what << " in place";
+      EXPECT_TRUE(sameBits(out, refOut)) << what << " in place";
+    }
+}
+
+TEST(KernelAddNorm, RefusesOtherTypes) {
+  Buf a(DType::F64, {2, 4}), g(DType::F32, {4}), o(DType::F32, {2, 4});
+  Status s = addRmsNorm(a.t, a.t, g.t, 1e-5f, o.t, o.t);
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.message.find("addRmsNorm"), std::string::npos) << s.message;
+}
+
 std::vector<double> refSoftmax(const Buf &x, int64_t axis) {
   const Shape &s = x.t.shape;
   int64_t n = s[size_t(axis)], inner = 1;

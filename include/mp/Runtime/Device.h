@@ -92,6 +92,10 @@ struct KernelTable {
   /// A linear planned at load (null, or an empty result: use `linear`).
   decltype(&cpu::planLinear) planLinear = nullptr;
   decltype(&cpu::planLinearWeightGrad) planLinearWeightGrad = nullptr;
+  /// A residual add and its norm in one pass (null: the add and the norm
+  /// run one after the other).
+  decltype(&cpu::addLayerNorm) addLayerNorm = nullptr;
+  decltype(&cpu::addRmsNorm) addRmsNorm = nullptr;
 };
 
 const KernelTable &cpuKernelTable();

@@ -56,8 +56,8 @@ public:
   /// its forward, `parametersFrom` (which must outlive it).
   /// `parametersChange`: the caller updates the parameters between runs
   /// (training), so kernels read weights in place rather than from packed
-  /// copies; implied by a train step's program (a "loss" output) and by
-  /// `parametersFrom`.
+  /// copies; implied by a train step's program (one with gradient ops) and
+  /// by `parametersFrom`.
   static Status load(const std::string &dir, std::unique_ptr<Executable> &out,
                      Communicator *comm = nullptr, Device device = Device::CPU,
                      const Executable *parametersFrom = nullptr,

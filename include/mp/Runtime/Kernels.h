@@ -80,9 +80,10 @@ PlannedKernel planLinear(
     const Tensor &x, const Tensor &weight, const Tensor *bias,
     bool transposeWeight, const Tensor &out, bool packWeight,
     contract::LinearActivation activation = contract::LinearActivation::None);
-/// Whether a bf16 linear of this shape runs in bf16 (oneDNN, f32
-/// accumulation); otherwise its operands are widened to f32 around it.
-bool runsInBf16(int64_t m, int64_t n, int64_t k);
+/// Whether a bf16 linear of x [..., K] and a rank-2 weight runs in bf16
+/// (oneDNN, f32 accumulation: neither empty, and oneDNN's bf16 GEMM here);
+/// otherwise its operands are widened to f32 around it.
+bool runsInBf16(const Tensor &x, const Tensor &weight);
 /// `linearWeightGrad` through oneDNN where Dnnl.h chooses it.
 PlannedKernel planLinearWeightGrad(const Tensor &x, const Tensor &dy,
                                    bool transposeWeight, const Tensor &dw);
@@ -98,6 +99,15 @@ Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
 /// x * rsqrt(mean(x^2, last dim) + eps) * scale. f32.
 Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
                Tensor &out);
+/// sum = a + b (operands of one shape) and out = layerNorm(sum), each row
+/// normalized while it is in cache; bitwise what `binary` and `layerNorm`
+/// give one after the other. f32.
+Status addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
+                    const Tensor *bias, int64_t axis, float epsilon,
+                    Tensor &sum, Tensor &out);
+/// sum = a + b and out = rmsNorm(sum), as addLayerNorm. f32.
+Status addRmsNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
+                  float epsilon, Tensor &sum, Tensor &out);
 /// Softmax along `axis` (non-negative). f32, f64.
 Status softmax(const Tensor &x, int64_t axis, Tensor &out);
 /// Reduces over `axes` (non-negative, sorted); out has the kept dims (with or

@@ -54,6 +54,8 @@ struct OpInfo {
 const OpInfo &info(OpKind kind);
 /// The kind of the op named `name`; nullopt for a name not in the contract.
 std::optional<OpKind> opKindFromName(std::string_view name);
+/// Whether `kind` is one of the gradient ops a train step's backward holds.
+bool isGradient(OpKind kind);
 const char *attrName(AttrName name);
 const char *attrTypeName(AttrType type);
 
@@ -64,6 +66,10 @@ enum Operand : int { Input, Weight, Bias };
 namespace layer_norm {
 enum Operand : int { Input, Scale, Bias };
 }
+namespace add_norm { // add_layer_norm, add_rms_norm
+enum Operand : int { Lhs, Rhs, Scale, Bias };
+enum Result : int { Sum, Normalized };
+} // namespace add_norm
 namespace attention {
 enum Operand : int { Query, Key, Value, Mask };
 }

@@ -140,6 +140,31 @@ def MPFuseEpilogues : Pass<"mp-fuse-epilogues", "mlir::ModuleOp"> {
   }];
 }
 
+def MPFuseResidualNorms : Pass<"mp-fuse-residual-norms", "mlir::ModuleOp"> {
+  let summary = "fold a residual add and the norm that reads it into one op";
+  let description = [{
+    An `mp.add` of two operands of its own type whose result a `layer_norm`
+    or `rms_norm` reads becomes one op with both results, the sum (for its
+    other readers: the next residual add) and the norm of it:
+
+    ```mlir
+    %h = mp.add %x, %y : (tensor<2x8x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32>
+    %n = mp.layer_norm %h, %g, %b : (...) -> tensor<2x8x64xf32>
+    // becomes
+    %h, %n = mp.add_layer_norm %x, %y, %g, %b : (...) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>)
+    ```
+
+    The runtime normalizes each row of the sum while it is in cache
+    instead of reading the sum back from memory in a second kernel; every
+    pre-norm transformer layer has two such pairs. Where a device has no
+    fused kernel, it runs the add and the norm one after the other. Like
+    `mp-fuse-epilogues`, `--artifact` runs it last, on inference programs
+    (a train step is left alone: its backward reads the sum anyway, and
+    recompute copies forward ops that must compute bit for bit what they
+    copy); ops in different pipeline chunks are not fused.
+  }];
+}
+
 def MPPlanMemory : Pass<"mp-plan-memory", "mlir::ModuleOp"> {
   let summary = "place every value of the program in one arena";
   let description = [{

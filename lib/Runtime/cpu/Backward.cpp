@@ -67,8 +67,7 @@ Status linearWeightGrad(const Tensor &x, const Tensor &dy, bool transposeWeight,
                         Tensor &dw) {
   if (Status s = expectF32("linearWeightGrad", {&x, &dy, &dw}); !s)
     return s;
-  const int64_t k = x.shape.back(), n = dy.shape.back();
-  const int64_t m = k ? x.numel() / k : (n ? dy.numel() / n : 0);
+  const auto [m, n, k] = linearWeightGradDims(x.shape, dy.shape);
   // dW [K, N] = xᵀ · dy, or [N, K] = dyᵀ · x: A is stored transposed.
   if (transposeWeight)
     batchedGemm<float>(1, n, k, m, dy.as<const float>(), {0},
@@ -84,8 +83,7 @@ PlannedKernel planLinearWeightGrad(const Tensor &x, const Tensor &dy,
   for (const Tensor *t : {&x, &dy, &dw})
     if (t->dtype != DType::F32 || t->shape.empty())
       return {};
-  const int64_t k = x.shape.back(), n = dy.shape.back();
-  const int64_t m = k ? x.numel() / k : 0;
+  const auto [m, n, k] = linearWeightGradDims(x.shape, dy.shape);
   if (m == 0 || n == 0 || k == 0 || gemmLibrary() != GemmLibrary::OneDNN)
     return {};
   // As linearWeightGrad: xᵀ · dy, or dyᵀ · x.

@@ -16,14 +16,32 @@ namespace mp::rt::cpu {
 
 namespace {
 
-/// MP_CPU_GEMM as set in the environment: "" (choose), "openblas" or
-/// "onednn".
-std::string requestedLibrary() {
+/// The library MP_CPU_GEMM asks for (the only place that reads it).
+enum class Request { Choose, OpenBLAS, OneDNN, Unknown };
+
+Request requestedLibrary(std::string *value = nullptr) {
   const char *v = std::getenv("MP_CPU_GEMM");
-  return v ? std::string(v) : std::string();
+  if (value)
+    *value = v ? v : "";
+  if (!v || !*v)
+    return Request::Choose;
+  if (std::strcmp(v, "openblas") == 0)
+    return Request::OpenBLAS;
+  if (std::strcmp(v, "onednn") == 0)
+    return Request::OneDNN;
+  return Request::Unknown;
 }
 
 } // namespace
+
+Status checkGemmRequest() {
+  std::string value;
+  if (requestedLibrary(&value) != Request::Unknown)
+    return Status::success();
+  return Status::error("MP_CPU_GEMM is '" + value +
+                       "'; expected 'openblas' or 'onednn' (or unset, to let "
+                       "the runtime choose)");
+}
 
 #ifdef MP_HAVE_DNNL
 
@@ -72,11 +90,12 @@ dnnl::algorithm eltwiseOf(contract::LinearActivation activation) {
 } // namespace
 
 GemmLibrary gemmLibrary() {
-  std::string asked = requestedLibrary();
-  if (asked == "openblas")
-    return GemmLibrary::OpenBLAS;
-  if (asked == "onednn")
-    return GemmLibrary::OneDNN;
+  switch (requestedLibrary()) {
+  case Request::OpenBLAS: return GemmLibrary::OpenBLAS;
+  case Request::OneDNN: return GemmLibrary::OneDNN;
+  case Request::Choose:
+  case Request::Unknown: break; // (Unknown: refused at load)
+  }
   return hasAvx512Kernels() ? GemmLibrary::OneDNN : GemmLibrary::OpenBLAS;
 }
 
@@ -85,11 +104,12 @@ std::string describeGemmLibrary() {
   std::string name = "oneDNN " + std::to_string(v->major) + "." +
                      std::to_string(v->minor) + "." + std::to_string(v->patch) +
                      " (" + isaName(dnnl::get_effective_cpu_isa()) + ")";
-  std::string asked = requestedLibrary();
-  if (asked == "openblas")
-    return "OpenBLAS (MP_CPU_GEMM=openblas)";
-  if (asked == "onednn")
-    return name + " (MP_CPU_GEMM=onednn)";
+  switch (requestedLibrary()) {
+  case Request::OpenBLAS: return "OpenBLAS (MP_CPU_GEMM=openblas)";
+  case Request::OneDNN: return name + " (MP_CPU_GEMM=onednn)";
+  case Request::Choose:
+  case Request::Unknown: break;
+  }
   return hasAvx512Kernels() ? name
                             : "OpenBLAS (" + name + " has no AVX-512 here)";
 }
@@ -112,9 +132,10 @@ bool bf16MatmulAvailable() {
   return available;
 }
 
-bool runsInBf16(int64_t m, int64_t n, int64_t k) {
-  return m > 0 && n > 0 && k > 0 && gemmLibrary() == GemmLibrary::OneDNN &&
-         bf16MatmulAvailable();
+bool runsInBf16(const Tensor &x, const Tensor &weight) {
+  // (m, n and k are all positive exactly when neither operand is empty.)
+  return x.numel() > 0 && weight.numel() > 0 &&
+         gemmLibrary() == GemmLibrary::OneDNN && bf16MatmulAvailable();
 }
 
 struct DnnlGemm::Impl {
@@ -222,13 +243,18 @@ size_t DnnlGemm::packedBytes() const {
 GemmLibrary gemmLibrary() { return GemmLibrary::OpenBLAS; }
 
 std::string describeGemmLibrary() {
-  return requestedLibrary() == "onednn"
-             ? "OpenBLAS (MP_CPU_GEMM=onednn, but this runtime was built "
-               "without oneDNN)"
-             : "OpenBLAS";
+  switch (requestedLibrary()) {
+  case Request::OpenBLAS: return "OpenBLAS (MP_CPU_GEMM=openblas)";
+  case Request::OneDNN:
+    return "OpenBLAS (MP_CPU_GEMM=onednn, but this runtime was built without "
+           "oneDNN)";
+  case Request::Choose:
+  case Request::Unknown: break;
+  }
+  return "OpenBLAS";
 }
 
-bool runsInBf16(int64_t, int64_t, int64_t) { return false; }
+bool runsInBf16(const Tensor &, const Tensor &) { return false; }
 
 struct DnnlGemm::Impl {};
 

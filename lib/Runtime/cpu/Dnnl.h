@@ -35,6 +35,8 @@ enum class GemmLibrary { OpenBLAS, OneDNN };
 GemmLibrary gemmLibrary();
 /// "oneDNN 2.6.3 (avx512_core_bf16)", or why oneDNN is not used.
 std::string describeGemmLibrary();
+/// An error naming MP_CPU_GEMM when it names no library.
+Status checkGemmRequest();
 
 /// C[m, n] = act(A · B (+ bias[n])), row-major and dense: A stored [m, k] or,
 /// when transA, [k, m]; B stored [k, n] or, when transB, [n, k]. One oneDNN

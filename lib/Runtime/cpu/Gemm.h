@@ -39,6 +39,33 @@ struct BlasSerialScope {
   BlasSerialScope &operator=(const BlasSerialScope &) = delete;
 };
 
+/// The GEMM of a linear or of its weight gradient: m rows (x's leading
+/// dims), n output features, k input features.
+struct GemmDims {
+  int64_t m, n, k;
+};
+
+inline int64_t leadingRows(const std::vector<int64_t> &x) {
+  int64_t m = 1;
+  for (size_t d = 0; d + 1 < x.size(); ++d)
+    m *= x[d];
+  return m;
+}
+
+/// A linear's: x [..., K] times a weight [K, N] ([N, K] when transposed).
+inline GemmDims linearDims(const std::vector<int64_t> &x,
+                           const std::vector<int64_t> &weight,
+                           bool transposeWeight) {
+  return {leadingRows(x), transposeWeight ? weight[0] : weight[1], x.back()};
+}
+
+/// Its weight gradient's: x [..., K] and the result's gradient [..., N],
+/// over the same rows.
+inline GemmDims linearWeightGradDims(const std::vector<int64_t> &x,
+                                     const std::vector<int64_t> &dy) {
+  return {leadingRows(x), dy.back(), x.back()};
+}
+
 inline blasint bi(int64_t v) { return static_cast<blasint>(v); }
 
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,

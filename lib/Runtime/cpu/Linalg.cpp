@@ -21,8 +21,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <limits>
 #include <memory>
@@ -432,10 +430,7 @@ Status linear(const Tensor &x, const Tensor &weight, const Tensor *bias,
     return typeError("linear (result)", out.dtype);
   if (x.shape.empty() || weight.shape.size() != 2)
     return Status::error("linear: expected x of rank >= 1 and a rank-2 weight");
-  const int64_t k = x.shape.back();
-  const int64_t n = transposeWeight ? weight.shape[0] : weight.shape[1];
-  const int64_t m =
-      k ? x.numel() / k : product(out.shape) / std::max<int64_t>(n, 1);
+  const auto [m, n, k] = linearDims(x.shape, weight.shape, transposeWeight);
   if (m == 0 || n == 0)
     return Status::success();
   float *y = out.as<float>();
@@ -474,9 +469,7 @@ PlannedKernel planLinear(const Tensor &x, const Tensor &weight,
       out.dtype != type || (bias && bias->dtype != type) || x.shape.empty() ||
       weight.shape.size() != 2)
     return {};
-  const int64_t k = x.shape.back();
-  const int64_t n = transposeWeight ? weight.shape[0] : weight.shape[1];
-  const int64_t m = k ? x.numel() / k : 0;
+  const auto [m, n, k] = linearDims(x.shape, weight.shape, transposeWeight);
   if (m == 0 || n == 0 || k == 0 || gemmLibrary() != GemmLibrary::OneDNN)
     return {};
   return planGemm(
@@ -485,15 +478,7 @@ PlannedKernel planLinear(const Tensor &x, const Tensor &weight,
       packWeight);
 }
 
-Status prepareCpu() {
-  const char *asked = std::getenv("MP_CPU_GEMM");
-  if (asked && *asked && std::strcmp(asked, "openblas") != 0 &&
-      std::strcmp(asked, "onednn") != 0)
-    return Status::error(std::string("MP_CPU_GEMM is '") + asked +
-                         "'; expected 'openblas' or 'onednn' (or unset, to "
-                         "let the runtime choose)");
-  return Status::success();
-}
+Status prepareCpu() { return checkGemmRequest(); }
 
 std::string describeCpu() { return "GEMMs: " + describeGemmLibrary(); }
 

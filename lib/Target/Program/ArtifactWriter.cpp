@@ -205,6 +205,13 @@ void addAttributes(Operation *op, program::Instruction &inst) {
       .Case([&](RMSNormOp r) {
         addFloat(inst, AttrName::Epsilon, r.getEpsilon().convertToFloat());
       })
+      .Case([&](AddLayerNormOp l) {
+        addInt(inst, AttrName::Axis, l.getNormalizedAxis());
+        addFloat(inst, AttrName::Epsilon, l.getEpsilon().convertToFloat());
+      })
+      .Case([&](AddRMSNormOp r) {
+        addFloat(inst, AttrName::Epsilon, r.getEpsilon().convertToFloat());
+      })
       .Case([&](SoftmaxOp s) {
         addInt(inst, AttrName::Axis, s.getNormalizedAxis());
       })

@@ -181,6 +181,32 @@ func.func @f(%x: tensor<2x3xf32>, %s: tensor<2xf32>) {
 
 // -----
 
+// Tests the fused residual norms: the norm's rule, a positive epsilon, and
+// operands and results of one type.
+func.func @f(%x: tensor<2x3xf32>, %s: tensor<2xf32>) {
+  // expected-error @below {{expected scale shape 3 but found 2}}
+  %0:2 = mp.add_layer_norm %x, %x, %s : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @below {{epsilon must be positive}}
+  %0:2 = mp.add_rms_norm %x, %x, %s {epsilon = -1.0 : f32} : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>, %y: tensor<1x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @below {{all of {lhs, rhs, sum, result} have same type}}
+  %0:2 = mp.add_rms_norm %x, %y, %s : (tensor<2x3xf32>, tensor<1x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xf32>, %b: tensor<2xf32>) {
   // expected-error @below {{expected bias shape 3 but found 2}}
   %0 = mp.layer_norm %x, %s, %b : (tensor<2x3xf32>, tensor<3xf32>, tensor<2xf32>) -> tensor<2x3xf32>

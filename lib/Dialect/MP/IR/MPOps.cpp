@@ -451,6 +451,35 @@ LogicalResult RMSNormOp::verify() {
   return verifyInferredResults(*this);
 }
 
+/// A fused norm's `sum` must be what its norm rule accepts (the result has
+/// sum's type: AllTypesMatch).
+static LogicalResult verifyNormRule(Operation *op, float epsilon, bool ruleHeld,
+                                    const std::string &error) {
+  if (epsilon <= 0.0f)
+    return op->emitOpError() << "epsilon must be positive";
+  if (!ruleHeld)
+    return op->emitOpError() << error;
+  return success();
+}
+
+LogicalResult AddLayerNormOp::verify() {
+  Shape result, bias;
+  if (getBias())
+    bias = shapeOf(getBias());
+  std::string error;
+  bool ok = shape::layerNorm(shapeOf(getSum()), getAxis(), shapeOf(getScale()),
+                             getBias() ? &bias : nullptr, result, error);
+  return verifyNormRule(*this, getEpsilon().convertToFloat(), ok, error);
+}
+
+LogicalResult AddRMSNormOp::verify() {
+  Shape result;
+  std::string error;
+  bool ok =
+      shape::rmsNorm(shapeOf(getSum()), shapeOf(getScale()), result, error);
+  return verifyNormRule(*this, getEpsilon().convertToFloat(), ok, error);
+}
+
 LogicalResult AttentionOp::verify() {
   if (getScale().convertToFloat() <= 0.0f)
     return emitOpError() << "scale must be positive";
@@ -570,6 +599,16 @@ FailureOr<func::FuncOp> mp::getEntryFunction(ModuleOp module) {
     diag << "'" << f.getSymName() << "'";
   });
   return diag << " are public; make all but one private";
+}
+
+bool mp::isTrainStep(ModuleOp module) {
+  return module
+      ->walk([](Operation *op) {
+        return op->hasAttr(MPDialect::getBackwardAttrName())
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      })
+      .wasInterrupted();
 }
 
 //===----------------------------------------------------------------------===//

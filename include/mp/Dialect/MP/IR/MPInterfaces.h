@@ -43,6 +43,10 @@ class TransformerOp
 template <typename ConcreteType>
 class ReplicatedResults
     : public mlir::OpTrait::TraitBase<ConcreteType, ReplicatedResults> {};
+/// Ops a fusion pass makes, after partitioning and differentiation, which
+/// refuse them (they have no split or derivative rule of their own).
+template <typename ConcreteType>
+class Fused : public mlir::OpTrait::TraitBase<ConcreteType, Fused> {};
 /// Core attention (QKᵀ, its softmax, ·V): what selective activation
 /// recompute re-runs in the backward rather than keeping its large results
 /// (Korthikanti et al. 2022; mp-recompute granularity=selective).

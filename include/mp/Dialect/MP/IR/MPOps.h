@@ -25,6 +25,9 @@ namespace mp {
 /// body (the importer's `main`). Emits an error on the module when there is
 /// none, or more than one.
 mlir::FailureOr<mlir::func::FuncOp> getEntryFunction(mlir::ModuleOp module);
+/// Whether `module` holds a backward pass (ops mp-autodiff made): a train
+/// step, whole or cut into pipeline chunks.
+bool isTrainStep(mlir::ModuleOp module);
 } // namespace mp
 
 #endif // MP_DIALECT_MP_IR_MPOPS_H

@@ -29,6 +29,12 @@ def MP_ReplicatedResultsTrait : NativeOpTrait<"ReplicatedResults"> {
   let cppNamespace = "::mp::OpTrait";
 }
 
+// Made by a fusion pass, which runs last: partitioning and differentiation
+// refuse it.
+def MP_FusedOpTrait : NativeOpTrait<"Fused"> {
+  let cppNamespace = "::mp::OpTrait";
+}
+
 // Core attention: what selective recompute re-runs (mp-recompute).
 def MP_CoreAttentionTrait : NativeOpTrait<"CoreAttention"> {
   let cppNamespace = "::mp::OpTrait";
@@ -320,6 +326,50 @@ def MP_RMSNormOp : MP_Op<"rms_norm", [MP_Differentiable,
     $input `,` $scale attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+}
+
+// Residual add and norm in one pass over memory (mp-fuse-residual-norms).
+class MP_AddNormOp<string mnemonic, string norm> : MP_Op<mnemonic, [Pure,
+    MP_FusedOpTrait, MP_TransformerOpTrait,
+    AllTypesMatch<["lhs", "rhs", "sum", "result"]>]> {
+  let summary = "`lhs + rhs`, and `mp." # norm # "` of that sum";
+  let description = [{
+    Both results of a residual add and the norm that reads it: `sum` is
+    `lhs + rhs` (the residual stream, for its other readers) and `result`
+    is `mp.}] # norm # [{` of `sum`, computed on each row while it is in
+    cache rather than in another pass over memory. `mp-fuse-residual-norms`
+    makes it, last, from an `mp.add` of two operands of the same type and a
+    norm that reads it; partitioning and differentiation refuse it.
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_AddLayerNormOp : MP_AddNormOp<"add_layer_norm", "layer_norm"> {
+  let arguments = (ins MP_FloatTensor:$lhs, MP_FloatTensor:$rhs,
+                       MP_FloatTensor:$scale, Optional<MP_FloatTensor>:$bias,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs MP_FloatTensor:$sum, MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $scale (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// `axis` made non-negative.
+    int64_t getNormalizedAxis() {
+      return ::mp::detail::nonNegativeAxis(getAxis(), getLhs());
+    }
+  }];
+}
+
+def MP_AddRMSNormOp : MP_AddNormOp<"add_rms_norm", "rms_norm"> {
+  let arguments = (ins MP_FloatTensor:$lhs, MP_FloatTensor:$rhs,
+                       MP_FloatTensor:$scale,
+                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
+  let results = (outs MP_FloatTensor:$sum, MP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $scale attr-dict `:` functional-type(operands, results)
+  }];
 }
 
 def MP_SoftmaxOp : MP_Op<"softmax", [MP_Differentiable, MP_CoreAttentionTrait,

@@ -1,0 +1,75 @@
+// RUN: mp-opt %s --mp-fuse-residual-norms --split-input-file | FileCheck %s
+// RUN: mp-opt %s --mp-fuse-residual-norms --mp-fuse-residual-norms --split-input-file | FileCheck %s --check-prefix=TWICE
+// RUN: not mp-opt %s --split-input-file --mp-fuse-residual-norms --mp-tensor-parallel=tp=2 2>&1 | FileCheck %s --check-prefix=TP
+
+// Tests a pre-norm layer's two residual adds: each add and the norm that
+// reads it become one op; the sum's other reader (the next residual add)
+// reads its first result, the norm's readers its second. The norms' scale
+// and bias, read next to the norm, move up to the add. The attributes
+// (axis, epsilon) and the add's layer carry over.
+// CHECK-LABEL: func.func @pre_norm_layer
+// CHECK: %[[G:.*]] = mp.get_param @g
+// CHECK: %[[B:.*]] = mp.get_param @b
+// CHECK: %[[H:.*]], %[[N:.*]] = mp.add_layer_norm %arg0, %arg1, %[[G]], %[[B]] {epsilon = 1.000000e-03 : f32, mp.layer = 0 : i64} :
+// CHECK-SAME: -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+// CHECK: %[[M:.*]] = mp.gelu %[[N]]
+// CHECK: %[[S:.*]] = mp.get_param @s
+// CHECK: %[[H2:.*]], %[[R:.*]] = mp.add_rms_norm %[[H]], %[[M]], %[[S]] :
+// CHECK-NOT: mp.add %
+// CHECK-NOT: _norm %
+// CHECK: return %[[H2]], %[[R]]
+// TWICE-LABEL: func.func @pre_norm_layer
+// TWICE-COUNT-2: _norm
+// TP: error: 'mp.add_layer_norm' op is a fusion: mp-fuse-residual-norms runs after mp-tensor-parallel, not before
+mp.param @g : tensor<8xf32> {file = "x.onnx"}
+mp.param @b : tensor<8xf32> {file = "x.onnx"}
+mp.param @s : tensor<8xf32> {file = "x.onnx"}
+func.func @pre_norm_layer(%x: tensor<2x4x8xf32>, %y: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %h = mp.add %x, %y {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %g = mp.get_param @g : tensor<8xf32>
+  %b = mp.get_param @b : tensor<8xf32>
+  %n = mp.layer_norm %h, %g, %b {epsilon = 1.0e-3 : f32} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %m = mp.gelu %n : tensor<2x4x8xf32>
+  %h2 = mp.add %h, %m : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %s = mp.get_param @s : tensor<8xf32>
+  %r = mp.rms_norm %h2, %s : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  return %h2, %r : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests what does not fuse: an add that broadcasts (the kernel adds rows of
+// equal operands), a norm that reads the add as its scale rather than its
+// input, a norm whose scale is computed after the add from something else
+// (it cannot move up), and an add and norm in different pipeline chunks.
+// CHECK-LABEL: func.func @not_fused
+// CHECK-NOT: add_layer_norm
+// CHECK-NOT: add_rms_norm
+// CHECK: return
+mp.param @s : tensor<8xf32> {file = "x.onnx"}
+func.func @not_fused(%x: tensor<2x8xf32>, %row: tensor<8xf32>, %v: tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %0 = mp.add %x, %row : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %1 = mp.rms_norm %0, %v : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %2 = mp.add %v, %v : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %3 = mp.rms_norm %x, %2 : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %4 = mp.add %x, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %w = mp.neg %v : tensor<8xf32>
+  %5 = mp.rms_norm %4, %w : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %6 = mp.add %x, %x {mp.stage = 0 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %s = mp.get_param @s : tensor<8xf32>
+  %7 = mp.rms_norm %6, %s {mp.stage = 1 : i64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %1, %3, %5, %7 : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that a train step (a module with backward ops) is left alone.
+// CHECK-LABEL: func.func @train_step
+// CHECK: mp.add %
+// CHECK: mp.rms_norm
+func.func @train_step(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
+  %0 = mp.add %x, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %1 = mp.rms_norm %0, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %2 = mp.neg %1 {mp.backward} : tensor<2x8xf32>
+  return %2 : tensor<2x8xf32>
+}
