@@ -101,6 +101,7 @@ LogicalResult MemoryPlan::collect(func::FuncOp func) {
     if (failed(addBuffer(arg, -1)))
       return failure();
   int64_t position = 0;
+  SmallVector<InPlaceCandidate> candidates;
   for (Operation &op : body.without_terminator()) {
     int64_t here = position++;
     if (ownsStorage(&op))
@@ -115,10 +116,53 @@ LogicalResult MemoryPlan::collect(func::FuncOp func) {
     for (Value result : op.getResults())
       if (failed(addBuffer(result, here)))
         return failure();
+    if (auto inPlace = dyn_cast<InPlaceOpInterface>(&op))
+      for (OpResult result : op.getResults())
+        if (std::optional<unsigned> operand =
+                inPlace.getInPlaceOperand(result.getResultNumber()))
+          candidates.push_back({here, result, op.getOperand(*operand)});
   }
   for (Value returned : body.getTerminator()->getOperands())
     use(returned, std::numeric_limits<int64_t>::max());
+  placeInPlace(candidates);
   return success();
+}
+
+void MemoryPlan::placeInPlace(ArrayRef<InPlaceCandidate> candidates) {
+  std::vector<bool> merged(buffers.size(), false);
+  llvm::DenseMap<size_t, int64_t> takenAt; // owner -> position it was taken
+  for (const InPlaceCandidate &c : candidates) {
+    auto found = bufferOf.find(c.operand);
+    if (found == bufferOf.end())
+      continue; // (a parameter or a constant)
+    const size_t owner = found->second, own = bufferOf.lookup(c.result);
+    Buffer &bytes = buffers[owner];
+    // Not an argument (the caller's input), read by nothing after the op,
+    // the same size, and not taken by another result of the same op.
+    if (isa<BlockArgument>(bytes.value) || bytes.range.end != c.position ||
+        bytes.range.size != buffers[own].range.size ||
+        takenAt.lookup_or(owner, -1) == c.position)
+      continue;
+    takenAt[owner] = c.position;
+    bytes.range.end = std::max(bytes.range.end, buffers[own].range.end);
+    for (auto &entry : bufferOf)
+      if (entry.second == own)
+        entry.second = owner; // (the result, and views of it)
+    merged[own] = true;
+    inPlaceOf[c.result] = c.operand;
+  }
+  if (inPlaceOf.empty())
+    return;
+  std::vector<size_t> renumbered(buffers.size());
+  std::vector<Buffer> kept;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    renumbered[i] = kept.size();
+    if (!merged[i])
+      kept.push_back(buffers[i]);
+  }
+  for (auto &entry : bufferOf)
+    entry.second = renumbered[entry.second];
+  buffers = std::move(kept);
 }
 
 FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp func) {

@@ -1,9 +1,12 @@
 //===- Dataflow.cpp - checking a program's use of the arena ---------------===//
 #include "Dataflow.h"
 
+#include "mp/Support/OpContract.h"
+
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <optional>
 
 namespace mp::rt {
 namespace {
@@ -117,18 +120,39 @@ Status checkDataflow(const program::Program &prog,
       if (isArena(id))
         if (Status s = intact(id, i, name(i)); !s)
           return s;
-    for (int r : inst.results()) {
+    const std::optional<contract::OpKind> kind =
+        contract::opKindFromName(inst.op());
+    for (int k = 0; k < inst.results_size(); ++k) {
+      const int r = inst.results(k);
       if (!isArena(r))
         continue;
+      auto overlaps = [&](int id) {
+        return isArena(id) && bytes[r] && bytes[id] && begin(r) < end(id) &&
+               begin(id) < end(r);
+      };
+      // Only over exactly the bytes of the operand the contract allows.
+      std::optional<int> inPlace =
+          kind ? contract::inPlaceOperand(*kind, k) : std::nullopt;
+      const int allowed = inPlace && *inPlace < inst.operands_size()
+                              ? inst.operands(*inPlace)
+                              : -1;
       for (int id : inst.operands())
-        if (isArena(id) && bytes[r] && bytes[id] && begin(r) < end(id) &&
-            begin(id) < end(r))
+        if (overlaps(id) &&
+            !(id == allowed && begin(r) == begin(id) && end(r) == end(id)))
           return Status::error(name(i) + " writes its result buffer " +
                                std::to_string(r) + " over its operand buffer " +
                                std::to_string(id));
-      arena.write(begin(r), end(r), r);
-      lastWriter[r] = i;
+      for (int j = 0; j < k; ++j)
+        if (overlaps(inst.results(j)))
+          return Status::error(name(i) + " writes its result buffers " +
+                               std::to_string(inst.results(j)) + " and " +
+                               std::to_string(r) + " over each other");
     }
+    for (int r : inst.results())
+      if (isArena(r)) {
+        arena.write(begin(r), end(r), r);
+        lastWriter[r] = i;
+      }
   }
   for (const auto &output : prog.outputs())
     if (isArena(output.buffer()))

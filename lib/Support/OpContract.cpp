@@ -31,6 +31,14 @@ const std::vector<OpInfo> &table() {
 
 const OpInfo &info(OpKind kind) { return table()[static_cast<size_t>(kind)]; }
 
+std::optional<int> inPlaceOperand(OpKind kind, int result) {
+#define MP_IN_PLACE(KIND, RESULT, OPERAND)                                     \
+  if (kind == OpKind::KIND && result == RESULT)                                \
+    return OPERAND;
+#include "mp/Support/OpContract.def"
+  return std::nullopt;
+}
+
 bool isGradient(OpKind kind) {
   switch (kind) {
   case OpKind::LinearWeightGrad:

@@ -10,6 +10,7 @@
 // forward ops that must compute bit for bit what they copy).
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -27,33 +28,38 @@ namespace {
 
 bool isNorm(Operation *op) { return isa<LayerNormOp, RMSNormOp>(op); }
 
-/// The first norm in `add`'s block that normalizes its result, if any.
-Operation *normReading(AddOp add) {
-  Operation *first = nullptr;
+/// The norms in `add`'s block that normalize its result, in program order.
+SmallVector<Operation *> normsReading(AddOp add) {
+  SmallVector<Operation *> norms;
   for (OpOperand &use : add.getResult().getUses()) {
     Operation *user = use.getOwner();
-    if (!isNorm(user) || use.getOperandNumber() != 0 ||
-        user->getBlock() != add->getBlock())
-      continue;
-    if (!first || user->isBeforeInBlock(first))
-      first = user;
+    if (isNorm(user) && use.getOperandNumber() == 0 &&
+        user->getBlock() == add->getBlock())
+      norms.push_back(user);
   }
-  return first;
+  llvm::sort(norms,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  return norms;
 }
 
-/// Makes `value` available at `add`: true if it already is, or if its
-/// definition takes no operands and has no effects (an mp.get_param or a
-/// constant next to the norm), which is then moved up to just before `add`.
-bool availableAt(Value value, AddOp add, DominanceInfo &dominance) {
-  if (value == add.getResult())
-    return false;
-  if (dominance.properlyDominates(value, add))
-    return true;
-  Operation *def = value.getDefiningOp();
-  if (!def || def->getNumOperands() != 0 || !isPure(def) ||
-      def->getBlock() != add->getBlock())
-    return false;
-  def->moveBefore(add);
+/// Whether `norm`'s scale and bias can be read at `add`: each one already
+/// is, or is defined by an op without operands, regions or effects (an
+/// mp.get_param next to the norm), which `hoisted` collects to be moved up.
+bool availableAt(Operation *norm, AddOp add, DominanceInfo &dominance,
+                 SmallVectorImpl<Operation *> &hoisted) {
+  for (Value value : norm->getOperands().drop_front()) {
+    if (value == add.getResult())
+      return false;
+    if (!getElementTypeOrSelf(value).isF32())
+      return false;
+    if (dominance.properlyDominates(value, add))
+      continue;
+    Operation *def = value.getDefiningOp();
+    if (!def || def->getNumOperands() != 0 || def->getNumRegions() != 0 ||
+        !isPure(def) || def->getBlock() != add->getBlock())
+      return false;
+    hoisted.push_back(def);
+  }
   return true;
 }
 
@@ -79,21 +85,26 @@ void fuse(AddOp add, Operation *norm) {
   add.erase();
 }
 
-/// Fuses `add` with the norm that reads it, where they can be.
+/// Fuses `add` with the first norm reading it that can take it.
 void tryFuse(AddOp add, DominanceInfo &dominance) {
   Type type = add.getType();
-  if (add.getLhs().getType() != type || add.getRhs().getType() != type)
-    return; // (a broadcast: the kernel reads rows of equal operands)
-  Operation *norm = normReading(add);
-  if (!norm)
+  // (f32 only: in a 16-bit program the fused norm would read the sum before
+  // it is rounded. No broadcast: the kernel adds rows of equal operands.)
+  if (add.getLhs().getType() != type || add.getRhs().getType() != type ||
+      !getElementTypeOrSelf(type).isF32())
     return;
   StringRef stage = MPDialect::getStageAttrName();
-  if (add->getAttr(stage) != norm->getAttr(stage))
-    return; // (a pipeline boundary between them)
-  for (Value operand : norm->getOperands().drop_front())
-    if (!availableAt(operand, add, dominance))
-      return;
-  fuse(add, norm);
+  for (Operation *norm : normsReading(add)) {
+    if (add->getAttr(stage) != norm->getAttr(stage))
+      continue; // (a pipeline boundary between them)
+    SmallVector<Operation *> hoisted;
+    if (!availableAt(norm, add, dominance, hoisted))
+      continue;
+    for (Operation *def : hoisted)
+      def->moveBefore(add);
+    fuse(add, norm);
+    return;
+  }
 }
 
 struct FuseResidualNormsPass
@@ -103,6 +114,12 @@ struct FuseResidualNormsPass
   void runOnOperation() override {
     if (isTrainStep(getOperation()))
       return;
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (MemoryPlan::isAttached(func)) {
+        func.emitError("carries a memory plan: mp-fuse-residual-norms runs "
+                       "before mp-plan-memory, not after");
+        return signalPassFailure();
+      }
     SmallVector<AddOp> adds;
     getOperation().walk([&](AddOp add) { adds.push_back(add); });
     DominanceInfo dominance(getOperation());

@@ -51,11 +51,15 @@ void printPlan(func::FuncOp func, const MemoryPlan &plan,
        << position(b.range.start) << ".." << position(b.range.end) << "\n";
   }
   func.walk([&](Operation *op) {
-    for (Value result : op->getResults())
+    for (Value result : op->getResults()) {
       if (plan.isView(result)) {
         describe(result);
         os << "view of " << name(MemoryPlan::viewSource(op)) << "\n";
+      } else if (Value operand = plan.inPlaceOperand(result)) {
+        describe(result);
+        os << "in place of " << name(operand) << "\n";
       }
+    }
   });
 }
 

@@ -1,6 +1,8 @@
 // RUN: mp-opt %s --mp-fuse-residual-norms --split-input-file | FileCheck %s
 // RUN: mp-opt %s --mp-fuse-residual-norms --mp-fuse-residual-norms --split-input-file | FileCheck %s --check-prefix=TWICE
 // RUN: not mp-opt %s --split-input-file --mp-fuse-residual-norms --mp-tensor-parallel=tp=2 2>&1 | FileCheck %s --check-prefix=TP
+// RUN: mp-opt %s --split-input-file --mp-fuse-residual-norms --mp-plan-memory=print=true -o /dev/null | FileCheck %s --check-prefix=PLAN
+// RUN: not mp-opt %s --split-input-file --mp-plan-memory --mp-fuse-residual-norms -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLANNED
 
 // Tests a pre-norm layer's two residual adds: each add and the norm that
 // reads it become one op; the sum's other reader (the next residual add)
@@ -72,4 +74,27 @@ func.func @train_step(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32>
   %1 = mp.rms_norm %0, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
   %2 = mp.neg %1 {mp.backward} : tensor<2x8xf32>
   return %2 : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests the memory plan of a fused op: where nothing reads the residual
+// stream or the branch after the add, the sum takes the stream's bytes and
+// the norm the branch's (InPlaceOpInterface), so the fusion needs no more
+// arena than the add and norm did; where the stream is read later, the sum
+// gets bytes of its own. A plan made before the fusion is refused.
+// CHECK-LABEL: func.func @in_place
+// CHECK: mp.add_rms_norm %[[A:.*]], %[[B:.*]], %arg1
+// PLAN-LABEL: memory plan of @in_place
+// PLAN-DAG: %[[S:.*]] = mp.add_rms_norm: in place of %0
+// PLAN-DAG: %[[R:.*]] = mp.add_rms_norm: in place of %1
+// PLANNED: error: carries a memory plan: mp-fuse-residual-norms runs before mp-plan-memory, not after
+func.func @in_place(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
+  %a = mp.neg %x : tensor<2x8xf32>
+  %b = mp.exp %x : tensor<2x8xf32>
+  %h = mp.add %a, %b : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %n = mp.rms_norm %h, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %m = mp.gelu %n : tensor<2x8xf32>
+  %h2 = mp.add %h, %m : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %h2 : tensor<2x8xf32>
 }

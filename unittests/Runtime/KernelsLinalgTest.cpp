@@ -342,12 +342,14 @@ TEST(KernelThreads, ResultsIndependentOfThreadCount) {
     EXPECT_EQ(attn[0], attn[i])
         << "attention differs with thread setting " << i;
     EXPECT_EQ(lin[0], lin[i]) << "linear differs with thread setting " << i;
-    if (i < plannedLin.size())
+    if (i < plannedLin.size()) {
       EXPECT_EQ(plannedLin[0], plannedLin[i])
           << "planned linear differs with thread setting " << i;
-    if (i < plannedGrad.size())
+    }
+    if (i < plannedGrad.size()) {
       EXPECT_EQ(plannedGrad[0], plannedGrad[i])
           << "planned weight gradient differs with thread setting " << i;
+    }
     EXPECT_EQ(mm[0], mm[i]) << "matmul differs with thread setting " << i;
     EXPECT_EQ(sm[0], sm[i]) << "softmax differs with thread setting " << i;
     EXPECT_EQ(ln[0], ln[i]) << "layerNorm differs with thread setting " << i;
@@ -398,8 +400,9 @@ TEST(KernelLinear, OneDnnPlansMatchTheReference) {
           Buf changed = randomBuf(DType::F32, w.t.shape, seed++);
           std::copy(changed.p<float>(), changed.p<float>() + changed.n(),
                     w.p<float>());
-          if (plan.refresh)
+          if (plan.refresh) {
             ASSERT_TRUE(plan.refresh().ok) << what;
+          }
           ASSERT_TRUE(plan.run().ok) << what;
           expectClose(out, refLinear(x, w, &bias, transposed), kRtol, 1e-5,
                       what + " after the weight changed");

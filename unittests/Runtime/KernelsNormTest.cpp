@@ -55,6 +55,32 @@ TEST(KernelLayerNorm, LastAxisAndTrailingTwo) {
     }
 }
 
+// Rows whose mean is about 10^6 of their standard deviations: statistics
+// taken as Σx² − n·mean² would lose 10^-3 of the variance to cancellation
+// (the one-pass kernels take them about the row's first value instead).
+TEST(KernelLayerNorm, RowsFarFromZero) {
+  const int64_t rows = 4, n = 4096;
+  Buf x = randomBuf(DType::F32, {rows, n}, 570, -0.17, 0.17);
+  for (int64_t i = 0; i < x.n(); ++i)
+    x.p<float>()[i] += 1e5f;
+  Buf g(DType::F32, {n}), out(DType::F32, {rows, n});
+  std::fill(g.p<float>(), g.p<float>() + n, 1.0f);
+  ASSERT_TRUE(layerNorm(x.t, g.t, nullptr, 1, 1e-12f, out.t).ok);
+  std::vector<double> ref(static_cast<size_t>(x.n()));
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i)
+      mean += x.get(r * n + i);
+    mean /= double(n);
+    for (int64_t i = 0; i < n; ++i)
+      var += std::pow(x.get(r * n + i) - mean, 2);
+    var /= double(n);
+    for (int64_t i = 0; i < n; ++i)
+      ref[size_t(r * n + i)] = (x.get(r * n + i) - mean) / std::sqrt(var);
+  }
+  expectClose(out, ref, 1e-5, 1e-5, "rows far from zero");
+}
+
 TEST(KernelRmsNorm, LastAxis) {
   uint32_t seed = 550;
   for (Shape s : {Shape{3, 7, 16}, Shape{40, 1024}}) {

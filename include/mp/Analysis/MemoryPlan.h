@@ -50,7 +50,8 @@ ArenaPlacement placeFirstFit(const std::vector<LiveRange> &ranges,
 /// arguments are live from before the first op, results returned until the
 /// end. Parameters and constants have storage of their own; a value that is
 /// a view of an arena value (a reshape, or an inference dropout) shares its
-/// bytes.
+/// bytes, and so does a result an op may write over an operand
+/// (InPlaceOpInterface) when nothing reads that operand after the op.
 class MemoryPlan {
 public:
   static constexpr int64_t kAlignment = 64;
@@ -77,7 +78,13 @@ public:
   }
   /// Whether `v` is a view sharing another value's bytes.
   bool isView(mlir::Value v) const {
-    return inArena(v) && buffers[bufferOf.lookup(v)].value != v;
+    return inArena(v) && buffers[bufferOf.lookup(v)].value != v &&
+           !inPlaceOf.count(v);
+  }
+  /// The operand whose bytes `v`, a result written in place
+  /// (InPlaceOpInterface), took; null for other values.
+  mlir::Value inPlaceOperand(mlir::Value v) const {
+    return inPlaceOf.lookup(v);
   }
   const std::vector<Buffer> &getBuffers() const { return buffers; }
   int64_t peakBytes() const { return peak; }
@@ -95,10 +102,20 @@ public:
   static mlir::FailureOr<MemoryPlan> read(mlir::func::FuncOp func);
 
 private:
+  /// An op's result that may take an operand's bytes, at the op's position.
+  struct InPlaceCandidate {
+    int64_t position;
+    mlir::Value result, operand;
+  };
+
   mlir::LogicalResult collect(mlir::func::FuncOp func);
+  /// Gives each candidate's result its operand's bytes where the op is the
+  /// operand's last reader (the ranges are complete by then).
+  void placeInPlace(llvm::ArrayRef<InPlaceCandidate> candidates);
 
   std::vector<Buffer> buffers;
   llvm::DenseMap<mlir::Value, size_t> bufferOf; // value -> its bytes' owner
+  llvm::DenseMap<mlir::Value, mlir::Value> inPlaceOf; // result -> operand
   int64_t peak = 0, unplanned = 0;
 };
 

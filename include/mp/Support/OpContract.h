@@ -54,6 +54,9 @@ struct OpInfo {
 const OpInfo &info(OpKind kind);
 /// The kind of the op named `name`; nullopt for a name not in the contract.
 std::optional<OpKind> opKindFromName(std::string_view name);
+/// The operand whose bytes result `result` of `kind` may be written over
+/// (exactly), if any.
+std::optional<int> inPlaceOperand(OpKind kind, int result);
 /// Whether `kind` is one of the gradient ops a train step's backward holds.
 bool isGradient(OpKind kind);
 const char *attrName(AttrName name);

@@ -154,14 +154,21 @@ def MPFuseResidualNorms : Pass<"mp-fuse-residual-norms", "mlir::ModuleOp"> {
     %h, %n = mp.add_layer_norm %x, %y, %g, %b : (...) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>)
     ```
 
-    The runtime normalizes each row of the sum while it is in cache
-    instead of reading the sum back from memory in a second kernel; every
-    pre-norm transformer layer has two such pairs. Where a device has no
-    fused kernel, it runs the add and the norm one after the other. Like
-    `mp-fuse-epilogues`, `--artifact` runs it last, on inference programs
-    (a train step is left alone: its backward reads the sum anyway, and
-    recompute copies forward ops that must compute bit for bit what they
-    copy); ops in different pipeline chunks are not fused.
+    The runtime normalizes the sums while they are in cache instead of
+    reading them back from memory in a second kernel; every pre-norm
+    transformer layer has two such pairs. Where a device has no fused
+    kernel, it runs the add and the norm one after the other. The memory
+    plan may put the sum in `%x`'s bytes and the norm in `%y`'s
+    (InPlaceOpInterface), so the fusion needs no more arena. Only f32 adds
+    fuse (in a 16-bit program the fused norm would read the sum before it
+    is rounded); the first norm reading the sum whose scale and bias can be
+    read at the add (defined before it, or an operand-free `mp.get_param`,
+    moved up) is taken; ops in different pipeline chunks are not fused.
+    Like `mp-fuse-epilogues`, `--artifact` runs it last, on inference
+    programs (a train step is left alone: its backward reads the sum
+    anyway, and recompute copies forward ops that must compute bit for bit
+    what they copy), and before `mp-plan-memory` (a planned module is an
+    error).
   }];
 }
 

@@ -341,36 +341,54 @@ template <class Row> void forEachRow(int64_t numel, int64_t inner, Row row) {
                 });
 }
 
-/// Σx and Σx² of a row, accumulated in double in one pass. The variance
-/// E[x²] − mean² taken from them loses about ε_double·(mean/std)² of itself
-/// to cancellation, less than the f32 input's own rounding (ε_f32·mean/std)
-/// for any row whose mean is under 10^8 standard deviations.
+/// A row's statistics in one pass, in double: Σd and Σd² of d = x − x[0].
+/// Taken about a value of the row itself, E[d²] − E[d]² loses only about
+/// ε_double·((mean − x[0])/std)² to cancellation, which the row's own
+/// spread keeps small (Σx² − n·mean² would lose ε_double·(mean/std)²,
+/// which a large offset makes unbounded).
 struct RowStats {
-  double sum = 0, squares = 0;
+  double pivot = 0, sum = 0, squares = 0;
+
+  /// The mean less the pivot.
+  double meanAboutPivot(int64_t n) const { return n ? sum / double(n) : 0.0; }
+  double variance(int64_t n) const {
+    if (!n)
+      return 0.0;
+    const double m = sum / double(n);
+    return std::max(squares / double(n) - m * m, 0.0);
+  }
+  /// E[x²] (no cancellation: every term of Σx² is positive).
+  double meanSquare(int64_t n) const {
+    return n ? (squares + 2 * pivot * sum) / double(n) + pivot * pivot : 0.0;
+  }
 
   static RowStats of(const float *x, int64_t n) {
+    const double k = n ? x[0] : 0.0;
     double s = 0, q = 0;
 #pragma omp simd reduction(+ : s, q)
     for (int64_t i = 0; i < n; ++i) {
-      const double v = x[i];
-      s += v;
-      q += v * v;
+      const double d = double(x[i]) - k;
+      s += d;
+      q += d * d;
     }
-    return {s, q};
+    return {k, s, q};
   }
 
   /// Writes out = a + b and returns the statistics of out (the same loop as
   /// `of`, so the fused kernels give bitwise what the add and norm give).
   static RowStats ofSum(const float *a, const float *b, float *out, int64_t n) {
+    if (!n)
+      return {};
+    const double k = double(a[0] + b[0]);
     double s = 0, q = 0;
 #pragma omp simd reduction(+ : s, q)
     for (int64_t i = 0; i < n; ++i) {
       out[i] = a[i] + b[i];
-      const double v = out[i];
-      s += v;
-      q += v * v;
+      const double d = double(out[i]) - k;
+      s += d;
+      q += d * d;
     }
-    return {s, q};
+    return {k, s, q};
   }
 };
 
@@ -381,20 +399,21 @@ struct LayerNormRow {
   float epsilon;
 
   void operator()(const float *xr, float *yr, const RowStats &stats) const {
-    const double mean = inner ? stats.sum / double(inner) : 0.0;
-    const double var =
-        inner ? std::max(stats.squares / double(inner) - mean * mean, 0.0)
-              : 0.0;
-    const float rstd = float(1.0 / std::sqrt(var + double(epsilon)));
-    const float m = float(mean);
+    const float rstd =
+        float(1.0 / std::sqrt(stats.variance(inner) + double(epsilon)));
+    // x − mean as (x − pivot) − (mean − pivot): the first difference is
+    // exact for values near the pivot, so a row far from zero does not lose
+    // the mean's f32 rounding (a 10^-2 std error at mean = 10^6 std).
+    const float k = float(stats.pivot);
+    const float m = float(stats.meanAboutPivot(inner));
     if (bias) {
 #pragma omp simd
       for (int64_t i = 0; i < inner; ++i)
-        yr[i] = (xr[i] - m) * rstd * scale[i] + bias[i];
+        yr[i] = ((xr[i] - k) - m) * rstd * scale[i] + bias[i];
     } else {
 #pragma omp simd
       for (int64_t i = 0; i < inner; ++i)
-        yr[i] = (xr[i] - m) * rstd * scale[i];
+        yr[i] = ((xr[i] - k) - m) * rstd * scale[i];
     }
   }
 };
@@ -407,7 +426,7 @@ struct RMSNormRow {
 
   void operator()(const float *xr, float *yr, const RowStats &stats) const {
     const float rs =
-        float(1.0 / std::sqrt(stats.squares / double(inner) + double(epsilon)));
+        float(1.0 / std::sqrt(stats.meanSquare(inner) + double(epsilon)));
 #pragma omp simd
     for (int64_t i = 0; i < inner; ++i)
       yr[i] = xr[i] * rs * scale[i];

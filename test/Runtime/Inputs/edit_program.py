@@ -33,6 +33,10 @@ elif action == "swap_next":  # with the next instruction
 elif action == "place_result_at":  # the result at the offset of arg's result
     other = next(i for i in prog.instructions if i.op == arg)
     prog.buffers[inst.results[0]].offset = prog.buffers[other.results[0]].offset
+elif action == "overlap_results":  # the second result over the first
+    prog.buffers[inst.results[1]].offset = prog.buffers[inst.results[0]].offset
+elif action == "place_result_over_operand":  # the first result over operand arg
+    prog.buffers[inst.results[0]].offset = prog.buffers[inst.operands[int(arg)]].offset
 elif action == "set_float":
     name, value = arg.split("=")
     next(a for a in inst.attributes if a.name == name).f = float(value)

@@ -480,6 +480,14 @@ LogicalResult AddRMSNormOp::verify() {
   return verifyNormRule(*this, getEpsilon().convertToFloat(), ok, error);
 }
 
+// The sum over lhs, the norm over rhs (MP_IN_PLACE in OpContract.def).
+std::optional<unsigned> AddLayerNormOp::getInPlaceOperand(unsigned result) {
+  return result;
+}
+std::optional<unsigned> AddRMSNormOp::getInPlaceOperand(unsigned result) {
+  return result;
+}
+
 LogicalResult AttentionOp::verify() {
   if (getScale().convertToFloat() <= 0.0f)
     return emitOpError() << "scale must be positive";

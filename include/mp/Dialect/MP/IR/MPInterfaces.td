@@ -70,6 +70,23 @@ def MP_AutodiffOpInterface : OpInterface<"AutodiffOpInterface"> {
   ];
 }
 
+def MP_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
+  let cppNamespace = "::mp";
+  let description = [{
+    An op whose kernel may write a result over exactly the bytes of one of
+    its operands (an elementwise kernel that reads each element before it
+    writes it). The memory plan places the result there when nothing reads
+    the operand after the op; the artifact contract lists the same pairs
+    (MP_IN_PLACE), and the runtime accepts no other overlap.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The operand whose bytes result `result` may take, if any.
+      }],
+      "std::optional<unsigned>", "getInPlaceOperand", (ins "unsigned":$result)>,
+  ];
+}
+
 def MP_CostOpInterface : OpInterface<"CostOpInterface"> {
   let cppNamespace = "::mp";
   let description = [{

@@ -45,6 +45,7 @@ def MP_Differentiable : DeclareOpInterfaceMethods<MP_AutodiffOpInterface>;
 // Counts its FLOPs (getFlops in MPOps.cpp).
 def MP_Costed : DeclareOpInterfaceMethods<MP_CostOpInterface>;
 def MP_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def MP_F32Tensor : RankedTensorOf<[F32]>;
 def MP_IndexTensor : RankedTensorOf<[I32, I64]>;
 
 //===----------------------------------------------------------------------===//
@@ -331,25 +332,30 @@ def MP_RMSNormOp : MP_Op<"rms_norm", [MP_Differentiable,
 // Residual add and norm in one pass over memory (mp-fuse-residual-norms).
 class MP_AddNormOp<string mnemonic, string norm> : MP_Op<mnemonic, [Pure,
     MP_FusedOpTrait, MP_TransformerOpTrait,
+    DeclareOpInterfaceMethods<MP_InPlaceOpInterface>,
     AllTypesMatch<["lhs", "rhs", "sum", "result"]>]> {
   let summary = "`lhs + rhs`, and `mp." # norm # "` of that sum";
   let description = [{
     Both results of a residual add and the norm that reads it: `sum` is
     `lhs + rhs` (the residual stream, for its other readers) and `result`
     is `mp.}] # norm # [{` of `sum`, computed on each row while it is in
-    cache rather than in another pass over memory. `mp-fuse-residual-norms`
-    makes it, last, from an `mp.add` of two operands of the same type and a
-    norm that reads it; partitioning and differentiation refuse it.
+    cache rather than in another pass over memory. f32 only: in a 16-bit
+    program the norm would read the sum before it is rounded, unlike the
+    two ops it replaces. The memory plan may put `sum` in `lhs`'s bytes
+    and `result` in `rhs`'s, where nothing reads them after it.
+    `mp-fuse-residual-norms` makes it, last, from an `mp.add` of two
+    operands of the same type and a norm that reads it; partitioning and
+    differentiation refuse it.
   }];
   let hasVerifier = 1;
 }
 
 def MP_AddLayerNormOp : MP_AddNormOp<"add_layer_norm", "layer_norm"> {
-  let arguments = (ins MP_FloatTensor:$lhs, MP_FloatTensor:$rhs,
-                       MP_FloatTensor:$scale, Optional<MP_FloatTensor>:$bias,
+  let arguments = (ins MP_F32Tensor:$lhs, MP_F32Tensor:$rhs,
+                       MP_F32Tensor:$scale, Optional<MP_F32Tensor>:$bias,
                        DefaultValuedAttr<I64Attr, "-1">:$axis,
                        DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
-  let results = (outs MP_FloatTensor:$sum, MP_FloatTensor:$result);
+  let results = (outs MP_F32Tensor:$sum, MP_F32Tensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs `,` $scale (`,` $bias^)? attr-dict `:`
     functional-type(operands, results)
@@ -363,10 +369,10 @@ def MP_AddLayerNormOp : MP_AddNormOp<"add_layer_norm", "layer_norm"> {
 }
 
 def MP_AddRMSNormOp : MP_AddNormOp<"add_rms_norm", "rms_norm"> {
-  let arguments = (ins MP_FloatTensor:$lhs, MP_FloatTensor:$rhs,
-                       MP_FloatTensor:$scale,
+  let arguments = (ins MP_F32Tensor:$lhs, MP_F32Tensor:$rhs,
+                       MP_F32Tensor:$scale,
                        DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
-  let results = (outs MP_FloatTensor:$sum, MP_FloatTensor:$result);
+  let results = (outs MP_F32Tensor:$sum, MP_F32Tensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs `,` $scale attr-dict `:` functional-type(operands, results)
   }];
