@@ -120,7 +120,7 @@ LogicalResult MemoryPlan::collect(func::FuncOp func) {
       for (OpResult result : op.getResults())
         if (std::optional<unsigned> operand =
                 inPlace.getInPlaceOperand(result.getResultNumber()))
-          candidates.push_back({here, result, op.getOperand(*operand)});
+          candidates.push_back({here, result, op.getOperand(*operand), &op});
   }
   for (Value returned : body.getTerminator()->getOperands())
     use(returned, std::numeric_limits<int64_t>::max());
@@ -138,10 +138,19 @@ void MemoryPlan::placeInPlace(ArrayRef<InPlaceCandidate> candidates) {
     const size_t owner = found->second, own = bufferOf.lookup(c.result);
     Buffer &bytes = buffers[owner];
     // Not an argument (the caller's input), read by nothing after the op,
-    // the same size, and not taken by another result of the same op.
+    // nor by the op through another operand (a scale that is the left
+    // operand, a right operand that is a view of it), the same size, and
+    // not taken by another result of the same op.
+    auto readElsewhere = [&](OpOperand &other) {
+      auto it = bufferOf.find(other.get());
+      return other.get() != c.operand && it != bufferOf.end() &&
+             it->second == owner;
+    };
     if (isa<BlockArgument>(bytes.value) || bytes.range.end != c.position ||
         bytes.range.size != buffers[own].range.size ||
-        takenAt.lookup_or(owner, -1) == c.position)
+        takenAt.lookup_or(owner, -1) == c.position ||
+        llvm::any_of(c.op->getOpOperands(), readElsewhere) ||
+        llvm::count(c.op->getOperands(), c.operand) > 1)
       continue;
     takenAt[owner] = c.position;
     bytes.range.end = std::max(bytes.range.end, buffers[own].range.end);

@@ -130,18 +130,18 @@ Status checkDataflow(const program::Program &prog,
         return isArena(id) && bytes[r] && bytes[id] && begin(r) < end(id) &&
                begin(id) < end(r);
       };
-      // Only over exactly the bytes of the operand the contract allows.
+      // Only over exactly the bytes of the operand the contract allows, and
+      // only where no other operand reads them.
       std::optional<int> inPlace =
           kind ? contract::inPlaceOperand(*kind, k) : std::nullopt;
-      const int allowed = inPlace && *inPlace < inst.operands_size()
-                              ? inst.operands(*inPlace)
-                              : -1;
-      for (int id : inst.operands())
-        if (overlaps(id) &&
-            !(id == allowed && begin(r) == begin(id) && end(r) == end(id)))
+      for (int j = 0; j < inst.operands_size(); ++j) {
+        const int id = inst.operands(j);
+        if (overlaps(id) && !(inPlace && j == *inPlace &&
+                              begin(r) == begin(id) && end(r) == end(id)))
           return Status::error(name(i) + " writes its result buffer " +
                                std::to_string(r) + " over its operand buffer " +
                                std::to_string(id));
+      }
       for (int j = 0; j < k; ++j)
         if (overlaps(inst.results(j)))
           return Status::error(name(i) + " writes its result buffers " +

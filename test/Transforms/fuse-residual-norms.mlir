@@ -81,13 +81,24 @@ func.func @train_step(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32>
 // Tests the memory plan of a fused op: where nothing reads the residual
 // stream or the branch after the add, the sum takes the stream's bytes and
 // the norm the branch's (InPlaceOpInterface), so the fusion needs no more
-// arena than the add and norm did; where the stream is read later, the sum
-// gets bytes of its own. A plan made before the fusion is refused.
+// arena than the add and norm did. Not in place: operands read later,
+// arguments, one value as both operands, and a scale that is the left
+// operand (the norm reads it after the sums are written). A plan made
+// before the fusion is refused.
 // CHECK-LABEL: func.func @in_place
-// CHECK: mp.add_rms_norm %[[A:.*]], %[[B:.*]], %arg1
+// CHECK: mp.add_rms_norm %0, %1, %arg1
 // PLAN-LABEL: memory plan of @in_place
-// PLAN-DAG: %[[S:.*]] = mp.add_rms_norm: in place of %0
-// PLAN-DAG: %[[R:.*]] = mp.add_rms_norm: in place of %1
+// PLAN: %sum = mp.add_rms_norm: in place of %0
+// PLAN-NEXT: %result = mp.add_rms_norm: in place of %1
+// PLAN-LABEL: memory plan of @read_later
+// PLAN-NOT: in place
+// PLAN-LABEL: memory plan of @arguments
+// PLAN-NOT: in place
+// PLAN-LABEL: memory plan of @one_value_twice
+// PLAN-NOT: in place
+// PLAN-LABEL: memory plan of @scale_is_lhs
+// PLAN-NOT: %sum = mp.add_rms_norm: in place
+// PLAN: %result = mp.add_rms_norm: in place of %1
 // PLANNED: error: carries a memory plan: mp-fuse-residual-norms runs before mp-plan-memory, not after
 func.func @in_place(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
   %a = mp.neg %x : tensor<2x8xf32>
@@ -97,4 +108,45 @@ func.func @in_place(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
   %m = mp.gelu %n : tensor<2x8xf32>
   %h2 = mp.add %h, %m : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return %h2 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @read_later(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
+  %a = mp.neg %x : tensor<2x8xf32>
+  %b = mp.exp %x : tensor<2x8xf32>
+  %h = mp.add %a, %b : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %n = mp.rms_norm %h, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %v = mp.reshape %b : tensor<2x8xf32> -> tensor<16xf32>
+  %w = mp.reshape %v : tensor<16xf32> -> tensor<2x8xf32>
+  %0 = mp.add %a, %n : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %1 = mp.add %0, %w : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %1 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @arguments(%x: tensor<2x8xf32>, %y: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
+  %h = mp.add %x, %y : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %n = mp.rms_norm %h, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %n : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @one_value_twice(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
+  %a = mp.neg %x : tensor<2x8xf32>
+  %h = mp.add %a, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %n = mp.rms_norm %h, %s : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %n : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @scale_is_lhs(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %a = mp.neg %x : tensor<8xf32>
+  %b = mp.exp %x : tensor<8xf32>
+  %h = mp.add %a, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %n = mp.rms_norm %h, %a : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %n : tensor<8xf32>
 }

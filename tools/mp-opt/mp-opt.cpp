@@ -5,6 +5,7 @@
 // to an artifact. An imported module stays in memory from import to output.
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Import/ONNXImporter.h"
 #include "mp/Target/Artifact.h"
@@ -133,6 +134,14 @@ private:
 static bool runs(PassManager &pm, StringRef argument) {
   return llvm::any_of(pm.getPasses(), [&](Pass &pass) {
     return pass.getArgument() == argument;
+  });
+}
+
+/// Whether a function of `module` carries a memory plan (an IR that
+/// mp-plan-memory planned before; the writer checks it as it is).
+static bool carriesMemoryPlan(ModuleOp module) {
+  return llvm::any_of(module.getOps<func::FuncOp>(), [](func::FuncOp func) {
+    return mp::MemoryPlan::isAttached(func);
   });
 }
 
@@ -271,7 +280,7 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
   // their norms, last (partitioning and training are done) and before the
   // memory plan, unless this pipeline planned memory already (the plan
   // would no longer fit the program).
-  if (!runs(pm, "mp-plan-memory")) {
+  if (!runs(pm, "mp-plan-memory") && !carriesMemoryPlan(*module)) {
     PassManager fuse(&context);
     if (!runs(pm, "mp-fuse-epilogues"))
       fuse.addPass(mp::createMPFuseEpilogues());

@@ -142,14 +142,45 @@ TEST(KernelAddNorm, BitwiseTheAddThenTheNorm) {
       const std::string what = formatShape(c.x) + (layer ? " layer" : " rms");
       EXPECT_TRUE(sameBits(sum, refSum)) << what;
       EXPECT_TRUE(sameBits(out, refOut)) << what;
-      // In place: the sum over the left operand.
+      // In place, as the memory plan places it: the sum over the left
+      // operand and the norm over the right one.
       ASSERT_TRUE(
-          (layer ? addLayerNorm(a.t, b.t, g.t, &bias.t, c.axis, eps, a.t, out.t)
-                 : addRmsNorm(a.t, b.t, g.t, eps, a.t, out.t))
+          (layer ? addLayerNorm(a.t, b.t, g.t, &bias.t, c.axis, eps, a.t, b.t)
+                 : addRmsNorm(a.t, b.t, g.t, eps, a.t, b.t))
               .ok);
       EXPECT_TRUE(sameBits(a, refSum)) << what << " in place";
-      EXPECT_TRUE(sameBits(out, refOut)) << what << " in place";
+      EXPECT_TRUE(sameBits(b, refOut)) << what << " in place";
+      // One operand read twice: x + x.
+      Buf twice(DType::F32, c.x), refTwice(DType::F32, c.x);
+      ASSERT_TRUE(binary(BinaryKind::Add, a.t, a.t, refSum.t).ok);
+      ASSERT_TRUE(
+          (layer ? layerNorm(refSum.t, g.t, &bias.t, c.axis, eps, refTwice.t)
+                 : rmsNorm(refSum.t, g.t, eps, refTwice.t))
+              .ok);
+      ASSERT_TRUE((layer ? addLayerNorm(a.t, a.t, g.t, &bias.t, c.axis, eps,
+                                        sum.t, twice.t)
+                         : addRmsNorm(a.t, a.t, g.t, eps, sum.t, twice.t))
+                      .ok);
+      EXPECT_TRUE(sameBits(sum, refSum)) << what << " x + x";
+      EXPECT_TRUE(sameBits(twice, refTwice)) << what << " x + x";
     }
+}
+
+// A row with an infinity: RMS norm gives the finite entries 0 (they are
+// divided by sqrt(inf)), as PyTorch does, fused or not.
+TEST(KernelAddNorm, RmsOfARowWithAnInfinity) {
+  Buf a(DType::F32, {1, 4}), b(DType::F32, {1, 4}), g(DType::F32, {4});
+  const float row[4] = {-1.0f, INFINITY, 2.0f, 3.0f};
+  std::copy(row, row + 4, a.p<float>());
+  std::fill(g.p<float>(), g.p<float>() + 4, 1.0f);
+  Buf sum(DType::F32, {1, 4}), out(DType::F32, {1, 4}),
+      alone(DType::F32, {1, 4});
+  ASSERT_TRUE(addRmsNorm(a.t, b.t, g.t, 1e-6f, sum.t, out.t).ok);
+  ASSERT_TRUE(rmsNorm(a.t, g.t, 1e-6f, alone.t).ok);
+  for (int i : {0, 2, 3}) {
+    EXPECT_EQ(out.p<float>()[i], 0.0f) << i;
+    EXPECT_EQ(alone.p<float>()[i], 0.0f) << i;
+  }
 }
 
 TEST(KernelAddNorm, RefusesOtherTypes) {

@@ -106,6 +106,7 @@ private:
   struct InPlaceCandidate {
     int64_t position;
     mlir::Value result, operand;
+    mlir::Operation *op;
   };
 
   mlir::LogicalResult collect(mlir::func::FuncOp func);

@@ -341,11 +341,12 @@ template <class Row> void forEachRow(int64_t numel, int64_t inner, Row row) {
                 });
 }
 
-/// A row's statistics in one pass, in double: Σd and Σd² of d = x − x[0].
-/// Taken about a value of the row itself, E[d²] − E[d]² loses only about
-/// ε_double·((mean − x[0])/std)² to cancellation, which the row's own
-/// spread keeps small (Σx² − n·mean² would lose ε_double·(mean/std)²,
-/// which a large offset makes unbounded).
+/// A row's statistics in one pass, in double: Σd and Σd² of d = x − pivot.
+/// Layer norm takes the pivot x[0]: about a value of the row itself,
+/// E[d²] − E[d]² loses only about ε_double·((mean − x[0])/std)² to
+/// cancellation, which the row's own spread keeps small (Σx² − n·mean²
+/// would lose ε_double·(mean/std)², which a large offset makes unbounded).
+/// RMS norm needs Σx² only: pivot 0.
 struct RowStats {
   double pivot = 0, sum = 0, squares = 0;
 
@@ -357,13 +358,9 @@ struct RowStats {
     const double m = sum / double(n);
     return std::max(squares / double(n) - m * m, 0.0);
   }
-  /// E[x²] (no cancellation: every term of Σx² is positive).
-  double meanSquare(int64_t n) const {
-    return n ? (squares + 2 * pivot * sum) / double(n) + pivot * pivot : 0.0;
-  }
 
-  static RowStats of(const float *x, int64_t n) {
-    const double k = n ? x[0] : 0.0;
+  template <bool Centred> static RowStats of(const float *x, int64_t n) {
+    const double k = Centred && n ? double(x[0]) : 0.0;
     double s = 0, q = 0;
 #pragma omp simd reduction(+ : s, q)
     for (int64_t i = 0; i < n; ++i) {
@@ -376,10 +373,9 @@ struct RowStats {
 
   /// Writes out = a + b and returns the statistics of out (the same loop as
   /// `of`, so the fused kernels give bitwise what the add and norm give).
+  template <bool Centred>
   static RowStats ofSum(const float *a, const float *b, float *out, int64_t n) {
-    if (!n)
-      return {};
-    const double k = double(a[0] + b[0]);
+    const double k = Centred && n ? double(a[0] + b[0]) : 0.0;
     double s = 0, q = 0;
 #pragma omp simd reduction(+ : s, q)
     for (int64_t i = 0; i < n; ++i) {
@@ -394,6 +390,7 @@ struct RowStats {
 
 /// (x - mean) / sqrt(var + epsilon) * scale (+ bias) of one row.
 struct LayerNormRow {
+  static constexpr bool kCentred = true;
   const float *scale, *bias;
   int64_t inner;
   float epsilon;
@@ -420,13 +417,14 @@ struct LayerNormRow {
 
 /// x / sqrt(mean(x^2) + epsilon) * scale of one row.
 struct RMSNormRow {
+  static constexpr bool kCentred = false;
   const float *scale;
   int64_t inner;
   float epsilon;
 
   void operator()(const float *xr, float *yr, const RowStats &stats) const {
     const float rs =
-        float(1.0 / std::sqrt(stats.meanSquare(inner) + double(epsilon)));
+        float(1.0 / std::sqrt(stats.squares / double(inner) + double(epsilon)));
 #pragma omp simd
     for (int64_t i = 0; i < inner; ++i)
       yr[i] = xr[i] * rs * scale[i];
@@ -455,7 +453,7 @@ void addThenNormalize(const Tensor &a, const Tensor &b, Tensor &sum,
           const int64_t r0 = k * block;
           const int64_t r1 = std::min(outer, r0 + block);
           for (int64_t r = r0; r < r1; ++r)
-            stats[size_t(r - r0)] = RowStats::ofSum(
+            stats[size_t(r - r0)] = RowStats::ofSum<Row::kCentred>(
                 pa + r * inner, pb + r * inner, ps + r * inner, inner);
           for (int64_t r = r0; r < r1; ++r)
             row(ps + r * inner, po + r * inner, stats[size_t(r - r0)]);
@@ -479,7 +477,8 @@ Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
                          epsilon};
   forEachRow(x.numel(), inner, [&](int64_t r) {
     const float *xr = x.as<const float>() + r * inner;
-    row(xr, out.as<float>() + r * inner, RowStats::of(xr, inner));
+    row(xr, out.as<float>() + r * inner,
+        RowStats::of<LayerNormRow::kCentred>(xr, inner));
   });
   return Status::success();
 }
@@ -492,7 +491,8 @@ Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
   const RMSNormRow row{scale.as<const float>(), inner, epsilon};
   forEachRow(x.numel(), inner, [&](int64_t r) {
     const float *xr = x.as<const float>() + r * inner;
-    row(xr, out.as<float>() + r * inner, RowStats::of(xr, inner));
+    row(xr, out.as<float>() + r * inner,
+        RowStats::of<RMSNormRow::kCentred>(xr, inner));
   });
   return Status::success();
 }

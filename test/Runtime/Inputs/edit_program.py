@@ -35,8 +35,10 @@ elif action == "place_result_at":  # the result at the offset of arg's result
     prog.buffers[inst.results[0]].offset = prog.buffers[other.results[0]].offset
 elif action == "overlap_results":  # the second result over the first
     prog.buffers[inst.results[1]].offset = prog.buffers[inst.results[0]].offset
-elif action == "place_result_over_operand":  # the first result over operand arg
-    prog.buffers[inst.results[0]].offset = prog.buffers[inst.operands[int(arg)]].offset
+elif action == "place_result_over_operand":  # the first result over operand
+    operand, _, shift = arg.partition("+")     # arg ("J" or "J+BYTES")
+    prog.buffers[inst.results[0]].offset = (
+        prog.buffers[inst.operands[int(operand)]].offset + int(shift or 0))
 elif action == "set_float":
     name, value = arg.split("=")
     next(a for a in inst.attributes if a.name == name).f = float(value)
