@@ -12,6 +12,7 @@ are reported; rerun with --update to record them.
 """
 import argparse
 import collections
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -173,13 +174,18 @@ def main():
     claimed = set(subprocess.run([args.mp_opt, "--mp-list-onnx-ops"],
                                  capture_output=True, text=True,
                                  check=True).stdout.split())
-    results = []
+    # The tests run one process each at a time, so they run side by side, a
+    # test per CPU (process start-up is most of their time).
     with tempfile.TemporaryDirectory() as work:
-        for name, op, path in select_tests(args.data, claimed):
+        def run_one(test):
+            name, op, path = test
             test_dir = os.path.join(work, name)
             os.makedirs(test_dir)
             status, reason = run_test(args.mp_opt, args.mp_run, path, test_dir)
-            results.append((name, op, status, reason))
+            return name, op, status, reason
+
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            results = list(pool.map(run_one, select_tests(args.data, claimed)))
 
     imported = sum(r[2] != "fail" for r in results)
     passed = sum(r[2] == "pass" for r in results)
