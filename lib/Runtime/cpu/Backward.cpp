@@ -21,13 +21,6 @@
 namespace mp::rt::cpu {
 namespace {
 
-Status expectF32(const char *kernel, std::initializer_list<const Tensor *> ts) {
-  for (const Tensor *t : ts)
-    if (t && t->dtype != DType::F32)
-      return typeError(kernel, t->dtype);
-  return Status::success();
-}
-
 /// Rows per block of a sum over rows: blocks are summed in order, so the
 /// result does not depend on how blocks were spread over threads.
 constexpr int64_t kRowBlock = 64;

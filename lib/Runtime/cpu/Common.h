@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,16 @@ template <class To, class From> inline To bitCast(From from) {
 inline Status typeError(const char *kernel, DType t) {
   return Status::error(std::string(kernel) + ": unsupported element type " +
                        dtypeName(t));
+}
+
+/// An error naming the first operand or result that is not f32 (null
+/// entries are absent operands).
+inline Status expectF32(const char *kernel,
+                        std::initializer_list<const Tensor *> tensors) {
+  for (const Tensor *t : tensors)
+    if (t && t->dtype != DType::F32)
+      return typeError(kernel, t->dtype);
+  return Status::success();
 }
 
 inline Status mismatch(const char *kernel, DType a, DType b) {

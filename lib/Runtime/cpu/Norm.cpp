@@ -321,15 +321,6 @@ void reduceDispatch(ReduceKind kind, const T *x, T *out,
 // layer and RMS norm rows
 //===----------------------------------------------------------------------===//
 
-/// An error naming the first operand or result that is not f32 (null
-/// entries are absent operands).
-Status normTypes(const char *kernel, std::initializer_list<const Tensor *> ts) {
-  for (const Tensor *t : ts)
-    if (t && t->dtype != DType::F32)
-      return typeError(kernel, t->dtype);
-  return Status::success();
-}
-
 /// Runs `row(r)` for every row of `inner` values of `numel`, in parallel
 /// when the tensor is large.
 template <class Row> void forEachRow(int64_t numel, int64_t inner, Row row) {
@@ -469,7 +460,7 @@ void addThenNormalize(const Tensor &a, const Tensor &b, Tensor &sum,
 
 Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
                  int64_t axis, float epsilon, Tensor &out) {
-  if (Status s = normTypes("layerNorm", {&x, &scale, bias, &out}); !s)
+  if (Status s = expectF32("layerNorm", {&x, &scale, bias, &out}); !s)
     return s;
   const int64_t inner = product(x.shape, size_t(axis), x.shape.size());
   const LayerNormRow row{scale.as<const float>(),
@@ -485,7 +476,7 @@ Status layerNorm(const Tensor &x, const Tensor &scale, const Tensor *bias,
 
 Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
                Tensor &out) {
-  if (Status s = normTypes("rmsNorm", {&x, &scale, &out}); !s)
+  if (Status s = expectF32("rmsNorm", {&x, &scale, &out}); !s)
     return s;
   const int64_t inner = x.shape.empty() ? 1 : x.shape.back();
   const RMSNormRow row{scale.as<const float>(), inner, epsilon};
@@ -500,7 +491,7 @@ Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
 Status addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
                     const Tensor *bias, int64_t axis, float epsilon,
                     Tensor &sum, Tensor &out) {
-  if (Status s = normTypes("addLayerNorm", {&a, &b, &scale, bias, &sum, &out});
+  if (Status s = expectF32("addLayerNorm", {&a, &b, &scale, bias, &sum, &out});
       !s)
     return s;
   const int64_t inner = product(a.shape, size_t(axis), a.shape.size());
@@ -513,7 +504,7 @@ Status addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
 
 Status addRmsNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
                   float epsilon, Tensor &sum, Tensor &out) {
-  if (Status s = normTypes("addRmsNorm", {&a, &b, &scale, &sum, &out}); !s)
+  if (Status s = expectF32("addRmsNorm", {&a, &b, &scale, &sum, &out}); !s)
     return s;
   const int64_t inner = a.shape.empty() ? 1 : a.shape.back();
   const RMSNormRow row{scale.as<const float>(), inner, epsilon};
