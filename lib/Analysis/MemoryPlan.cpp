@@ -210,6 +210,33 @@ bool MemoryPlan::isAttached(func::FuncOp func) {
   return func->hasAttr(kArenaBytes);
 }
 
+LogicalResult MemoryPlan::checkSharedOffsets(func::FuncOp func) const {
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    auto recorded = op.getAttrOfType<DenseI64ArrayAttr>(kResultOffsets);
+    if (!recorded ||
+        recorded.size() != static_cast<int64_t>(op.getNumResults()))
+      continue;
+    for (OpResult result : op.getResults()) {
+      if (!inArena(result))
+        continue;
+      int64_t expected = offset(result);
+      if (recorded[result.getResultNumber()] == expected)
+        continue;
+      // (An owner's offset is the one read; a view or an in-place result
+      // has its owner's.)
+      const char *what = inPlaceOf.count(result)
+                             ? "written in place of its operand"
+                             : "a view";
+      return op.emitError()
+             << "result #" << result.getResultNumber() << " has arena offset "
+             << recorded[result.getResultNumber()] << ", but it is " << what
+             << ", at offset " << expected
+             << " in the memory plan (run mp-plan-memory again)";
+    }
+  }
+  return success();
+}
+
 FailureOr<MemoryPlan> MemoryPlan::read(func::FuncOp func) {
   MemoryPlan plan;
   if (failed(plan.collect(func)))
@@ -245,6 +272,8 @@ FailureOr<MemoryPlan> MemoryPlan::read(func::FuncOp func) {
     b.offset = *offset;
     plan.unplanned += b.range.size;
   }
+  if (failed(plan.checkSharedOffsets(func)))
+    return failure();
   // No two values live at once may share bytes: sweep the ranges in order
   // of start, checking each against those still live.
   std::vector<size_t> order(plan.buffers.size());

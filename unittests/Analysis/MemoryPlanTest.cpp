@@ -92,4 +92,55 @@ TEST_F(MemoryPlanTest, ReadRefusesPlansThatCorruptData) {
                        "512-byte arena");
 }
 
+/// A view's or an in-place result's recorded offset must be its operand's:
+/// an edit that moves one apart is refused rather than ignored.
+TEST_F(MemoryPlanTest, ReadRefusesSharedBytesEditedApart) {
+  func::FuncOp f = parse(R"mlir(
+    func.func @main(%x: tensor<2x64xf32>, %s: tensor<64xf32>) -> (tensor<2x64xf32>, tensor<128xf32>) {
+      %0 = mp.exp %x : tensor<2x64xf32>
+      %1 = mp.tanh %x : tensor<2x64xf32>
+      %sum, %norm = mp.add_rms_norm %0, %1, %s : (tensor<2x64xf32>, tensor<2x64xf32>, tensor<64xf32>) -> (tensor<2x64xf32>, tensor<2x64xf32>)
+      %2 = mp.reshape %norm : tensor<2x64xf32> -> tensor<128xf32>
+      return %sum, %2 : tensor<2x64xf32>, tensor<128xf32>
+    })mlir");
+  FailureOr<mp::MemoryPlan> plan = mp::MemoryPlan::compute(f);
+  ASSERT_TRUE(succeeded(plan));
+  Operation *fused = &*std::next(f.getBody().front().begin(), 2);
+  // The pairs the op takes are the contract's: the sum over lhs, the norm
+  // over rhs.
+  EXPECT_EQ(plan->inPlaceOperand(fused->getResult(0)), fused->getOperand(0));
+  EXPECT_EQ(plan->inPlaceOperand(fused->getResult(1)), fused->getOperand(1));
+  plan->attach(f);
+  ASSERT_TRUE(succeeded(mp::MemoryPlan::read(f)));
+
+  auto offsets = [&](Operation *op) {
+    return SmallVector<int64_t>(
+        op->getAttrOfType<DenseI64ArrayAttr>("mp.arena_offsets").asArrayRef());
+  };
+  auto edit = [&](Operation *op, unsigned result, int64_t offset) {
+    SmallVector<int64_t> edited = offsets(op);
+    edited[result] = offset;
+    op->setAttr("mp.arena_offsets", DenseI64ArrayAttr::get(&context, edited));
+  };
+  SmallVector<int64_t> planned = offsets(fused);
+  int64_t elsewhere = plan->peakBytes(); // (only checked against the owner)
+  edit(fused, 1, elsewhere);
+  EXPECT_TRUE(failed(mp::MemoryPlan::read(f)));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], "result #1 has arena offset " +
+                           std::to_string(elsewhere) +
+                           ", but it is written in place of its operand, at "
+                           "offset " +
+                           std::to_string(planned[1]) +
+                           " in the memory plan (run mp-plan-memory again)");
+  errors.clear();
+  edit(fused, 1, planned[1]);
+  Operation *view = fused->getNextNode();
+  edit(view, 0, elsewhere);
+  EXPECT_TRUE(failed(mp::MemoryPlan::read(f)));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("but it is a view, at offset"), std::string::npos)
+      << errors[0];
+}
+
 } // namespace

@@ -110,6 +110,9 @@ private:
   };
 
   mlir::LogicalResult collect(mlir::func::FuncOp func);
+  /// Whether every result's recorded offset is its bytes' owner's: a view's
+  /// or an in-place result's edited apart from its operand is an error.
+  mlir::LogicalResult checkSharedOffsets(mlir::func::FuncOp func) const;
   /// Gives each candidate's result its operand's bytes where the op is the
   /// operand's last reader (the ranges are complete by then).
   void placeInPlace(llvm::ArrayRef<InPlaceCandidate> candidates);

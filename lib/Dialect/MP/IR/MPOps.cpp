@@ -480,14 +480,6 @@ LogicalResult AddRMSNormOp::verify() {
   return verifyNormRule(*this, getEpsilon().convertToFloat(), ok, error);
 }
 
-// The sum over lhs, the norm over rhs (MP_IN_PLACE in OpContract.def).
-std::optional<unsigned> AddLayerNormOp::getInPlaceOperand(unsigned result) {
-  return result;
-}
-std::optional<unsigned> AddRMSNormOp::getInPlaceOperand(unsigned result) {
-  return result;
-}
-
 LogicalResult AttentionOp::verify() {
   if (getScale().convertToFloat() <= 0.0f)
     return emitOpError() << "scale must be positive";
@@ -673,6 +665,19 @@ mp::detail::propagateSplitByTraits(Operation *op, ArrayRef<int64_t> dims) {
 int64_t mp::detail::nonNegativeAxis(int64_t axis, Value v) {
   int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
   return axis < 0 ? axis + rank : axis;
+}
+
+std::optional<unsigned> mp::detail::contractInPlaceOperand(Operation *op,
+                                                           unsigned result) {
+  std::optional<contract::OpKind> kind =
+      contract::opKindFromName(op->getName().stripDialect());
+  if (!kind)
+    return std::nullopt;
+  std::optional<int> operand =
+      contract::inPlaceOperand(*kind, static_cast<int>(result));
+  if (!operand)
+    return std::nullopt;
+  return static_cast<unsigned>(*operand);
 }
 
 int64_t mp::detail::reshapeDim(ArrayRef<int64_t> in, ArrayRef<int64_t> out,

@@ -30,6 +30,10 @@ int64_t nonNegativeAxis(int64_t axis, mlir::Value v);
 /// stays contiguous blocks), or -1.
 int64_t reshapeDim(llvm::ArrayRef<int64_t> input,
                    llvm::ArrayRef<int64_t> result, int64_t dim);
+/// The operand whose bytes result `result` of `op` may be written over,
+/// as the op contract lists it (MP_IN_PLACE in OpContract.def).
+std::optional<unsigned> contractInPlaceOperand(mlir::Operation *op,
+                                               unsigned result);
 } // namespace detail
 
 /// Named transformer ops (linear, attention, norms, activations, ...): the

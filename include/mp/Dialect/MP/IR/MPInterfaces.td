@@ -77,13 +77,19 @@ def MP_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
     its operands (an elementwise kernel that reads each element before it
     writes it). The memory plan places the result there when nothing reads
     the operand after the op; the artifact contract lists the same pairs
-    (MP_IN_PLACE), and the runtime accepts no other overlap.
+    (MP_IN_PLACE), and the runtime accepts no other overlap. The pairs are
+    the contract's, read by the op's name, so the plan and the runtime's
+    check cannot disagree.
   }];
   let methods = [
     InterfaceMethod<[{
         The operand whose bytes result `result` may take, if any.
       }],
-      "std::optional<unsigned>", "getInPlaceOperand", (ins "unsigned":$result)>,
+      "std::optional<unsigned>", "getInPlaceOperand", (ins "unsigned":$result),
+      [{}], [{
+        return ::mp::detail::contractInPlaceOperand($_op.getOperation(),
+                                                    result);
+      }]>,
   ];
 }
 

@@ -332,7 +332,7 @@ def MP_RMSNormOp : MP_Op<"rms_norm", [MP_Differentiable,
 // Residual add and norm in one pass over memory (mp-fuse-residual-norms).
 class MP_AddNormOp<string mnemonic, string norm> : MP_Op<mnemonic, [Pure,
     MP_FusedOpTrait, MP_TransformerOpTrait,
-    DeclareOpInterfaceMethods<MP_InPlaceOpInterface>,
+    MP_InPlaceOpInterface,
     AllTypesMatch<["lhs", "rhs", "sum", "result"]>]> {
   let summary = "`lhs + rhs`, and `mp." # norm # "` of that sum";
   let description = [{
