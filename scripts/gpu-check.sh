@@ -119,15 +119,15 @@ build_runtime() {
       -DGTEST_MAIN_LIBRARY="$deps/lib/libgtest_main.a" \
       -DMP_NCCL="$NCCL_LIB" -DMP_NCCL_INCLUDE="$(dirname "$ncclinc")" \
       -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$CARRY/lib" &&
-      timeout "$BUILD_TIMEOUT" "$cmake" --build "$build" -j "$(nproc)" --target mp-run mp-cuda-tests
+      timeout "$BUILD_TIMEOUT" "$cmake" --build "$build" -j "$(nproc)" --target mp-run mp-cuda-tests mp-cuda
   ) >"$OUT/runtime-build.log" 2>&1
   local rc=$?
   grep -E '^(Protobuf_INCLUDE_DIR|Protobuf_LIBRARY|GTEST_LIBRARY|ZLIB_LIBRARY|MP_OPENBLAS|MP_NCCL|CMAKE_CXX_COMPILER|CMAKE_CUDA_COMPILER):' \
     "$build/CMakeCache.txt" >>"$OUT/runtime-build.log" 2>/dev/null
   tail -n $([ "$rc" -eq 0 ] && echo 12 || echo 40) "$OUT/runtime-build.log"
-  [ "$rc" -eq 0 ] && [ -x "$build/bin/mp-run" ] && [ -x "$build/bin/mp-cuda-tests" ] ||
-    return 1
-  if missing=$(LD_LIBRARY_PATH="$RUNTIME_LIBS" ldd "$build/bin/mp-run" | grep "not found"); then
+  [ "$rc" -eq 0 ] && [ -x "$build/bin/mp-run" ] && [ -x "$build/bin/mp-cuda-tests" ] &&
+    [ -f "$build/lib/libmp-cuda.so" ] || return 1
+  if missing=$(LD_LIBRARY_PATH="$RUNTIME_LIBS" ldd "$build/bin/mp-run" "$build/lib/libmp-cuda.so" | grep "not found"); then
     echo "gpu-check: the mp-run built here cannot find these libraries:" >&2
     echo "$missing" >&2
     return 1
@@ -144,7 +144,8 @@ if check "the runtime built here (compiler off, sm_90)" build_runtime; then
 else
   echo "gpu-check: running the binaries gpu-prepare.sh built instead"
 fi
-if missing=$(LD_LIBRARY_PATH="$RUNTIME_LIBS" ldd "$BIN/mp-run" | grep "not found"); then
+# (mp-run loads the CUDA backend plugin from $BIN/../lib.)
+if missing=$(LD_LIBRARY_PATH="$RUNTIME_LIBS" ldd "$BIN/mp-run" "$BIN/../lib/libmp-cuda.so" | grep "not found"); then
   echo "gpu-check: $BIN/mp-run cannot find these libraries here:" >&2
   echo "$missing" >&2
   exit 2
@@ -195,6 +196,20 @@ sanitized_tests() {
 }
 if [ "$DEVICE" = cuda ]; then
   check "CUDA kernels under compute-sanitizer memcheck" sanitized_tests
+fi
+# The rehearsal's CPU runs never load the CUDA backend plugin, so it is
+# loaded once here: from bin/../lib, it then finds no GPU (or runs, on a
+# machine that has one). On a GPU every model below loads it.
+plugin_loads() {
+  local said rc
+  said=$(timeout 15 "$RUN/mp-run" "$CARRY/artifacts/gpt2" --device cuda --quiet \
+           --input input_ids=models/gpt2/inputs/input_ids.npy 2>&1)
+  rc=$?
+  echo "$said"
+  [ "$rc" -eq 0 ] || grep -qE "no usable GPU|no GPU is visible" <<<"$said"
+}
+if [ "$DEVICE" = cpu ]; then
+  check "the CUDA backend plugin loads" plugin_loads
 fi
 for m in gpt2 gpt2_untied bert llama llama_range; do
   check "$m on $DEVICE vs PyTorch" bash -c "

@@ -33,9 +33,12 @@ echo "gpu-prepare: building the runtime for sm_90 (compiler, MPI and oneDNN off)
 cmake -G Ninja -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
   -DMP_BUILD_COMPILER=OFF -DMP_ENABLE_MPI=OFF -DMP_ENABLE_CUDA=ON \
   -DMP_NATIVE_CPU=OFF -DMP_ENABLE_DNNL=OFF -DMP_CUDA_ARCHITECTURES=90 >"$BUILD.configure.log"
-cmake --build "$BUILD" -j "$(nproc)" --target mp-run mp-cuda-tests
+cmake --build "$BUILD" -j "$(nproc)" --target mp-run mp-cuda-tests mp-cuda
 cp "$BUILD/bin/mp-run" "$BUILD/bin/mp-cuda-tests" "$CARRY/bin/"
 strip "$CARRY/bin/"*
+# The CUDA backend plugin, where mp-run looks for it (bin/../lib).
+cp "$BUILD/lib/libmp-cuda.so" "$CARRY/lib/"
+strip --strip-unneeded "$CARRY/lib/libmp-cuda.so"
 # Libraries the GPU image lacks (CUDA's own come from the machine).
 libpath() { ldconfig -p | awk -v l="$1" '$1 == l {print $NF; exit}'; }
 for lib in libprotobuf.so.32 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libgomp.so.1 libz.so.1; do

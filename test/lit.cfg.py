@@ -40,3 +40,7 @@ else:
     config.available_features.add("gpu")
 if gpus >= 2:
     config.available_features.add("multi-gpu")
+
+# "cuda-backend" where this build made the CUDA backend plugin (libmp-cuda.so).
+if config.mp_cuda_backend.upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("cuda-backend")

@@ -3,6 +3,8 @@
 
 #include "SharedMemory.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -20,6 +22,14 @@ bool parseDevice(const std::string &name, Device &device) {
   else
     return false;
   return true;
+}
+
+bool nvidiaDeviceNodesPresent() {
+  // (/dev/dxg: the GPU of WSL, where CUDA has no /dev/nvidia* nodes.)
+  for (const char *node : {"/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg"})
+    if (access(node, F_OK) == 0)
+      return true;
+  return false;
 }
 
 namespace {

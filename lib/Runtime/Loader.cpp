@@ -247,11 +247,10 @@ static Status openProgram(const std::string &dir, Device device, int ranksHere,
     return s;
   kernels = &cpuKernelTable();
   if (device == Device::CUDA) {
-    kernels = cudaKernelTable();
     std::string reason;
+    kernels = cudaKernelTable(&reason);
     if (!kernels)
-      return Status::error("--device cuda: this mp-run was built without "
-                           "CUDA (configure with the CUDA toolkit installed)");
+      return Status::error("--device cuda: " + reason);
     if (!kernels->available(reason))
       return Status::error("--device cuda: " + reason);
   }

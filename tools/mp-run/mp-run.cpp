@@ -381,6 +381,9 @@ environment:
   MP_SHM_COLLECTIVES=0    ranks on one host run their collectives through
                           MPI instead of reading each other's memory (the
                           default; the load line then says shared memory)
+  MP_CUDA_BACKEND=PATH    the CUDA backend plugin to load (default:
+                          libmp-cuda.so beside mp-run or in ../lib); it is
+                          loaded only for a GPU run
 )";
 
 /// Prints and compares every output with the reference program's output of
@@ -560,7 +563,8 @@ int main(int argc, char **argv) {
   Device device = Device::CPU;
   if (!o.device.empty()) {
     parseDevice(o.device, device);
-  } else if (const KernelTable *gpu = cudaKernelTable()) {
+  } else if (const KernelTable *gpu =
+                 nvidiaDeviceNodesPresent() ? cudaKernelTable() : nullptr) {
     std::string reason;
     if (gpu->available(reason))
       device = Device::CUDA;

@@ -13,7 +13,8 @@
 // (MP_ENABLE_CUDA).
 //
 // The executor binds them through the CUDA kernel table (mp-run --device
-// cuda). Not yet run on a GPU: see the CUDA issue.
+// cuda), which the runtime loads from the plugin libmp-cuda.so
+// (CudaBackend.h). Not yet run on a GPU: see the CUDA issue.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MP_RUNTIME_CUDAKERNELS_H
@@ -21,9 +22,23 @@
 
 #include "mp/Runtime/Kernels.h"
 
+#include <memory>
 #include <string>
 
+namespace mp::rt {
+class Communicator;
+struct KernelTable;
+} // namespace mp::rt
+
 namespace mp::rt::cuda {
+
+/// The kernel table of these kernels (what the plugin's cudaKernelTable
+/// gives, CudaBackend.h).
+const KernelTable *kernelTable();
+/// The NCCL communicator of makeDeviceCommunicator (Comm.h), which calls
+/// it through the plugin.
+Status makeNcclCommunicator(Communicator &host,
+                            std::unique_ptr<Communicator> &out);
 
 /// Number of usable GPUs; 0 with `reason` set when there are none (no
 /// driver, no device), so GPU tests can skip saying why.

@@ -99,8 +99,13 @@ struct KernelTable {
 };
 
 const KernelTable &cpuKernelTable();
-/// Null when this runtime was built without CUDA.
-const KernelTable *cudaKernelTable();
+/// The CUDA backend's kernels, loaded on first use (CudaBackend.h). Null
+/// when this runtime was built without CUDA or the backend cannot be
+/// loaded; `why`, if given, then says which.
+const KernelTable *cudaKernelTable(std::string *why = nullptr);
+/// Whether this machine shows an NVIDIA device node (/dev/nvidia0, ...): the
+/// cheap test for a GPU before loading the CUDA backend to look for one.
+bool nvidiaDeviceNodesPresent();
 
 } // namespace mp::rt
 

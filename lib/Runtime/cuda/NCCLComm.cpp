@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Comm.h"
+#include "mp/Runtime/CudaKernels.h"
 
 #include "Placement.h"
 #include "Streams.h"
@@ -205,8 +206,8 @@ Status pickGpu(const cuda::LocalRank &local, int &devices, std::string &uuid) {
 
 } // namespace
 
-Status makeDeviceCommunicator(Communicator &host,
-                              std::unique_ptr<Communicator> &out) {
+Status cuda::makeNcclCommunicator(Communicator &host,
+                                  std::unique_ptr<Communicator> &out) {
   static_assert(sizeof(ncclUniqueId) == cuda::kNcclIdBytes);
   // Every rank takes part in both exchanges whatever happens to it, so all
   // reach the same verdict (Placement.h) and none waits for one that quit

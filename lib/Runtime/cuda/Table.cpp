@@ -10,7 +10,7 @@ static bool gpuAvailable(std::string &reason) {
   return cuda::deviceCount(reason) > 0;
 }
 
-const KernelTable *cudaKernelTable() {
+const KernelTable *cuda::kernelTable() {
   static const KernelTable table = {"cuda",
                                     cuda::kMaxRank,
                                     gpuAvailable,

@@ -43,7 +43,7 @@ protected:
     if (cuda::deviceCount(reason) == 0)
       GTEST_SKIP() << "GPU test skipped: " << reason;
     host = makeSingleProcessCommunicator();
-    Status made = makeDeviceCommunicator(*host, nccl);
+    Status made = cuda::makeNcclCommunicator(*host, nccl);
     ASSERT_TRUE(made) << made.message;
   }
   std::unique_ptr<Communicator> host, nccl;

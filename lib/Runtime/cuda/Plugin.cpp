@@ -1,0 +1,16 @@
+//===- Plugin.cpp - the entry point of libmp-cuda.so ----------------------===//
+//
+// The one symbol the CUDA backend plugin exports (CudaBackend.h); the
+// runtime finds it with dlsym. Everything else in the plugin is hidden.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Runtime/CudaBackend.h"
+#include "mp/Runtime/CudaKernels.h"
+
+extern "C" __attribute__((visibility("default"))) const mp::rt::CudaBackend *
+mp_cuda_backend() {
+  static const mp::rt::CudaBackend backend = {
+      mp::rt::kCudaBackendAbi, sizeof(mp::rt::KernelTable),
+      mp::rt::cuda::kernelTable(), mp::rt::cuda::makeNcclCommunicator};
+  return &backend;
+}
