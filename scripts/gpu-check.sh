@@ -145,6 +145,10 @@ else
   echo "gpu-check: running the binaries gpu-prepare.sh built instead"
 fi
 # (mp-run loads the CUDA backend plugin from $BIN/../lib.)
+if [ ! -f "$BIN/../lib/libmp-cuda.so" ]; then
+  echo "gpu-check: $BIN/../lib/libmp-cuda.so (the CUDA backend) is missing: run scripts/gpu-prepare.sh again" >&2
+  exit 2
+fi
 if missing=$(LD_LIBRARY_PATH="$RUNTIME_LIBS" ldd "$BIN/mp-run" "$BIN/../lib/libmp-cuda.so" | grep "not found"); then
   echo "gpu-check: $BIN/mp-run cannot find these libraries here:" >&2
   echo "$missing" >&2

@@ -44,3 +44,7 @@ if gpus >= 2:
 # "cuda-backend" where this build made the CUDA backend plugin (libmp-cuda.so).
 if config.mp_cuda_backend.upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("cuda-backend")
+# "nvidia-device-nodes" where mp-run's default-device check sees a GPU
+# (Device.cpp: nvidiaDeviceNodesPresent), so it loads the CUDA backend.
+if any(os.path.exists(n) for n in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")):
+    config.available_features.add("nvidia-device-nodes")

@@ -213,9 +213,12 @@ bool MemoryPlan::isAttached(func::FuncOp func) {
 LogicalResult MemoryPlan::checkSharedOffsets(func::FuncOp func) const {
   for (Operation &op : func.getBody().front().without_terminator()) {
     auto recorded = op.getAttrOfType<DenseI64ArrayAttr>(kResultOffsets);
-    if (!recorded ||
-        recorded.size() != static_cast<int64_t>(op.getNumResults()))
+    if (!recorded)
       continue;
+    if (recorded.size() != static_cast<int64_t>(op.getNumResults()))
+      return op.emitError()
+             << "has " << recorded.size() << " arena offsets for "
+             << op.getNumResults() << " results (run mp-plan-memory again)";
     for (OpResult result : op.getResults()) {
       if (!inArena(result))
         continue;

@@ -9,11 +9,16 @@
 #include "mp/Runtime/CudaBackend.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <sys/stat.h>
+#include <cstring>
 #include <vector>
+
+#ifndef MP_RUNTIME_INTERFACE
+#error "CMake defines MP_RUNTIME_INTERFACE (lib/Runtime/CMakeLists.txt)"
+#endif
 
 namespace mp::rt {
 
@@ -38,9 +43,14 @@ bool fileExists(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+const char *forcedPath() {
+  const char *forced = std::getenv(kCudaBackendVariable);
+  return forced && *forced ? forced : nullptr;
+}
+
 /// Where to look, in order: only $MP_CUDA_BACKEND when it is set.
 std::vector<std::string> candidates() {
-  if (const char *forced = std::getenv(kCudaBackendVariable); forced && *forced)
+  if (const char *forced = forcedPath())
     return {forced};
   std::vector<std::string> paths;
   std::string folder = executableFolder();
@@ -52,47 +62,53 @@ std::vector<std::string> candidates() {
   return paths;
 }
 
-Loaded load() {
+/// The backend `handle` holds, checked to be of this build; else an error.
+Loaded enter(void *handle, const std::string &path) {
   Loaded result;
-  const std::vector<std::string> paths = candidates();
-  const bool forced = paths.size() == 1;
-  void *handle = nullptr;
-  for (const std::string &path : paths) {
-    // A file that is there but fails to load is the error to report (a
-    // missing CUDA library, say), not the places where nothing was.
-    if (!forced && path.find('/') != std::string::npos && !fileExists(path))
-      continue;
-    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle)
-      break;
-    const char *why = dlerror();
-    result.error = "cannot load the CUDA backend '" + path +
-                   "': " + (why ? why : "unknown error");
-    if (path.find('/') == std::string::npos)
-      result.error += " (it is not beside this executable nor in ../lib; "
-                      "set " +
-                      std::string(kCudaBackendVariable) + " to its path)";
-    return result;
-  }
   using Entry = const CudaBackend *(*)();
   auto entry = reinterpret_cast<Entry>(dlsym(handle, kCudaBackendSymbol));
   const CudaBackend *backend = entry ? entry() : nullptr;
-  if (!backend) {
-    result.error = std::string("the CUDA backend has no '") +
-                   kCudaBackendSymbol + "' entry point";
-  } else if (backend->abi != kCudaBackendAbi ||
-             backend->tableBytes != sizeof(KernelTable)) {
-    result.error = "the CUDA backend is from another build of mp (interface " +
-                   std::to_string(backend->abi) + "/" +
-                   std::to_string(backend->tableBytes) + ", this runtime's " +
-                   std::to_string(kCudaBackendAbi) + "/" +
-                   std::to_string(sizeof(KernelTable)) + ")";
-  } else {
+  const std::string named = "the CUDA backend '" + path + "' ";
+  if (!backend)
+    result.error = named + "has no '" + kCudaBackendSymbol + "' entry point";
+  else if (backend->abi != kCudaBackendAbi ||
+           std::strcmp(backend->interface, MP_RUNTIME_INTERFACE) != 0)
+    result.error =
+        named + "is from another build of mp (runtime interface " +
+        (backend->abi == kCudaBackendAbi ? backend->interface : "unknown") +
+        ", this mp-run's " + MP_RUNTIME_INTERFACE + ")";
+  else
     result.backend = backend;
-    return result; // (stays loaded until the process ends)
-  }
-  dlclose(handle);
   return result;
+}
+
+Loaded load() {
+  const bool forced = forcedPath() != nullptr;
+  for (const std::string &path : candidates()) {
+    // A file that is there but fails to load is the error to report (a
+    // missing CUDA library, say), not the places where nothing was.
+    const bool searched = path.find('/') == std::string::npos;
+    if (!forced && !searched && !fileExists(path))
+      continue;
+    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char *why = dlerror();
+      Loaded failed;
+      failed.error = "cannot load the CUDA backend '" + path +
+                     "': " + (why ? why : "unknown error");
+      if (!forced)
+        failed.error += std::string(" (it is not beside this executable nor "
+                                    "in ../lib; set ") +
+                        kCudaBackendVariable + " to its path)";
+      return failed;
+    }
+    Loaded result = enter(handle, path);
+    if (!result.backend)
+      dlclose(handle);
+    return result; // (a backend stays loaded until the process ends)
+  }
+  return {nullptr, "no CUDA backend to load"}; // (unreachable: a bare name
+                                               // is always tried)
 }
 
 const Loaded &loaded() {

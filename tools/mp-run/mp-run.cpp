@@ -563,11 +563,15 @@ int main(int argc, char **argv) {
   Device device = Device::CPU;
   if (!o.device.empty()) {
     parseDevice(o.device, device);
-  } else if (const KernelTable *gpu =
-                 nvidiaDeviceNodesPresent() ? cudaKernelTable() : nullptr) {
+  } else if (nvidiaDeviceNodesPresent()) {
+    // A GPU is there: use it, or say why not (a backend that does not load,
+    // a driver too old) rather than fall back to the CPU unseen.
     std::string reason;
-    if (gpu->available(reason))
+    const KernelTable *gpu = cudaKernelTable(&reason);
+    if (gpu && gpu->available(reason))
       device = Device::CUDA;
+    else if (rankId == 0 && !o.quiet)
+      std::printf("mp-run: note: running on the cpu: %s\n", reason.c_str());
     // The CUDA backend has no gradient kernels yet (--device cuda says so
     // at load): by default, training runs where it can.
     if (device == Device::CUDA && o.train.enabled && !gpu->linearWeightGrad) {

@@ -141,6 +141,13 @@ TEST_F(MemoryPlanTest, ReadRefusesSharedBytesEditedApart) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("but it is a view, at offset"), std::string::npos)
       << errors[0];
+  errors.clear();
+  view->setAttr("mp.arena_offsets",
+                DenseI64ArrayAttr::get(&context, {planned[1], planned[1]}));
+  EXPECT_TRUE(failed(mp::MemoryPlan::read(f)));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], "has 2 arena offsets for 1 results (run mp-plan-memory "
+                       "again)");
 }
 
 } // namespace

@@ -8,7 +8,14 @@
 // machine without the CUDA libraries can still run everything on the CPU.
 //
 // The plugin and the runtime come from one build: the entry point returns
-// this table with the ABI stamp below, which the loader checks.
+// this table stamped with the runtime interface it was compiled against (a
+// hash of include/mp/Runtime/*.h taken when CMake configured the build),
+// which the loader compares with its own.
+//
+// The plugin holds its own hidden copy of the runtime code it calls, so
+// state kept in the runtime's globals (the collective timeout, the shared
+// memory groups) is not seen there: NCCL reads none of it today, and a
+// setting the backend needs must come through this table.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MP_RUNTIME_CUDABACKEND_H
@@ -23,15 +30,16 @@
 namespace mp::rt {
 
 struct CudaBackend {
-  uint32_t abi;        // kCudaBackendAbi of the plugin's build
-  uint32_t tableBytes; // sizeof(KernelTable) there
+  uint32_t abi;          // kCudaBackendAbi: the layout of this struct
+  const char *interface; // MP_RUNTIME_INTERFACE of the plugin's build
   const KernelTable *kernels;
   Status (*makeCommunicator)(Communicator &host,
                              std::unique_ptr<Communicator> &out);
 };
 
-/// Raised when CudaBackend or the types it passes change incompatibly.
-inline constexpr uint32_t kCudaBackendAbi = 1;
+/// Raised when this struct changes (the fields after `abi` are read only
+/// when it matches).
+inline constexpr uint32_t kCudaBackendAbi = 2;
 /// The plugin's file name, and its one exported symbol (extern "C"):
 /// `const CudaBackend *mp_cuda_backend()`.
 inline constexpr const char *kCudaBackendLibrary = "libmp-cuda.so";

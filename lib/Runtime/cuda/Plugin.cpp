@@ -10,7 +10,7 @@
 extern "C" __attribute__((visibility("default"))) const mp::rt::CudaBackend *
 mp_cuda_backend() {
   static const mp::rt::CudaBackend backend = {
-      mp::rt::kCudaBackendAbi, sizeof(mp::rt::KernelTable),
+      mp::rt::kCudaBackendAbi, MP_RUNTIME_INTERFACE,
       mp::rt::cuda::kernelTable(), mp::rt::cuda::makeNcclCommunicator};
   return &backend;
 }
