@@ -17,6 +17,7 @@ that all produce the same logits. Not a test: run it by hand.
   /usr/bin/python3 bench/gpt2_small.py [--model gpt2|llama] [--dtype f32|bf16]
                                        [--threads N] [--iterations N]
                                        [--tensor-parallel] [--fusions]
+                                       [--rounds N]
 """
 import argparse
 import math
@@ -118,6 +119,9 @@ def main():
     parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds of --tensor-parallel and "
+                             "--fusions (medians are printed)")
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--tensor-parallel", action="store_true",
                         help="also time tp=2 and tp=2 with sequence parallelism on 2 "
@@ -309,7 +313,8 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
     times = {"1 rank": []}
     comm = {}
     ok = True
-    for _ in range(3):
+    rounds = max(1, args.rounds)
+    for _ in range(rounds):
         single, _ = run_ms([mp_run, artifact, "--threads", str(args.threads)] + common)
         times["1 rank"].append(single)
         for name, (options, extra) in layouts.items():
@@ -322,16 +327,19 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
             logits = np.load(os.path.join(out, "logits.npy"))
             rel = float(np.max(np.abs(logits - ref)) / np.max(np.abs(ref)))
             ok = ok and rel < tolerance
-    median = {name: sorted(t)[1] for name, t in times.items()}
+    median = {name: sorted(t)[rounds // 2] for name, t in times.items()}
     print()
-    print("Tensor parallelism, same run (3 interleaved rounds, medians; 'MPI': the\n"
-          "ranks' collectives through MPI instead of each other's memory):")
+    print("Tensor parallelism, same run (%d interleaved rounds, medians; 'MPI': the\n"
+          "ranks' collectives through MPI instead of each other's memory; the\n"
+          "range is of each round's ratio to the 1-rank run beside it):" % rounds)
     print("  1 rank x %d threads:     %8.1f ms/run" % (args.threads, median["1 rank"]))
     for name in layouts:
         collectives = ", ".join("%s %.1f ms" % item for item in sorted(comm[name].items()))
-        print("  %-8s 2 ranks x %d thread%s: %8.1f ms/run  %.2fx the 1-rank run  (rank 0: %s)"
+        paired = sorted(a / b for a, b in zip(times["1 rank"], times[name]))
+        print("  %-8s 2 ranks x %d thread%s: %8.1f ms/run  %.2fx the 1-rank run "
+              "(rounds %.2f-%.2fx)  (rank 0: %s)"
               % (name, per_rank, "" if per_rank == 1 else "s", median[name],
-                 median["1 rank"] / median[name], collectives))
+                 median["1 rank"] / median[name], paired[0], paired[-1], collectives))
     return ok
 
 
