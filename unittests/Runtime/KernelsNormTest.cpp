@@ -13,6 +13,28 @@ using namespace mp::rt::test;
 
 namespace {
 
+/// Layer norm in double of each row of `inner` values of `x`:
+/// (x − mean) / sqrt(var + eps) · scale(i) + bias(i).
+template <class Scale, class Bias>
+std::vector<double> layerNormReference(const Buf &x, int64_t inner, double eps,
+                                       Scale scale, Bias bias) {
+  std::vector<double> ref(static_cast<size_t>(x.n()));
+  for (int64_t r = 0; r < x.n() / inner; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < inner; ++i)
+      mean += x.get(r * inner + i);
+    mean /= double(inner);
+    for (int64_t i = 0; i < inner; ++i)
+      var += std::pow(x.get(r * inner + i) - mean, 2);
+    var /= double(inner);
+    for (int64_t i = 0; i < inner; ++i)
+      ref[size_t(r * inner + i)] =
+          (x.get(r * inner + i) - mean) / std::sqrt(var + eps) * scale(i) +
+          bias(i);
+  }
+  return ref;
+}
+
 //===----------------------------------------------------------------------===//
 // norms, softmax, reduce
 //===----------------------------------------------------------------------===//
@@ -35,22 +57,9 @@ TEST(KernelLayerNorm, LastAxisAndTrailingTwo) {
       ASSERT_TRUE(
           layerNorm(x.t, g.t, withBias ? &b.t : nullptr, c.axis, eps, out.t)
               .ok);
-      int64_t inner = numelOf(ns), outer = x.n() / inner;
-      std::vector<double> ref(static_cast<size_t>(x.n()));
-      for (int64_t r = 0; r < outer; ++r) {
-        double mean = 0, var = 0;
-        for (int64_t i = 0; i < inner; ++i)
-          mean += x.get(r * inner + i);
-        mean /= double(inner);
-        for (int64_t i = 0; i < inner; ++i)
-          var += std::pow(x.get(r * inner + i) - mean, 2);
-        var /= double(inner);
-        for (int64_t i = 0; i < inner; ++i)
-          ref[size_t(r * inner + i)] = (x.get(r * inner + i) - mean) /
-                                           std::sqrt(var + double(eps)) *
-                                           g.get(i) +
-                                       (withBias ? b.get(i) : 0);
-      }
+      std::vector<double> ref = layerNormReference(
+          x, numelOf(ns), eps, [&](int64_t i) { return g.get(i); },
+          [&](int64_t i) { return withBias ? b.get(i) : 0.0; });
       expectClose(out, ref, kRtol, 1e-6, formatShape(c.x));
     }
 }
@@ -66,18 +75,8 @@ TEST(KernelLayerNorm, RowsFarFromZero) {
   Buf g(DType::F32, {n}), out(DType::F32, {rows, n});
   std::fill(g.p<float>(), g.p<float>() + n, 1.0f);
   ASSERT_TRUE(layerNorm(x.t, g.t, nullptr, 1, 1e-12f, out.t).ok);
-  std::vector<double> ref(static_cast<size_t>(x.n()));
-  for (int64_t r = 0; r < rows; ++r) {
-    double mean = 0, var = 0;
-    for (int64_t i = 0; i < n; ++i)
-      mean += x.get(r * n + i);
-    mean /= double(n);
-    for (int64_t i = 0; i < n; ++i)
-      var += std::pow(x.get(r * n + i) - mean, 2);
-    var /= double(n);
-    for (int64_t i = 0; i < n; ++i)
-      ref[size_t(r * n + i)] = (x.get(r * n + i) - mean) / std::sqrt(var);
-  }
+  std::vector<double> ref = layerNormReference(
+      x, n, 0.0, [](int64_t) { return 1.0; }, [](int64_t) { return 0.0; });
   expectClose(out, ref, 1e-5, 1e-5, "rows far from zero");
 }
 
