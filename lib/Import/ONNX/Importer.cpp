@@ -53,40 +53,60 @@ RankedTensorType Importer::typeOf(const HostTensor &t) {
   return RankedTensorType::get(t.shape, elem);
 }
 
+/// `values` converted element by element to T, as a dense attribute of `type`
+/// (whose storage detects splats).
+template <typename T, typename Source, typename Convert>
+static DenseElementsAttr denseFrom(RankedTensorType type,
+                                   const std::vector<Source> &values,
+                                   Convert convert) {
+  SmallVector<T> converted;
+  converted.reserve(values.size());
+  for (Source v : values)
+    converted.push_back(convert(v));
+  return DenseElementsAttr::get(type, ArrayRef<T>(converted));
+}
+
+// Built from typed arrays rather than APInts and APFloats: a folded constant
+// may hold millions of elements, and one APInt each made import slow.
 DenseElementsAttr Importer::toAttr(const HostTensor &t, RankedTensorType type) {
-  int64_t n = t.numElements();
-  bool splat = n > 0;
-  for (int64_t i = 1; i < n && splat; ++i)
-    splat = t.getDouble(i) == t.getDouble(0) &&
-            (t.isFloat() || t.ints[i] == t.ints[0]);
   Type elem = type.getElementType();
   if (auto floatType = dyn_cast<FloatType>(elem)) {
-    auto toAPFloat = [&](double v) {
+    if (floatType.isF64())
+      return DenseElementsAttr::get(type, ArrayRef<double>(t.floats));
+    if (floatType.isF32())
+      return denseFrom<float>(type, t.floats,
+                              [](double v) { return static_cast<float>(v); });
+    // f16 and bf16: rounded as APFloat does, stored as their bits.
+    const llvm::fltSemantics &semantics = floatType.getFloatSemantics();
+    SmallVector<uint16_t> bits;
+    bits.reserve(t.floats.size());
+    for (double v : t.floats) {
       APFloat f(v);
       bool lost;
-      f.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
-                &lost);
-      return f;
-    };
-    if (splat)
-      return DenseElementsAttr::get(type, toAPFloat(t.floats[0]));
-    SmallVector<APFloat> vals;
-    vals.reserve(n);
-    for (double v : t.floats)
-      vals.push_back(toAPFloat(v));
-    return DenseElementsAttr::get(type, vals);
+      f.convert(semantics, APFloat::rmNearestTiesToEven, &lost);
+      bits.push_back(static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue()));
+    }
+    return DenseElementsAttr::getFromRawBuffer(
+        type, ArrayRef<char>(reinterpret_cast<const char *>(bits.data()),
+                             bits.size() * sizeof(uint16_t)));
   }
-  unsigned width = elem.getIntOrFloatBitWidth();
-  if (splat)
-    return DenseElementsAttr::get(
-        type, APInt(width, static_cast<uint64_t>(t.ints[0]), /*isSigned=*/true,
-                    /*implicitTrunc=*/true));
-  SmallVector<APInt> vals;
-  vals.reserve(n);
-  for (int64_t v : t.ints)
-    vals.push_back(APInt(width, static_cast<uint64_t>(v), /*isSigned=*/true,
-                         /*implicitTrunc=*/true));
-  return DenseElementsAttr::get(type, vals);
+  // Integers wrap to the element's width, as the runtime's arithmetic does.
+  switch (elem.getIntOrFloatBitWidth()) {
+  case 64: return DenseElementsAttr::get(type, ArrayRef<int64_t>(t.ints));
+  case 32:
+    return denseFrom<int32_t>(type, t.ints, [](int64_t v) {
+      return static_cast<int32_t>(static_cast<uint32_t>(v));
+    });
+  case 8:
+    return denseFrom<int8_t>(type, t.ints, [](int64_t v) {
+      return static_cast<int8_t>(static_cast<uint8_t>(v));
+    });
+  case 1:
+    return denseFrom<bool>(type, t.ints,
+                           [](int64_t v) { return (v & 1) != 0; });
+  }
+  llvm_unreachable("the importer's element types are f16, bf16, f32, f64, "
+                   "i1, i8, i32 and i64");
 }
 
 //===----------------------------------------------------------------------===//
