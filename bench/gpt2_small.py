@@ -296,17 +296,22 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
     interleaved so that drift in the machine's speed hits all alike."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     precision = [] if args.dtype == "f32" else ["dtype=" + args.dtype]
-    # name: (parallelize options, extra environment); the last runs the same
-    # artifact as the first with MPI's own collectives, for comparison.
-    layouts = {"tp=2": (["tp=2"], {}), "tp=2 sp": (["tp=2", "sp=true"], {}),
-               "tp=2 MPI": (["tp=2"], {"MP_SHM_COLLECTIVES": "0"})}
+    # name: (parallelize options, extra environment, extra mp-opt flags);
+    # "tp=2 MPI" runs the tp=2 artifact with MPI's own collectives, and
+    # "tp=2 gathered" gathers the logits in every run, as before
+    # mp-shard-outputs left them sharded until they are written.
+    layouts = {"tp=2": (["tp=2"], {}, []), "tp=2 sp": (["tp=2", "sp=true"], {}, []),
+               "tp=2 MPI": (["tp=2"], {"MP_SHM_COLLECTIVES": "0"}, []),
+               "tp=2 gathered": (["tp=2"], {}, ["--mp-gather-outputs"])}
 
-    def artifact_of(options):
-        return os.path.join(work, "-".join(options).replace("=", ""))
+    def artifact_of(options, flags):
+        return os.path.join(work, "-".join(options + [f.strip("-") for f in flags])
+                            .replace("=", ""))
 
-    for options, _ in layouts.values():
+    for options, _, flags in layouts.values():
         subprocess.run([mp_opt, onnx_path, "--mp-parallelize=" + " ".join(options + precision),
-                        "--artifact", artifact_of(options)], check=True, capture_output=True)
+                        "--artifact", artifact_of(options, flags)] + flags,
+                       check=True, capture_output=True)
     per_rank = max(1, args.threads // 2)
     common = ["--input", "input_ids=" + ids_path, "--warmup", "1",
               "--iterations", str(args.iterations), "--profile"]
@@ -317,8 +322,8 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
     for _ in range(rounds):
         single, _ = run_ms([mp_run, artifact, "--threads", str(args.threads)] + common)
         times["1 rank"].append(single)
-        for name, (options, extra) in layouts.items():
-            path = artifact_of(options)
+        for name, (options, extra, flags) in layouts.items():
+            path = artifact_of(options, flags)
             out = os.path.join(work, "out-" + os.path.basename(path))
             ms, comm[name] = run_ms(["mpirun", "-np", "2", mp_run, path, "--threads",
                                      str(per_rank), "--output-dir", out] + common,
@@ -332,11 +337,11 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
     print("Tensor parallelism, same run (%d interleaved rounds, medians; 'MPI': the\n"
           "ranks' collectives through MPI instead of each other's memory; the\n"
           "range is of each round's ratio to the 1-rank run beside it):" % rounds)
-    print("  1 rank x %d threads:     %8.1f ms/run" % (args.threads, median["1 rank"]))
+    print("  1 rank x %d threads:               %8.1f ms/run" % (args.threads, median["1 rank"]))
     for name in layouts:
         collectives = ", ".join("%s %.1f ms" % item for item in sorted(comm[name].items()))
         paired = sorted(a / b for a, b in zip(times["1 rank"], times[name]))
-        print("  %-8s 2 ranks x %d thread%s: %8.1f ms/run  %.2fx the 1-rank run "
+        print("  %-13s 2 ranks x %d thread%s: %8.1f ms/run  %.2fx the 1-rank run "
               "(rounds %.2f-%.2fx)  (rank 0: %s)"
               % (name, per_rank, "" if per_rank == 1 else "s", median[name],
                  median["1 rank"] / median[name], paired[0], paired[-1], collectives))

@@ -78,6 +78,14 @@ static llvm::cl::opt<bool> syntheticWeights(
                    "model imported with --mp-shape-only)"),
     llvm::cl::init(false), llvm::cl::cat(targetCategory));
 
+static llvm::cl::opt<bool> gatherOutputs(
+    "mp-gather-outputs",
+    llvm::cl::desc("With --artifact: gather sharded outputs (tensor-parallel "
+                   "logits) in the program on every run, rather than leave "
+                   "them sharded for mp-run to gather once when it writes "
+                   "them (mp-shard-outputs)"),
+    llvm::cl::init(false), llvm::cl::cat(targetCategory));
+
 static llvm::cl::opt<std::string> exportWeights(
     "mp-export-weights",
     llvm::cl::desc("Write the ONNX model with the trained weights of DIR "
@@ -276,16 +284,19 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
   if (outputFilename != "-" &&
       failed(printModule(*module, outputFilename, config, /*locations=*/true)))
     return 1;
-  // Activations become their linears' epilogues and residual adds join
-  // their norms, last (partitioning and training are done) and before the
-  // memory plan, unless this pipeline planned memory already (the plan
-  // would no longer fit the program).
+  // Activations become their linears' epilogues, residual adds join their
+  // norms and outputs gathered only to be returned stay sharded, last
+  // (partitioning and training are done) and before the memory plan,
+  // unless this pipeline planned memory already (the plan would no longer
+  // fit the program).
   if (!runs(pm, "mp-plan-memory") && !carriesMemoryPlan(*module)) {
     PassManager fuse(&context);
     if (!runs(pm, "mp-fuse-epilogues"))
       fuse.addPass(mp::createMPFuseEpilogues());
     if (!runs(pm, "mp-fuse-residual-norms"))
       fuse.addPass(mp::createMPFuseResidualNorms());
+    if (!gatherOutputs && !runs(pm, "mp-shard-outputs"))
+      fuse.addPass(mp::createMPShardOutputs());
     if (failed(runPasses(fuse, *module, config)))
       return 1;
   }

@@ -157,6 +157,22 @@ Status gatherWhole(Communicator &comm, const Tensor &local, const IOSpec &spec,
   return Status::success();
 }
 
+/// The communicator of this rank's grid over which outputs (in host
+/// memory) are gathered: the executable's, unless that is a GPU's (NCCL
+/// takes device memory), then the same ranks of `world` (MPI), split off
+/// into `owned` when there are data-parallel replicas. Collective.
+static Communicator &outputGrid(const Executable &exe, Communicator &world,
+                                bool onDevice,
+                                std::unique_ptr<Communicator> &owned) {
+  if (!onDevice)
+    return exe.gridComm();
+  if (exe.dataParallelSize() == 1)
+    return world;
+  stopIfAnyRankFailed(
+      world, world.split({exe.dataParallelSize(), exe.gridSize()}, 1, owned));
+  return *owned;
+}
+
 /// The outputs to write, by name (`named`): the gradients of the parts
 /// tensor parallelism cut a fused weight into (`grads/W[:, 0:32]`, ...) are
 /// joined into one gradient of the parameter the user wrote (`grads/W`),
@@ -752,20 +768,22 @@ int main(int argc, char **argv) {
                   static_cast<long long>(calls / o.iterations));
   }
 
-  // Sharded outputs (a train step's gradients) are gathered whole: every
-  // rank takes part.
+  // Sharded outputs (a train step's gradients, logits mp-shard-outputs
+  // left vocab-parallel) are gathered whole, once: every rank takes part.
   std::vector<HostBuffer> gathered(outputs.size());
-  if (!o.outputDir.empty() || !o.verify.empty())
+  if ((!o.outputDir.empty() || !o.verify.empty()) && rankCount > 1) {
+    std::unique_ptr<Communicator> hostGrid;
+    Communicator &grid =
+        outputGrid(*exe, *comm, deviceComm != nullptr, hostGrid);
     for (size_t i = 0; i < outputs.size(); ++i) {
       const IOSpec &spec = exe->outputs()[i];
-      if (spec.shardAxis < 0 || rankCount == 1)
+      if (spec.shardAxis < 0)
         continue;
-      if (Status s =
-              gatherWhole(exe->gridComm(), outputs[i], spec, gathered[i]);
-          !s)
+      if (Status s = gatherWhole(grid, outputs[i], spec, gathered[i]); !s)
         abortRun(s.message);
       outputs[i] = gathered[i].view();
     }
+  }
 
   std::map<std::string, HostBuffer> joined;
   std::vector<std::pair<std::string, Tensor>> named;

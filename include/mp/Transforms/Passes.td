@@ -140,6 +140,33 @@ def MPFuseEpilogues : Pass<"mp-fuse-epilogues", "mlir::ModuleOp"> {
   }];
 }
 
+def MPShardOutputs : Pass<"mp-shard-outputs", "mlir::ModuleOp"> {
+  let summary = "return a result gathered only to be returned as this "
+                "rank's shard, gathered when it is written";
+  let description = [{
+    A function result that is an all_gather over the only axis of a
+    one-dimensional grid, used by nothing else (tensor parallelism's logits,
+    gathered over the vocabulary), is returned ungathered and marked with
+    the gather's axis:
+
+    ```mlir
+    %l = mp.linear %h, %w {transpose_weight} : (...) -> tensor<2x8x32xf32>
+    %g = shard.all_gather %l on @tp grid_axes = [0] gather_axis = 2
+        : tensor<2x8x32xf32> -> tensor<2x8x64xf32>
+    return %g : tensor<2x8x64xf32>
+    // becomes
+    return %l : tensor<2x8x32xf32>   // result attribute mp.shard_axis = 2
+    ```
+
+    mp-run gathers such an output over the grid once, when it writes or
+    verifies it (as it does a train step's sharded gradients), instead of
+    on every run. `--artifact` runs this pass with the fusions, after
+    partitioning and before the memory plan. Train steps (autodiff shards
+    their gradients itself) and pipeline programs (whose stages pass
+    results on) are left alone.
+  }];
+}
+
 def MPFuseResidualNorms : Pass<"mp-fuse-residual-norms", "mlir::ModuleOp"> {
   let summary = "fold a residual add and the norm that reads it into one op";
   let description = [{

@@ -1,0 +1,38 @@
+// RUN: mp-opt %s --mp-shard-outputs --split-input-file | FileCheck %s
+
+// Tests a result gathered only to be returned (tensor parallelism's logits):
+// the function returns the gather's operand, the shard, with the gather's
+// axis as the result's mp.shard_axis, and the gather is gone. The result's
+// other attributes stay; a result that is not gathered is untouched.
+// CHECK-LABEL: func.func @logits
+// CHECK-SAME: -> (tensor<2x8x32xf32> {mp.name = "logits", mp.shard_axis = 2 : i64}, tensor<2x8x16xf32> {mp.name = "hidden"})
+// CHECK-NOT: shard.all_gather
+// CHECK: %[[L:.*]] = mp.linear
+// CHECK-NEXT: return %[[L]], %{{.*}} : tensor<2x8x32xf32>, tensor<2x8x16xf32>
+shard.grid @tp(shape = 2)
+mp.param @w : tensor<64x16xf32> {file = "x.onnx", grid = @tp, shard_axis = 0 : i64}
+func.func @logits(%h: tensor<2x8x16xf32>) -> (tensor<2x8x64xf32> {mp.name = "logits"}, tensor<2x8x16xf32> {mp.name = "hidden"}) {
+  %w = mp.get_param @w : tensor<32x16xf32>
+  %l = mp.linear %h, %w {transpose_weight} : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+  %g = shard.all_gather %l on @tp grid_axes = [0] gather_axis = 2 : tensor<2x8x32xf32> -> tensor<2x8x64xf32>
+  return %g, %h : tensor<2x8x64xf32>, tensor<2x8x16xf32>
+}
+
+// -----
+
+// Tests the gathers that stay: one whose result is also read by another op,
+// and one over one axis of a two-dimensional grid (mp-run gathers outputs
+// over the whole grid).
+// CHECK-LABEL: func.func @kept
+// CHECK-SAME: -> (tensor<2x8xf32>, tensor<4x4xf32>, tensor<2x8xf32>)
+// CHECK: shard.all_gather %{{.*}} on @tp grid_axes = [0] gather_axis = 1
+// CHECK: shard.all_gather %{{.*}} on @tp2d grid_axes = [0] gather_axis = 0
+// CHECK-NOT: mp.shard_axis
+shard.grid @tp(shape = 2)
+shard.grid @tp2d(shape = 2x2)
+func.func @kept(%x: tensor<2x4xf32>) -> (tensor<2x8xf32>, tensor<4x4xf32>, tensor<2x8xf32>) {
+  %g = shard.all_gather %x on @tp grid_axes = [0] gather_axis = 1 : tensor<2x4xf32> -> tensor<2x8xf32>
+  %s = mp.add %g, %g : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %g2 = shard.all_gather %x on @tp2d grid_axes = [0] gather_axis = 0 : tensor<2x4xf32> -> tensor<4x4xf32>
+  return %g, %g2, %s : tensor<2x8xf32>, tensor<4x4xf32>, tensor<2x8xf32>
+}
