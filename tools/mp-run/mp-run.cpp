@@ -368,7 +368,9 @@ Every rank must be given the same options and run the same program.
 
 options:
   --input NAME=FILE.npy   an input (repeat for each; --input NAME FILE also works)
-  --output-dir DIR        write each output as DIR/NAME.npy (a train step's:
+  --output-dir DIR        write each output as DIR/NAME.npy, whole (a sharded
+                          one, such as tensor-parallel logits, gathered
+                          once, after the timed runs; a train step's:
                           DIR/loss.npy and DIR/grads/PARAM.npy)
   --device cpu|cuda       where to run (default: cuda when this mp-run has
                           CUDA and a GPU is visible, else cpu); several
