@@ -56,9 +56,11 @@ struct ShardOutputsPass
     if (isTrainStep(module) ||
         module->hasAttr(MPDialect::getPipelineAttrName()))
       return;
+    // Only entry points: a function that is called returns to its caller,
+    // which reads its results whole.
     SymbolTableCollection symbols;
     for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal())
+      if (!func.isExternal() && SymbolTable::symbolKnownUseEmpty(func, module))
         shardResults(func, symbols);
   }
 

@@ -21,8 +21,9 @@ func.func @logits(%h: tensor<2x8x16xf32>) -> (tensor<2x8x64xf32> {mp.name = "log
 // -----
 
 // Tests the gathers that stay: one whose result is also read by another op,
-// and one over one axis of a two-dimensional grid (mp-run gathers outputs
-// over the whole grid).
+// one over one axis of a two-dimensional grid (mp-run gathers outputs over
+// the whole grid), and one returned by a function that is called (its
+// caller reads the result whole).
 // CHECK-LABEL: func.func @kept
 // CHECK-SAME: -> (tensor<2x8xf32>, tensor<4x4xf32>, tensor<2x8xf32>)
 // CHECK: shard.all_gather %{{.*}} on @tp grid_axes = [0] gather_axis = 1
@@ -35,4 +36,16 @@ func.func @kept(%x: tensor<2x4xf32>) -> (tensor<2x8xf32>, tensor<4x4xf32>, tenso
   %s = mp.add %g, %g : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   %g2 = shard.all_gather %x on @tp2d grid_axes = [0] gather_axis = 0 : tensor<2x4xf32> -> tensor<4x4xf32>
   return %g, %g2, %s : tensor<2x8xf32>, tensor<4x4xf32>, tensor<2x8xf32>
+}
+
+// CHECK-LABEL: func.func private @called
+// CHECK-SAME: -> tensor<2x8xf32>
+// CHECK: shard.all_gather
+func.func private @called(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
+  %g = shard.all_gather %x on @tp grid_axes = [0] gather_axis = 1 : tensor<2x4xf32> -> tensor<2x8xf32>
+  return %g : tensor<2x8xf32>
+}
+func.func @caller(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
+  %y = func.call @called(%x) : (tensor<2x4xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
 }
