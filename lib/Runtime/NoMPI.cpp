@@ -27,4 +27,6 @@ Status broadcastBytes(Communicator &, void *, size_t, int) {
   return Status::success();
 }
 
+void setMPIMessageLimit(int64_t) {}
+
 } // namespace mp::rt

@@ -163,6 +163,10 @@ std::vector<std::string> allGatherStrings(Communicator &world,
                                           const std::string &local);
 /// Copies `bytes` at `data` on rank `root` to every rank of the job.
 Status broadcastBytes(Communicator &world, void *data, size_t bytes, int root);
+/// MPI counts elements in an int: collectives and broadcasts over more than
+/// `elements` (at most 2^31 - 1, the default) go in pieces of that many.
+/// Tests lower it to run the pieces on small buffers.
+void setMPIMessageLimit(int64_t elements);
 
 /// Seconds a collective waits for every rank before it fails with an error
 /// naming the ranks that never arrived (a stopped or dead peer, an

@@ -18,6 +18,17 @@
 
 namespace mp::rt {
 
+namespace {
+/// MPI counts are ints: a collective over more elements than this runs in
+/// pieces of at most this many.
+int64_t messageLimit = std::numeric_limits<int>::max();
+} // namespace
+
+void setMPIMessageLimit(int64_t elements) {
+  messageLimit =
+      std::clamp<int64_t>(elements, 1, std::numeric_limits<int>::max());
+}
+
 namespace mpi {
 
 Status check(int rc, const char *what) {
@@ -307,17 +318,51 @@ protected:
                            " is not supported");
     if (shared)
       return shared->allReduceSum(data, count, dtype);
-    MPI_Request request;
-    return complete(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count),
-                                   mpiType(dtype), MPI_SUM, comm, &request),
-                    "MPI_Iallreduce", request, "all_reduce");
+    auto *bytes = static_cast<char *>(data);
+    const size_t size = dtypeSize(dtype);
+    for (int64_t offset = 0; offset < count; offset += messageLimit) {
+      MPI_Request request;
+      int piece =
+          static_cast<int>(std::min<int64_t>(messageLimit, count - offset));
+      if (Status s = complete(
+              MPI_Iallreduce(MPI_IN_PLACE, bytes + offset * size, piece,
+                             mpiType(dtype), MPI_SUM, comm, &request),
+              "MPI_Iallreduce", request, "all_reduce");
+          !s)
+        return s;
+    }
+    return Status::success();
   }
   Status allGatherRaw(const void *in, void *out, size_t bytes) override {
-    MPI_Request request;
-    return complete(MPI_Iallgather(in, static_cast<int>(bytes), MPI_BYTE, out,
-                                   static_cast<int>(bytes), MPI_BYTE, comm,
-                                   &request),
-                    "MPI_Iallgather", request, "all_gather");
+    if (bytes <= static_cast<size_t>(messageLimit)) {
+      MPI_Request request;
+      return complete(MPI_Iallgather(in, static_cast<int>(bytes), MPI_BYTE, out,
+                                     static_cast<int>(bytes), MPI_BYTE, comm,
+                                     &request),
+                      "MPI_Iallgather", request, "all_gather");
+    }
+    // In pieces: piece k of every rank's block lands `bytes` apart, which a
+    // receive type of one piece stretched to `bytes` describes.
+    for (size_t offset = 0; offset < bytes; offset += messageLimit) {
+      int piece = static_cast<int>(
+          std::min<size_t>(static_cast<size_t>(messageLimit), bytes - offset));
+      MPI_Datatype contiguous, spaced;
+      MPI_Type_contiguous(piece, MPI_BYTE, &contiguous);
+      MPI_Type_create_resized(contiguous, 0, static_cast<MPI_Aint>(bytes),
+                              &spaced);
+      MPI_Type_commit(&spaced);
+      MPI_Request request;
+      Status s =
+          complete(MPI_Iallgather(static_cast<const char *>(in) + offset, piece,
+                                  MPI_BYTE, static_cast<char *>(out) + offset,
+                                  1, spaced, comm, &request),
+                   "MPI_Iallgather", request, "all_gather");
+      MPI_Type_free(&spaced);
+      MPI_Type_free(&contiguous);
+      if (!s)
+        return s;
+    }
+    return Status::success();
   }
   Status allGatherBlocks(const void *in, void *out, int64_t outer,
                          size_t block) override {
@@ -341,11 +386,35 @@ protected:
     if (mpiType(dtype) == MPI_DATATYPE_NULL)
       return Status::error(std::string("reduce_scatter of ") +
                            dtypeName(dtype) + " is not supported");
-    MPI_Request request;
-    return complete(MPI_Ireduce_scatter_block(in, out, static_cast<int>(count),
-                                              mpiType(dtype), MPI_SUM, comm,
-                                              &request),
-                    "MPI_Ireduce_scatter_block", request, "reduce_scatter");
+    if (count <= messageLimit) {
+      MPI_Request request;
+      return complete(
+          MPI_Ireduce_scatter_block(in, out, static_cast<int>(count),
+                                    mpiType(dtype), MPI_SUM, comm, &request),
+          "MPI_Ireduce_scatter_block", request, "reduce_scatter");
+    }
+    // In pieces: a reduction to each rank of a piece of its block (MPI's
+    // predefined sums take no strided types).
+    const size_t size = dtypeSize(dtype);
+    for (int64_t offset = 0; offset < count; offset += messageLimit) {
+      int piece =
+          static_cast<int>(std::min<int64_t>(messageLimit, count - offset));
+      for (int root = 0; root < ranks; ++root) {
+        const char *from = static_cast<const char *>(in) +
+                           (static_cast<size_t>(root) * count + offset) * size;
+        MPI_Request request;
+        if (Status s = complete(
+                MPI_Ireduce(
+                    from,
+                    root == rankId ? static_cast<char *>(out) + offset * size
+                                   : nullptr,
+                    piece, mpiType(dtype), MPI_SUM, root, comm, &request),
+                "MPI_Ireduce", request, "reduce_scatter");
+            !s)
+          return s;
+      }
+    }
+    return Status::success();
   }
 
 private:
@@ -454,7 +523,7 @@ Status broadcastBytes(Communicator &comm, void *data, size_t bytes, int root) {
   if (!started || comm.size() == 1)
     return Status::success();
   auto *p = static_cast<char *>(data);
-  const size_t chunk = static_cast<size_t>(std::numeric_limits<int>::max());
+  const size_t chunk = static_cast<size_t>(messageLimit);
   for (size_t offset = 0; offset < bytes; offset += chunk) {
     MPI_Request request;
     int count = static_cast<int>(std::min(chunk, bytes - offset));

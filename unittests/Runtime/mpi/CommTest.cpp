@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
 #include <numeric>
 
 #include <dirent.h>
@@ -254,6 +255,43 @@ TEST(MPIComm, BroadcastCopiesRootBytesEverywhere) {
   std::vector<int64_t> data(1000, world->rank() == 2 ? 7 : -1);
   ASSERT_TRUE(broadcastBytes(*world, data.data(), data.size() * 8, 2));
   EXPECT_EQ(data, std::vector<int64_t>(1000, 7));
+}
+
+// MPI counts in ints: collectives over more than 2^31 - 1 elements go in
+// pieces, tried here with pieces of 3 (bytes for gathers and broadcasts,
+// elements for sums), none of which divides the sizes.
+TEST(MPIComm, CollectivesLargerThanOneMessageGoInPieces) {
+  setMPIMessageLimit(3);
+  const float r = static_cast<float>(world->rank());
+  std::vector<float> x(10), sum(10);
+  for (int i = 0; i < 10; ++i)
+    x[i] = 10 * r + i;
+  Tensor summed = view(sum, {10});
+  ASSERT_TRUE(world->allReduceSum(view(x, {10}), summed));
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(sum[i], 10 * (0 + 1 + 2 + 3) + 4 * i) << i;
+
+  std::vector<float> local(7), full(28);
+  for (int i = 0; i < 7; ++i)
+    local[i] = 100 * r + i;
+  Tensor gathered = view(full, {28});
+  ASSERT_TRUE(world->allGather(view(local, {7}), gathered, 0));
+  for (int k = 0; k < 4; ++k)
+    for (int i = 0; i < 7; ++i)
+      EXPECT_EQ(full[k * 7 + i], 100.0f * k + i) << k << "," << i;
+
+  std::vector<float> whole(20), mine(5);
+  for (int i = 0; i < 20; ++i)
+    whole[i] = r + i;
+  Tensor shard = view(mine, {5});
+  ASSERT_TRUE(world->reduceScatterSum(view(whole, {20}), shard, 0));
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(mine[i], 6 + 4 * (5 * r + i)) << i;
+
+  std::vector<int64_t> data(11, world->rank() == 1 ? 5 : -1);
+  ASSERT_TRUE(broadcastBytes(*world, data.data(), data.size() * 8, 1));
+  EXPECT_EQ(data, std::vector<int64_t>(11, 5));
+  setMPIMessageLimit(std::numeric_limits<int>::max());
 }
 
 TEST(MPIComm, SplittingAWrongGridIsAnError) {
