@@ -370,11 +370,13 @@ LogicalResult AutodiffPass::returnGradients(OpBuilder &b, func::FuncOp func,
         NamedAttribute(MPDialect::getNameAttrName(),
                        StringAttr::get(ctx, "grads/" + param.getSymName()))};
     if (param.getGrid()) {
-      attrs.push_back(NamedAttribute(StringAttr::get(ctx, "mp.shard_axis"),
-                                     param.getShardAxisAttr()));
+      attrs.push_back(NamedAttribute(
+          StringAttr::get(ctx, MPDialect::getShardAxisAttrName()),
+          param.getShardAxisAttr()));
       if (param.getShardGroupsAttr())
-        attrs.push_back(NamedAttribute(StringAttr::get(ctx, "mp.shard_groups"),
-                                       param.getShardGroupsAttr()));
+        attrs.push_back(NamedAttribute(
+            StringAttr::get(ctx, MPDialect::getShardGroupsAttrName()),
+            param.getShardGroupsAttr()));
     }
     resultAttrs.push_back(DictionaryAttr::get(ctx, attrs));
   }
@@ -439,7 +441,7 @@ void AutodiffPass::runOnOperation() {
   // train step's (whose forward values live on into the backward).
   if (FailureOr<MemoryPlan> forwardPlan = MemoryPlan::compute(func);
       succeeded(forwardPlan))
-    func->setAttr("mp.forward_arena_bytes",
+    func->setAttr(MPDialect::getForwardArenaBytesAttrName(),
                   IntegerAttr::get(IntegerType::get(&getContext(), 64),
                                    forwardPlan->peakBytes()));
   OpBuilder b(ret);

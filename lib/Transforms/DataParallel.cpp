@@ -25,8 +25,9 @@ struct DataParallelPass
       return signalPassFailure();
     }
     Builder b(module.getContext());
-    module->setAttr("mp.data_parallel", b.getI64IntegerAttr(dp));
-    module->setAttr("mp.zero", b.getI64IntegerAttr(zero));
+    module->setAttr(MPDialect::getDataParallelAttrName(),
+                    b.getI64IntegerAttr(dp));
+    module->setAttr(MPDialect::getZeroAttrName(), b.getI64IntegerAttr(zero));
   }
 };
 

@@ -116,7 +116,8 @@ ParamOp ownParameter(Value v, Operation *user) {
   auto param =
       SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
   auto module = get->getParentOfType<ModuleOp>();
-  if (!param || param.getPart() || param->hasAttr("mp.tied_copies"))
+  if (!param || param.getPart() ||
+      param->hasAttr(MPDialect::getTiedCopiesAttrName()))
     return ParamOp();
   std::optional<SymbolTable::UseRange> uses =
       SymbolTable::getSymbolUses(param.getSymNameAttr(), module);

@@ -274,7 +274,8 @@ void Splitter::build(OpBuilder &b, Place fn) {
       if (isa<BlockArgument>(v))
         inputs.insert(v);
   for (Value v : inputs)
-    addArg(v, idAttr("mp.input", cast<BlockArgument>(v).getArgNumber()));
+    addArg(v, idAttr(MPDialect::getInputAttrName(),
+                     cast<BlockArgument>(v).getArgNumber()));
   for (auto &[v, need] : needs) {
     bool received = forward ? (need.def.phase == Forward &&
                                need.def.stage < k && k <= need.forwardUntil)
@@ -286,7 +287,7 @@ void Splitter::build(OpBuilder &b, Place fn) {
   if (!forward)
     for (auto &[v, need] : needs)
       if (need.def.phase == Forward && need.stashAt.count(k))
-        addArg(v, idAttr("mp.stash", need.id));
+        addArg(v, idAttr(MPDialect::getStashAttrName(), need.id));
 
   // Results: sends, then stash, then the program's results it computes.
   SmallVector<Value> resultValues;
@@ -309,7 +310,7 @@ void Splitter::build(OpBuilder &b, Place fn) {
   if (forward)
     for (auto &[v, need] : needs)
       if (need.def.phase == Forward && need.stashAt.count(k))
-        addResult(v, idAttr("mp.stash", need.id), {});
+        addResult(v, idAttr(MPDialect::getStashAttrName(), need.id), {});
   // A result no chunk computes (a constant gradient) comes from the last
   // function built: the first chunk's backward, or the last chunk's forward.
   bool lastBuilt =
@@ -325,10 +326,11 @@ void Splitter::build(OpBuilder &b, Place fn) {
         if (!mine)
           continue;
         SmallVector<NamedAttribute> extra{NamedAttribute(
-            StringAttr::get(ctx, "mp.partial"), UnitAttr::get(ctx))};
+            StringAttr::get(ctx, MPDialect::getPartialAttrName()),
+            UnitAttr::get(ctx))};
         if (DictionaryAttr dict = main.getResultAttrDict(i))
           extra.append(dict.begin(), dict.end());
-        addResult(term, idAttr("mp.output", i),
+        addResult(term, idAttr(MPDialect::getOutputAttrName(), i),
                   DictionaryAttr::get(ctx, extra));
       }
       continue;
@@ -338,7 +340,8 @@ void Splitter::build(OpBuilder &b, Place fn) {
                     ? def->second.stage == k && def->second.phase == fn.phase
                     : lastBuilt;
     if (here)
-      addResult(v, idAttr("mp.output", i), main.getResultAttrDict(i));
+      addResult(v, idAttr(MPDialect::getOutputAttrName(), i),
+                main.getResultAttrDict(i));
   }
 
   // The body.
@@ -352,7 +355,7 @@ void Splitter::build(OpBuilder &b, Place fn) {
   func.setPrivate();
   func.setAllArgAttrs(argAttrs);
   func.setAllResultAttrs(resultAttrs);
-  func->setAttr("mp.chunk", b.getI64IntegerAttr(k));
+  func->setAttr(MPDialect::getChunkAttrName(), b.getI64IntegerAttr(k));
   Block *body = func.addEntryBlock();
   OpBuilder inner = OpBuilder::atBlockEnd(body);
   IRMapping map;

@@ -37,11 +37,9 @@ using namespace mp;
 
 namespace {
 
-constexpr StringLiteral kRegionAttr = "mp.recompute";
-constexpr StringLiteral kRecomputedAttr = "mp.recomputed";
-constexpr StringLiteral kBackwardAttr = "mp.backward";
-
-bool isBackward(Operation *op) { return op->hasAttr(kBackwardAttr); }
+bool isBackward(Operation *op) {
+  return op->hasAttr(MPDialect::getBackwardAttrName());
+}
 
 /// Sequence parallelism's gather of activations [batch, sequence, ...]
 /// along the sequence (not a gather of logits over the vocabulary).
@@ -182,7 +180,8 @@ LogicalResult RecomputePass::mark(func::FuncOp func, const Policy &p) {
         region = regionOf(stage, *layer);
     }
     if (region) {
-      op.setAttr(kRegionAttr, b.getI64IntegerAttr(*region));
+      op.setAttr(MPDialect::getRecomputeAttrName(),
+                 b.getI64IntegerAttr(*region));
       ++marked;
     }
   }
@@ -203,7 +202,7 @@ void RecomputePass::apply(func::FuncOp func) {
   for (Operation &op : body.without_terminator()) {
     if (isBackward(&op))
       continue;
-    if (auto region = intAttr(&op, kRegionAttr))
+    if (auto region = intAttr(&op, MPDialect::getRecomputeAttrName()))
       regions[*region].push_back(&op);
     // Sequence parallelism's gathers, gathered again in the backward
     // (Megatron keeps the sharded input, not the gathered one).
@@ -226,7 +225,8 @@ void RecomputePass::apply(func::FuncOp func) {
     const std::optional<int64_t> stage =
         intAttr(ops.front(), MPDialect::getStageAttrName());
     auto readsCopies = [&](Operation *user) {
-      if (!isBackward(user) || user->hasAttr(kRecomputedAttr) ||
+      if (!isBackward(user) ||
+          user->hasAttr(MPDialect::getRecomputedAttrName()) ||
           intAttr(user, MPDialect::getStageAttrName()) != stage)
         return false;
       auto layer = intAttr(user, MPDialect::getLayerAttrName());
@@ -260,9 +260,9 @@ void RecomputePass::apply(func::FuncOp func) {
       if (!needed.contains(op))
         continue;
       Operation *clone = b.clone(*op, clones);
-      clone->removeAttr(kRegionAttr);
-      clone->setAttr(kBackwardAttr, b.getUnitAttr());
-      clone->setAttr(kRecomputedAttr, b.getUnitAttr());
+      clone->removeAttr(MPDialect::getRecomputeAttrName());
+      clone->setAttr(MPDialect::getBackwardAttrName(), b.getUnitAttr());
+      clone->setAttr(MPDialect::getRecomputedAttrName(), b.getUnitAttr());
     }
     // The backward reads the copies.
     for (Operation *op : ops) {
@@ -285,7 +285,8 @@ void RecomputePass::runOnOperation() {
   p.layers = layers;
   p.ops.assign(ops.begin(), ops.end());
   if (p.empty())
-    if (auto saved = module->getAttrOfType<DictionaryAttr>(kRegionAttr))
+    if (auto saved = module->getAttrOfType<DictionaryAttr>(
+            MPDialect::getRecomputeAttrName()))
       p = recorded(saved);
   bool gathers = false;
   module.walk([&](shard::AllGatherOp) { gathers = true; });
@@ -298,13 +299,13 @@ void RecomputePass::runOnOperation() {
     return signalPassFailure();
   bool marked = false, train = false;
   func->walk([&](Operation *op) {
-    marked |= op->hasAttr(kRegionAttr);
+    marked |= op->hasAttr(MPDialect::getRecomputeAttrName());
     train |= isBackward(op);
   });
   if (!p.empty()) {
     if (!marked && failed(mark(*func, p)))
       return signalPassFailure();
-    module->setAttr(kRegionAttr, record(b, p));
+    module->setAttr(MPDialect::getRecomputeAttrName(), record(b, p));
   }
   if (train)
     apply(*func);

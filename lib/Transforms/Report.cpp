@@ -59,9 +59,11 @@ Dims dimsOf(ModuleOp module, func::FuncOp func) {
   for (auto grid : module.getOps<shard::GridOp>())
     for (int64_t n : grid.getShape())
       d.t *= n;
-  if (auto dp = module->getAttrOfType<IntegerAttr>("mp.data_parallel"))
+  if (auto dp = module->getAttrOfType<IntegerAttr>(
+          MPDialect::getDataParallelAttrName()))
     d.d = std::max<int64_t>(dp.getInt(), 1);
-  if (auto zero = module->getAttrOfType<IntegerAttr>("mp.zero"))
+  if (auto zero =
+          module->getAttrOfType<IntegerAttr>(MPDialect::getZeroAttrName()))
     d.zero = zero.getInt() == 1;
   if (auto plan = module->getAttrOfType<DictionaryAttr>(
           MPDialect::getPipelineAttrName())) {
@@ -72,7 +74,8 @@ Dims dimsOf(ModuleOp module, func::FuncOp func) {
             plan.getAs<StringAttr>("schedule").getValue()))
       d.schedule = *kind;
   }
-  if (auto policy = module->getAttrOfType<DictionaryAttr>("mp.recompute")) {
+  if (auto policy = module->getAttrOfType<DictionaryAttr>(
+          MPDialect::getRecomputeAttrName())) {
     if (auto g = policy.getAs<StringAttr>("granularity"))
       d.recompute = g.str().empty() ? "kinds" : g.str();
     if (auto m = policy.getAs<StringAttr>("method"))
@@ -285,7 +288,7 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
       const double flops =
           costed.getFlops() * double(d.t) * microbatchesPerStep;
       f.hardwareFlops += flops;
-      if (!op->hasAttr("mp.recomputed"))
+      if (!op->hasAttr(MPDialect::getRecomputedAttrName()))
         f.modelFlops += flops;
     }
     if (auto traffic = collectiveBytes(op, d.t)) {
@@ -416,7 +419,8 @@ private:
 void ReportPass::printText(const Figures &f, ModuleOp module,
                            llvm::raw_ostream &os) {
   const Dims &d = f.dims;
-  auto source = module->getAttrOfType<StringAttr>("mp.source");
+  auto source =
+      module->getAttrOfType<StringAttr>(MPDialect::getSourceAttrName());
   os << "mp report of " << (source ? source.getValue() : "the module") << "\n";
   os << llvm::format("  layout       tp=%lld%s pp=%lld vp=%lld dp=%lld%s, "
                      "%lld micro-batch(es) of %lldx%lld per step, "

@@ -28,8 +28,6 @@ using namespace mp;
 
 namespace {
 
-constexpr StringLiteral kShardAxis = "mp.shard_axis";
-
 /// The all_gather that `result` is, when returning its operand instead is
 /// the same as returning it gathered over the whole grid (the communicator
 /// mp-run gathers outputs over): a gather over the only axis of a
@@ -69,14 +67,14 @@ struct ShardOutputsPass
     bool changed = false;
     for (OpOperand &operand : ret->getOpOperands()) {
       unsigned i = operand.getOperandNumber();
-      if (func.getResultAttr(i, kShardAxis))
+      if (func.getResultAttr(i, MPDialect::getShardAxisAttrName()))
         continue;
       shard::AllGatherOp gather = deferrableGather(operand.get(), symbols);
       if (!gather)
         continue;
       operand.set(gather.getInput());
       func.setResultAttr(
-          i, kShardAxis,
+          i, MPDialect::getShardAxisAttrName(),
           IntegerAttr::get(IntegerType::get(&getContext(), 64),
                            gather.getGatherAxis().getSExtValue()));
       gather->erase();

@@ -83,8 +83,10 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     llvm::raw_ostream &os = llvm::outs();
-    auto source = module->getAttrOfType<StringAttr>("mp.source");
-    auto opset = module->getAttrOfType<IntegerAttr>("mp.opset");
+    auto source =
+        module->getAttrOfType<StringAttr>(MPDialect::getSourceAttrName());
+    auto opset =
+        module->getAttrOfType<IntegerAttr>(MPDialect::getOpsetAttrName());
     os << "mp summary";
     if (source)
       os << " of " << source.getValue();
@@ -191,7 +193,7 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
   void summarizeReplicated(ModuleOp module, llvm::raw_ostream &os) {
     SmallVector<LinearOp> whole;
     module.walk([&](LinearOp l) {
-      if (l->hasAttr("mp.replicated"))
+      if (l->hasAttr(MPDialect::getReplicatedAttrName()))
         whole.push_back(l);
     });
     if (whole.empty())
@@ -206,7 +208,9 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
         os << "@" << weight.getName() << ": ";
       else if (auto name = dyn_cast<NameLoc>(l.getLoc()))
         os << name.getName() << ": ";
-      os << l->getAttrOfType<StringAttr>("mp.replicated").getValue() << "\n";
+      os << l->getAttrOfType<StringAttr>(MPDialect::getReplicatedAttrName())
+                .getValue()
+         << "\n";
     }
     if (whole.size() > kShown)
       os << "    ... and " << whole.size() - kShown << " more\n";
@@ -240,15 +244,17 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
   void summarizeOptimizer(ModuleOp module, double values, double paramBytes,
                           llvm::raw_ostream &os) {
     FailureOr<func::FuncOp> func = getEntryFunction(module);
-    if (failed(func) || !(*func)->hasAttr("mp.forward_arena_bytes") ||
+    if (failed(func) ||
+        !(*func)->hasAttr(MPDialect::getForwardArenaBytesAttrName()) ||
         values <= 0)
       return;
     auto attr = [&](StringRef name) {
       auto a = module->getAttrOfType<IntegerAttr>(name);
       return a ? a.getInt() : 0;
     };
-    const int64_t dp = std::max<int64_t>(attr("mp.data_parallel"), 1);
-    const bool zero = attr("mp.zero") == 1;
+    const int64_t dp =
+        std::max<int64_t>(attr(MPDialect::getDataParallelAttrName()), 1);
+    const bool zero = attr(MPDialect::getZeroAttrName()) == 1;
     const double perParam = paramBytes / values;
     const double state = zero ? 12.0 / dp : 12.0;
     const double total = perParam + 4 + state;
@@ -290,7 +296,8 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     os << (shapeOnly ? " (shapes only)" : "") << "\n";
     summarizeOptimizer(module, localValues, localBytes, os);
     for (auto param : module.getOps<ParamOp>())
-      if (auto copies = param->getAttrOfType<ArrayAttr>("mp.tied_copies"))
+      if (auto copies = param->getAttrOfType<ArrayAttr>(
+              MPDialect::getTiedCopiesAttrName()))
         for (Attribute copy : copies)
           os << "  tied        @" << param.getSymName()
              << " read transposed in place of '"

@@ -286,7 +286,8 @@ void TensorParallelPass::reportWhole(
       at = stop->second.op;
       why = describeStop(stop->second);
     }
-    linear->setAttr("mp.replicated", StringAttr::get(&getContext(), why));
+    linear->setAttr(MPDialect::getReplicatedAttrName(),
+                    StringAttr::get(&getContext(), why));
     InFlightDiagnostic diag = linear->emitWarning()
                               << "this linear stays whole (replicated on all "
                               << static_cast<int64_t>(tp) << " ranks): " << why;

@@ -83,10 +83,11 @@ void readTransposed(ParamOp copy, ParamOp source, ArrayRef<GetParamOp> reads) {
     get.erase();
   }
   SmallVector<Attribute> copies;
-  if (auto old = source->getAttrOfType<ArrayAttr>("mp.tied_copies"))
+  if (auto old = source->getAttrOfType<ArrayAttr>(
+          mp::MPDialect::getTiedCopiesAttrName()))
     copies.append(old.begin(), old.end());
   copies.push_back(copy.getSymNameAttr());
-  source->setAttr("mp.tied_copies",
+  source->setAttr(mp::MPDialect::getTiedCopiesAttrName(),
                   ArrayAttr::get(source.getContext(), copies));
   copy.erase();
 }

@@ -337,8 +337,10 @@ OwningOpRef<ModuleOp> Importer::run() {
   Location fileLoc = FileLineColLoc::get(ctx, model.path, 0, 0);
   OwningOpRef<ModuleOp> owned = ModuleOp::create(fileLoc);
   module = *owned;
-  module->setAttr("mp.source", builder.getStringAttr(model.path));
-  module->setAttr("mp.opset", builder.getI64IntegerAttr(model.originalOpset));
+  module->setAttr(MPDialect::getSourceAttrName(),
+                  builder.getStringAttr(model.path));
+  module->setAttr(MPDialect::getOpsetAttrName(),
+                  builder.getI64IntegerAttr(model.originalOpset));
   if (failed(checkSupportedOps()) || failed(declareInitializers()) ||
       failed(createFunction()))
     return nullptr;

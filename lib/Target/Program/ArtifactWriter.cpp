@@ -536,16 +536,20 @@ LogicalResult Lowering::run() {
     auto *binding = prog.add_outputs();
     binding->set_name(bindingName(func.getResultAttrDict(i), "output", i));
     binding->set_buffer(bufferOf.at(v));
-    binding->set_partial(func.getResultAttr(i, "mp.partial") != nullptr);
-    if (auto axis = func.getResultAttrOfType<IntegerAttr>(i, "mp.shard_axis")) {
-      auto groups = func.getResultAttrOfType<IntegerAttr>(i, "mp.shard_groups");
+    binding->set_partial(
+        func.getResultAttr(i, MPDialect::getPartialAttrName()) != nullptr);
+    if (auto axis = func.getResultAttrOfType<IntegerAttr>(
+            i, MPDialect::getShardAxisAttrName())) {
+      auto groups = func.getResultAttrOfType<IntegerAttr>(
+          i, MPDialect::getShardGroupsAttrName());
       binding->mutable_sharding()->set_axis(axis.getInt());
       binding->mutable_sharding()->set_groups(groups ? groups.getInt() : 1);
     }
   }
   summary.unplannedBytes = plan.unplannedBytes();
   summary.arenaBytes = plan.peakBytes();
-  if (auto forward = func->getAttrOfType<IntegerAttr>("mp.forward_arena_bytes"))
+  if (auto forward = func->getAttrOfType<IntegerAttr>(
+          MPDialect::getForwardArenaBytesAttrName()))
     summary.forwardArenaBytes = forward.getInt();
   summary.instructions = prog.instructions_size();
   prog.set_arena_bytes(summary.arenaBytes);
@@ -646,7 +650,8 @@ LogicalResult mp::writeProgram(ModuleOp module, func::FuncOp func,
   prog.set_producer("mp-opt");
   prog.set_synthetic_weights(syntheticWeights);
   prog.set_parameters_from(parametersFrom.str());
-  if (auto source = module->getAttrOfType<StringAttr>("mp.source"))
+  if (auto source =
+          module->getAttrOfType<StringAttr>(MPDialect::getSourceAttrName()))
     prog.set_source(source.str());
   int64_t ranks = 1;
   for (auto grid : module.getOps<shard::GridOp>()) {
@@ -659,9 +664,11 @@ LogicalResult mp::writeProgram(ModuleOp module, func::FuncOp func,
       ranks *= d;
     }
   }
-  if (auto dp = module->getAttrOfType<IntegerAttr>("mp.data_parallel"))
+  if (auto dp = module->getAttrOfType<IntegerAttr>(
+          MPDialect::getDataParallelAttrName()))
     prog.set_data_parallel(dp.getInt());
-  if (auto zero = module->getAttrOfType<IntegerAttr>("mp.zero"))
+  if (auto zero =
+          module->getAttrOfType<IntegerAttr>(MPDialect::getZeroAttrName()))
     prog.set_zero(static_cast<int32_t>(zero.getInt()));
   summary.ranks = ranks;
   std::vector<rt::SafetensorsWriter> params;

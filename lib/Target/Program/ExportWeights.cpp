@@ -322,7 +322,8 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
              << "ONNX initializer '" << initName << "' is not a float tensor";
     // Transposed copies folding made of it (a tied LM head) get the
     // trained values too.
-    if (auto copies = param->getAttrOfType<ArrayAttr>("mp.tied_copies")) {
+    if (auto copies = param->getAttrOfType<ArrayAttr>(
+            MPDialect::getTiedCopiesAttrName())) {
       auto shape = param.getTensorType().getShape();
       for (Attribute copy : copies) {
         auto target = initializers.find(cast<StringAttr>(copy).str());

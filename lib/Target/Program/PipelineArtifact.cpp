@@ -89,7 +89,8 @@ LogicalResult mp::writePipelineArtifact(ModuleOp module, StringRef dirName,
 
   std::vector<ChunkFunctions> chunks(static_cast<size_t>(dims.virtualStages()));
   for (auto func : module.getOps<func::FuncOp>()) {
-    auto chunk = func->getAttrOfType<IntegerAttr>("mp.chunk");
+    auto chunk =
+        func->getAttrOfType<IntegerAttr>(MPDialect::getChunkAttrName());
     if (!chunk || chunk.getInt() < 0 || chunk.getInt() >= dims.virtualStages())
       return func.emitError()
              << "a pipeline artifact is written from the chunk functions of "
@@ -113,7 +114,8 @@ LogicalResult mp::writePipelineArtifact(ModuleOp module, StringRef dirName,
   pipe.set_microbatches(dims.microbatches);
   pipe.set_schedule(pipeline::scheduleName(kind));
   pipe.set_train(train);
-  if (auto dp = module->getAttrOfType<IntegerAttr>("mp.data_parallel"))
+  if (auto dp = module->getAttrOfType<IntegerAttr>(
+          MPDialect::getDataParallelAttrName()))
     pipe.set_data_parallel(dp.getInt());
 
   // The schedule, as the runtime will run it.
@@ -143,18 +145,21 @@ LogicalResult mp::writePipelineArtifact(ModuleOp module, StringRef dirName,
       if (!func)
         continue;
       for (unsigned i = 0; i < func.getNumArguments(); ++i)
-        if (auto in = func.getArgAttrOfType<IntegerAttr>(i, "mp.input"))
+        if (auto in = func.getArgAttrOfType<IntegerAttr>(
+                i, MPDialect::getInputAttrName()))
           if (failed(addSpec(inputs, "input", in.getInt(),
                              func.getArgAttrDict(i), func.getArgumentTypes()[i],
                              func.getLoc())))
             return failure();
       for (unsigned i = 0; i < func.getNumResults(); ++i) {
-        if (auto out = func.getResultAttrOfType<IntegerAttr>(i, "mp.output"))
+        if (auto out = func.getResultAttrOfType<IntegerAttr>(
+                i, MPDialect::getOutputAttrName()))
           if (failed(addSpec(outputs, "output", out.getInt(),
                              func.getResultAttrDict(i),
                              func.getResultTypes()[i], func.getLoc())))
             return failure();
-        if (func == c.forward && func.getResultAttr(i, "mp.stash"))
+        if (func == c.forward &&
+            func.getResultAttr(i, MPDialect::getStashAttrName()))
           stash += bytesOf(func.getResultTypes()[i]);
       }
     }

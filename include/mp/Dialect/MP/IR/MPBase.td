@@ -42,6 +42,76 @@ def MP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getNameAttrName() {
       return ::llvm::StringLiteral("mp.name");
     }
+    /// Names of the result attributes of a function result that is this
+    /// rank's shard of a whole value (a sharded parameter's gradient, an
+    /// output mp-shard-outputs left ungathered): the dimension it is cut
+    /// along, and the number of groups that dimension holds (a fused weight
+    /// cut group by group).
+    static constexpr ::llvm::StringLiteral getShardAxisAttrName() {
+      return ::llvm::StringLiteral("mp.shard_axis");
+    }
+    static constexpr ::llvm::StringLiteral getShardGroupsAttrName() {
+      return ::llvm::StringLiteral("mp.shard_groups");
+    }
+    /// Parameter attribute: the other parameters holding the same data (a tied
+    /// embedding and LM head), for --mp-summary and weight export.
+    static constexpr ::llvm::StringLiteral getTiedCopiesAttrName() {
+      return ::llvm::StringLiteral("mp.tied_copies");
+    }
+    /// Module attribute: the data-parallel replica count (mp-data-parallel).
+    static constexpr ::llvm::StringLiteral getDataParallelAttrName() {
+      return ::llvm::StringLiteral("mp.data_parallel");
+    }
+    /// Module attribute: the ZeRO stage the optimizer state is sharded by.
+    static constexpr ::llvm::StringLiteral getZeroAttrName() {
+      return ::llvm::StringLiteral("mp.zero");
+    }
+    /// Module attribute: the path of the ONNX model imported.
+    static constexpr ::llvm::StringLiteral getSourceAttrName() {
+      return ::llvm::StringLiteral("mp.source");
+    }
+    /// Module attribute: the ONNX opset the model was exported with.
+    static constexpr ::llvm::StringLiteral getOpsetAttrName() {
+      return ::llvm::StringLiteral("mp.opset");
+    }
+    /// Linear attribute: why tensor parallelism left it whole.
+    static constexpr ::llvm::StringLiteral getReplicatedAttrName() {
+      return ::llvm::StringLiteral("mp.replicated");
+    }
+    /// Train-step attribute: the arena peak of the forward pass alone.
+    static constexpr ::llvm::StringLiteral getForwardArenaBytesAttrName() {
+      return ::llvm::StringLiteral("mp.forward_arena_bytes");
+    }
+    /// Pipeline-chunk result attribute: a partial value (summed over
+    /// micro-batches by the runtime).
+    static constexpr ::llvm::StringLiteral getPartialAttrName() {
+      return ::llvm::StringLiteral("mp.partial");
+    }
+    /// Pipeline-chunk argument/result attribute: the id of an activation the
+    /// forward stashes for its backward.
+    static constexpr ::llvm::StringLiteral getStashAttrName() {
+      return ::llvm::StringLiteral("mp.stash");
+    }
+    /// Pipeline-chunk argument attribute: the model input it is.
+    static constexpr ::llvm::StringLiteral getInputAttrName() {
+      return ::llvm::StringLiteral("mp.input");
+    }
+    /// Pipeline-chunk result attribute: the model output it is.
+    static constexpr ::llvm::StringLiteral getOutputAttrName() {
+      return ::llvm::StringLiteral("mp.output");
+    }
+    /// Function attribute: the pipeline chunk a function runs.
+    static constexpr ::llvm::StringLiteral getChunkAttrName() {
+      return ::llvm::StringLiteral("mp.chunk");
+    }
+    /// Module attribute: the recompute policy (mp-recompute).
+    static constexpr ::llvm::StringLiteral getRecomputeAttrName() {
+      return ::llvm::StringLiteral("mp.recompute");
+    }
+    /// Op attribute: a recomputed copy of a forward op (mp-recompute).
+    static constexpr ::llvm::StringLiteral getRecomputedAttrName() {
+      return ::llvm::StringLiteral("mp.recomputed");
+    }
   }];
 }
 
