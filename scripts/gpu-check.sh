@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The GPU check, on a machine with a GPU: the runtime built there, the CUDA
 # kernel tests, every bundled model run on the GPU and compared with its
-# PyTorch reference (fp32, and bf16 on the GPU), and the GPU benchmark
-# against PyTorch on the same GPU.
+# PyTorch reference (fp32, and bf16 on the GPU), each model's train step and
+# 10 training steps against PyTorch's, and the GPU benchmark against
+# PyTorch on the same GPU.
 # Uses build-gpu-carry/ from scripts/gpu-prepare.sh (run that where the
 # compiler and the runtime's libraries are). Prints a summary line; exits
-# non-zero if anything failed. Fits in 9 minutes.
+# non-zero if anything failed. Fits in 9 minutes and a quarter.
 #
 # --dry-run rehearses the whole check on a machine without a GPU: the same
 # steps with --device cpu (fp32 only; the CUDA tests skip), to catch a broken
@@ -73,9 +74,11 @@ check() { # name, command...
   return 1
 }
 
-# Every step has a time limit, so the whole check ends within 9 minutes even
+# Every step has a time limit, so the whole check ends within 9.2 minutes even
 # if something hangs (runtime build 150 s, kernel tests 45 s, sanitizer
-# 75 s, models 15 s each in fp32 and bf16, benchmark 110 s: 530 s in all).
+# 75 s, models 10 s each in fp32 and bf16 and as train steps (fp32, and
+# gpt2 in bf16), 10 training steps 10 s, benchmark 110 s: 550 s in all;
+# each takes a few seconds when it works).
 
 # The runtime built here from this working tree (compiler and MPI off,
 # sm_90) with this machine's compiler, CMake and CUDA toolkit, and the other
@@ -217,14 +220,37 @@ if [ "$DEVICE" = cpu ]; then
 fi
 for m in gpt2 gpt2_untied bert llama llama_range; do
   check "$m on $DEVICE vs PyTorch" bash -c "
-    timeout 15 '$RUN/mp-run' '$CARRY/artifacts/$m' --device $DEVICE \
+    timeout 10 '$RUN/mp-run' '$CARRY/artifacts/$m' --device $DEVICE \
       --input input_ids=models/$m/inputs/input_ids.npy --output-dir '$WORK/$m' &&
     $PY test/Runtime/compare_npy.py '$WORK/$m' models/$m/outputs"
 done
+# Training on the device: each model's train step (loss and every
+# gradient, the CUDA gradient kernels) against PyTorch's, as train.test on
+# the CPU, and 10 AdamW steps of mp-run --train against PyTorch's run.
+for m in gpt2 gpt2_untied bert llama llama_range; do
+  check "$m train step on $DEVICE vs PyTorch" bash -c "
+    timeout 10 '$RUN/mp-run' '$CARRY/artifacts/${m}_train' --device $DEVICE \
+      --input input_ids=models/$m/inputs/input_ids.npy --input labels=models/$m/targets.npy \
+      --output-dir '$WORK/${m}_train' --warmup 0 --iterations 1 --quiet &&
+    $PY test/Runtime/compare_npy.py '$WORK/${m}_train' models/$m --names loss --tolerance 1e-5 &&
+    $PY test/Runtime/compare_npy.py '$WORK/${m}_train/grads' models/$m/grads --floor 1e-2"
+done
+# bf16: the kernels that take f32 only run on f32 copies (Widen.cpp).
+check "gpt2 bf16 train step on $DEVICE vs PyTorch (fp32 reference, bf16 tolerance)" bash -c "
+  timeout 10 '$RUN/mp-run' '$CARRY/artifacts/gpt2_bf16_train' --device $DEVICE \
+    --input input_ids=models/gpt2/inputs/input_ids.npy --input labels=models/gpt2/targets.npy \
+    --output-dir '$WORK/gpt2_bf16_train' --warmup 0 --iterations 1 --quiet &&
+  $PY test/Runtime/compare_npy.py '$WORK/gpt2_bf16_train' models/gpt2 --names loss --tolerance 3e-2 &&
+  $PY test/Runtime/compare_npy.py '$WORK/gpt2_bf16_train/grads' models/gpt2/grads --tolerance 5e-2 --floor 1e-2"
+check "gpt2: 10 AdamW steps on $DEVICE vs PyTorch" bash -c "
+  timeout 10 '$RUN/mp-run' '$CARRY/artifacts/gpt2_train' --device $DEVICE --train \
+    --data models/gpt2/train/tokens.npy --steps 10 --lr 1e-3 --betas 0.9,0.95 \
+    --eps 1e-8 --weight-decay 0.1 --clip-grad 1.0 --log '$WORK/gpt2_train.jsonl' --quiet &&
+  $PY test/Runtime/compare_log.py '$WORK/gpt2_train.jsonl' models/gpt2/train"
 if [ "$DEVICE" = cuda ]; then
   for m in gpt2 gpt2_untied bert llama llama_range; do
     check "$m in bf16 on the GPU vs PyTorch (fp32 reference, bf16 tolerance)" bash -c "
-      timeout 15 '$RUN/mp-run' '$CARRY/artifacts/${m}_bf16' --device cuda \
+      timeout 10 '$RUN/mp-run' '$CARRY/artifacts/${m}_bf16' --device cuda \
         --input input_ids=models/$m/inputs/input_ids.npy --output-dir '$WORK/${m}_bf16' &&
       $PY test/Runtime/compare_npy.py '$WORK/${m}_bf16' models/$m/outputs --tolerance 3e-2"
   done

@@ -71,7 +71,11 @@ for m in gpt2 gpt2_untied bert llama llama_range; do
   "$MAIN/bin/mp-opt" "models/$m/model.onnx" --artifact "$CARRY/artifacts/$m" >/dev/null
   "$MAIN/bin/mp-opt" "models/$m/model.onnx" --mp-parallelize="tp=1 dtype=bf16" \
     --artifact "$CARRY/artifacts/${m}_bf16" >/dev/null
+  "$MAIN/bin/mp-opt" "models/$m/model.onnx" --mp-train \
+    --artifact "$CARRY/artifacts/${m}_train" >/dev/null
 done
+"$MAIN/bin/mp-opt" models/gpt2/model.onnx --mp-parallelize="tp=1 dtype=bf16" \
+  --mp-train --artifact "$CARRY/artifacts/gpt2_bf16_train" >/dev/null
 # Benchmarks with synthetic weights (the real ones would not fit the carry).
 tmp=$(mktemp -d)
 /usr/bin/python3 models/gen_gpt3_shape.py --layers 12 --hidden 768 --heads 12 \

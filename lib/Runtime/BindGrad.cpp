@@ -20,6 +20,14 @@ Status Binder::noKernel() const {
               " backend has no kernel for this op yet (train on the cpu)");
 }
 
+/// A device's cross-entropy gradients count their targets in the
+/// scratch crossEntropy uses.
+void Binder::reserveCountScratch(const Tensor &out) {
+  if (exe.kernels->crossEntropyScratch)
+    exe.kernelScratch =
+        std::max(exe.kernelScratch, exe.kernels->crossEntropyScratch(out));
+}
+
 Status Binder::positiveFloat(AttrName name, float &value) const {
   value = static_cast<float>(floatAttr(name));
   if (!(value > 0) || !std::isfinite(value))
@@ -78,6 +86,9 @@ Status Binder::bindNormGrad(Executable::Step &step, bool layer) {
   if (Status s = expectShape("scale gradient", out(1).shape, scale.shape); !s)
     return s;
   Tensor dx = out(0), dscale = out(1);
+  if (kernels->normGradScratch)
+    exe.kernelScratch =
+        std::max(exe.kernelScratch, kernels->normGradScratch(x, axis));
   if (layer)
     step.kernel = [kernels, x, scale, dy, axis, eps, dx, dscale]() mutable {
       return kernels->layerNormGrad(x, scale, dy, axis, eps, dx, dscale);
@@ -135,6 +146,9 @@ Status Binder::bindAttentionGrad(Executable::Step &step) {
     return s;
   bool causal = intAttr(AttrName::Causal) != 0;
   exe.flops += flops::attentionGrad(q.shape, k.shape, v.shape);
+  if (kernels->attentionGradScratch)
+    exe.kernelScratch =
+        std::max(exe.kernelScratch, kernels->attentionGradScratch(q, k, v));
   std::optional<Tensor> m = mask ? std::optional<Tensor>(*mask) : std::nullopt;
   Tensor dq = out(0), dk = out(1), dv = out(2);
   step.kernel = [kernels, q, k, v, m, o, dout, scale, causal, dq, dk,
@@ -186,6 +200,7 @@ Status Binder::bindCrossEntropyGrad(Executable::Step &step) {
   if (Status s = expectShape("result", out().shape, logits.shape); !s)
     return s;
   Tensor o = out();
+  reserveCountScratch(o);
   std::string where =
       "instruction '" + inst.op() + "' at '" + inst.location() + "'";
   step.kernel = [kernels, logits, targets, dloss, o,
@@ -237,6 +252,8 @@ Status Binder::bindVocabParallelCrossEntropy(Executable::Step &step) {
   const KernelTable *kernels = exe.kernels;
   if (Status s = needKernel(kernels->vocabParallelStats); !s)
     return s;
+  if (Status s = needKernel(kernels->vocabParallelLoss); !s)
+    return s;
   if (exe.axisComms.empty())
     return fail("needs a grid (a partitioned program)");
   const Tensor logits = in(0), targets = in(1);
@@ -251,11 +268,16 @@ Status Binder::bindVocabParallelCrossEntropy(Executable::Step &step) {
   int64_t offset, vocab;
   Communicator *group = exe.axisComms[0].get();
   vocabSlice(*group, logits.shape.back(), offset, vocab);
-  // Each rank's [positions, 3] statistics, gathered rank-major (host memory:
-  // the CPU's kernels; a device table has none yet).
+  // Each rank's [positions, 3] statistics, gathered rank-major, in the
+  // kernels' memory (the device's, which its communicator gathers).
   const int64_t positions = targets.numel();
-  auto stats = std::make_shared<std::vector<float>>(
-      static_cast<size_t>(positions * 3 * (group->size() + 1)));
+  void *block = nullptr;
+  const size_t bytes =
+      static_cast<size_t>(positions * 3 * (group->size() + 1)) * sizeof(float);
+  if (Status s = kernels->allocate(std::max<size_t>(bytes, 1), &block); !s)
+    return fail("cannot allocate the loss statistics: " + s.message);
+  std::shared_ptr<float> stats(static_cast<float *>(block),
+                               [kernels](float *p) { kernels->release(p); });
   std::string where =
       "instruction '" + inst.op() + "' at '" + inst.location() + "'";
   Tensor loss0 = out(0), lse = out(1);
@@ -266,9 +288,8 @@ Status Binder::bindVocabParallelCrossEntropy(Executable::Step &step) {
     if (Status s = check(); !s)
       return s;
     const int64_t ranks = group->size();
-    Tensor local{stats->data(), DType::F32, {1, positions, 3}};
-    Tensor all{
-        stats->data() + positions * 3, DType::F32, {ranks, positions, 3}};
+    Tensor local{stats.get(), DType::F32, {1, positions, 3}};
+    Tensor all{stats.get() + positions * 3, DType::F32, {ranks, positions, 3}};
     if (Status s = kernels->vocabParallelStats(logits, targets, offset, local);
         !s)
       return s;
@@ -299,6 +320,7 @@ Status Binder::bindVocabParallelCrossEntropyGrad(Executable::Step &step) {
   Communicator *group = exe.axisComms[0].get();
   vocabSlice(*group, logits.shape.back(), offset, vocab);
   Tensor o = out();
+  reserveCountScratch(o);
   std::string where =
       "instruction '" + inst.op() + "' at '" + inst.location() + "'";
   step.kernel =

@@ -137,6 +137,7 @@ private:
   }
   Status noKernel() const;
   Status positiveFloat(AttrName name, float &value) const;
+  void reserveCountScratch(const Tensor &out);
   Status bindLinearWeightGrad(Executable::Step &step);
   Status bindNormGrad(Executable::Step &step, bool layer);
   Status bindGeluGrad(Executable::Step &step);

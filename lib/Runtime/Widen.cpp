@@ -1,7 +1,8 @@
 //===- Widen.cpp - 16-bit float programs on kernels that compute in f32 ---===//
 //
 // A bf16 or fp16 program (mp-convert-precision) runs on the CPU although
-// most CPU kernels compute in f32: an instruction with 16-bit float
+// most CPU kernels compute in f32 (and on a GPU, whose table names the few
+// kernels that do): an instruction with 16-bit float
 // operands or results whose kernel has no 16-bit form is bound to the f32
 // kernel on f32 copies ("shadows") of them, and its step converts the
 // operands into their shadows before the kernel and the results back after
@@ -66,11 +67,15 @@ bool linearRunsInBf16(const program::Instruction &inst, Buffer buffer) {
 
 size_t Binder::widenedBytes(const Executable &exe,
                             const program::Instruction &inst) {
-  if (exe.kernels != &cpuKernelTable())
-    return 0;
   std::optional<contract::OpKind> kind = contract::opKindFromName(inst.op());
-  if (!kind || takesHalfFloats(*kind))
+  if (!kind)
     return 0;
+  if (exe.kernels != &cpuKernelTable()) {
+    if (!exe.kernels->widens || !exe.kernels->widens(*kind))
+      return 0;
+  } else if (takesHalfFloats(*kind)) {
+    return 0;
+  }
   auto buffer = [&](int id) -> const Tensor * {
     return id >= 0 && id < static_cast<int>(exe.buffers.size())
                ? &exe.buffers[id]

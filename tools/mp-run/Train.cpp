@@ -223,13 +223,26 @@ Status uploadWeights(Executable &exe, const std::vector<Slot> &slots,
   return Status::success();
 }
 
-TrainLayout TrainLayout::of(Executable &exe) {
+TrainLayout TrainLayout::of(Executable &exe, Communicator &world) {
   TrainLayout layout;
   layout.exe = &exe;
   layout.grid = &exe.gridComm();
   layout.data = exe.dataParallelComm();
   layout.replicas = exe.dataParallelSize();
   layout.zero = exe.shardedOptimizer();
+  // The optimizer's sums, gradient reductions and checkpoint gathers work on
+  // host buffers: ranks [replica][grid position], as mp-run lays them out.
+  const bool device = layout.grid->deviceMemory() ||
+                      (layout.data && layout.data->deviceMemory());
+  if (device) {
+    const std::vector<int64_t> ranks = {layout.replicas, exe.gridSize()};
+    stopIfAnyRankFailed(world, world.split(ranks, 1, layout.hostGrid));
+    layout.grid = layout.hostGrid.get();
+    if (layout.data) {
+      stopIfAnyRankFailed(world, world.split(ranks, 0, layout.hostData));
+      layout.data = layout.hostData.get();
+    }
+  }
   return layout;
 }
 
@@ -659,7 +672,7 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
   std::vector<Slot> slots;
   size_t idsInput, labelsInput;
   stopIfAnyRankFailed(world, bindTrainStep(exe, slots, idsInput, labelsInput));
-  TrainLayout layout = TrainLayout::of(exe);
+  TrainLayout layout = TrainLayout::of(exe, world);
   ProgramStep runner(exe, idsInput, labelsInput);
   return trainLoop(t, quiet, layout, slots, runner, exe.inputs()[idsInput],
                    exe.inputs()[labelsInput], world);

@@ -14,6 +14,7 @@
 #include "mp/Runtime/HostMemory.h"
 #include "mp/Runtime/Npy.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,12 @@ struct TrainLayout {
   /// Rows of the token file one step reads (batch x micro-batches x
   /// replicas): a resumed run must read alike.
   int64_t rowsPerStep = 0;
-  static TrainLayout of(Executable &exe);
+  /// The groups of `exe`'s program, as host-memory communicators: its own,
+  /// or on a GPU (whose program communicates over NCCL, in device memory)
+  /// the same ranks split from `world` (MPI) into hostGrid and hostData.
+  /// Collective over `world`.
+  static TrainLayout of(Executable &exe, Communicator &world);
+  std::unique_ptr<Communicator> hostGrid, hostData;
 };
 
 /// Runs one train step on a batch (token ids and labels, the whole batch

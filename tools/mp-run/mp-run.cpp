@@ -590,14 +590,6 @@ int main(int argc, char **argv) {
       device = Device::CUDA;
     else if (rankId == 0 && !o.quiet)
       std::printf("mp-run: note: running on the cpu: %s\n", reason.c_str());
-    // The CUDA backend has no gradient kernels yet (--device cuda says so
-    // at load): by default, training runs where it can.
-    if (device == Device::CUDA && o.train.enabled && !gpu->linearWeightGrad) {
-      device = Device::CPU;
-      if (rankId == 0 && !o.quiet)
-        std::printf("mp-run: note: training runs on the cpu (the cuda "
-                    "backend has no gradient kernels yet)\n");
-    }
   }
   // All ranks must run on one kind of device (they would otherwise wait in
   // different collectives). anyRankFailed is an OR over the ranks.

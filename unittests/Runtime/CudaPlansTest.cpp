@@ -25,8 +25,9 @@ using namespace mp::rt::cuda;
 
 namespace {
 
-/// cublasGemmStridedBatchedEx(transa = c.transFirst, transb = N) on host
-/// memory: C[i + j*ldc] = alpha · sum_l opA(i, l) · B[l + j*ldb], per batch.
+/// cublasGemmStridedBatchedEx(transa = c.transFirst, transb =
+/// c.transSecond, beta = c.accumulate) on host memory: C[i + j*ldc] =
+/// alpha · sum_l opA(i, l) · opB(l, j) (+ C), per batch.
 void hostCublas(const ColumnMajorGemm &c, float alpha, const float *first,
                 const float *second, float *out) {
   for (int64_t p = 0; p < c.batch; ++p) {
@@ -38,9 +39,12 @@ void hostCublas(const ColumnMajorGemm &c, float alpha, const float *first,
         double acc = 0;
         for (int64_t l = 0; l < c.k; ++l) {
           float a = c.transFirst ? A[l + i * c.ldFirst] : A[i + l * c.ldFirst];
-          acc += double(a) * B[l + j * c.ldSecond];
+          float b =
+              c.transSecond ? B[j + l * c.ldSecond] : B[l + j * c.ldSecond];
+          acc += double(a) * b;
         }
-        C[i + j * c.ldC] = static_cast<float>(alpha * acc);
+        float &dst = C[i + j * c.ldC];
+        dst = static_cast<float>(alpha * acc + (c.accumulate ? dst : 0.0f));
       }
   }
 }
@@ -187,6 +191,34 @@ TEST_F(CudaPlans, LinearWithTransposedWeight) {
 // Attention
 //===----------------------------------------------------------------------===//
 
+/// attentionSoftmaxKernel on a chunk's scores, one row at a time, in place.
+void hostAttentionSoftmax(const AttentionShape &s, const AttentionChunk &c,
+                          const Host *mask, bool causal, float *scores) {
+  const std::vector<int64_t> full = {s.batch, s.heads, s.queries, s.keys};
+  const Dims maskDims = dimsOf(full);
+  const Strides maskStrides =
+      mask ? broadcastStrides(full, mask->t.shape) : Strides();
+  for (int64_t r = 0; r < c.pairs * c.rows; ++r) {
+    const int64_t row = c.rowBase(s) + r, i = row % s.queries;
+    float *p = scores + r * s.keys;
+    std::vector<float> logit(s.keys);
+    float m = -std::numeric_limits<float>::max(), sum = 0;
+    for (int64_t j = 0; j < s.keys; ++j) {
+      logit[j] =
+          keyVisible(i, j, s.queries, s.keys, causal)
+              ? p[j] + (mask ? mask->data[offsetOf(row * s.keys + j, maskDims,
+                                                   maskStrides)]
+                             : 0.0f)
+              : -INFINITY;
+      m = std::max(m, logit[j]);
+    }
+    for (int64_t j = 0; j < s.keys; ++j)
+      sum += std::exp(logit[j] - m);
+    for (int64_t j = 0; j < s.keys; ++j)
+      p[j] = sum > 0 ? std::exp(logit[j] - m) / sum : 0.0f;
+  }
+}
+
 /// The CUDA attention's host side and kernel, step by step, on the CPU.
 Host planAttention(const Host &q, const Host &k, const Host &v,
                    const Host *mask, float scale, bool causal,
@@ -194,10 +226,6 @@ Host planAttention(const Host &q, const Host &k, const Host &v,
   const AttentionShape s{q.t.shape[0], q.t.shape[1], k.t.shape[1], q.t.shape[2],
                          k.t.shape[2], q.t.shape[3], v.t.shape[3]};
   Host out({s.batch, s.heads, s.queries, s.valueDim});
-  const std::vector<int64_t> full = {s.batch, s.heads, s.queries, s.keys};
-  const Dims maskDims = dimsOf(full);
-  const Strides maskStrides =
-      mask ? broadcastStrides(full, mask->t.shape) : Strides();
   std::vector<AttentionChunk> chunks = attentionChunks(s, 4, budgetBytes);
   if (chunkCount)
     *chunkCount = chunks.size();
@@ -207,30 +235,54 @@ Host planAttention(const Host &q, const Host &k, const Host &v,
     std::vector<float> scores(rows * s.keys, std::nanf(""));
     runPlan(attentionScoresGemm(s, c), q.data.data(), k.data.data(),
             scores.data(), scale);
-    // attentionSoftmaxKernel, one row at a time.
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t row = c.rowBase(s) + r, i = row % s.queries;
-      float *p = scores.data() + r * s.keys;
-      std::vector<float> logit(s.keys);
-      float m = -std::numeric_limits<float>::max(), sum = 0;
-      for (int64_t j = 0; j < s.keys; ++j) {
-        logit[j] =
-            keyVisible(i, j, s.queries, s.keys, causal)
-                ? p[j] + (mask ? mask->data[offsetOf(row * s.keys + j, maskDims,
-                                                     maskStrides)]
-                               : 0.0f)
-                : -INFINITY;
-        m = std::max(m, logit[j]);
-      }
-      for (int64_t j = 0; j < s.keys; ++j)
-        sum += std::exp(logit[j] - m);
-      for (int64_t j = 0; j < s.keys; ++j)
-        p[j] = sum > 0 ? std::exp(logit[j] - m) / sum : 0.0f;
-    }
+    hostAttentionSoftmax(s, c, mask, causal, scores.data());
     runPlan(attentionValuesGemm(s, c), scores.data(), v.data.data(),
             out.data.data());
   }
   return out;
+}
+
+struct AttentionGrads {
+  Host dq, dk, dv;
+};
+
+/// The CUDA attention backward's host side and kernels (cuda::attentionGrad),
+/// step by step, on the CPU: per chunk, P recomputed as the forward, then
+/// the GEMMs of attentionGradGemms around attentionScoreGradKernel.
+AttentionGrads planAttentionGrad(const Host &q, const Host &k, const Host &v,
+                                 const Host *mask, const Host &out,
+                                 const Host &dout, float scale, bool causal,
+                                 int64_t budgetBytes) {
+  const AttentionShape s{q.t.shape[0], q.t.shape[1], k.t.shape[1], q.t.shape[2],
+                         k.t.shape[2], q.t.shape[3], v.t.shape[3]};
+  AttentionGrads g{Host(q.t.shape), Host(k.t.shape), Host(v.t.shape)};
+  for (const AttentionChunk &c :
+       attentionChunks(s, kAttentionGradBytesPerScore, budgetBytes)) {
+    const int64_t rows = c.pairs * c.rows;
+    std::vector<float> probs(rows * s.keys, std::nanf("")),
+        dprobs(rows * s.keys, std::nanf(""));
+    runPlan(attentionScoresGemm(s, c), q.data.data(), k.data.data(),
+            probs.data(), scale);
+    hostAttentionSoftmax(s, c, mask, causal, probs.data());
+    const AttentionGradGemms plan = attentionGradGemms(s, c);
+    runPlan(plan.valueGrad, probs.data(), dout.data.data(), g.dv.data.data());
+    runPlan(plan.probabilityGrad, dout.data.data(), v.data.data(),
+            dprobs.data());
+    for (int64_t r = 0; r < rows; ++r) { // attentionScoreGradKernel
+      const int64_t row = c.rowBase(s) + r;
+      float dot = 0;
+      for (int64_t d = 0; d < s.valueDim; ++d)
+        dot += dout.data[row * s.valueDim + d] * out.data[row * s.valueDim + d];
+      for (int64_t j = 0; j < s.keys; ++j)
+        dprobs[r * s.keys + j] =
+            probs[r * s.keys + j] * (dprobs[r * s.keys + j] - dot);
+    }
+    runPlan(plan.queryGrad, dprobs.data(), k.data.data(), g.dq.data.data(),
+            scale);
+    runPlan(plan.keyGrad, dprobs.data(), q.data.data(), g.dk.data.data(),
+            scale);
+  }
+  return g;
 }
 
 struct AttentionCase {
@@ -284,6 +336,28 @@ TEST_P(CudaAttentionPlans, MatchesCpuAttention) {
   expectAttentionPlanMatchesCpu(*this, c, q, k, v);
 }
 
+// The backward's chunks hold P and dP (8 bytes a score): the same budgets
+// cut them twice as fine, so dK and dV accumulate over chunks.
+TEST_P(CudaAttentionPlans, GradientMatchesCpuAttentionGrad) {
+  const AttentionCase &c = GetParam();
+  Host q = random(c.q), k = random(c.k), v = random(c.v);
+  Host mask = random(c.mask.empty() ? std::vector<int64_t>{1} : c.mask);
+  const Host *m = c.mask.empty() ? nullptr : &mask;
+  Host out({q.t.shape[0], q.t.shape[1], q.t.shape[2], v.t.shape[3]});
+  ASSERT_TRUE(cpu::attention(q.t, k.t, v.t, m ? &m->t : nullptr, 0.3f, c.causal,
+                             out.t));
+  Host dout = random(out.t.shape);
+  AttentionGrads got =
+      planAttentionGrad(q, k, v, m, out, dout, 0.3f, c.causal, c.budget);
+  AttentionGrads want{Host(q.t.shape), Host(k.t.shape), Host(v.t.shape)};
+  ASSERT_TRUE(cpu::attentionGrad(q.t, k.t, v.t, m ? &m->t : nullptr, out.t,
+                                 dout.t, 0.3f, c.causal, want.dq.t, want.dk.t,
+                                 want.dv.t));
+  expectNear(got.dq, want.dq, 1e-5);
+  expectNear(got.dk, want.dk, 1e-5);
+  expectNear(got.dv, want.dv, 1e-5);
+}
+
 // Budgets in bytes of fp32 scores: everything at once, a few (batch, kv
 // head) pairs per chunk, and rows of one pair per chunk.
 INSTANTIATE_TEST_SUITE_P(
@@ -320,6 +394,22 @@ INSTANTIATE_TEST_SUITE_P(
         // Grouped heads with the group's rows split across chunks.
         AttentionCase{
             {1, 6, 4, 2}, {1, 2, 4, 2}, {1, 2, 4, 2}, {}, true, 5 * 4 * 4, 6}));
+
+TEST_F(CudaPlans, LinearWeightGradIsOneGemmOverEveryPosition) {
+  Host x = random({2, 5, 8}), dy = random({2, 5, 6});
+  for (bool transposed : {false, true}) {
+    std::vector<int64_t> shape =
+        transposed ? std::vector<int64_t>{6, 8} : std::vector<int64_t>{8, 6};
+    Host got(shape), want(shape);
+    RowMajorGemm g = linearWeightGradGemm(10, 8, 6, transposed);
+    if (transposed)
+      runPlan(g, dy.data.data(), x.data.data(), got.data.data());
+    else
+      runPlan(g, x.data.data(), dy.data.data(), got.data.data());
+    ASSERT_TRUE(cpu::linearWeightGrad(x.t, dy.t, transposed, want.t));
+    expectNear(got, want, 1e-5);
+  }
+}
 
 TEST_F(CudaPlans, AttentionRowsThatSeeNoKeyAreZero) {
   // More queries than keys under causality: the first rows see nothing.

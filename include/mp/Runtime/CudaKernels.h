@@ -106,6 +106,48 @@ Status split(const Tensor &x, int64_t axis, const std::vector<Tensor *> &outs);
 Status vocabEmbedding(const Tensor &table, const Tensor &ids, int64_t offset,
                       int64_t vocab, Tensor &out);
 
+// Gradient ops (Kernels.h's semantics): fp32, fp16 and bf16 computing in
+// fp32, except attentionGrad (fp32, as on the CPU) and dropout (also fp64).
+// A 16-bit program runs attention's, the embedding's (which sums in its
+// result's type) and the cross-entropies' gradients on f32 copies (the
+// table's `widens`, Widen.cpp).
+Status linearWeightGrad(const Tensor &x, const Tensor &dy, bool transposeWeight,
+                        Tensor &dw);
+Status layerNormGrad(const Tensor &x, const Tensor &scale, const Tensor &dy,
+                     int64_t axis, float epsilon, Tensor &dx, Tensor &dscale);
+Status rmsNormGrad(const Tensor &x, const Tensor &scale, const Tensor &dy,
+                   float epsilon, Tensor &dx, Tensor &dscale);
+Status geluGrad(const Tensor &x, const Tensor &dy, bool tanhForm, Tensor &dx);
+Status attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
+                     const Tensor *mask, const Tensor &out, const Tensor &dout,
+                     float scale, bool causal, Tensor &dq, Tensor &dk,
+                     Tensor &dv);
+Status embeddingGrad(const Tensor &ids, const Tensor &dy, int64_t offset,
+                     int64_t vocab, Tensor &dtable);
+Status crossEntropyGrad(const Tensor &logits, const Tensor &targets,
+                        const Tensor &dloss, Tensor &dlogits);
+Status sliceGrad(const Tensor &dy, const std::vector<int64_t> &starts,
+                 const std::vector<int64_t> &strides, Tensor &dx);
+/// The vocab-parallel loss; `stats` and every operand in device memory (the
+/// statistics are all-gathered over NCCL between the first two).
+Status vocabParallelStats(const Tensor &logits, const Tensor &targets,
+                          int64_t offset, Tensor &stats);
+Status vocabParallelLoss(const Tensor &stats, const Tensor &targets,
+                         Tensor &loss, Tensor &logsumexp);
+Status vocabParallelCrossEntropyGrad(const Tensor &logits,
+                                     const Tensor &targets,
+                                     const Tensor &logsumexp,
+                                     const Tensor &dloss, int64_t offset,
+                                     Tensor &dlogits);
+Status dropout(const Tensor &x, float ratio, uint64_t key, Tensor &out);
+/// The scratch of the backward kernels, as attentionScratchBytes: P and dP
+/// of attentionGrad's chunks; the row statistics and column partial sums
+/// of a norm's gradient (over the dims of `x` from `axis`). The
+/// cross-entropy gradients count their targets in crossEntropyScratchBytes.
+size_t attentionGradScratchBytes(const Tensor &q, const Tensor &k,
+                                 const Tensor &v);
+size_t normGradScratchBytes(const Tensor &x, int64_t axis);
+
 } // namespace mp::rt::cuda
 
 #endif // MP_RUNTIME_CUDAKERNELS_H

@@ -96,6 +96,15 @@ struct KernelTable {
   /// run one after the other).
   decltype(&cpu::addLayerNorm) addLayerNorm = nullptr;
   decltype(&cpu::addRmsNorm) addRmsNorm = nullptr;
+  /// The scratch of attentionGrad and of layerNormGrad/rmsNormGrad (over the
+  /// dims of x from `axis`), as attentionScratch (null: none).
+  size_t (*attentionGradScratch)(const Tensor &q, const Tensor &k,
+                                 const Tensor &v) = nullptr;
+  size_t (*normGradScratch)(const Tensor &x, int64_t axis) = nullptr;
+  /// Ops whose kernels here compute only in f32: a 16-bit program runs them
+  /// on f32 copies of their operands (Widen.cpp; the CPU's own rule
+  /// there). Null: none.
+  bool (*widens)(contract::OpKind kind) = nullptr;
 };
 
 const KernelTable &cpuKernelTable();

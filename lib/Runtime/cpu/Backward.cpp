@@ -12,6 +12,7 @@
 #include "FastMath.h"
 #include "Gemm.h"
 #include "mp/Runtime/Kernels.h"
+#include "mp/Support/DropoutMask.h"
 
 #include "OpenMP.h"
 
@@ -377,31 +378,22 @@ Status sliceGrad(const Tensor &dy, const std::vector<int64_t> &starts,
 
 namespace {
 
-/// SplitMix64's finalizer: a bijective mix of 64 bits.
-inline uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 template <class T>
 void dropoutTyped(const T *x, T *out, int64_t n, float ratio, uint64_t key) {
   const T scale = T(1) / (T(1) - T(ratio));
-  // u = the top 24 bits of the element's hash, in [0, 1).
-  const uint64_t threshold = static_cast<uint64_t>(
-      static_cast<double>(ratio) * static_cast<double>(1 << 24));
+  const uint64_t threshold = mp::dropout::threshold(ratio);
   parallelRange(n, shouldParallelize(n * 4), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const uint64_t u = mix(key ^ mix(static_cast<uint64_t>(i))) >> 40;
-      out[i] = u >= threshold ? x[i] * scale : T(0);
-    }
+    for (int64_t i = b; i < e; ++i)
+      out[i] = mp::dropout::keep(key, static_cast<uint64_t>(i), threshold)
+                   ? x[i] * scale
+                   : T(0);
   });
 }
 
 } // namespace
 
 uint64_t dropoutKey(uint64_t seed, uint64_t step, uint64_t id, uint64_t rank) {
+  using mp::dropout::mix;
   return mix(mix(mix(mix(seed) ^ step) ^ id) ^ rank);
 }
 

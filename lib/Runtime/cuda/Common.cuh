@@ -191,6 +191,23 @@ template <typename V> __device__ V blockMax(V v, V *shared) {
                      [](V a, V b) { return a > b ? a : b; });
 }
 
+/// The block's max of a row and the sum of exp(x - max): a stable softmax
+/// denominator, in Compute<T>.
+template <typename T>
+__device__ Compute<T> rowMaxExpSum(const T *row, int64_t n, Compute<T> *shared,
+                                   Compute<T> &sum) {
+  using C = Compute<T>;
+  C m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    m = toC(row[i]) > m ? toC(row[i]) : m;
+  m = blockMax(m, shared);
+  C s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += m_exp(toC(row[i]) - m);
+  sum = blockSum(s, shared);
+  return m;
+}
+
 inline Strides contiguous(const std::vector<int64_t> &shape) {
   Strides st;
   int64_t stride = 1;
@@ -200,6 +217,12 @@ inline Strides contiguous(const std::vector<int64_t> &shape) {
   }
   return st;
 }
+
+/// Runs a row-major GEMM plan (Plans.h): A and B of `abType`, C of
+/// `cType`, C = alpha · op(A) · op(B) (+ C when the plan accumulates), in
+/// fp32 (fp64 for fp64 operands, which need an fp64 C). Linalg.cu.
+Status gemm(const RowMajorGemm &g, DType abType, const void *a, const void *b,
+            DType cType, void *c, float alpha = 1.0f);
 
 /// The process's cuBLAS handle, on the compute stream (Linalg.cu), created
 /// on first use; the error says why cuBLAS could not be set up.

@@ -47,6 +47,25 @@ attentionSoftmaxKernel(const float *scores, T *probs, int64_t keys,
     out[j] = fromC<T>(sum > 0 ? expf(logit(j) - m) / sum : 0.0f);
 }
 
+/// dS = P ∘ (dP − Σ_d dO·O) for one row of an attention-backward chunk (a
+/// block per row), in place of dP: the softmax's backward, with the row's
+/// Σ_j P·dP taken as Σ_d dO·O (the same sum, read from the result).
+__global__ void attentionScoreGradKernel(const float *probs, float *dprobs,
+                                         const float *out, const float *dout,
+                                         int64_t keys, int64_t valueDim,
+                                         int64_t rowBase) {
+  __shared__ float shared[32];
+  const int64_t row = rowBase + blockIdx.x;
+  float dot = 0;
+  for (int64_t d = threadIdx.x; d < valueDim; d += blockDim.x)
+    dot += dout[row * valueDim + d] * out[row * valueDim + d];
+  dot = blockSum(dot, shared);
+  const float *p = probs + blockIdx.x * keys;
+  float *ds = dprobs + blockIdx.x * keys;
+  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x)
+    ds[j] = p[j] * (ds[j] - dot);
+}
+
 template <typename T>
 __global__ void addBiasKernel(T *o, const T *bias, int64_t n, int64_t cols) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -90,27 +109,28 @@ cublasStatus_t stridedBatchedGemm(cublasHandle_t h, const ColumnMajorGemm &cm,
                                   cublasComputeType_t compute) {
   const cublasOperation_t transFirst =
       cm.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t transSecond =
+      cm.transSecond ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int64_t largest =
       std::max({cm.m, cm.n, cm.k, cm.ldFirst, cm.ldSecond, cm.ldC, cm.batch});
   if (largest <= std::numeric_limits<int>::max())
     return cublasGemmStridedBatchedEx(
-        h, transFirst, CUBLAS_OP_N, static_cast<int>(cm.m),
+        h, transFirst, transSecond, static_cast<int>(cm.m),
         static_cast<int>(cm.n), static_cast<int>(cm.k), alpha, first, ab,
         static_cast<int>(cm.ldFirst), cm.strideFirst, second, ab,
         static_cast<int>(cm.ldSecond), cm.strideSecond, beta, c, ct,
         static_cast<int>(cm.ldC), cm.strideC, static_cast<int>(cm.batch),
         compute, CUBLAS_GEMM_DEFAULT);
   return cublasGemmStridedBatchedEx_64(
-      h, transFirst, CUBLAS_OP_N, cm.m, cm.n, cm.k, alpha, first, ab,
+      h, transFirst, transSecond, cm.m, cm.n, cm.k, alpha, first, ab,
       cm.ldFirst, cm.strideFirst, second, ab, cm.ldSecond, cm.strideSecond,
       beta, c, ct, cm.ldC, cm.strideC, cm.batch, compute, CUBLAS_GEMM_DEFAULT);
 }
 
-/// Runs a row-major GEMM plan (mp/Runtime/cuda/Plans.h): A and B of
-/// `abType`, C of `cType`, C = alpha · A · op(B), accumulated in fp32 (fp64
-/// for fp64 operands, which need an fp64 C).
+} // namespace
+
 Status gemm(const RowMajorGemm &g, DType abType, const void *a, const void *b,
-            DType cType, void *c, float alpha = 1.0f) {
+            DType cType, void *c, float alpha) {
   cudaDataType ab, ct;
   if (!gemmType(abType, ab))
     return typeError("gemm", abType);
@@ -119,15 +139,15 @@ Status gemm(const RowMajorGemm &g, DType abType, const void *a, const void *b,
   if (g.m * g.n * g.batch == 0)
     return Status::success();
   if (g.k == 0)
-    return zeroGemmResult(g, c, cType);
+    return g.accumulate ? Status::success() : zeroGemmResult(g, c, cType);
   cublasHandle_t h;
   if (Status s = blasHandle(h); !s)
     return s;
   const ColumnMajorGemm cm = columnMajor(g);
   // Alpha and beta have the compute type.
   const bool fp64 = abType == DType::F64;
-  const float beta = 0.0f;
-  const double alpha64 = alpha, beta64 = 0.0;
+  const float beta = g.accumulate ? 1.0f : 0.0f;
+  const double alpha64 = alpha, beta64 = beta;
   cublasStatus_t s = stridedBatchedGemm(
       h, cm, fp64 ? static_cast<const void *>(&alpha64) : &alpha,
       elementAt(b, cm.offsetFirst, abType),
@@ -142,6 +162,8 @@ Status gemm(const RowMajorGemm &g, DType abType, const void *a, const void *b,
                          ") failed: " + cublasGetStatusString(s));
   return Status::success();
 }
+
+namespace {
 
 /// One thread per element of C (integer matmuls are rare and small).
 template <typename T>
@@ -301,6 +323,101 @@ size_t attentionScratchBytes(const Tensor &q, const Tensor &k,
     return 0; // attention() rejects it
   return static_cast<size_t>(attentionScratchBytes(
       shape, bytesPerScoreOf(q.dtype), kAttentionScratchBudget));
+}
+
+Status linearWeightGrad(const Tensor &x, const Tensor &dy, bool transposeWeight,
+                        Tensor &dw) {
+  if (Status s = sameTypes("linear_weight_grad", {&x, &dy, &dw}); !s)
+    return s;
+  const int64_t k = x.shape.back(), n = dy.shape.back();
+  const int64_t rows = k ? x.numel() / k : 0;
+  const RowMajorGemm g = linearWeightGradGemm(rows, k, n, transposeWeight);
+  return transposeWeight ? gemm(g, x.dtype, dy.data, x.data, dw.dtype, dw.data)
+                         : gemm(g, x.dtype, x.data, dy.data, dw.dtype, dw.data);
+}
+
+/// Attention's backward chunk by chunk (the forward's chunks, with P and dP
+/// in the scratch): the probabilities are recomputed as the forward makes
+/// them, then the GEMMs of attentionGradGemms around the softmax's
+/// backward. fp32, as the CPU kernel.
+Status attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
+                     const Tensor *mask, const Tensor &out, const Tensor &dout,
+                     float scale, bool causal, Tensor &dq, Tensor &dk,
+                     Tensor &dv) {
+  if (Status s = sameTypes("attention_grad",
+                           {&q, &k, &v, mask, &out, &dout, &dq, &dk, &dv});
+      !s)
+    return s;
+  if (q.dtype != DType::F32)
+    return typeError("attention_grad", q.dtype);
+  const AttentionShape shape = attentionShapeOf(q, k, v);
+  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0)
+    return Status::error("attention_grad: query heads do not group into the "
+                         "key/value heads");
+  for (Tensor *t : {&dq, &dk, &dv})
+    if (Status s =
+            cudaStatus(cudaMemsetAsync(t->data, 0, t->bytes(), computeStream()),
+                       "attention_grad");
+        !s)
+      return s;
+  if (shape.batch * shape.heads * shape.queries == 0 || shape.keys == 0)
+    return Status::success();
+  const std::vector<int64_t> full = {shape.batch, shape.heads, shape.queries,
+                                     shape.keys};
+  Dims maskDims = dimsOf(full);
+  Strides maskStrides = mask ? broadcastStrides(full, mask->shape) : Strides();
+  coalesce(maskDims, {&maskStrides});
+  for (const AttentionChunk &c : attentionChunks(
+           shape, kAttentionGradBytesPerScore, kAttentionScratchBudget)) {
+    const int64_t rows = c.pairs * c.rows;
+    if (Status s = kernelScratch().reserve(rows * shape.keys *
+                                           kAttentionGradBytesPerScore);
+        !s)
+      return s;
+    float *probs = static_cast<float *>(kernelScratch().get());
+    float *dprobs = probs + rows * shape.keys;
+    if (Status s = gemm(attentionScoresGemm(shape, c), DType::F32, q.data,
+                        k.data, DType::F32, probs, scale);
+        !s)
+      return s;
+    attentionSoftmaxKernel<<<rows, kThreads, 0, computeStream()>>>(
+        probs, probs, shape.keys, shape.queries, c.rowBase(shape), causal,
+        mask ? mask->as<float>() : nullptr, maskDims, maskStrides);
+    if (Status s = launched("attention_grad softmax"); !s)
+      return s;
+    const AttentionGradGemms g = attentionGradGemms(shape, c);
+    if (Status s = gemm(g.valueGrad, DType::F32, probs, dout.data, DType::F32,
+                        dv.data);
+        !s)
+      return s;
+    if (Status s = gemm(g.probabilityGrad, DType::F32, dout.data, v.data,
+                        DType::F32, dprobs);
+        !s)
+      return s;
+    attentionScoreGradKernel<<<rows, kThreads, 0, computeStream()>>>(
+        probs, dprobs, out.as<float>(), dout.as<float>(), shape.keys,
+        shape.valueDim, c.rowBase(shape));
+    if (Status s = launched("attention_grad scores"); !s)
+      return s;
+    if (Status s = gemm(g.queryGrad, DType::F32, dprobs, k.data, DType::F32,
+                        dq.data, scale);
+        !s)
+      return s;
+    if (Status s = gemm(g.keyGrad, DType::F32, dprobs, q.data, DType::F32,
+                        dk.data, scale);
+        !s)
+      return s;
+  }
+  return Status::success();
+}
+
+size_t attentionGradScratchBytes(const Tensor &q, const Tensor &k,
+                                 const Tensor &v) {
+  const AttentionShape shape = attentionShapeOf(q, k, v);
+  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0)
+    return 0; // attentionGrad() rejects it
+  return static_cast<size_t>(attentionScratchBytes(
+      shape, kAttentionGradBytesPerScore, kAttentionScratchBudget));
 }
 
 /// Einsum appears only in small constant-like subgraphs (the importer folds

@@ -36,23 +36,6 @@ __global__ void layerNormKernel(const T *x, const T *scale, const T *bias, T *o,
                       (bias ? toC(bias[i]) : 0.0f));
 }
 
-/// The block's max of a row and the sum of exp(x - max): a stable softmax
-/// denominator, in Compute<T>.
-template <typename T>
-__device__ Compute<T> rowMaxExpSum(const T *row, int64_t n, Compute<T> *shared,
-                                   Compute<T> &sum) {
-  using C = Compute<T>;
-  C m = -INFINITY;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    m = toC(row[i]) > m ? toC(row[i]) : m;
-  m = blockMax(m, shared);
-  C s = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    s += m_exp(toC(row[i]) - m);
-  sum = blockSum(s, shared);
-  return m;
-}
-
 template <typename T>
 __global__ void softmaxLastKernel(const T *x, T *o, int64_t dim) {
   using C = Compute<T>;

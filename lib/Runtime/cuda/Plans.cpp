@@ -222,4 +222,74 @@ RowMajorGemm attentionValuesGemm(const AttentionShape &s,
   return g;
 }
 
+namespace {
+
+/// Per pair of a chunk, [keys, width] += Sᵀ [keys, rows] · R [rows, width]:
+/// S the chunk's [rows, keys] scratch (P or dS), R the chunk's rows of a
+/// [B·H·Sq, width] tensor (dO or Q), the result a [B·Hkv·Sk, width] one
+/// (dV or dK) accumulated over the chunks of a pair.
+RowMajorGemm keysFromRowsGemm(const AttentionShape &s, const AttentionChunk &c,
+                              int64_t width) {
+  RowMajorGemm g;
+  g.m = s.keys;
+  g.n = width;
+  g.k = c.rows;
+  g.transA = true;
+  g.accumulate = true;
+  g.batch = c.pairs;
+  g.strideA = c.rows * s.keys;
+  g.strideB = s.rowsPerPair() * width;
+  g.offsetB = c.rowBase(s) * width;
+  g.strideC = s.keys * width;
+  g.offsetC = c.firstPair * s.keys * width;
+  return g;
+}
+
+} // namespace
+
+AttentionGradGemms attentionGradGemms(const AttentionShape &s,
+                                      const AttentionChunk &c) {
+  const int64_t scores = c.rows * s.keys;
+  const int64_t rowPitch = s.rowsPerPair(); // rows of a pair in q, dO, dQ
+  AttentionGradGemms g;
+  // dV[pair] += Pᵀ · dO.
+  g.valueGrad = keysFromRowsGemm(s, c, s.valueDim);
+  // dP [rows, keys] = dO [rows, Dv] · V[pair]ᵀ.
+  RowMajorGemm &dp = g.probabilityGrad;
+  dp.m = c.rows;
+  dp.n = s.keys;
+  dp.k = s.valueDim;
+  dp.transB = true;
+  dp.batch = c.pairs;
+  dp.strideA = rowPitch * s.valueDim;
+  dp.offsetA = c.rowBase(s) * s.valueDim;
+  dp.strideB = s.keys * s.valueDim;
+  dp.offsetB = c.firstPair * s.keys * s.valueDim;
+  dp.strideC = scores;
+  // dQ [rows, D] = scale · dS [rows, keys] · K[pair] [keys, D].
+  RowMajorGemm &dq = g.queryGrad;
+  dq.m = c.rows;
+  dq.n = s.headDim;
+  dq.k = s.keys;
+  dq.batch = c.pairs;
+  dq.strideA = scores;
+  dq.strideB = s.keys * s.headDim;
+  dq.offsetB = c.firstPair * s.keys * s.headDim;
+  dq.strideC = rowPitch * s.headDim;
+  dq.offsetC = c.rowBase(s) * s.headDim;
+  // dK[pair] += scale · dSᵀ · Q.
+  g.keyGrad = keysFromRowsGemm(s, c, s.headDim);
+  return g;
+}
+
+RowMajorGemm linearWeightGradGemm(int64_t rows, int64_t k, int64_t n,
+                                  bool transposeWeight) {
+  RowMajorGemm g;
+  g.m = transposeWeight ? n : k;
+  g.n = transposeWeight ? k : n;
+  g.k = rows;
+  g.transA = true;
+  return g;
+}
+
 } // namespace mp::rt::cuda

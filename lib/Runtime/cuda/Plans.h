@@ -125,22 +125,25 @@ int wordBytesFor(int64_t bytes, std::initializer_list<uintptr_t> pointers);
 // GEMMs
 //===----------------------------------------------------------------------===//
 
-/// Row-major C[M,N] = alpha · A[M,K] · op(B), op(B) = B[K,N], or B[N,K]
-/// transposed when `transB`; `batch` times, operand i at `offset +
+/// Row-major C[M,N] = alpha · op(A) · op(B) (+ C when `accumulate`):
+/// op(A) = A[M,K], or A[K,M] transposed when `transA`; op(B) = B[K,N], or
+/// B[N,K] transposed when `transB`; `batch` times, operand i at `offset +
 /// i * stride` elements from its base pointer.
 struct RowMajorGemm {
   int64_t m = 0, n = 0, k = 0;
-  bool transB = false;
+  bool transA = false, transB = false;
+  bool accumulate = false;
   int64_t batch = 1;
   int64_t strideA = 0, strideB = 0, strideC = 0;
   int64_t offsetA = 0, offsetB = 0, offsetC = 0;
 };
 
-/// Element offsets, from the operands' base pointers, of A[batch][i][kk],
-/// op(B)[batch][kk][j] and C[batch][i][j] (A and C rows are contiguous).
+/// Element offsets, from the operands' base pointers, of op(A)[batch][i][kk],
+/// op(B)[batch][kk][j] and C[batch][i][j] (C rows are contiguous).
 MP_HOST_DEVICE inline int64_t gemmOffsetA(const RowMajorGemm &g, int64_t batch,
                                           int64_t i, int64_t kk) {
-  return g.offsetA + batch * g.strideA + i * g.k + kk;
+  return g.offsetA + batch * g.strideA +
+         (g.transA ? kk * g.m + i : i * g.k + kk);
 }
 MP_HOST_DEVICE inline int64_t gemmOffsetB(const RowMajorGemm &g, int64_t batch,
                                           int64_t kk, int64_t j) {
@@ -167,10 +170,11 @@ MP_HOST_DEVICE inline T integerGemmElement(const RowMajorGemm &g, const T *a,
 }
 
 /// The same GEMM as cublasGemmStridedBatchedEx sees it (column-major):
-/// C^T[N,M] = op(B)^T · A^T, so cuBLAS's first operand is our B and its
-/// second our A (never transposed). Fields are in the call's argument order.
+/// C^T[N,M] = op(B)^T · op(A)^T, so cuBLAS's first operand is our B and its
+/// second our A. Fields are in the call's argument order; beta is 1 when
+/// `accumulate`, else 0.
 struct ColumnMajorGemm {
-  bool transFirst = false;
+  bool transFirst = false, transSecond = false, accumulate = false;
   int64_t m = 0, n = 0, k = 0;
   int64_t ldFirst = 0, strideFirst = 0, offsetFirst = 0;
   int64_t ldSecond = 0, strideSecond = 0, offsetSecond = 0;
@@ -187,7 +191,9 @@ inline ColumnMajorGemm columnMajor(const RowMajorGemm &g) {
   c.ldFirst = g.transB ? g.k : g.n;
   c.strideFirst = g.strideB;
   c.offsetFirst = g.offsetB;
-  c.ldSecond = g.k;
+  c.transSecond = g.transA;
+  c.accumulate = g.accumulate;
+  c.ldSecond = g.transA ? g.m : g.k;
   c.strideSecond = g.strideA;
   c.offsetSecond = g.offsetA;
   c.ldC = g.n;
@@ -259,6 +265,27 @@ RowMajorGemm attentionScoresGemm(const AttentionShape &s,
 /// out = P · V for a chunk (offsets into the probabilities, v and out).
 RowMajorGemm attentionValuesGemm(const AttentionShape &s,
                                  const AttentionChunk &c);
+
+/// The GEMMs of attention's backward for a chunk, after its probabilities
+/// P [pairs, rows, keys] are recomputed (scores GEMM and softmax, as the
+/// forward) into fp32 scratch, with dP beside them (same layout):
+///   dV[pair] += Pᵀ · dO,  dP = dO · Vᵀ,  (dS = P ∘ (dP − rowsum(dO ∘ O))
+///   in place of dP, a kernel),  dQ = scale · dS · K,
+///   dK[pair] += scale · dSᵀ · Q.
+/// dK and dV accumulate over the chunks of a pair (zeroed first); each
+/// row's dQ is written by its one chunk.
+struct AttentionGradGemms {
+  RowMajorGemm valueGrad, probabilityGrad, queryGrad, keyGrad;
+};
+AttentionGradGemms attentionGradGemms(const AttentionShape &s,
+                                      const AttentionChunk &c);
+/// Scratch bytes per score of attention's backward: P and dP in fp32.
+constexpr int64_t kAttentionGradBytesPerScore = 8;
+
+/// dW = Σ x[..., K]ᵀ · dy[..., N] over the `rows` leading positions: [K, N],
+/// or [N, K] = dyᵀ · x when `transposeWeight` (A = x or dy, B = dy or x).
+RowMajorGemm linearWeightGradGemm(int64_t rows, int64_t k, int64_t n,
+                                  bool transposeWeight);
 
 /// Whether query `i` of `queries` may see key `j` of `keys`: always, or,
 /// when causal, keys up to its own position with the queries aligned to the

@@ -166,6 +166,27 @@ Status slice(const Tensor &x, const std::vector<int64_t> &starts,
                    "slice");
 }
 
+/// slice's inverse: dx zeroed, then dy's elements moved to where slice
+/// read them.
+Status sliceGrad(const Tensor &dy, const std::vector<int64_t> &starts,
+                 const std::vector<int64_t> &strides, Tensor &dx) {
+  if (dy.dtype != dx.dtype)
+    return Status::error("slice_grad: element types differ");
+  if (Status s =
+          cudaStatus(cudaMemsetAsync(dx.data, 0, dx.bytes(), computeStream()),
+                     "slice_grad");
+      !s)
+    return s;
+  Strides whole = contiguous(dx.shape), st;
+  int64_t base = 0;
+  for (size_t d = 0; d < dx.shape.size(); ++d) {
+    st.s[d] = whole.s[d] * strides[d];
+    base += starts[d] * whole.s[d];
+  }
+  return moveBytes(dy, dx.data, dy.shape, contiguous(dy.shape), 0, st, base,
+                   "slice_grad");
+}
+
 Status concat(const std::vector<const Tensor *> &inputs, int64_t axis,
               Tensor &out) {
   Strides outSt = contiguous(out.shape);
