@@ -130,6 +130,7 @@ Status makeDeviceCommunicator(Communicator &host,
   const Loaded &l = loaded();
   if (!l.backend)
     return Status::error(l.error);
+  l.backend->setCollectiveTimeout(collectiveTimeout());
   return l.backend->makeCommunicator(host, out);
 }
 

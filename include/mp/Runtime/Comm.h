@@ -171,8 +171,10 @@ void setMPIMessageLimit(int64_t elements);
 /// Seconds a collective waits for every rank before it fails with an error
 /// naming the ranks that never arrived (a stopped or dead peer, an
 /// unreachable node) instead of waiting forever; 0 waits forever. The
-/// default is 600 s, PyTorch's NCCL default. (MPI collectives; NCCL ones
-/// are not timed yet.)
+/// default is 600 s, PyTorch's NCCL default. NCCL collectives cannot name
+/// the missing rank: on a GPU, the host's wait for the device gives up
+/// after this long with NCCL work outstanding, aborting the NCCL
+/// communicators (the value a device communicator is made with counts).
 void setCollectiveTimeout(double seconds);
 double collectiveTimeout();
 

@@ -14,8 +14,8 @@
 //
 // The plugin holds its own hidden copy of the runtime code it calls, so
 // state kept in the runtime's globals (the collective timeout, the shared
-// memory groups) is not seen there: NCCL reads none of it today, and a
-// setting the backend needs must come through this table.
+// memory groups) is not seen there: a setting the backend needs comes
+// through this table (as the collective timeout does).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MP_RUNTIME_CUDABACKEND_H
@@ -35,11 +35,14 @@ struct CudaBackend {
   const KernelTable *kernels;
   Status (*makeCommunicator)(Communicator &host,
                              std::unique_ptr<Communicator> &out);
+  /// The runtime's collective timeout (setCollectiveTimeout), which the
+  /// backend's waits for NCCL work honour.
+  void (*setCollectiveTimeout)(double seconds);
 };
 
 /// Raised when this struct changes (the fields after `abi` are read only
 /// when it matches).
-inline constexpr uint32_t kCudaBackendAbi = 2;
+inline constexpr uint32_t kCudaBackendAbi = 3;
 /// The plugin's file name, and its one exported symbol (extern "C"):
 /// `const CudaBackend *mp_cuda_backend()`.
 inline constexpr const char *kCudaBackendLibrary = "libmp-cuda.so";

@@ -43,7 +43,7 @@ static Status hostCopy(void *dst, const void *src, size_t bytes,
           cudaMemcpyAsync(dst, src, bytes, kind, computeStream()), what);
       !s)
     return s;
-  return cudaStatus(cudaStreamSynchronize(computeStream()), what);
+  return waitForStream(computeStream(), what);
 }
 
 Status copyToDevice(void *dst, const void *src, size_t bytes) {
@@ -55,12 +55,11 @@ Status copyToHost(void *dst, const void *src, size_t bytes) {
 }
 
 Status synchronize() {
-  if (Status s = cudaStatus(cudaStreamSynchronize(commStream()),
-                            "synchronize (communication stream)");
+  if (Status s =
+          waitForStream(commStream(), "synchronize (communication stream)");
       !s)
     return s;
-  return cudaStatus(cudaStreamSynchronize(computeStream()),
-                    "synchronize (compute stream)");
+  return waitForStream(computeStream(), "synchronize (compute stream)");
 }
 
 DeviceScratch &kernelScratch() {

@@ -17,8 +17,11 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 namespace mp::rt {
 
@@ -37,9 +40,21 @@ using cuda::cudaStatus;
 template <typename Enqueue> Status onCommStream(Enqueue enqueue) {
   if (Status s = cuda::commWaitsForCompute(); !s)
     return s;
+  cuda::collectivesQueued();
   if (Status s = enqueue(cuda::commStream()); !s)
     return s;
   return cuda::computeWaitsForComm();
+}
+
+/// The live communicators, which a timed-out wait aborts
+/// (cuda::abortCollectives); an aborted one is not destroyed again.
+struct LiveComms {
+  std::mutex mutex;
+  std::vector<std::pair<ncclComm_t, bool *>> comms; // comm, its aborted flag
+};
+LiveComms &liveComms() {
+  static LiveComms live;
+  return live;
 }
 
 bool ncclType(DType t, ncclDataType_t &out) {
@@ -59,8 +74,23 @@ bool ncclType(DType t, ncclDataType_t &out) {
 class NCCLCommunicator : public Communicator {
 public:
   NCCLCommunicator(ncclComm_t comm, int rank, int size)
-      : comm(comm), rankId(rank), ranks(size) {}
-  ~NCCLCommunicator() override { ncclCommDestroy(comm); }
+      : comm(comm), rankId(rank), ranks(size) {
+    LiveComms &live = liveComms();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    live.comms.push_back({comm, &aborted});
+  }
+  ~NCCLCommunicator() override {
+    {
+      LiveComms &live = liveComms();
+      std::lock_guard<std::mutex> lock(live.mutex);
+      live.comms.erase(
+          std::remove_if(live.comms.begin(), live.comms.end(),
+                         [&](const auto &c) { return c.first == comm; }),
+          live.comms.end());
+    }
+    if (!aborted)
+      ncclCommDestroy(comm);
+  }
   int rank() const override { return rankId; }
   int size() const override { return ranks; }
   const char *backend() const override { return "NCCL"; }
@@ -163,6 +193,7 @@ protected:
 
 private:
   ncclComm_t comm;
+  bool aborted = false;
   int rankId, ranks;
   cuda::DeviceScratch deviceScratch{"NCCL scratch"};
 };
@@ -205,6 +236,28 @@ Status pickGpu(const cuda::LocalRank &local, int &devices, std::string &uuid) {
 }
 
 } // namespace
+
+Status cuda::collectivesFailed() {
+  LiveComms &live = liveComms();
+  std::lock_guard<std::mutex> lock(live.mutex);
+  for (const auto &[comm, aborted] : live.comms) {
+    ncclResult_t state = ncclSuccess;
+    if (!*aborted && ncclCommGetAsyncError(comm, &state) == ncclSuccess &&
+        state != ncclSuccess && state != ncclInProgress)
+      return ncclStatus(state, "an NCCL collective");
+  }
+  return Status::success();
+}
+
+void cuda::abortCollectives() {
+  LiveComms &live = liveComms();
+  std::lock_guard<std::mutex> lock(live.mutex);
+  for (const auto &[comm, aborted] : live.comms)
+    if (!*aborted) {
+      ncclCommAbort(comm);
+      *aborted = true;
+    }
+}
 
 Status cuda::makeNcclCommunicator(Communicator &host,
                                   std::unique_ptr<Communicator> &out) {

@@ -1,7 +1,11 @@
 //===- Streams.cpp - the compute and communication streams ----------------===//
 #include "Streams.h"
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <string>
+#include <thread>
 
 namespace mp::rt::cuda {
 
@@ -104,6 +108,60 @@ void DeviceScratch::withdraw() {
   isLent = false;
   lent = nullptr;
   lentBytes = 0;
+}
+
+namespace {
+std::atomic<bool> collectivesOutstanding{false};
+std::atomic<double> timeoutSeconds{600.0};
+} // namespace
+
+void setCollectiveTimeout(double seconds) { timeoutSeconds = seconds; }
+
+void collectivesQueued() { collectivesOutstanding = true; }
+
+Status waitForStream(cudaStream_t stream, const char *what) {
+  const double timeout = timeoutSeconds;
+  if (!collectivesOutstanding || timeout <= 0) {
+    Status s = cudaStatus(cudaStreamSynchronize(stream), what);
+    if (s)
+      collectivesOutstanding = false;
+    return s;
+  }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  for (int polls = 0;; ++polls) {
+    const cudaError_t state = cudaStreamQuery(stream);
+    if (state != cudaErrorNotReady) {
+      // Both streams order every collective before later work, so either
+      // one finished means every collective queued before it did.
+      if (state == cudaSuccess)
+        collectivesOutstanding = false;
+      return cudaStatus(state, what);
+    }
+    Status reported = collectivesFailed();
+    const double waited =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    if (!reported || waited > timeout) {
+      abortCollectives();
+      collectivesOutstanding = false;
+      if (!reported)
+        return Status::error(std::string(what) + ": " + reported.message +
+                             " (the NCCL communicators were aborted)");
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout);
+      return Status::error(
+          std::string(what) + ": a collective did not complete within " +
+          seconds +
+          " s (--collective-timeout): a rank stopped responding or runs "
+          "another program; the NCCL communicators were aborted");
+    }
+    // Spin briefly (most waits end within a step's last kernels), then
+    // poll at 10 kHz.
+    if (polls < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 
 Status commWaitsForCompute() {

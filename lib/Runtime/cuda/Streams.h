@@ -31,6 +31,22 @@ Status computeWaitsForComm();
 
 Status cudaStatus(cudaError_t err, const char *what);
 
+/// Waits for the work queued on `stream` (cudaStreamSynchronize), except
+/// while NCCL collectives are outstanding: a peer that stopped responding
+/// leaves their kernels waiting forever, so the wait then polls, and after
+/// the collective timeout (or at an error NCCL reports) aborts every NCCL
+/// communicator, which ends their kernels, and fails saying why.
+Status waitForStream(cudaStream_t stream, const char *what);
+/// The collective timeout of waitForStream, in seconds (0: none); the
+/// runtime passes its own (--collective-timeout) through the plugin table.
+void setCollectiveTimeout(double seconds);
+/// Called when an NCCL collective or transfer is queued (NCCLComm.cpp).
+void collectivesQueued();
+/// NCCLComm.cpp: the first error an NCCL communicator reports (success:
+/// none), and the abort of every live one.
+Status collectivesFailed();
+void abortCollectives();
+
 /// Device scratch of one user (the kernels, or one NCCL communicator): a
 /// buffer lent by the executable that owns the memory (it sized it for the
 /// program at load), else one of its own grown on demand (kernels called
