@@ -139,9 +139,20 @@ Status decodeNpy(std::string_view file, const std::string &name,
   return Status::success();
 }
 
+Status expectRegularFile(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return Status::error("'" + path +
+                         "' is not a regular file (a directory, device or "
+                         "pipe?)");
+  return Status::success();
+}
+
 Status readWholeFile(const std::string &path, std::string &bytes,
                      int64_t maxBytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, so that opening a pipe returns at once (it is then
+  // refused below; a regular file reads as usual).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return Status::error("cannot open '" + path + "': " + std::strerror(errno));
   struct stat st;
@@ -197,27 +208,51 @@ static void syncDirectoryOf(const std::string &path) {
   syncDirectory(slash == std::string::npos ? "." : path.substr(0, slash));
 }
 
+namespace {
+
+/// Writes every piece to `fd`; false (errno set) at the first failure.
+bool writePieces(int fd, const std::vector<std::string_view> &pieces) {
+  for (std::string_view piece : pieces) {
+    const char *p = piece.data();
+    size_t left = piece.size();
+    while (left > 0) {
+      ssize_t n = ::write(fd, p, std::min<size_t>(left, size_t(1) << 30));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return false;
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+  return true;
+}
+
+} // namespace
+
 Status writeFileAtomically(const std::string &path,
                            const std::vector<std::string_view> &pieces) {
+  // A device or pipe (/dev/null, a FIFO a reader waits on) is written in
+  // place: a rename would replace it with a regular file.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode))
+      return Status::error("cannot write '" + path + "': it is a directory");
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+      return Status::error("cannot write '" + path +
+                           "': " + std::strerror(errno));
+    bool written = writePieces(fd, pieces);
+    std::string why = std::strerror(errno);
+    written = ::close(fd) == 0 && written;
+    return written ? Status::success()
+                   : Status::error("failed writing '" + path + "': " + why);
+  }
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return Status::error("cannot write '" + tmp + "': " + std::strerror(errno));
-  bool written = true;
-  for (std::string_view piece : pieces) {
-    const char *p = piece.data();
-    size_t left = piece.size();
-    while (written && left > 0) {
-      ssize_t n = ::write(fd, p, std::min<size_t>(left, size_t(1) << 30));
-      if (n < 0 && errno == EINTR)
-        continue;
-      written = n > 0;
-      if (written) {
-        p += n;
-        left -= static_cast<size_t>(n);
-      }
-    }
-  }
+  bool written = writePieces(fd, pieces);
   // On disk before it gets its name: a crash leaves the old file or the
   // whole new one, never half of it.
   written = written && ::fsync(fd) == 0;

@@ -55,6 +55,8 @@ Status SafetensorsWriter::finish() {
 
 Status SafetensorsFile::open(const std::string &path,
                              std::unique_ptr<SafetensorsFile> &out) {
+  if (Status s = expectRegularFile(path); !s)
+    return s;
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Status::error("cannot open parameter file '" + path + "'");

@@ -21,7 +21,8 @@ struct DataParallelPass
     if (dp < 1 || (zero != 0 && zero != 1)) {
       module.emitError() << "mp-data-parallel: dp must be at least 1 and zero "
                             "0 or 1 (got dp="
-                         << dp << " zero=" << zero << ")";
+                         << static_cast<int64_t>(dp)
+                         << " zero=" << static_cast<int64_t>(zero) << ")";
       return signalPassFailure();
     }
     Builder b(module.getContext());

@@ -195,6 +195,26 @@ std::string layoutOf(const Units &units, ArrayRef<int64_t> end) {
 /// Writes `path` whole or not at all (a temporary file, then a rename).
 LogicalResult writeFileAtomically(Location loc, const std::string &path,
                                   const std::string &text) {
+  // A device or pipe (/dev/null, a FIFO) is written in place: a rename
+  // would replace it with a regular file.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) && llvm::sys::fs::exists(status) &&
+      !llvm::sys::fs::is_regular_file(status)) {
+    std::error_code ec;
+    if (llvm::sys::fs::is_directory(status))
+      return emitError(loc)
+             << "cannot write '" << path << "': it is a directory";
+    llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_Append);
+    if (!ec) {
+      out << text;
+      out.close();
+      ec = out.error();
+    }
+    if (ec)
+      return emitError(loc)
+             << "cannot write '" << path << "': " << ec.message();
+    return success();
+  }
   std::string tmp = path + ".tmp";
   std::error_code ec;
   {

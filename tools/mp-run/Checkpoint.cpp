@@ -249,6 +249,8 @@ Status checkSaveDirectory(const std::string &dir) {
     return Status::error("--save: '" + dir + "' exists and is not a directory");
   // A save replaces the directory whole: only an earlier checkpoint (or
   // nothing) may be there.
+  if (Status s = expectRegularFile(dir + "/manifest.json"); !s)
+    return Status::error("--save: " + s.message);
   std::ifstream in(dir + "/manifest.json");
   nlohmann::json manifest =
       in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
@@ -473,6 +475,8 @@ Status loadCheckpoint(const std::string &dir, const TrainLayout &layout,
                       const std::vector<Slot> &slots, Flat &flat, int64_t &step,
                       int64_t &seed, bool sgd) {
   const std::string path = dir + "/manifest.json";
+  if (Status s = expectRegularFile(path); !s)
+    return Status::error("--resume: " + s.message);
   std::ifstream in(path);
   if (!in)
     return Status::error("--resume: cannot read '" + path +

@@ -439,11 +439,7 @@ int runStep(const Options &o, PipelineStage &stage, Communicator &world) {
 
 int runPipeline(const Options &o, Communicator &world, Device device) {
   Status supported = Status::success();
-  if (o.profile && o.train.enabled)
-    supported = Status::error("--profile times the steps of a pipeline run "
-                              "without --train (--timeline draws a training "
-                              "step)");
-  else if (device == Device::CUDA && !o.device.empty())
+  if (device == Device::CUDA && !o.device.empty())
     supported = Status::error("--device cuda: pipeline artifacts run on the "
                               "cpu for now");
   stopIfAnyRankFailed(world, supported);

@@ -47,6 +47,7 @@ launch D times the grid's ranks):
   --lr-decay constant|cosine  after the warmup (default constant)
   --min-lr X              where the cosine decay ends (default 0)
   --log FILE.jsonl        one JSON object per step: step, loss, grad_norm, lr
+                          (a resumed run appends to it)
   --save DIR              write a checkpoint at the end: DIR/rank<R>.safetensors
                           (weights, fp32 master weights, AdamW moments) and
                           DIR/manifest.json, written into DIR.tmp and swapped
@@ -57,15 +58,33 @@ launch D times the grid's ranks):
   --resume DIR            start from checkpoint DIR (any tp/dp layout) at its
                           step + 1; --steps is the total, as Megatron's
                           --train-iters
+Every rank must be given the same training options. A step whose loss or
+gradient norm is not finite stops the run (exit 1) before it updates or
+saves the weights, as Megatron's check for NaN does.
 )";
 
 std::string TrainOptions::shared() const {
-  return enabled
-             ? " --train --steps " + std::to_string(steps) +
-                   (save.empty() ? "" : " --save") +
-                   (resume.empty() ? "" : " --resume") + " --save-every " +
-                   std::to_string(saveEvery) + " --seed " + std::to_string(seed)
-             : "";
+  if (!enabled)
+    return "";
+  // Everything that decides the collectives or the numbers: ranks given
+  // another learning rate or token file would train a mixed model, and
+  // ranks resuming other checkpoints would wait in different steps.
+  auto number = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", v);
+    return std::string(text);
+  };
+  return " --train --steps " + std::to_string(steps) + " --data " + data +
+         " --save " + save + " --resume " + resume + " --save-every " +
+         std::to_string(saveEvery) + " --seed " + std::to_string(seed) +
+         " --optimizer " + (sgd ? "sgd" : "adamw") + " --lr " +
+         number(schedule.maxLr) + " --min-lr " + number(schedule.minLr) +
+         " --warmup-steps " + std::to_string(schedule.warmupSteps) +
+         " --lr-decay " +
+         (schedule.decay == LRSchedule::Decay::Cosine ? "cosine" : "constant") +
+         " --betas " + number(adam.beta1) + "," + number(adam.beta2) +
+         " --eps " + number(adam.eps) + " --weight-decay " +
+         number(weightDecay) + " --clip-grad " + number(clipGrad);
 }
 
 bool isTrainValueOption(const std::string &flag) {
@@ -111,6 +130,11 @@ Status parseTrainOption(const std::string &flag, const std::string &value,
     t.enabled = true;
     return Status::success();
   }
+  t.given.push_back(flag);
+  if ((flag == "--data" || flag == "--log" || flag == "--save" ||
+       flag == "--resume") &&
+      value.empty())
+    return Status::error(flag + " expects a path, got ''");
   if (flag == "--data")
     t.data = value;
   else if (flag == "--log")
@@ -166,13 +190,24 @@ Status parseTrainOption(const std::string &flag, const std::string &value,
 
 Status checkTrainOptions(const TrainOptions &t) {
   if (!t.enabled) {
-    if (!t.data.empty() || t.steps || !t.save.empty() || !t.log.empty() ||
-        !t.resume.empty() || t.saveEvery)
-      return Status::error(
-          "--data, --steps, --log, --save, --save-every and --resume need "
-          "--train");
+    if (!t.given.empty())
+      return Status::error(t.given.front() +
+                           " is a training option: it needs --train");
     return Status::success();
   }
+  auto given = [&](const char *flag) {
+    return std::find(t.given.begin(), t.given.end(), flag) != t.given.end();
+  };
+  if (t.sgd && (given("--betas") || given("--eps")))
+    return Status::error("--betas and --eps are AdamW's: --optimizer sgd "
+                         "takes neither");
+  if (given("--min-lr") && t.schedule.decay != LRSchedule::Decay::Cosine)
+    return Status::error("--min-lr is where --lr-decay cosine ends: it needs "
+                         "--lr-decay cosine");
+  if (t.schedule.minLr > t.schedule.maxLr)
+    return Status::error("--min-lr " + std::to_string(t.schedule.minLr) +
+                         " is above --lr " + std::to_string(t.schedule.maxLr) +
+                         ": the cosine decay would raise the learning rate");
   if (t.saveEvery && t.save.empty())
     return Status::error("--save-every needs --save DIR");
   if (t.data.empty())
@@ -576,10 +611,16 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
   }
   std::FILE *log = nullptr;
   if (!t.log.empty() && world.rank() == 0) {
-    log = std::fopen(t.log.c_str(), "w");
+    // A resumed run continues the log of the run it resumes.
+    log = std::fopen(t.log.c_str(), t.resume.empty() ? "w" : "a");
     if (!log)
       abortRun("--log: cannot write '" + t.log + "': " + std::strerror(errno));
   }
+  if (firstStep > t.steps && !quiet)
+    std::printf("mp-run: the checkpoint is at step %lld, --steps %lld: "
+                "nothing to train\n",
+                static_cast<long long>(firstStep - 1),
+                static_cast<long long>(t.steps));
 
   HostBuffer ids, labels;
   ids.dtype = idsSpec.dtype;
@@ -626,6 +667,15 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
       for (int64_t i = flat.begin; i < flat.end; ++i)
         flat.grad[i] *= scale;
     }
+    // As Megatron's check for NaN in the loss and gradients: a diverged run
+    // stops before its weights are updated or saved (every rank sees the
+    // same loss and norm, so all stop here).
+    if (!std::isfinite(loss) || !std::isfinite(norm))
+      abortRun("step " + std::to_string(step) + ": the loss is " +
+               std::to_string(loss) + " and the gradient norm " +
+               std::to_string(norm) +
+               ": the run diverged (lower --lr, or clip with --clip-grad); "
+               "stopped before updating or saving the weights");
     const double lr = schedule.at(step);
     if (Status st = applyUpdate(t, layout, slots, flat, step, lr); !st)
       abortRun(st.message);
@@ -647,14 +697,16 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
                    "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, "
                    "\"lr\": %.9g}\n",
                    static_cast<long long>(step), loss, norm, lr);
-      std::fflush(log);
+      if (std::fflush(log) != 0 || std::ferror(log))
+        abortRun("--log: failed writing '" + t.log +
+                 "': " + std::strerror(errno));
     }
   }
-  if (log)
-    std::fclose(log);
+  if (log && std::fclose(log) != 0)
+    abortRun("--log: failed writing '" + t.log + "': " + std::strerror(errno));
   const double total = seconds() - started;
   const int64_t ran = std::max<int64_t>(t.steps - firstStep + 1, 0);
-  if (!quiet)
+  if (!quiet && ran > 0)
     std::printf("mp-run: trained %lld steps in %.2f s (%.0f tokens/s), final "
                 "loss %.6f\n",
                 static_cast<long long>(ran), total,

@@ -9,6 +9,7 @@
 #include "mp/Runtime/Optimizer.h"
 
 #include <string>
+#include <vector>
 
 namespace mprun {
 
@@ -22,6 +23,8 @@ struct TrainOptions {
   mp::rt::AdamWOptions adam;
   mp::rt::LRSchedule schedule;
   double weightDecay = 0.1, clipGrad = 1.0;
+  /// The training options given, in order (all but --train).
+  std::vector<std::string> given;
 
   /// The options every rank must share (they decide the collectives run).
   std::string shared() const;

@@ -519,6 +519,9 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.verify = "-";
       if (i + 1 < argc && argv[i + 1][0] != '-')
         o.verify = argv[++i];
+      if (o.verify.empty())
+        return Status::error("--verify expects a reference directory (or "
+                             "nothing: the artifact's own), got ''");
     } else if (arg == "--train" || isTrainValueOption(arg)) {
       std::string v = arg == "--train" ? "" : value();
       if (missing)
@@ -541,6 +544,19 @@ Status parseArgs(int argc, char **argv, Options &o) {
     return Status::error("no artifact directory given (see --help)");
   if (o.train.enabled && !o.inputs.empty())
     return Status::error("--train reads its inputs from --data, not --input");
+  if (o.train.enabled &&
+      (o.profile || !o.verify.empty() || !o.outputDir.empty()))
+    return Status::error(
+        std::string(o.profile           ? "--profile"
+                    : !o.verify.empty() ? "--verify"
+                                        : "--output-dir") +
+        " applies to runs of the program on --input, not to --train (each "
+        "step prints its loss and speed; --log and --save keep them)");
+  // OpenMP cannot start a hundred thousand threads (it crashes trying).
+  constexpr int kMaxThreads = 1024;
+  if (o.threads > kMaxThreads)
+    return Status::error("--threads " + std::to_string(o.threads) +
+                         ": at most " + std::to_string(kMaxThreads));
   return checkTrainOptions(o.train);
 }
 

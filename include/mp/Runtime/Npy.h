@@ -29,6 +29,10 @@ Status decodeNpy(std::string_view file, const std::string &name,
                  HostBuffer &out);
 /// Reads the regular file `path` whole (not a device or pipe, at most
 /// `maxBytes`).
+/// An error when `path` exists but is not a regular file (a directory, a
+/// device, a pipe that would block a read); success otherwise, also when it
+/// does not exist (opening it then says so).
+Status expectRegularFile(const std::string &path);
 Status readWholeFile(const std::string &path, std::string &bytes,
                      int64_t maxBytes = kMaxTensorBytes);
 /// Writes a .npy file (via a temporary file renamed into place). bf16,

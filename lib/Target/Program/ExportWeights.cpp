@@ -46,6 +46,8 @@ using CheckpointFiles =
 LogicalResult readManifest(ModuleOp module, StringRef dir, int64_t &ranks,
                            std::map<std::string, SavedParameter> &params) {
   std::string path = (dir + "/manifest.json").str();
+  if (rt::Status s = rt::expectRegularFile(path); !s)
+    return module.emitError() << "--mp-export-weights: " << s.message;
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return module.emitError() << "--mp-export-weights: cannot read '" << path
@@ -268,6 +270,18 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
       identities[node.output(0)] = i;
   }
   std::set<int> removedNodes;
+
+  // A checkpoint of another model would replace nothing, or the wrong
+  // tensors: every saved parameter must be one of this model's.
+  std::set<std::string> names;
+  for (ParamOp param : module.getOps<ParamOp>())
+    names.insert(param.getSymName().str());
+  for (const auto &entry : saved)
+    if (!names.count(entry.first) && !names.count(entry.second.partOf))
+      return module.emitError()
+             << "--mp-export-weights: '" << weightsDir << "' holds parameter '"
+             << entry.first << "', which " << onnxPath
+             << " lacks (was it trained from another model?)";
 
   int64_t replaced = 0;
   for (ParamOp param : module.getOps<ParamOp>()) {
