@@ -72,8 +72,12 @@ Status unsealProgram(const std::string &file, const std::string &path,
 static Status readProgram(const std::string &dir, program::Program &prog,
                           uint32_t &checksum) {
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+  if (stat(dir.c_str(), &st) != 0)
     return Status::error("artifact directory '" + dir + "' does not exist");
+  if (!S_ISDIR(st.st_mode))
+    return Status::error("'" + dir +
+                         "' is not a directory (an artifact is the "
+                         "directory mp-opt --artifact DIR writes)");
   std::string path = dir + "/program.pb";
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     return Status::error("'" + path + "' is missing: '" + dir +

@@ -217,12 +217,17 @@ bool price(const Model &m, const Gpu &c, int64_t globalBatch, Layout &l) {
   return true;
 }
 
+/// The divisors of `n`, ascending (pairs k, n/k up to √n).
 std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t k = 1; k <= n; ++k)
-    if (n % k == 0)
-      out.push_back(k);
-  return out;
+  std::vector<int64_t> low, high;
+  for (int64_t k = 1; k <= n / k; ++k)
+    if (n % k == 0) {
+      low.push_back(k);
+      if (k != n / k)
+        high.push_back(n / k);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 /// Every layout of `gpus` GPUs for the model, priced.
@@ -332,6 +337,14 @@ void AutoPlanPass::runOnOperation() {
   ModuleOp module = getOperation();
   std::optional<Gpu> cluster = gpuPreset(gpu);
   const double budget = parseBytes(memory);
+  // Past a million GPUs the search (every divisor pair) would not end in
+  // reasonable time, and no cluster is that large.
+  constexpr int64_t kMaxGpus = int64_t(1) << 20;
+  if (gpus > kMaxGpus) {
+    emitError(module.getLoc()) << "mp-auto-plan gpus=" << std::to_string(gpus)
+                               << ": at most " << std::to_string(kMaxGpus);
+    return signalPassFailure();
+  }
   if (!cluster || gpus < 1 || globalBatch < 1 || budget <= 0 || top < 1) {
     emitError(module.getLoc())
         << "mp-auto-plan needs gpus=N memory=SIZE (e.g. 80GiB) "

@@ -23,6 +23,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -531,10 +532,16 @@ void ReportPass::runOnOperation() {
         << "mp-report gpu must be a100, h100 or h200, got '" << gpu << "'";
     return signalPassFailure();
   }
-  if (iterationTime < 0 || peakFlops < 0 || memoryBandwidth < 0 ||
-      linkBandwidth < 0) {
-    emitError(module.getLoc()) << "mp-report iteration-time, peak-flops and "
-                                  "bandwidths must be positive";
+  // 0 means "not given"; NaN, infinities and times below a microsecond (a
+  // step cannot be that short; MFU would print 300 digits) are errors.
+  auto given = [](double v, double least) {
+    return v == 0 || (std::isfinite(v) && v >= least);
+  };
+  if (!given(iterationTime, 1e-6) || !given(peakFlops, 1) ||
+      !given(memoryBandwidth, 1) || !given(linkBandwidth, 1)) {
+    emitError(module.getLoc())
+        << "mp-report iteration-time (at least 1e-6 s), peak-flops and "
+           "bandwidths must be finite positive numbers";
     return signalPassFailure();
   }
   // A GPU of the options' figures, the preset's for those not given.

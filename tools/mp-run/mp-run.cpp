@@ -385,7 +385,8 @@ options:
                           boxes; prints its bubble fraction
   --collective-timeout S  seconds a collective waits for every rank before
                           the run stops naming the ranks that never arrived
-                          (default 600; 0 waits forever)
+                          (default 600, at least 1; 0 waits forever; on
+                          GPUs NCCL's are aborted after it, unnamed)
   --verify [REF_DIR]      also run the unpartitioned program (default
                           ARTIFACT_DIR/reference) on rank 0 and print the
                           max error of every output
@@ -435,8 +436,12 @@ Status parseCount(const std::string &flag, const char *value, int min,
 Status parseSeconds(const std::string &flag, const char *value, double &out) {
   char *end = nullptr;
   double v = std::strtod(value, &end);
-  if (!*value || *end || !(v >= 0) || v > 1e7)
-    return Status::error(flag + " expects seconds >= 0, got '" +
+  // Below a second, ranks that are merely busy (loading, a long step)
+  // would be taken for dead.
+  if (!*value || *end || !(v == 0 || v >= 1) || v > 1e7)
+    return Status::error(flag +
+                         " expects seconds >= 1 (or 0: wait "
+                         "forever), got '" +
                          std::string(value) + "'");
   out = v;
   return Status::success();
