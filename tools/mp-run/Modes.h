@@ -33,6 +33,7 @@ struct Options {
   TrainOptions train;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 0, warmup = 1, iterations = 3;
+  bool timedRunsGiven = false; // --warmup or --iterations
   double collectiveTimeout = 600;
   bool quiet = false, profile = false;
 

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -447,6 +448,46 @@ Status parseSeconds(const std::string &flag, const char *value, double &out) {
   return Status::success();
 }
 
+/// `path` made absolute and free of "." and ".." (its directory resolved,
+/// as the file may not exist yet); empty when its directory does not.
+std::string resolvedPath(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  char buffer[PATH_MAX];
+  if (!::realpath(dir.c_str(), buffer))
+    return "";
+  return std::string(buffer) + "/" +
+         (slash == std::string::npos ? path : path.substr(slash + 1));
+}
+
+/// --log must not overwrite what the run reads or writes otherwise: the
+/// token file, the artifact, or (swapped in whole at each save) the
+/// checkpoint directory.
+Status checkTrainPaths(const Options &o) {
+  const std::string log = o.train.log.empty() ? "" : resolvedPath(o.train.log);
+  if (log.empty())
+    return Status::success();
+  // A directory's resolved path with its slash: ".../dir/".
+  auto inside = [&](const std::string &dir) {
+    std::string d = resolvedPath(dir + "/x");
+    if (d.empty())
+      return false;
+    d.pop_back();
+    return log.compare(0, d.size(), d) == 0;
+  };
+  if (!o.train.data.empty() && log == resolvedPath(o.train.data))
+    return Status::error("--log '" + o.train.log + "' is the --data file");
+  if (inside(o.artifact))
+    return Status::error("--log '" + o.train.log +
+                         "' is inside the artifact directory");
+  if (!o.train.save.empty() && inside(o.train.save))
+    return Status::error("--log '" + o.train.log +
+                         "' is inside the --save directory, which each save "
+                         "replaces whole");
+  return Status::success();
+}
+
 Status parseArgs(int argc, char **argv, Options &o) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -514,6 +555,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
                                         : o.iterations;
       if (Status s = parseCount(arg, v, arg == "--warmup" ? 0 : 1, target); !s)
         return s;
+      o.timedRunsGiven = o.timedRunsGiven || arg != "--threads";
     } else if (arg == "--collective-timeout") {
       const char *v = value();
       if (missing)
@@ -549,14 +591,17 @@ Status parseArgs(int argc, char **argv, Options &o) {
     return Status::error("no artifact directory given (see --help)");
   if (o.train.enabled && !o.inputs.empty())
     return Status::error("--train reads its inputs from --data, not --input");
-  if (o.train.enabled &&
-      (o.profile || !o.verify.empty() || !o.outputDir.empty()))
+  if (o.train.enabled && (o.profile || !o.verify.empty() ||
+                          !o.outputDir.empty() || o.timedRunsGiven))
     return Status::error(
         std::string(o.profile           ? "--profile"
                     : !o.verify.empty() ? "--verify"
+                    : o.timedRunsGiven  ? "--warmup or --iterations"
                                         : "--output-dir") +
         " applies to runs of the program on --input, not to --train (each "
         "step prints its loss and speed; --log and --save keep them)");
+  if (Status s = checkTrainPaths(o); !s)
+    return s;
   // OpenMP cannot start a hundred thousand threads (it crashes trying).
   constexpr int kMaxThreads = 1024;
   if (o.threads > kMaxThreads)
