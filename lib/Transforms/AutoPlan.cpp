@@ -230,6 +230,15 @@ std::vector<int64_t> divisors(int64_t n) {
   return low;
 }
 
+/// Why a GPU count has no layout at all (as opposed to none that fits).
+std::string noLayoutOf(int64_t gpus) {
+  return "no layout of " + std::to_string(gpus) +
+         " GPUs exists: the count must factor into tensor parallelism "
+         "(dividing the heads, key/value heads and vocabulary), pipeline "
+         "stages (dividing the layers) and data-parallel replicas (dividing "
+         "the global batch); try another GPU count";
+}
+
 /// Every layout of `gpus` GPUs for the model, priced.
 std::vector<Layout> search(const Model &m, const Gpu &c, int64_t gpus,
                            int64_t globalBatch) {
@@ -377,9 +386,12 @@ void AutoPlanPass::runOnOperation() {
   llvm::raw_ostream &os = llvm::outs();
   if (bestOnly) {
     if (fits.empty()) {
-      emitError(module.getLoc())
-          << "mp-auto-plan: no layout of " << std::to_string(gpus)
-          << " GPUs fits in " << memory;
+      if (all.empty())
+        emitError(module.getLoc()) << "mp-auto-plan: " << noLayoutOf(gpus);
+      else
+        emitError(module.getLoc())
+            << "mp-auto-plan: no layout of " << std::to_string(gpus)
+            << " GPUs fits in " << memory;
       return signalPassFailure();
     }
     os << fits.front().options() << "\n";
@@ -418,7 +430,9 @@ void AutoPlanPass::runOnOperation() {
       os << llvm::format("best/baseline step time: %.3f\n",
                          fits.front().seconds / base.seconds);
   }
-  if (fits.empty())
+  if (all.empty())
+    os << noLayoutOf(gpus) << "\n";
+  else if (fits.empty())
     os << "no layout fits: give more GPUs or memory\n";
 }
 

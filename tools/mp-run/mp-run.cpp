@@ -539,6 +539,14 @@ Status parseArgs(int argc, char **argv, Options &o) {
         return needsValue();
       if (o.timeline.empty())
         return Status::error("--timeline expects a file (FILE.svg), got ''");
+      // Checked now, not after the run that draws it.
+      struct stat st;
+      if (::stat(o.timeline.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        return Status::error("--timeline '" + o.timeline +
+                             "' is a directory (give FILE.svg)");
+      if (resolvedPath(o.timeline).empty())
+        return Status::error("--timeline '" + o.timeline +
+                             "': its directory does not exist");
     } else if (arg == "--output-dir") {
       o.outputDir = value();
       if (missing)
