@@ -195,6 +195,20 @@ AttentionShape attentionShapeOf(const Tensor &q, const Tensor &k,
           k.shape[2], q.shape[3], v.shape[3]};
 }
 
+/// How a mask broadcast to the scores [B, H, Sq, Sk] is indexed.
+struct MaskLayout {
+  Dims dims;
+  Strides strides;
+};
+MaskLayout maskLayoutOf(const AttentionShape &shape, const Tensor *mask) {
+  const std::vector<int64_t> full = {shape.batch, shape.heads, shape.queries,
+                                     shape.keys};
+  MaskLayout m{dimsOf(full),
+               mask ? broadcastStrides(full, mask->shape) : Strides()};
+  coalesce(m.dims, {&m.strides});
+  return m;
+}
+
 int64_t bytesPerScoreOf(DType t) {
   return attentionBytesPerScore(dtypeSize(t), t == DType::F32);
 }
@@ -267,7 +281,7 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
   if (!isFloatType(q.dtype))
     return typeError("attention", q.dtype);
   const AttentionShape shape = attentionShapeOf(q, k, v);
-  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0)
+  if (!shape.groupsEvenly())
     return Status::error("attention: query heads do not group into the "
                          "key/value heads");
   if (out.numel() == 0)
@@ -279,11 +293,7 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
   const DType t = q.dtype;
   const bool separateProbs = t != DType::F32;
   const int64_t bytesPerScore = bytesPerScoreOf(t);
-  const std::vector<int64_t> full = {shape.batch, shape.heads, shape.queries,
-                                     shape.keys};
-  Dims maskDims = dimsOf(full);
-  Strides maskStrides = mask ? broadcastStrides(full, mask->shape) : Strides();
-  coalesce(maskDims, {&maskStrides});
+  const MaskLayout m = maskLayoutOf(shape, mask);
   for (const AttentionChunk &c :
        attentionChunks(shape, bytesPerScore, kAttentionScratchBudget)) {
     const int64_t rows = c.pairs * c.rows;
@@ -303,8 +313,8 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
         t, "attention",
         attentionSoftmaxKernel<<<rows, kThreads, 0, computeStream()>>>(
             scores, static_cast<T *>(probs), shape.keys, shape.queries,
-            c.rowBase(shape), causal, mask ? mask->as<T>() : nullptr, maskDims,
-            maskStrides));
+            c.rowBase(shape), causal, mask ? mask->as<T>() : nullptr, m.dims,
+            m.strides));
     if (Status s = launched("attention softmax"); !s)
       return s;
     if (Status s =
@@ -318,8 +328,7 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
 size_t attentionScratchBytes(const Tensor &q, const Tensor &k,
                              const Tensor &v) {
   const AttentionShape shape = attentionShapeOf(q, k, v);
-  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0 ||
-      !isFloatType(q.dtype))
+  if (!shape.groupsEvenly() || !isFloatType(q.dtype))
     return 0; // attention() rejects it
   return static_cast<size_t>(attentionScratchBytes(
       shape, bytesPerScoreOf(q.dtype), kAttentionScratchBudget));
@@ -351,7 +360,7 @@ Status attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
   if (q.dtype != DType::F32)
     return typeError("attention_grad", q.dtype);
   const AttentionShape shape = attentionShapeOf(q, k, v);
-  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0)
+  if (!shape.groupsEvenly())
     return Status::error("attention_grad: query heads do not group into the "
                          "key/value heads");
   for (Tensor *t : {&dq, &dk, &dv})
@@ -362,11 +371,7 @@ Status attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
       return s;
   if (shape.batch * shape.heads * shape.queries == 0 || shape.keys == 0)
     return Status::success();
-  const std::vector<int64_t> full = {shape.batch, shape.heads, shape.queries,
-                                     shape.keys};
-  Dims maskDims = dimsOf(full);
-  Strides maskStrides = mask ? broadcastStrides(full, mask->shape) : Strides();
-  coalesce(maskDims, {&maskStrides});
+  const MaskLayout m = maskLayoutOf(shape, mask);
   for (const AttentionChunk &c : attentionChunks(
            shape, kAttentionGradBytesPerScore, kAttentionScratchBudget)) {
     const int64_t rows = c.pairs * c.rows;
@@ -382,7 +387,7 @@ Status attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
       return s;
     attentionSoftmaxKernel<<<rows, kThreads, 0, computeStream()>>>(
         probs, probs, shape.keys, shape.queries, c.rowBase(shape), causal,
-        mask ? mask->as<float>() : nullptr, maskDims, maskStrides);
+        mask ? mask->as<float>() : nullptr, m.dims, m.strides);
     if (Status s = launched("attention_grad softmax"); !s)
       return s;
     const AttentionGradGemms g = attentionGradGemms(shape, c);
@@ -414,7 +419,7 @@ Status attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
 size_t attentionGradScratchBytes(const Tensor &q, const Tensor &k,
                                  const Tensor &v) {
   const AttentionShape shape = attentionShapeOf(q, k, v);
-  if (shape.kvHeads <= 0 || shape.heads % shape.kvHeads != 0)
+  if (!shape.groupsEvenly())
     return 0; // attentionGrad() rejects it
   return static_cast<size_t>(attentionScratchBytes(
       shape, kAttentionGradBytesPerScore, kAttentionScratchBudget));

@@ -218,6 +218,8 @@ matmulPlan(std::vector<int64_t> a, std::vector<int64_t> b, std::string &error);
 struct AttentionShape {
   int64_t batch, heads, kvHeads, queries, keys, headDim, valueDim;
   int64_t group() const { return heads / kvHeads; }
+  /// Whether the query heads group into the key/value heads.
+  bool groupsEvenly() const { return kvHeads > 0 && heads % kvHeads == 0; }
   /// The query heads of one (batch, kv head) pair are contiguous in q and in
   /// the output: group() * queries rows.
   int64_t rowsPerPair() const { return group() * queries; }
