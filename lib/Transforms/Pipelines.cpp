@@ -5,6 +5,8 @@
 
 #include "mlir/Pass/PassRegistry.h"
 
+#include <set>
+
 using namespace mlir;
 
 void mp::buildRaisePipeline(OpPassManager &pm,
@@ -61,6 +63,9 @@ static std::string invalid(const mp::ParallelizeOptions &options) {
   if (options.zero != 0 && options.zero != 1)
     return "zero must be 0 or 1, got " +
            std::to_string(static_cast<int64_t>(options.zero));
+  if (options.zero == 1 && options.dp == 1)
+    return "zero=1 shards the optimizer state over the data-parallel "
+           "replicas: it needs dp > 1";
   if (options.pp < 1 || options.vp < 1 || options.microbatches < 1)
     return "pp, vp and microbatches must be at least 1";
   if (options.recompute != "none" && options.recompute != "selective" &&
@@ -84,6 +89,20 @@ static std::string invalid(const mp::ParallelizeOptions &options) {
   return "";
 }
 
+/// The first option `text` gives twice ("" if none): MLIR's option parser
+/// keeps the last, so `tp=2 tp=1` would silently mean tp=1.
+static std::string repeatedOption(llvm::StringRef text) {
+  std::set<std::string> seen;
+  llvm::SmallVector<llvm::StringRef> words;
+  text.split(words, ' ', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  for (llvm::StringRef word : words) {
+    std::string key = word.split('=').first.trim().str();
+    if (!key.empty() && !seen.insert(key).second)
+      return key;
+  }
+  return "";
+}
+
 void mp::registerMPPipelines() {
   // As PassPipelineRegistration does, but with the options checked, so that
   // a bad combination is an error naming it rather than a pass failing later.
@@ -93,6 +112,9 @@ void mp::registerMPPipelines() {
       "an imported model",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> errorHandler) {
+        if (std::string twice = repeatedOption(text); !twice.empty())
+          return errorHandler("'" + twice + "' is given twice in '" + text +
+                              "': give each option once");
         ParallelizeOptions options;
         if (failed(options.parseFromString(text)))
           return errorHandler(

@@ -135,6 +135,19 @@ LogicalResult RecomputePass::mark(func::FuncOp func, const Policy &p) {
     if (auto layer = intAttr(&op, MPDialect::getLayerAttrName()))
       layersOfStage[intAttr(&op, MPDialect::getStageAttrName()).value_or(0)]
           .insert(*layer);
+  // More layers than a chunk has would recompute the same as the chunk's
+  // count: an error, so that a typo is not a silent policy.
+  size_t mostLayers = 0;
+  for (auto &[stage, layers] : layersOfStage)
+    mostLayers = std::max(mostLayers, layers.size());
+  if (p.granularity == "full" && mostLayers > 0 &&
+      p.layers > static_cast<int64_t>(mostLayers))
+    return func.emitError()
+           << "mp-recompute layers=" << p.layers << " is more than the "
+           << mostLayers << " layers of "
+           << (layersOfStage.size() > 1 ? "the largest pipeline chunk"
+                                        : "the model")
+           << " (at most " << mostLayers << ")";
   std::set<int64_t> blockLayers;
   for (auto &[stage, layers] : layersOfStage) {
     int64_t taken = 0;

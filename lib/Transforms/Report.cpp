@@ -120,6 +120,9 @@ Dims dimsOf(ModuleOp module, func::FuncOp func) {
 
 struct Figures {
   Dims dims;
+  /// Whether the program is a train step (mp-train ran); an inference
+  /// program is reported against the forward third of the formulas.
+  bool train = false;
   double parameters = 0, parametersFormula = 0;
   double layerPlan = 0, layerFormula = 0, layerReconciled = 0;
   std::string layerFormulaName;
@@ -201,6 +204,7 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   f.gpu = gpu;
   Dims &d = f.dims;
   d = dimsOf(module, func);
+  func.walk([&](Operation *op) { f.train |= isBackward(op); });
   const int64_t chunks = d.p * d.v;
   const double microbatchesPerStep = double(d.m) * double(d.d);
   // Parameters: each counted once (a tied embedding and head are one).
@@ -231,7 +235,9 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
     for (int64_t s : stages) {
       Figures::Rank &rank = f.ranks[static_cast<size_t>(s)];
       rank.parameterBytes += 2 * elements; // 16-bit weights
-      rank.gradientBytes += 2 * elements;  // 16-bit gradients
+      if (!f.train)
+        continue;
+      rank.gradientBytes += 2 * elements; // 16-bit gradients
       rank.optimizerBytes += 12 * elements / (d.zero ? double(d.d) : 1.0);
     }
   });
@@ -278,7 +284,11 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
       rank.peakLayers = std::max(rank.peakLayers, layersHeld);
     }
     rank.activationFormula = perLayer * rank.peakLayers;
+    if (!f.train) // nothing is kept for a backward
+      rank.activationFormula = rank.peakLayers = 0;
   }
+  if (!f.train)
+    f.layerFormula = f.layerReconciled = 0;
 
   // FLOPs: the contractions and attention the IR runs (per rank, one
   // micro-batch), times the tensor-parallel ranks sharing them and the
@@ -312,8 +322,12 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   const double base = 72 * B * l * s * h * h;
   f.modelFlopsFormula =
       shaped ? base * (1 + s / (6 * h) + double(d.vocab) / (12 * h * l)) : 0;
+  // The forward is a third of the train step's FLOPs (the backward twice
+  // the forward), and recomputes nothing.
+  if (!f.train)
+    f.modelFlopsFormula /= 3;
   f.hardwareFlopsFormula =
-      !shaped ? 0
+      !shaped || !f.train ? f.modelFlopsFormula
       : d.recompute == "full"
           ? 96 * B * s * l * h * h *
                 (1 + s / (6 * h) + double(d.vocab) / (16 * l * h))
@@ -359,7 +373,7 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   pipeline::Costs timed;
   for (const ChunkCost &c : costs) {
     timed.forward.push_back(c.forward.seconds(machine));
-    timed.backward.push_back(c.backward.seconds(machine) > 0
+    timed.backward.push_back(!f.train || c.backward.seconds(machine) > 0
                                  ? c.backward.seconds(machine)
                                  : 2 * c.forward.seconds(machine));
   }
@@ -437,22 +451,33 @@ void ReportPass::printText(const Figures &f, ModuleOp module,
                      "(V+s)/(12lh)): %.4g, %s)\n",
                      f.parameters, f.parametersFormula,
                      relative(f.parameters, f.parametersFormula).c_str());
-  os << "  per layer    activations kept for the backward: "
-     << llvm::format("%.0f", f.layerPlan) << " bytes planned, "
-     << llvm::format("%.0f", f.layerFormula) << " by the formula ("
-     << f.layerFormulaName << ", 16-bit), "
-     << relative(f.layerPlan, f.layerFormula)
-     << "; reconciled with how mp "
-        "keeps a layer (no stored attention scores, softmax or dropout masks; "
-        "the attention output in two layouts unless recomputed): "
-     << llvm::format("%.0f", f.layerReconciled) << ", "
-     << relative(f.layerPlan, f.layerReconciled) << "\n";
+  if (!f.train)
+    os << "  step         forward only (an inference program: give --mp-train "
+          "for the train step); FLOPs against the forward's third of the "
+          "formula, no gradients, optimizer state or kept activations\n";
+  else
+    os << "  per layer    activations kept for the backward: "
+       << llvm::format("%.0f", f.layerPlan) << " bytes planned, "
+       << llvm::format("%.0f", f.layerFormula) << " by the formula ("
+       << f.layerFormulaName << ", 16-bit), "
+       << relative(f.layerPlan, f.layerFormula)
+       << "; reconciled with how mp "
+          "keeps a layer (no stored attention scores, softmax or dropout "
+          "masks; "
+          "the attention output in two layouts unless recomputed): "
+       << llvm::format("%.0f", f.layerReconciled) << ", "
+       << relative(f.layerPlan, f.layerReconciled) << "\n";
   for (const Figures::Rank &r : f.ranks)
-    os << "  stage " << r.stage << "      parameters " << gib(r.parameterBytes)
-       << ", gradients " << gib(r.gradientBytes) << ", optimizer "
-       << gib(r.optimizerBytes) << ", activations " << gib(r.activationPlan)
-       << " planned (" << gib(r.activationFormula) << " by the formula, "
-       << llvm::format("%.0f", r.peakLayers) << " layers in flight)\n";
+    if (!f.train)
+      os << "  stage " << r.stage << "      parameters "
+         << gib(r.parameterBytes) << "\n";
+    else
+      os << "  stage " << r.stage << "      parameters "
+         << gib(r.parameterBytes) << ", gradients " << gib(r.gradientBytes)
+         << ", optimizer " << gib(r.optimizerBytes) << ", activations "
+         << gib(r.activationPlan) << " planned (" << gib(r.activationFormula)
+         << " by the formula, " << llvm::format("%.0f", r.peakLayers)
+         << " layers in flight)\n";
   os << llvm::format("  FLOPs/step   model %.4g (formula %.4g), hardware %.4g "
                      "(formula %.4g)\n",
                      f.modelFlops, f.modelFlopsFormula, f.hardwareFlops,
@@ -497,6 +522,7 @@ void ReportPass::printJson(const Figures &f, llvm::raw_ostream &os) {
   if (d.p > 1)
     collectives["point_to_point"] = f.p2pBytes;
   llvm::json::Object report{
+      {"step", f.train ? "train" : "forward"},
       {"parameters", f.parameters},
       {"parameters_formula", f.parametersFormula},
       {"layer", llvm::json::Object{{"activation_bytes_formula", f.layerFormula},

@@ -211,6 +211,14 @@ struct TensorParallelPass
     }
     if (tp == 1)
       return;
+    auto grids = module.getOps<shard::GridOp>();
+    if (!grids.empty()) {
+      emitError(module.getLoc())
+          << "the program is already partitioned (it has shard.grid @"
+          << (*grids.begin()).getSymName()
+          << "): mp-tensor-parallel runs once, on an unpartitioned program";
+      return signalPassFailure();
+    }
     FailureOr<func::FuncOp> func = getEntryFunction(module);
     if (failed(func))
       return signalPassFailure();

@@ -224,6 +224,34 @@ static LogicalResult runPasses(PassManager &pm, ModuleOp module,
   return pm.run(module);
 }
 
+/// Whether `note` is the "see current operation" note MLIR attaches to an
+/// error on an op, and that op is the whole module or a function: thousands
+/// of lines of generic IR after an error whose location already says what
+/// is at fault.
+static bool isModuleDump(Diagnostic &note) {
+  std::string text = note.str();
+  StringRef op = text;
+  if (!op.consume_front("see current operation:"))
+    return false;
+  op = op.ltrim();
+  return op.starts_with("\"builtin.module\"") ||
+         op.starts_with("\"func.func\"");
+}
+
+/// Prints `diag` as `printer` would, without module dumps; fails (leaving it
+/// to `printer`) when it has none.
+static LogicalResult
+printWithoutModuleDumps(Diagnostic &diag, SourceMgrDiagnosticHandler &printer) {
+  if (llvm::none_of(diag.getNotes(), isModuleDump))
+    return failure();
+  printer.emitDiagnostic(diag.getLocation(), diag.str(), diag.getSeverity());
+  for (Diagnostic &note : diag.getNotes())
+    if (!isModuleDump(note))
+      printer.emitDiagnostic(note.getLocation(), note.str(),
+                             note.getSeverity());
+  return success();
+}
+
 /// The ONNX and artifact paths: the module stays in memory from import (or
 /// parse) through the passes to the printer or the artifact writer.
 static int compile(StringRef inputFilename, StringRef outputFilename,
@@ -237,6 +265,9 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
   context.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  ScopedDiagnosticHandler withoutModuleDumps(&context, [&](Diagnostic &diag) {
+    return printWithoutModuleDumps(diag, handler);
+  });
   bool onnx = inputFilename.ends_with(".onnx");
   OwningOpRef<ModuleOp> module =
       onnx ? importModel(inputFilename, context)
@@ -337,7 +368,7 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
 static std::vector<std::string> reportShorthands(int argc, char **argv) {
   std::vector<std::string> args;
   std::string extra;
-  int report = -1;
+  std::vector<int> reports;
   for (int i = 0; i < argc; ++i) {
     StringRef arg = argv[i];
     if (arg.consume_front("--mp-report-gpu="))
@@ -346,21 +377,70 @@ static std::vector<std::string> reportShorthands(int argc, char **argv) {
       extra += " iteration-time=" + arg.str();
     else {
       if (arg == "--mp-report" || arg.starts_with("--mp-report="))
-        report = static_cast<int>(args.size());
+        reports.push_back(static_cast<int>(args.size()));
       args.push_back(argv[i]);
     }
   }
-  if (report >= 0) {
-    StringRef arg = args[report];
+  // Each --mp-report runs a report (--mp-report=json --mp-report=text
+  // prints both).
+  for (int i : reports) {
+    StringRef arg = args[i];
     std::string options = arg.consume_front("--mp-report=") ? arg.str() : "";
     if (!options.empty() && options.find('=') == std::string::npos)
       options = "format=" + options; // --mp-report=json
     options += extra;
-    args[report] = "--mp-report=" + StringRef(options).ltrim().str();
-  } else if (!extra.empty()) {
+    args[i] = "--mp-report=" + StringRef(options).ltrim().str();
+  }
+  if (reports.empty() && !extra.empty()) {
     args.push_back("--mp-report=" + StringRef(extra).ltrim().str());
   }
   return args;
+}
+
+/// Passes run in the order given, and the train step is built from the
+/// raised and partitioned program: nothing that raises or partitions may
+/// follow mp-loss or mp-autodiff (--mp-train before --mp-parallelize).
+static LogicalResult checkTrainStepComesLast(PassManager &pm) {
+  static constexpr StringRef kBeforeTraining[] = {
+      "mp-raise",           "mp-convert-precision",
+      "mp-tensor-parallel", "mp-sequence-parallel",
+      "mp-data-parallel",   "mp-pipeline"};
+  StringRef train;
+  for (Pass &pass : pm.getPasses()) {
+    StringRef argument = pass.getArgument();
+    if (argument == "mp-loss" || argument == "mp-autodiff") {
+      if (train.empty())
+        train = argument;
+    } else if (!train.empty() &&
+               llvm::is_contained(kBeforeTraining, argument)) {
+      emitError(UnknownLoc::get(pm.getContext()))
+          << "'" << argument << "' would run after '" << train
+          << "': passes run in the order given, and the train step is "
+             "built from the raised and partitioned program (give --mp-train "
+             "after --mp-parallelize)";
+      return failure();
+    }
+  }
+  return success();
+}
+
+/// `config`'s pipeline setup, checked: the train step comes last, and an
+/// option the pass's parser rejects (its reason already printed by the
+/// command-line library) is not followed by an empty "error:".
+static void checkPipelineSetup(MlirOptMainConfig &config) {
+  MlirOptMainConfig parsed = config;
+  config.setPassPipelineSetupFn([parsed](PassManager &pm) {
+    ScopedDiagnosticHandler namesEmptyErrors(
+        pm.getContext(), [](Diagnostic &diag) {
+          if (diag.getSeverity() == DiagnosticSeverity::Error &&
+              diag.str().empty())
+            diag << "a pass option is invalid (the reason is printed above)";
+          return failure(); // printed by the next handler
+        });
+    if (failed(parsed.setupPassPipeline(pm)))
+      return failure();
+    return checkTrainStepComesLast(pm);
+  });
 }
 
 int main(int argc, char **argv) {
@@ -406,6 +486,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  checkPipelineSetup(config);
   // MLIR input without an artifact: mlir-opt's own driver
   // (--split-input-file, --verify-diagnostics, ...).
   if (llvm::StringRef(inputFilename).ends_with(".onnx") ||

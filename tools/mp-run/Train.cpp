@@ -266,17 +266,15 @@ TrainLayout TrainLayout::of(Executable &exe, Communicator &world) {
   layout.replicas = exe.dataParallelSize();
   layout.zero = exe.shardedOptimizer();
   // The optimizer's sums, gradient reductions and checkpoint gathers work on
-  // host buffers: ranks [replica][grid position], as mp-run lays them out.
+  // host buffers: over MPI when the program's communicators are NCCL.
   const bool device = layout.grid->deviceMemory() ||
                       (layout.data && layout.data->deviceMemory());
   if (device) {
-    const std::vector<int64_t> ranks = {layout.replicas, exe.gridSize()};
-    stopIfAnyRankFailed(world, world.split(ranks, 1, layout.hostGrid));
-    layout.grid = layout.hostGrid.get();
-    if (layout.data) {
-      stopIfAnyRankFailed(world, world.split(ranks, 0, layout.hostData));
-      layout.data = layout.hostData.get();
-    }
+    layout.grid =
+        &hostCommOf(exe, world, GridAxis::TensorParallel, layout.hostGrid);
+    if (layout.data)
+      layout.data =
+          &hostCommOf(exe, world, GridAxis::DataParallel, layout.hostData);
   }
   return layout;
 }
@@ -539,6 +537,31 @@ Status applyUpdate(const TrainOptions &t, const TrainLayout &layout,
   return uploadWeights(*layout.exe, slots, whole);
 }
 
+/// Keeps the lines of the --log at `path` up to step `last` (the checkpoint a
+/// resumed run starts after): the steps the interrupted run logged past it
+/// are trained again and logged anew, not twice. A missing log is fine.
+Status truncateLogAfter(const std::string &path, int64_t last) {
+  std::FILE *in = std::fopen(path.c_str(), "r");
+  if (!in)
+    return errno == ENOENT ? Status::success()
+                           : Status::error("--log: cannot read '" + path +
+                                           "': " + std::strerror(errno));
+  std::string kept, line;
+  char chunk[4096];
+  while (std::fgets(chunk, sizeof chunk, in)) {
+    line += chunk;
+    if (line.back() != '\n')
+      continue; // a longer line, or a last line cut off by the crash
+    long long step = 0;
+    if (std::sscanf(line.c_str(), "{\"step\": %lld", &step) == 1 &&
+        step <= last)
+      kept += line;
+    line.clear();
+  }
+  std::fclose(in);
+  return writeFileAtomically(path, kept);
+}
+
 /// "[#####.....]  3/10" on a terminal, overwritten by the next line.
 void progressBar(int64_t step, int64_t steps) {
   const int width = 30;
@@ -612,6 +635,9 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
   std::FILE *log = nullptr;
   if (!t.log.empty() && world.rank() == 0) {
     // A resumed run continues the log of the run it resumes.
+    if (!t.resume.empty())
+      if (Status st = truncateLogAfter(t.log, firstStep - 1); !st)
+        abortRun(st.message);
     log = std::fopen(t.log.c_str(), t.resume.empty() ? "w" : "a");
     if (!log)
       abortRun("--log: cannot write '" + t.log + "': " + std::strerror(errno));
@@ -661,12 +687,6 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
       reduced = globalNorm(layout, slots, flat, norm);
     if (!reduced)
       abortRun(reduced.message);
-    // As torch.nn.utils.clip_grad_norm_: scale by max / (norm + 1e-6).
-    if (t.clipGrad > 0 && norm > t.clipGrad) {
-      const float scale = static_cast<float>(t.clipGrad / (norm + 1e-6));
-      for (int64_t i = flat.begin; i < flat.end; ++i)
-        flat.grad[i] *= scale;
-    }
     // As Megatron's check for NaN in the loss and gradients: a diverged run
     // stops before its weights are updated or saved (every rank sees the
     // same loss and norm, so all stop here).
@@ -676,6 +696,12 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
                std::to_string(norm) +
                ": the run diverged (lower --lr, or clip with --clip-grad); "
                "stopped before updating or saving the weights");
+    // As torch.nn.utils.clip_grad_norm_: scale by max / (norm + 1e-6).
+    if (t.clipGrad > 0 && norm > t.clipGrad) {
+      const float scale = static_cast<float>(t.clipGrad / (norm + 1e-6));
+      for (int64_t i = flat.begin; i < flat.end; ++i)
+        flat.grad[i] *= scale;
+    }
     const double lr = schedule.at(step);
     if (Status st = applyUpdate(t, layout, slots, flat, step, lr); !st)
       abortRun(st.message);

@@ -160,17 +160,22 @@ Status gatherWhole(Communicator &comm, const Tensor &local, const IOSpec &spec,
 
 /// The communicator of this rank's grid over which outputs (in host
 /// memory) are gathered: the executable's, unless that is a GPU's (NCCL
-/// takes device memory), then the same ranks of `world` (MPI), split off
-/// into `owned` when there are data-parallel replicas. Collective.
+/// takes device memory), then the same ranks over MPI.
 static Communicator &outputGrid(const Executable &exe, Communicator &world,
                                 bool onDevice,
                                 std::unique_ptr<Communicator> &owned) {
-  if (!onDevice)
-    return exe.gridComm();
-  if (exe.dataParallelSize() == 1)
-    return world;
-  stopIfAnyRankFailed(
-      world, world.split({exe.dataParallelSize(), exe.gridSize()}, 1, owned));
+  return onDevice ? hostCommOf(exe, world, GridAxis::TensorParallel, owned)
+                  : exe.gridComm();
+}
+
+Communicator &hostCommOf(const Executable &exe, Communicator &world,
+                         GridAxis axis, std::unique_ptr<Communicator> &owned) {
+  // mp-run lays ranks out [replica][grid position].
+  const std::vector<int64_t> ranks = {exe.dataParallelSize(), exe.gridSize()};
+  const int keep = axis == GridAxis::TensorParallel ? 1 : 0;
+  if (ranks[1 - keep] == 1)
+    return world; // the axis is every rank
+  stopIfAnyRankFailed(world, world.split(ranks, keep, owned));
   return *owned;
 }
 

@@ -706,9 +706,42 @@ LogicalResult mp::writeProgram(ModuleOp module, func::FuncOp func,
   return success();
 }
 
+/// Fails when `module` asks for a training layout (replicas, a sharded
+/// optimizer, recompute) but has no train step to apply it to: an artifact
+/// would silently run without it.
+static LogicalResult checkTrainingOptionsHaveATrainStep(ModuleOp module) {
+  std::string asked;
+  if (auto dp = module->getAttrOfType<IntegerAttr>(
+          MPDialect::getDataParallelAttrName());
+      dp && dp.getInt() > 1)
+    asked = "dp=" + std::to_string(dp.getInt());
+  else if (auto zero =
+               module->getAttrOfType<IntegerAttr>(MPDialect::getZeroAttrName());
+           zero && zero.getInt() != 0)
+    asked = "zero=" + std::to_string(zero.getInt());
+  else if (module->hasAttr(MPDialect::getRecomputeAttrName()))
+    asked = "recompute";
+  if (asked.empty())
+    return success();
+  WalkResult backward = module.walk([](Operation *op) {
+    return op->hasAttr(MPDialect::getBackwardAttrName())
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
+  });
+  if (backward.wasInterrupted())
+    return success();
+  return emitError(module.getLoc())
+         << asked
+         << " is a training option, but the program has no train step: add "
+            "--mp-train after --mp-parallelize (or leave the option out for "
+            "inference)";
+}
+
 LogicalResult mp::writeArtifact(ModuleOp module, StringRef dirName,
                                 ArtifactSummary &summary, ModuleOp reference,
                                 bool syntheticWeights) {
+  if (failed(checkTrainingOptionsHaveATrainStep(module)))
+    return failure();
   if (module->hasAttr(MPDialect::getPipelineAttrName()))
     return writePipelineArtifact(module, dirName, summary, syntheticWeights,
                                  reference);
