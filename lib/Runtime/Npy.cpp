@@ -1,6 +1,7 @@
 //===- Npy.cpp - NumPy .npy files -----------------------------------------===//
 #include "mp/Runtime/Npy.h"
 
+#include "mp/Support/AtomicFile.h"
 #include "mp/Support/Float16.h"
 #include "mp/Support/Shape.h"
 
@@ -193,81 +194,10 @@ Status readNpy(const std::string &path, HostBuffer &out) {
   return decodeNpy(file, path, out);
 }
 
-void syncDirectory(const std::string &dir) {
-  int fd = ::open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
-/// Flushes the directory holding `path`, so that a rename into it survives
-/// a crash.
-static void syncDirectoryOf(const std::string &path) {
-  size_t slash = path.rfind('/');
-  syncDirectory(slash == std::string::npos ? "." : path.substr(0, slash));
-}
-
-namespace {
-
-/// Writes every piece to `fd`; false (errno set) at the first failure.
-bool writePieces(int fd, const std::vector<std::string_view> &pieces) {
-  for (std::string_view piece : pieces) {
-    const char *p = piece.data();
-    size_t left = piece.size();
-    while (left > 0) {
-      ssize_t n = ::write(fd, p, std::min<size_t>(left, size_t(1) << 30));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return false;
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
-  }
-  return true;
-}
-
-} // namespace
-
 Status writeFileAtomically(const std::string &path,
                            const std::vector<std::string_view> &pieces) {
-  // A device or pipe (/dev/null, a FIFO a reader waits on) is written in
-  // place: a rename would replace it with a regular file.
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode))
-      return Status::error("cannot write '" + path + "': it is a directory");
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-      return Status::error("cannot write '" + path +
-                           "': " + std::strerror(errno));
-    bool written = writePieces(fd, pieces);
-    std::string why = std::strerror(errno);
-    written = ::close(fd) == 0 && written;
-    return written ? Status::success()
-                   : Status::error("failed writing '" + path + "': " + why);
-  }
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return Status::error("cannot write '" + tmp + "': " + std::strerror(errno));
-  bool written = writePieces(fd, pieces);
-  // On disk before it gets its name: a crash leaves the old file or the
-  // whole new one, never half of it.
-  written = written && ::fsync(fd) == 0;
-  written = ::close(fd) == 0 && written;
-  if (!written) {
-    std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return Status::error("failed writing '" + tmp + "': " + why);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::error("cannot rename '" + tmp + "' to '" + path + "'");
-  }
-  syncDirectoryOf(path);
-  return Status::success();
+  std::string error = mp::writeFileAtomically(path, pieces);
+  return error.empty() ? Status::success() : Status::error(error);
 }
 
 Status writeFileAtomically(const std::string &path, const std::string &bytes) {

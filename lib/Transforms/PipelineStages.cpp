@@ -9,6 +9,7 @@
 #include "mp/Analysis/Cost.h"
 #include "mp/Analysis/Layers.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Support/AtomicFile.h"
 #include "mp/Support/PipelineSchedule.h"
 #include "mp/Support/TimelineSvg.h"
 #include "mp/Transforms/Passes.h"
@@ -17,7 +18,6 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -192,48 +192,6 @@ std::string layoutOf(const Units &units, ArrayRef<int64_t> end) {
   return out;
 }
 
-/// Writes `path` whole or not at all (a temporary file, then a rename).
-LogicalResult writeFileAtomically(Location loc, const std::string &path,
-                                  const std::string &text) {
-  // A device or pipe (/dev/null, a FIFO) is written in place: a rename
-  // would replace it with a regular file.
-  llvm::sys::fs::file_status status;
-  if (!llvm::sys::fs::status(path, status) && llvm::sys::fs::exists(status) &&
-      !llvm::sys::fs::is_regular_file(status)) {
-    std::error_code ec;
-    if (llvm::sys::fs::is_directory(status))
-      return emitError(loc)
-             << "cannot write '" << path << "': it is a directory";
-    llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_Append);
-    if (!ec) {
-      out << text;
-      out.close();
-      ec = out.error();
-    }
-    if (ec)
-      return emitError(loc)
-             << "cannot write '" << path << "': " << ec.message();
-    return success();
-  }
-  std::string tmp = path + ".tmp";
-  std::error_code ec;
-  {
-    llvm::raw_fd_ostream out(tmp, ec);
-    if (!ec) {
-      out << text;
-      out.close();
-      ec = out.error();
-    }
-  }
-  if (!ec)
-    ec = llvm::sys::fs::rename(tmp, path);
-  if (ec) {
-    llvm::sys::fs::remove(tmp);
-    return emitError(loc) << "cannot write '" << path << "': " << ec.message();
-  }
-  return success();
-}
-
 struct PipelinePass : public mp::impl::MPPipelineBase<PipelinePass> {
   using MPPipelineBase::MPPipelineBase;
 
@@ -313,10 +271,9 @@ LogicalResult PipelinePass::writeTimeline(ModuleOp module,
                       std::to_string(dims.microbatches) + " microbatches, " +
                       pipeline::scheduleName(kind) + ", layout " +
                       layout.str() + " (cost model, H100)";
-  if (failed(writeFileAtomically(
-          module.getLoc(), timeline,
-          pipeline::timelineSvg(*planned, dims, title, "ms"))))
-    return failure();
+  const std::string svg = pipeline::timelineSvg(*planned, dims, title, "ms");
+  if (std::string why = writeFileAtomically(timeline, {svg}); !why.empty())
+    return emitError(module.getLoc()) << why;
   llvm::outs() << llvm::format("mp-pipeline: wrote %s, planned bubble %.1f%%\n",
                                timeline.c_str(), 100 * planned->bubble);
   return success();

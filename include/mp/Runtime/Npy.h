@@ -3,6 +3,7 @@
 #define MP_RUNTIME_NPY_H
 
 #include "mp/Runtime/Tensor.h"
+#include "mp/Support/AtomicFile.h"
 
 #include <string>
 #include <string_view>
@@ -43,9 +44,7 @@ Status writeNpy(const std::string &path, const Tensor &tensor);
 /// Writes `bytes` to `path` through a temporary file in the same directory
 /// that is renamed into place, so a reader never sees half a file.
 Status writeFileAtomically(const std::string &path, const std::string &bytes);
-/// Flushes a directory's entries (files created or renamed in it), so that
-/// they survive a crash.
-void syncDirectory(const std::string &dir);
+using mp::syncDirectory;
 /// The same for a file made of `pieces` in order (nothing is concatenated
 /// in memory: parameter files can be gigabytes).
 Status writeFileAtomically(const std::string &path,
