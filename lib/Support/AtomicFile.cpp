@@ -79,8 +79,9 @@ std::string writeFileAtomically(const std::string &path,
     return "failed writing '" + path + "': " + why;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
     std::remove(tmp.c_str());
-    return "cannot rename '" + tmp + "' to '" + path + "'";
+    return "cannot write '" + path + "': " + why;
   }
   syncDirectoryOf(path);
   return std::string();

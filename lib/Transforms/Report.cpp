@@ -311,7 +311,7 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   });
   const Figures::Rank *busiest = &f.ranks.front();
   for (Figures::Rank &rank : f.ranks) {
-    if (d.d > 1)
+    if (d.d > 1 && f.train)
       rank.collectives["data_parallel_gradients"] =
           2 * double(d.d - 1) / double(d.d) * rank.gradientBytes;
     if (rank.traffic() > busiest->traffic())

@@ -211,14 +211,15 @@ struct TensorParallelPass
     }
     if (tp == 1)
       return;
-    auto grids = module.getOps<shard::GridOp>();
-    if (!grids.empty()) {
-      emitError(module.getLoc())
-          << "the program is already partitioned (it has shard.grid @"
-          << (*grids.begin()).getSymName()
-          << "): mp-tensor-parallel runs once, on an unpartitioned program";
-      return signalPassFailure();
-    }
+    // (A grid declared by hand is fine; parameters already split are not.)
+    for (auto param : module.getOps<ParamOp>())
+      if (FlatSymbolRefAttr sharded = param.getGridAttr()) {
+        emitError(module.getLoc())
+            << "the program is already partitioned (parameter '"
+            << param.getSymName() << "' is split over @" << sharded.getValue()
+            << "): mp-tensor-parallel runs once, on an unpartitioned program";
+        return signalPassFailure();
+      }
     FailureOr<func::FuncOp> func = getEntryFunction(module);
     if (failed(func))
       return signalPassFailure();

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -537,29 +538,55 @@ Status applyUpdate(const TrainOptions &t, const TrainLayout &layout,
   return uploadWeights(*layout.exe, slots, whole);
 }
 
-/// Keeps the lines of the --log at `path` up to step `last` (the checkpoint a
-/// resumed run starts after): the steps the interrupted run logged past it
-/// are trained again and logged anew, not twice. A missing log is fine.
+/// Cuts the --log at `path` after step `last` (the checkpoint a resumed run
+/// starts after): the steps the interrupted run logged past it are trained
+/// again and logged anew, not twice, and a line the crash cut short goes.
+/// The file is truncated in place (its mode, links and readers kept). Only
+/// a regular file other than this process's stdout or stderr is cut; a
+/// missing log is fine, anything else is appended to as it is.
 Status truncateLogAfter(const std::string &path, int64_t last) {
-  std::FILE *in = std::fopen(path.c_str(), "r");
-  if (!in)
-    return errno == ENOENT ? Status::success()
-                           : Status::error("--log: cannot read '" + path +
-                                           "': " + std::strerror(errno));
-  std::string kept, line;
-  char chunk[4096];
-  while (std::fgets(chunk, sizeof chunk, in)) {
-    line += chunk;
-    if (line.back() != '\n')
-      continue; // a longer line, or a last line cut off by the crash
-    long long step = 0;
-    if (std::sscanf(line.c_str(), "{\"step\": %lld", &step) == 1 &&
-        step <= last)
-      kept += line;
-    line.clear();
+  struct stat log, out;
+  if (::stat(path.c_str(), &log) != 0 || !S_ISREG(log.st_mode))
+    return Status::success();
+  for (int fd : {1, 2})
+    if (::fstat(fd, &out) == 0 && out.st_dev == log.st_dev &&
+        out.st_ino == log.st_ino)
+      return Status::success();
+  auto failed = [&](const char *what) {
+    return Status::error("--log: cannot " + std::string(what) + " '" + path +
+                         "': " + std::strerror(errno));
+  };
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return failed("open");
+  std::string text;
+  char chunk[65536];
+  ssize_t n;
+  while ((n = ::read(fd, chunk, sizeof chunk)) != 0) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      Status st = failed("read");
+      ::close(fd);
+      return st;
+    }
+    text.append(chunk, static_cast<size_t>(n));
   }
-  std::fclose(in);
-  return writeFileAtomically(path, kept);
+  // The lines are in step order: keep whole lines up to `last`.
+  size_t keep = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t newline = text.find('\n', begin);
+    long long step = 0;
+    if (newline == std::string::npos ||
+        std::sscanf(text.c_str() + begin, "{\"step\": %lld", &step) != 1 ||
+        step > last)
+      break;
+    keep = begin = newline + 1;
+  }
+  const bool cut = ::ftruncate(fd, static_cast<off_t>(keep)) == 0;
+  Status st = cut ? Status::success() : failed("truncate");
+  ::close(fd);
+  return st;
 }
 
 /// "[#####.....]  3/10" on a terminal, overwritten by the next line.
