@@ -204,7 +204,7 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   f.gpu = gpu;
   Dims &d = f.dims;
   d = dimsOf(module, func);
-  func.walk([&](Operation *op) { f.train |= isBackward(op); });
+  f.train = isTrainStep(module);
   const int64_t chunks = d.p * d.v;
   const double microbatchesPerStep = double(d.m) * double(d.d);
   // Parameters: each counted once (a tied embedding and head are one).

@@ -167,6 +167,32 @@ def MPShardOutputs : Pass<"mp-shard-outputs", "mlir::ModuleOp"> {
   }];
 }
 
+def MPFoldRowParallelBias : Pass<"mp-fold-row-parallel-bias",
+                                  "mlir::ModuleOp"> {
+  let summary = "add a row-parallel linear's bias inside each rank's GEMM";
+  let description = [{
+    Megatron's row-parallel linear sums its ranks' partial products and then
+    adds the bias: a pass over the whole output after the collective. Each
+    of the t ranks adding b/t in its GEMM's epilogue gives the same sum:
+
+    ```mlir
+    %y = mp.linear %x, %w : (...) -> tensor<2x8x64xf32>
+    %r = shard.all_reduce %y on @tp grid_axes = [0] : ...
+    %o = mp.add %r, %b : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    // becomes
+    %h = mp.constant dense<5.000000e-01> : tensor<f32>
+    %s = mp.mul %b, %h : (tensor<64xf32>, tensor<f32>) -> tensor<64xf32>
+    %y = mp.linear %x, %w, %s : (...) -> tensor<2x8x64xf32>
+    %r = shard.all_reduce %y on @tp grid_axes = [0] : ...
+    ```
+
+    The same for `shard.reduce_scatter` (sequence parallelism). Only when t
+    is a power of two, so that b/t is exact and only the order of the
+    additions changes. Like `mp-fuse-epilogues`, `--artifact` runs it last,
+    on inference programs (a train step is left alone).
+  }];
+}
+
 def MPFuseResidualNorms : Pass<"mp-fuse-residual-norms", "mlir::ModuleOp"> {
   let summary = "fold a residual add and the norm that reads it into one op";
   let description = [{

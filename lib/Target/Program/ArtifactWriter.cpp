@@ -723,12 +723,7 @@ static LogicalResult checkTrainingOptionsHaveATrainStep(ModuleOp module) {
     asked = "recompute";
   if (asked.empty())
     return success();
-  WalkResult backward = module.walk([](Operation *op) {
-    return op->hasAttr(MPDialect::getBackwardAttrName())
-               ? WalkResult::interrupt()
-               : WalkResult::advance();
-  });
-  if (backward.wasInterrupted())
+  if (isTrainStep(module))
     return success();
   return emitError(module.getLoc())
          << asked
