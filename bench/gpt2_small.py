@@ -299,10 +299,16 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
     # name: (parallelize options, extra environment, extra mp-opt flags);
     # "tp=2 MPI" runs the tp=2 artifact with MPI's own collectives, and
     # "tp=2 gathered" gathers the logits in every run, as before
-    # mp-shard-outputs left them sharded until they are written.
+    # mp-shard-outputs left them sharded until they are written; "tp=2 bias
+    # folded" adds the row-parallel biases in the GEMMs rather than after
+    # the all-reduces (mp-fold-row-parallel-bias, which --artifact does not
+    # run by default; the default's fusions named, then the memory plan).
+    folded = ["--mp-fuse-epilogues", "--mp-fold-row-parallel-bias",
+              "--mp-fuse-residual-norms", "--mp-shard-outputs", "--mp-plan-memory"]
     layouts = {"tp=2": (["tp=2"], {}, []), "tp=2 sp": (["tp=2", "sp=true"], {}, []),
                "tp=2 MPI": (["tp=2"], {"MP_SHM_COLLECTIVES": "0"}, []),
-               "tp=2 gathered": (["tp=2"], {}, ["--mp-gather-outputs"])}
+               "tp=2 gathered": (["tp=2"], {}, ["--mp-gather-outputs"]),
+               "tp=2 bias folded": (["tp=2"], {}, folded)}
 
     def artifact_of(options, flags):
         return os.path.join(work, "-".join(options + [f.strip("-") for f in flags])

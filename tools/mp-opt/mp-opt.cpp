@@ -315,8 +315,7 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
   if (outputFilename != "-" &&
       failed(printModule(*module, outputFilename, config, /*locations=*/true)))
     return 1;
-  // Activations become their linears' epilogues, as do row-parallel
-  // biases, residual adds join their
+  // Activations become their linears' epilogues, residual adds join their
   // norms and outputs gathered only to be returned stay sharded, last
   // (partitioning and training are done) and before the memory plan,
   // unless this pipeline planned memory already (the plan would no longer
@@ -325,8 +324,6 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
     PassManager fuse(&context);
     if (!runs(pm, "mp-fuse-epilogues"))
       fuse.addPass(mp::createMPFuseEpilogues());
-    if (!runs(pm, "mp-fold-row-parallel-bias"))
-      fuse.addPass(mp::createMPFoldRowParallelBias());
     if (!runs(pm, "mp-fuse-residual-norms"))
       fuse.addPass(mp::createMPFuseResidualNorms());
     if (!gatherOutputs && !runs(pm, "mp-shard-outputs"))

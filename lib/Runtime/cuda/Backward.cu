@@ -11,6 +11,9 @@
 #include "Common.cuh"
 #include "mp/Support/DropoutMask.h"
 
+#include <limits>
+#include <string>
+
 namespace mp::rt::cuda {
 
 namespace {
@@ -313,11 +316,25 @@ Status countTargets(const Tensor &targets, long long *&count) {
   return launched("cross_entropy_grad (count)");
 }
 
+/// Targets are i32 or i64 (as the CPU kernels require), one block per
+/// position (a grid's x dimension holds 2^31 - 1).
+Status checkTargets(const char *kernel, const Tensor &targets) {
+  if (targets.dtype != DType::I64 && targets.dtype != DType::I32)
+    return typeError(kernel, targets.dtype);
+  if (targets.numel() > std::numeric_limits<int32_t>::max())
+    return Status::error(std::string(kernel) + ": " +
+                         std::to_string(targets.numel()) +
+                         " positions exceed one launch (2^31 - 1)");
+  return Status::success();
+}
+
 Status crossEntropyGradOf(const char *kernel, const Tensor &logits,
                           const Tensor &targets, const float *logsumexp,
                           const Tensor &dloss, int64_t offset,
                           Tensor &dlogits) {
   if (Status s = sameTypes(kernel, {&logits, &dloss, &dlogits}); !s)
+    return s;
+  if (Status s = checkTargets(kernel, targets); !s)
     return s;
   const int64_t vocab = logits.shape.empty() ? 1 : logits.shape.back();
   const int64_t positions = targets.numel();
@@ -403,6 +420,8 @@ Status vocabParallelStats(const Tensor &logits, const Tensor &targets,
                           int64_t offset, Tensor &stats) {
   if (stats.dtype != DType::F32)
     return typeError("vocab_parallel_cross_entropy (statistics)", stats.dtype);
+  if (Status s = checkTargets("vocab_parallel_cross_entropy", targets); !s)
+    return s;
   const int64_t vocab = logits.shape.back(), positions = targets.numel();
   if (positions == 0)
     return Status::success();
@@ -419,6 +438,9 @@ Status vocabParallelLoss(const Tensor &stats, const Tensor &targets,
        std::initializer_list<const Tensor *>{&stats, &loss, &logsumexp})
     if (t->dtype != DType::F32)
       return typeError("vocab_parallel_cross_entropy (loss)", t->dtype);
+  if (Status s = checkTargets("vocab_parallel_cross_entropy (loss)", targets);
+      !s)
+    return s;
   vocabLossKernel<<<1, kThreads, 0, computeStream()>>>(
       stats.as<float>(), targets.data, targets.dtype == DType::I64,
       stats.shape[0], targets.numel(), loss.as<float>(), logsumexp.as<float>());
