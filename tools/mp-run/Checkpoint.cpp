@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -518,6 +519,23 @@ Status loadCheckpoint(const std::string &dir, const TrainLayout &layout,
   for (const auto &p : manifest["parameters"])
     if (p.is_object() && p.contains("name") && p["name"].is_string())
       saved[p["name"].get<std::string>()] = p;
+  // Every saved parameter must be one of this model's (a pipeline stage
+  // holds only its own, so there only this stage's are looked for).
+  if (!layout.pipeline)
+    for (const auto &[name, p] : saved) {
+      const std::string whole =
+          p.contains("part_of") && p["part_of"].is_string()
+              ? p["part_of"].get<std::string>()
+              : name;
+      const bool mine = std::any_of(slots.begin(), slots.end(), [&](auto &s) {
+        return s.name == name || s.name == whole || s.partOf == name;
+      });
+      if (!mine)
+        return Status::error("--resume: the checkpoint holds parameter '" +
+                             name +
+                             "', which this model lacks (was it trained from "
+                             "another model?)");
+    }
   CheckpointFiles files(dir, ranks);
   Communicator &grid = *layout.grid;
   std::vector<float> w(static_cast<size_t>(flat.padded), 0.0f), m = w, v = w;

@@ -68,10 +68,13 @@ Status outputsToWrite(const std::vector<const Executable::Parameter *> &params,
 void writeOutputs(const Options &o,
                   const std::vector<std::pair<std::string, Tensor>> &named);
 /// Prints each of `outputs`' max error against the reference output of the
-/// same name (`refSpecs`, `refOutputs`).
-void compareOutputs(const std::vector<std::pair<std::string, Tensor>> &outputs,
-                    const std::vector<IOSpec> &refSpecs,
-                    const std::vector<Tensor> &refOutputs);
+/// same name (`refSpecs`, `refOutputs`); false when an output has NaN or
+/// infinite values where the reference's are finite (a max error would
+/// hide them).
+[[nodiscard]] bool
+compareOutputs(const std::vector<std::pair<std::string, Tensor>> &outputs,
+               const std::vector<IOSpec> &refSpecs,
+               const std::vector<Tensor> &refOutputs);
 /// "NAME (f32 [2, 8])".
 std::string describe(const IOSpec &spec);
 /// Reads the inputs `specs` name from the --input files (rank 0 does, for

@@ -265,7 +265,7 @@ void collectResults(const PipelineStage &stage, StageResults &out) {
 /// --verify: the unpartitioned program (the artifact's reference) run on
 /// each micro-batch alone, its results combined as the step combines them
 /// (losses and gradients averaged, the rest stacked), against this stage's.
-void verifyStage(const std::string &refDir, const PipelineStage &stage,
+bool verifyStage(const std::string &refDir, const PipelineStage &stage,
                  const std::vector<std::vector<Tensor>> &microbatches,
                  const StageResults &results) {
   std::unique_ptr<Executable> ref;
@@ -317,8 +317,9 @@ void verifyStage(const std::string &refDir, const PipelineStage &stage,
               "micro-batches):\n",
               static_cast<long long>(stage.stage()), refDir.c_str(),
               static_cast<long long>(count));
-  compareOutputs(results.named, ref->outputs(), refValues);
+  const bool finite = compareOutputs(results.named, ref->outputs(), refValues);
   std::fflush(stdout);
+  return finite;
 }
 
 /// Every chunk program of the stage times its op kinds (--profile).
@@ -426,11 +427,18 @@ int runStep(const Options &o, PipelineStage &stage, Communicator &world) {
   if (!o.outputDir.empty() || !o.verify.empty()) {
     StageResults results;
     collectResults(stage, results);
+    bool verified = true;
     if (!o.verify.empty() && !results.named.empty())
-      verifyStage(o.verify == "-" ? o.artifact + "/reference" : o.verify, stage,
-                  microbatches, results);
+      verified =
+          verifyStage(o.verify == "-" ? o.artifact + "/reference" : o.verify,
+                      stage, microbatches, results);
     if (!o.outputDir.empty() && !results.named.empty())
       writeOutputs(o, results.named);
+    if (!verified) {
+      std::fprintf(stderr, "mp-run: error: --verify: outputs are NaN or "
+                           "infinite where the reference's are finite\n");
+      return 1;
+    }
   }
   return 0;
 }

@@ -202,6 +202,12 @@ Status checkTrainOptions(const TrainOptions &t) {
   if (t.sgd && (given("--betas") || given("--eps")))
     return Status::error("--betas and --eps are AdamW's: --optimizer sgd "
                          "takes neither");
+  // AdamW divides by sqrt(v) + eps: with eps 0 a parameter that got no
+  // gradient yet (an unused position's embedding) becomes 0/0.
+  if (!t.sgd && !(t.adam.eps > 0))
+    return Status::error("--eps must be above 0 (AdamW divides by sqrt(v) + "
+                         "eps; 0 turns a parameter without gradient into "
+                         "NaN)");
   if (given("--min-lr") && t.schedule.decay != LRSchedule::Decay::Cosine)
     return Status::error("--min-lr is where --lr-decay cosine ends: it needs "
                          "--lr-decay cosine");

@@ -329,9 +329,10 @@ std::vector<std::string> outputNames(const Executable &exe) {
   return names;
 }
 
-void compareOutputs(const std::vector<std::pair<std::string, Tensor>> &outputs,
+bool compareOutputs(const std::vector<std::pair<std::string, Tensor>> &outputs,
                     const std::vector<IOSpec> &refSpecs,
                     const std::vector<Tensor> &refOutputs) {
+  bool failed = false;
   for (const auto &[name, a] : outputs) {
     size_t i = 0;
     while (i < refSpecs.size() && refSpecs[i].name != name)
@@ -348,14 +349,27 @@ void compareOutputs(const std::vector<std::pair<std::string, Tensor>> &outputs,
       continue;
     }
     double err = 0, scale = 0;
+    int64_t notFinite = 0; // values not finite where the reference is
     for (int64_t k = 0; k < a.numel(); ++k) {
-      err = std::max(err, static_cast<double>(
-                              std::abs(a.as<float>()[k] - b.as<float>()[k])));
-      scale = std::max(scale, static_cast<double>(std::abs(b.as<float>()[k])));
+      const float x = a.as<float>()[k], y = b.as<float>()[k];
+      if (!std::isfinite(x) && std::isfinite(y)) {
+        ++notFinite;
+        continue;
+      }
+      err = std::max(err, static_cast<double>(std::abs(x - y)));
+      scale = std::max(scale, static_cast<double>(std::abs(y)));
+    }
+    if (notFinite > 0) {
+      std::printf("  %s: %lld values are NaN or infinite where the "
+                  "reference's are finite\n",
+                  name.c_str(), static_cast<long long>(notFinite));
+      failed = true;
+      continue;
     }
     std::printf("  %s: max abs error %.3g, relative to max |reference| %.3g\n",
                 name.c_str(), err, scale > 0 ? err / scale : err);
   }
+  return !failed;
 }
 
 } // namespace mprun
@@ -413,8 +427,9 @@ environment:
 
 /// Prints and compares every output with the reference program's output of
 /// the same name (the reference is unpartitioned: a fused weight's gradient
-/// is whole there, joined here).
-void verify(const std::string &refDir, const std::vector<Tensor> &inputs,
+/// is whole there, joined here); false when an output is not finite where
+/// the reference is.
+bool verify(const std::string &refDir, const std::vector<Tensor> &inputs,
             const std::vector<std::pair<std::string, Tensor>> &outputs,
             const Executable &exe) {
   std::unique_ptr<Executable> ref;
@@ -425,7 +440,7 @@ void verify(const std::string &refDir, const std::vector<Tensor> &inputs,
     abortRun("--verify: " + s.message);
   std::printf("mp-run: verify against %s (%lld rank(s) vs 1):\n",
               refDir.c_str(), static_cast<long long>(exe.gridSize()));
-  compareOutputs(outputs, ref->outputs(), refOutputs);
+  return compareOutputs(outputs, ref->outputs(), refOutputs);
 }
 
 Status parseCount(const std::string &flag, const char *value, int min,
@@ -865,9 +880,10 @@ int main(int argc, char **argv) {
                                   outputs, joined, named);
         !s)
       abortRun(s.message);
+  bool verified = true;
   if (!o.verify.empty() && rankId == 0)
-    verify(o.verify == "-" ? o.artifact + "/reference" : o.verify, inputs,
-           named, *exe);
+    verified = verify(o.verify == "-" ? o.artifact + "/reference" : o.verify,
+                      inputs, named, *exe);
 
   if (!o.outputDir.empty() && rankId == 0)
     writeOutputs(o, named);
@@ -876,5 +892,10 @@ int main(int argc, char **argv) {
   deviceComm.reset();
   comm.reset();
   finalizeCommunication();
+  if (!verified) {
+    std::fprintf(stderr, "mp-run: error: --verify: outputs are NaN or "
+                         "infinite where the reference's are finite\n");
+    return 1;
+  }
   return 0;
 }

@@ -14,8 +14,10 @@
 #include "mp/Runtime/Shards.h"
 #include "mp/Support/Float16.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -218,6 +220,21 @@ trainedValue(ParamOp param, const std::map<std::string, SavedParameter> &saved,
   return whole;
 }
 
+/// Whether the file `path` (which may not exist yet) lies in directory
+/// `dir` or below it, links resolved.
+bool liesIn(StringRef path, StringRef dir) {
+  SmallString<256> parent(path), realParent, realDir;
+  llvm::sys::path::remove_filename(parent);
+  if (parent.empty())
+    parent = ".";
+  if (llvm::sys::fs::real_path(parent, realParent) ||
+      llvm::sys::fs::real_path(dir, realDir))
+    return false;
+  StringRef inside = realParent;
+  return inside.consume_front(realDir) &&
+         (inside.empty() || inside.starts_with("/"));
+}
+
 /// Replaces the initializer's data by `bytes` (raw, inline).
 void setData(onnx::TensorProto &init, std::string bytes) {
   init.clear_float_data();
@@ -233,6 +250,10 @@ void setData(onnx::TensorProto &init, std::string bytes) {
 FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
                                         StringRef weightsDir,
                                         StringRef outPath) {
+  if (liesIn(outPath, weightsDir))
+    return module.emitError() << "--mp-export-weights: -o " << outPath
+                              << " lies in the checkpoint '" << weightsDir
+                              << "' it reads (it would replace a file of it)";
   int64_t ranks = 0;
   std::map<std::string, SavedParameter> saved;
   if (failed(readManifest(module, weightsDir, ranks, saved)))
@@ -290,8 +311,17 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
         trainedValue(param, saved, files, ranks, dtypeName);
     if (failed(trained))
       return failure();
-    if (trained->empty())
-      continue; // (not trained: integer parameters)
+    if (trained->empty()) {
+      if (!isa<FloatType>(param.getTensorType().getElementType()))
+        continue; // (integer parameters are not trained)
+      // A float parameter the checkpoint lacks would keep its initial value
+      // in a model that claims to be trained (a tied model's checkpoint
+      // exported into an untied one leaves its head untrained).
+      return module.emitError()
+             << "--mp-export-weights: '" << weightsDir
+             << "' holds no value for parameter '" << param.getSymName()
+             << "' of " << onnxPath << " (was it trained from another model?)";
+    }
     std::string initName = param.getInitializer()
                                ? param.getInitializer()->str()
                                : param.getSymName().str();
