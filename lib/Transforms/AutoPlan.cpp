@@ -32,6 +32,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -354,14 +355,34 @@ void AutoPlanPass::runOnOperation() {
                                << ": at most " << std::to_string(kMaxGpus);
     return signalPassFailure();
   }
-  if (!cluster || gpus < 1 || globalBatch < 1 || budget <= 0 || top < 1) {
+  if (!cluster || gpus < 1 || globalBatch < 1 || !(budget > 0) ||
+      !std::isfinite(budget) || top < 1) {
     emitError(module.getLoc())
         << "mp-auto-plan needs gpus=N memory=SIZE (e.g. 80GiB) "
-           "gpu=a100|h100|h200 global-batch=B (top=K), got gpus="
+           "gpu=a100|h100|h200 global-batch=B (top=K, K >= 1), got gpus="
         << std::to_string(gpus) << " memory=" << memory << " gpu=" << gpu
-        << " global-batch=" << std::to_string(globalBatch);
+        << " global-batch=" << std::to_string(globalBatch)
+        << " top=" << std::to_string(top);
     return signalPassFailure();
   }
+  // No GPU has less than a mebibyte: a number without a unit is bytes.
+  if (budget < double(1 << 20)) {
+    emitError(module.getLoc())
+        << "mp-auto-plan memory=" << memory
+        << " is under 1 MiB per GPU: give a unit (e.g. 80GiB)";
+    return signalPassFailure();
+  }
+  // The plan is of the whole model: a partitioned program's parameters are
+  // one rank's shards.
+  for (auto param : module.getOps<ParamOp>())
+    if (param.getGridAttr()) {
+      emitError(module.getLoc())
+          << "mp-auto-plan plans an unpartitioned model, but parameter '"
+          << param.getSymName() << "' is already split over @"
+          << param.getGridAttr().getValue()
+          << " (give --mp-auto-plan before --mp-parallelize)";
+      return signalPassFailure();
+    }
   FailureOr<func::FuncOp> func = getEntryFunction(module);
   if (failed(func))
     return signalPassFailure();

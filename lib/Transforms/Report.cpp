@@ -581,6 +581,12 @@ void ReportPass::runOnOperation() {
   if (failed(func))
     return signalPassFailure();
   Figures f = measure(module, *func, *chosen);
+  if (f.dims.layers == 0 || f.dims.h == 0 || f.dims.a == 0) {
+    emitError(module.getLoc())
+        << "mp-report needs a raised transformer (mp.attention, mp.layer): "
+           "give --mp-raise or --mp-parallelize before it";
+    return signalPassFailure();
+  }
   if (format == "json")
     printJson(f, llvm::outs());
   else

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Train.h"
+#include "Modes.h"
 #include "Run.h"
 #include "TrainState.h"
 
@@ -319,8 +320,23 @@ Status bindTrainStep(Executable &exe, std::vector<Slot> &slots,
   const std::string notTraining =
       "this artifact is not a train step (compile it with mp-opt "
       "MODEL.onnx ... --mp-train --artifact DIR)";
-  if (!isTrainStep(exe.inputs(), exe.outputs(), idsInput, labelsInput))
+  if (!isTrainStep(exe.inputs(), exe.outputs(), idsInput, labelsInput)) {
+    // A train step of a model with more inputs than the token ids (an
+    // attention mask, decoder ids): --train feeds only ids and labels.
+    const bool train =
+        !exe.outputs().empty() && exe.outputs()[0].name == "loss";
+    if (train && exe.inputs().size() > 2) {
+      std::string names;
+      for (const IOSpec &in : exe.inputs())
+        names += (names.empty() ? "" : ", ") + describe(in);
+      return Status::error(
+          "--train feeds a train step its token ids and labels only, but "
+          "this one takes " +
+          std::to_string(exe.inputs().size()) + " inputs: " + names +
+          " (run its steps with --input NAME=FILE.npy instead)");
+    }
     return Status::error(notTraining);
+  }
   const auto &ins = exe.inputs();
   const auto &outs = exe.outputs();
   if (ins[idsInput].shape.size() != 2 ||

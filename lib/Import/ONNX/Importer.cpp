@@ -493,9 +493,18 @@ bool mp::parseInputShapes(llvm::StringRef spec,
                 name.str() + "'";
         return false;
       }
+      // An empty batch or sequence computes nothing and trains on nothing.
+      if (d == 0) {
+        error = "dimension 0 in shape of '" + name.str() +
+                "': a pinned dimension must be at least 1";
+        return false;
+      }
       shape.push_back(d);
     }
-    shapes[name.str()] = shape;
+    if (!shapes.emplace(name.str(), shape).second) {
+      error = "'" + name.str() + "' is given twice";
+      return false;
+    }
   }
   return true;
 }
