@@ -120,6 +120,9 @@ nlohmann::ordered_json manifestHeader(const TrainLayout &layout, int64_t step,
   manifest["data_parallel"] = layout.replicas;
   manifest["zero"] = layout.zero ? 1 : 0;
   manifest["optimizer"] = options.sgd ? "sgd" : "adamw";
+  // Trained from --mp-synthetic-weights' random values, not the model's
+  // (a resumed run keeps what its checkpoint said).
+  manifest["initial_weights"] = layout.syntheticStart ? "synthetic" : "model";
   manifest["data"] = options.data;
   // Rows consumed = step x global batch: a resumed run must read alike.
   manifest["global_batch"] = layout.rowsPerStep;
@@ -472,7 +475,7 @@ Status savedWhole(const SavedParams &saved, CheckpointFiles &files,
                        "'");
 }
 
-Status loadCheckpoint(const std::string &dir, const TrainLayout &layout,
+Status loadCheckpoint(const std::string &dir, TrainLayout &layout,
                       const std::vector<Slot> &slots, Flat &flat, int64_t &step,
                       int64_t &seed, bool sgd) {
   const std::string path = dir + "/manifest.json";
@@ -484,7 +487,7 @@ Status loadCheckpoint(const std::string &dir, const TrainLayout &layout,
                          "' (a checkpoint mp-run --train --save wrote)");
   nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
   if (manifest.is_discarded() || !manifest.is_object() ||
-      manifest.value("format", "") != "mp-checkpoint" ||
+      !manifest.contains("format") || manifest["format"] != "mp-checkpoint" ||
       !manifest["step"].is_number_integer() ||
       !manifest["ranks"].is_number_integer() ||
       !manifest["parameters"].is_array())
@@ -510,6 +513,8 @@ Status loadCheckpoint(const std::string &dir, const TrainLayout &layout,
                          ", this run uses " + (sgd ? "sgd" : "adamw"));
   if (manifest.contains("seed") && manifest["seed"].is_number_integer())
     seed = manifest["seed"].get<int64_t>();
+  layout.syntheticStart = manifest.contains("initial_weights") &&
+                          manifest["initial_weights"] == "synthetic";
   const int64_t ranks = manifest["ranks"].get<int64_t>();
   if (ranks < 1 || ranks > (1 << 20) || step < 0)
     return Status::error("--resume: '" + path +

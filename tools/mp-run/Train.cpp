@@ -657,6 +657,11 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
   const int64_t replicas = layout.replicas;
   layout.rowsPerStep = batch * replicas;
   const int64_t replica = layout.data ? layout.data->rank() : 0;
+  layout.syntheticStart = layout.exe->syntheticWeights();
+  if (!quiet && layout.syntheticStart && t.resume.empty())
+    std::printf("mp-run: note: synthetic (random) initial weights "
+                "(--mp-synthetic-weights): training starts from them, not "
+                "from the model's; checkpoints say so\n");
   HostBuffer tokens;
   stopIfAnyRankFailed(world, readTokens(t.data, seq, tokens));
   if (!t.save.empty())

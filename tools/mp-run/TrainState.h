@@ -64,6 +64,10 @@ struct TrainLayout {
   /// Rows of the token file one step reads (batch x micro-batches x
   /// replicas): a resumed run must read alike.
   int64_t rowsPerStep = 0;
+  /// Whether training started from --mp-synthetic-weights' random values
+  /// (this run's artifact, or the checkpoint it resumed): saved in the
+  /// manifest, so that an export says so.
+  bool syntheticStart = false;
   /// The groups of `exe`'s program, as host-memory communicators: its own,
   /// or on a GPU (whose program communicates over NCCL, in device memory)
   /// the same ranks split from `world` (MPI) into hostGrid and hostData.
@@ -144,7 +148,7 @@ Status checkSaveDirectory(const std::string &dir);
 /// parameters are reassembled and split as this program splits them, from
 /// whichever stage's files hold them); `step` is the step it was saved at
 /// and `seed` its random seed. Every rank calls it.
-Status loadCheckpoint(const std::string &dir, const TrainLayout &layout,
+Status loadCheckpoint(const std::string &dir, TrainLayout &layout,
                       const std::vector<Slot> &slots, Flat &flat, int64_t &step,
                       int64_t &seed, bool sgd);
 } // namespace mprun

@@ -69,6 +69,12 @@ LogicalResult readManifest(ModuleOp module, StringRef dir, int64_t &ranks,
     return module.emitError()
            << "'" << path << "' is not an mp-run --save manifest";
   ranks = *count;
+  if (root->getString("initial_weights") ==
+      std::optional<StringRef>("synthetic"))
+    emitWarning(module.getLoc())
+        << "--mp-export-weights: '" << dir
+        << "' was trained from synthetic (random) initial weights "
+           "(--mp-synthetic-weights), not from the model's";
   for (const llvm::json::Value &entry : *list) {
     const llvm::json::Object *p = entry.getAsObject();
     std::optional<StringRef> name = p ? p->getString("name") : std::nullopt;
