@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,6 +86,23 @@ std::string writeFileAtomically(const std::string &path,
   }
   syncDirectoryOf(path);
   return std::string();
+}
+
+bool liesWithin(const std::string &path, const std::string &dir) {
+  std::error_code ec;
+  const std::filesystem::path file =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
+  if (ec)
+    return false;
+  std::filesystem::path root =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec);
+  if (ec)
+    return false;
+  if (root.filename().empty()) // "dir/"
+    root = root.parent_path();
+  auto [rootEnd, fileAt] =
+      std::mismatch(root.begin(), root.end(), file.begin(), file.end());
+  return rootEnd == root.end();
 }
 
 } // namespace mp

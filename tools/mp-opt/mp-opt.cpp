@@ -8,6 +8,7 @@
 #include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Import/ONNXImporter.h"
+#include "mp/Support/AtomicFile.h"
 #include "mp/Target/Artifact.h"
 #include "mp/Target/ExportWeights.h"
 #include "mp/Transforms/Passes.h"
@@ -281,6 +282,15 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
                       "-o TRAINED.onnx\n";
       return 1;
     }
+    PassManager passes(&context);
+    if (failed(config.setupPassPipeline(passes)))
+      return 1;
+    if (!artifactDir.empty() || passes.size() > 0) {
+      llvm::errs() << "error: --mp-export-weights writes the ONNX model with "
+                      "trained weights: it takes no passes and no "
+                      "--artifact\n";
+      return 1;
+    }
     FailureOr<int64_t> replaced = mp::exportTrainedWeights(
         *module, inputFilename, exportWeights, outputFilename);
     if (failed(replaced))
@@ -309,6 +319,12 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
                               /*locations=*/false))
                ? 1
                : 0;
+  if (outputFilename != "-" &&
+      mp::liesWithin(outputFilename.str(), artifactDir)) {
+    llvm::errs() << "error: -o " << outputFilename << " lies in --artifact "
+                 << artifactDir << ", which the artifact replaces whole\n";
+    return 1;
+  }
   // -o keeps the program the pipeline made, with its locations (ONNX node
   // names, which mp-run reports errors and profiles by) for a later
   // --artifact.

@@ -34,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -509,8 +510,15 @@ Status checkTrainPaths(const Options &o) {
 }
 
 Status parseArgs(int argc, char **argv, Options &o) {
+  // An option given twice would silently keep one value (--steps 5 --steps
+  // 50); --input repeats, once per input name.
+  std::set<std::string> given;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    const std::string flag = arg.substr(0, arg.find('='));
+    if (flag.size() > 2 && flag.compare(0, 2, "--") == 0 && flag != "--input" &&
+        !given.insert(flag).second)
+      return Status::error(flag + " is given twice");
     bool missing = false;
     auto value = [&]() -> const char * {
       if (i + 1 >= argc) {
@@ -617,6 +625,10 @@ Status parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.artifact.empty())
     return Status::error("no artifact directory given (see --help)");
+  std::set<std::string> inputNames;
+  for (const auto &input : o.inputs)
+    if (!inputNames.insert(input.first).second)
+      return Status::error("--input " + input.first + " is given twice");
   if (o.train.enabled && !o.inputs.empty())
     return Status::error("--train reads its inputs from --data, not --input");
   if (o.train.enabled && (o.profile || !o.verify.empty() ||

@@ -22,6 +22,11 @@ namespace mp {
 std::string writeFileAtomically(const std::string &path,
                                 const std::vector<std::string_view> &pieces);
 
+/// Whether `path` (which may not exist yet) is `dir` or lies below it, links
+/// resolved: a file written there is replaced with the directory or would
+/// replace one of its files.
+bool liesWithin(const std::string &path, const std::string &dir);
+
 /// Flushes a directory's entries (files created or renamed in it), so that
 /// they survive a crash.
 void syncDirectory(const std::string &dir);

@@ -580,8 +580,17 @@ FailureOr<DType> mp::runtimeDType(Type type, Location loc) {
                         << " has no runtime representation";
 }
 
-LogicalResult mp::makeTemporaryDirectory(const fs::path &dir, fs::path &tmp,
+/// `dir` without a trailing separator ("out/" is "out"), so that names made
+/// from it (out.tmp-PID) are its siblings, not its children.
+static fs::path directoryName(const fs::path &dir) {
+  fs::path name = dir.lexically_normal();
+  return name.has_filename() || !name.has_parent_path() ? name
+                                                        : name.parent_path();
+}
+
+LogicalResult mp::makeTemporaryDirectory(const fs::path &given, fs::path &tmp,
                                          Location loc) {
+  const fs::path dir = directoryName(given);
   tmp = dir.string() + ".tmp-" + std::to_string(getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
@@ -602,8 +611,9 @@ LogicalResult mp::finishArtifact(const fs::path &tmp, const fs::path &dir,
   return commitDirectory(tmp, dir, module.getLoc());
 }
 
-LogicalResult mp::commitDirectory(const fs::path &tmp, const fs::path &dir,
+LogicalResult mp::commitDirectory(const fs::path &tmp, const fs::path &given,
                                   Location loc) {
+  const fs::path dir = directoryName(given);
   std::error_code ec;
   fs::path old = dir.string() + ".old-" + std::to_string(getpid());
   bool hadOld = fs::exists(dir, ec);

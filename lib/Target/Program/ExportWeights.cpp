@@ -12,12 +12,11 @@
 #include "mp/Runtime/Npy.h"
 #include "mp/Runtime/Safetensors.h"
 #include "mp/Runtime/Shards.h"
+#include "mp/Support/AtomicFile.h"
 #include "mp/Support/Float16.h"
 
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -226,21 +225,6 @@ trainedValue(ParamOp param, const std::map<std::string, SavedParameter> &saved,
   return whole;
 }
 
-/// Whether the file `path` (which may not exist yet) lies in directory
-/// `dir` or below it, links resolved.
-bool liesIn(StringRef path, StringRef dir) {
-  SmallString<256> parent(path), realParent, realDir;
-  llvm::sys::path::remove_filename(parent);
-  if (parent.empty())
-    parent = ".";
-  if (llvm::sys::fs::real_path(parent, realParent) ||
-      llvm::sys::fs::real_path(dir, realDir))
-    return false;
-  StringRef inside = realParent;
-  return inside.consume_front(realDir) &&
-         (inside.empty() || inside.starts_with("/"));
-}
-
 /// Replaces the initializer's data by `bytes` (raw, inline).
 void setData(onnx::TensorProto &init, std::string bytes) {
   init.clear_float_data();
@@ -256,7 +240,7 @@ void setData(onnx::TensorProto &init, std::string bytes) {
 FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
                                         StringRef weightsDir,
                                         StringRef outPath) {
-  if (liesIn(outPath, weightsDir))
+  if (liesWithin(outPath.str(), weightsDir.str()))
     return module.emitError() << "--mp-export-weights: -o " << outPath
                               << " lies in the checkpoint '" << weightsDir
                               << "' it reads (it would replace a file of it)";
