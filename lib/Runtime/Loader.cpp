@@ -24,13 +24,7 @@
 namespace mp::rt {
 
 static uint32_t crcOf(const void *data, size_t bytes) {
-  uint32_t crc = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
-  const auto *p = static_cast<const Bytef *>(data);
-  for (size_t off = 0; off < bytes; off += 1u << 30)
-    crc = static_cast<uint32_t>(
-        crc32(crc, p + off,
-              static_cast<uInt>(std::min<size_t>(bytes - off, 1u << 30))));
-  return crc;
+  return checksumOf(data, bytes);
 }
 
 static constexpr char kTrailerMagic[4] = {'M', 'P', 'C', 'K'};
@@ -178,11 +172,7 @@ static Status loadParameters(const std::string &dir, int rank,
                            "' is not " + p.dtype() + " " + formatShape(shape));
     const uint8_t *data = file->data(it->second);
     uint64_t length = it->second.end - it->second.begin;
-    uint32_t crc = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
-    for (uint64_t off = 0; off < length; off += 1u << 30)
-      crc = static_cast<uint32_t>(
-          crc32(crc, data + off,
-                static_cast<uInt>(std::min<uint64_t>(length - off, 1u << 30))));
+    const uint32_t crc = checksumOf(data, length);
     uint32_t expected =
         p.rank_crc32_size() > rank ? p.rank_crc32(rank) : p.crc32();
     if (crc != expected)

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <zlib.h>
 
 namespace mp::rt {
 
@@ -36,9 +37,23 @@ void SafetensorsWriter::add(const std::string &name, DType dtype,
   data.push_back(std::move(bytes));
 }
 
+uint32_t checksumOf(const void *data, uint64_t bytes) {
+  uint32_t crc = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
+  const auto *p = static_cast<const Bytef *>(data);
+  for (uint64_t off = 0; off < bytes; off += 1u << 30)
+    crc = static_cast<uint32_t>(
+        crc32(crc, p + off,
+              static_cast<uInt>(std::min<uint64_t>(bytes - off, 1u << 30))));
+  return crc;
+}
+
 Status SafetensorsWriter::finish() {
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"}, {"producer", "mp"}};
+  if (checksums)
+    for (size_t i = 0; i < entries.size(); ++i)
+      header["__metadata__"]["crc32:" + entries[i].first] =
+          std::to_string(checksumOf(data[i].data(), data[i].size()));
   for (const auto &[name, e] : entries)
     header[name] = {{"dtype", safetensorsDTypeName(e.dtype)},
                     {"shape", e.shape},
@@ -73,11 +88,16 @@ Status SafetensorsFile::open(const std::string &path,
   uint64_t dataSize = size - 8 - headerLen;
 
   auto file = std::unique_ptr<SafetensorsFile>(new SafetensorsFile());
+  std::map<std::string, std::string> checksums; // tensor -> its crc32
   try {
     nlohmann::json header = nlohmann::json::parse(text);
     for (auto &[name, value] : header.items()) {
-      if (name == "__metadata__")
+      if (name == "__metadata__") {
+        for (auto &[key, crc] : value.items())
+          if (key.rfind("crc32:", 0) == 0)
+            checksums[key.substr(6)] = crc.get<std::string>();
         continue;
+      }
       SafetensorsEntry e;
       std::string dtype = value.at("dtype").get<std::string>();
       bool known = false;
@@ -115,6 +135,15 @@ Status SafetensorsFile::open(const std::string &path,
   if (!in.read(reinterpret_cast<char *>(mem),
                static_cast<std::streamsize>(dataSize)))
     return Status::error("cannot read the data of '" + path + "'");
+  for (const auto &[name, crc] : checksums) {
+    auto entry = file->table.find(name);
+    if (entry == file->table.end() ||
+        std::to_string(checksumOf(file->data(entry->second),
+                                  entry->second.end - entry->second.begin)) !=
+            crc)
+      return Status::error("parameter file '" + path + "': tensor '" + name +
+                           "' fails its checksum (corrupt file)");
+  }
   out = std::move(file);
   return Status::success();
 }

@@ -138,7 +138,8 @@ Status writeRank(const std::string &dir, const TrainLayout &layout,
                  int64_t step, int64_t seed, const TrainOptions &options) {
   Communicator &grid = *layout.grid;
   SafetensorsWriter writer(dir + "/" + stagePrefix(layout) + "rank" +
-                           std::to_string(grid.rank()) + ".safetensors");
+                               std::to_string(grid.rank()) + ".safetensors",
+                           /*checksums=*/true);
   std::vector<uint8_t> bytes;
   std::vector<std::string> entries;
   for (const Slot &s : slots) {

@@ -29,13 +29,19 @@ struct SafetensorsEntry {
 /// renamed into place on `finish`).
 class SafetensorsWriter {
 public:
-  explicit SafetensorsWriter(std::string path) : path(std::move(path)) {}
+  /// With `checksums`, the header's metadata holds each tensor's crc32
+  /// ("crc32:NAME"), which SafetensorsFile::open checks: files with no
+  /// checksum of their own elsewhere (checkpoints; an artifact's are in
+  /// program.pb).
+  explicit SafetensorsWriter(std::string path, bool checksums = false)
+      : path(std::move(path)), checksums(checksums) {}
   void add(const std::string &name, DType dtype, std::vector<int64_t> shape,
            std::string bytes);
   Status finish();
 
 private:
   std::string path;
+  bool checksums;
   std::vector<std::pair<std::string, SafetensorsEntry>> entries;
   std::vector<std::string> data;
 };
@@ -56,6 +62,9 @@ private:
   std::map<std::string, SafetensorsEntry> table;
   std::unique_ptr<uint8_t, void (*)(void *)> storage{nullptr, nullptr};
 };
+
+/// The crc32 of `bytes` bytes at `data` (zlib's, any size).
+uint32_t checksumOf(const void *data, uint64_t bytes);
 
 /// safetensors dtype names (F32, BF16, I64, BOOL, ...).
 const char *safetensorsDTypeName(DType type);
