@@ -89,9 +89,7 @@ static std::string invalid(const mp::ParallelizeOptions &options) {
   return "";
 }
 
-/// The first option `text` gives twice ("" if none): MLIR's option parser
-/// keeps the last, so `tp=2 tp=1` would silently mean tp=1.
-static std::string repeatedOption(llvm::StringRef text) {
+std::string mp::repeatedOption(llvm::StringRef text) {
   std::set<std::string> seen;
   llvm::SmallVector<llvm::StringRef> words;
   text.split(words, ' ', /*MaxSplit=*/-1, /*KeepEmpty=*/false);

@@ -462,6 +462,14 @@ static void checkPipelineSetup(MlirOptMainConfig &config) {
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   std::vector<std::string> rewritten = reportShorthands(argc, argv);
+  for (StringRef arg : rewritten)
+    if (arg.consume_front("--mp-report="))
+      if (std::string twice = mp::repeatedOption(arg); !twice.empty()) {
+        llvm::errs() << "error: --mp-report: '" << twice
+                     << "' is given twice in '" << arg
+                     << "': give each option once\n";
+        return 1;
+      }
   std::vector<char *> argvRewritten;
   for (std::string &arg : rewritten)
     argvRewritten.push_back(arg.data());

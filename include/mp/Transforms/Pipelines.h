@@ -97,6 +97,11 @@ void buildParallelizePipeline(mlir::OpPassManager &pm,
 /// partitioning: each rank differentiates its own program.
 void buildTrainPipeline(mlir::OpPassManager &pm);
 
+/// The first key that pass options `text` ("tp=2 tp=1") give twice, or ""
+/// if none: MLIR's option parser keeps the last, so `tp=2 tp=1` would
+/// silently mean tp=1.
+std::string repeatedOption(llvm::StringRef text);
+
 /// Registers `mp-parallelize` and `mp-train` (for --pass-pipeline and
 /// mp-opt's options).
 void registerMPPipelines();
