@@ -35,6 +35,9 @@ struct Options {
   int threads = 0, warmup = 1, iterations = 3;
   bool timedRunsGiven = false; // --warmup or --iterations
   double collectiveTimeout = 600;
+  /// --verify fails when an output's max error relative to the reference's
+  /// largest magnitude exceeds it (< 0: not given, only printed).
+  double verifyTolerance = -1;
   bool quiet = false, profile = false;
 
   /// The options every rank must share (they decide the collectives run).
@@ -70,11 +73,11 @@ void writeOutputs(const Options &o,
 /// Prints each of `outputs`' max error against the reference output of the
 /// same name (`refSpecs`, `refOutputs`); false when an output has NaN or
 /// infinite values where the reference's are finite (a max error would
-/// hide them).
+/// hide them), or, given a `tolerance` >= 0, a relative error above it.
 [[nodiscard]] bool
 compareOutputs(const std::vector<std::pair<std::string, Tensor>> &outputs,
                const std::vector<IOSpec> &refSpecs,
-               const std::vector<Tensor> &refOutputs);
+               const std::vector<Tensor> &refOutputs, double tolerance);
 /// "NAME (f32 [2, 8])".
 std::string describe(const IOSpec &spec);
 /// Reads the inputs `specs` name from the --input files (rank 0 does, for

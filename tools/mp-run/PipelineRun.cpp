@@ -267,7 +267,7 @@ void collectResults(const PipelineStage &stage, StageResults &out) {
 /// (losses and gradients averaged, the rest stacked), against this stage's.
 bool verifyStage(const std::string &refDir, const PipelineStage &stage,
                  const std::vector<std::vector<Tensor>> &microbatches,
-                 const StageResults &results) {
+                 const StageResults &results, double tolerance) {
   std::unique_ptr<Executable> ref;
   if (Status s = Executable::load(refDir, ref); !s)
     abortRun("--verify: " + s.message);
@@ -317,7 +317,8 @@ bool verifyStage(const std::string &refDir, const PipelineStage &stage,
               "micro-batches):\n",
               static_cast<long long>(stage.stage()), refDir.c_str(),
               static_cast<long long>(count));
-  const bool finite = compareOutputs(results.named, ref->outputs(), refValues);
+  const bool finite =
+      compareOutputs(results.named, ref->outputs(), refValues, tolerance);
   std::fflush(stdout);
   return finite;
 }
@@ -431,12 +432,12 @@ int runStep(const Options &o, PipelineStage &stage, Communicator &world) {
     if (!o.verify.empty() && !results.named.empty())
       verified =
           verifyStage(o.verify == "-" ? o.artifact + "/reference" : o.verify,
-                      stage, microbatches, results);
+                      stage, microbatches, results, o.verifyTolerance);
     if (!o.outputDir.empty() && !results.named.empty())
       writeOutputs(o, results.named);
     if (!verified) {
-      std::fprintf(stderr, "mp-run: error: --verify: outputs are NaN or "
-                           "infinite where the reference's are finite\n");
+      std::fprintf(stderr, "mp-run: error: --verify: outputs differ from "
+                           "the reference (see above)\n");
       return 1;
     }
   }

@@ -332,7 +332,7 @@ std::vector<std::string> outputNames(const Executable &exe) {
 
 bool compareOutputs(const std::vector<std::pair<std::string, Tensor>> &outputs,
                     const std::vector<IOSpec> &refSpecs,
-                    const std::vector<Tensor> &refOutputs) {
+                    const std::vector<Tensor> &refOutputs, double tolerance) {
   bool failed = false;
   for (const auto &[name, a] : outputs) {
     size_t i = 0;
@@ -367,8 +367,15 @@ bool compareOutputs(const std::vector<std::pair<std::string, Tensor>> &outputs,
       failed = true;
       continue;
     }
-    std::printf("  %s: max abs error %.3g, relative to max |reference| %.3g\n",
-                name.c_str(), err, scale > 0 ? err / scale : err);
+    const double relative = scale > 0 ? err / scale : err;
+    const bool within = tolerance < 0 || relative <= tolerance;
+    std::printf(
+        "  %s: max abs error %.3g, relative to max |reference| %.3g%s\n",
+        name.c_str(), err, relative,
+        tolerance < 0 ? ""
+        : within      ? " (within --verify-tolerance)"
+                      : " (above --verify-tolerance)");
+    failed = failed || !within;
   }
   return !failed;
 }
@@ -410,7 +417,11 @@ options:
                           GPUs NCCL's are aborted after it, unnamed)
   --verify [REF_DIR]      also run the unpartitioned program (default
                           ARTIFACT_DIR/reference) on rank 0 and print the
-                          max error of every output
+                          max error of every output; fails on NaN or
+                          infinite outputs where the reference is finite
+  --verify-tolerance X    with --verify, also fail when an output's max
+                          error relative to the reference's largest value
+                          exceeds X (e.g. 1e-5 for f32, 2e-2 for bf16)
   --quiet                 print only errors
   --help                  this text
 
@@ -432,7 +443,7 @@ environment:
 /// the reference is.
 bool verify(const std::string &refDir, const std::vector<Tensor> &inputs,
             const std::vector<std::pair<std::string, Tensor>> &outputs,
-            const Executable &exe) {
+            const Executable &exe, double tolerance) {
   std::unique_ptr<Executable> ref;
   if (Status s = Executable::load(refDir, ref); !s)
     abortRun("--verify: " + s.message);
@@ -441,7 +452,7 @@ bool verify(const std::string &refDir, const std::vector<Tensor> &inputs,
     abortRun("--verify: " + s.message);
   std::printf("mp-run: verify against %s (%lld rank(s) vs 1):\n",
               refDir.c_str(), static_cast<long long>(exe.gridSize()));
-  return compareOutputs(outputs, ref->outputs(), refOutputs);
+  return compareOutputs(outputs, ref->outputs(), refOutputs, tolerance);
 }
 
 Status parseCount(const std::string &flag, const char *value, int min,
@@ -598,6 +609,16 @@ Status parseArgs(int argc, char **argv, Options &o) {
         return needsValue();
       if (Status s = parseSeconds(arg, v, o.collectiveTimeout); !s)
         return s;
+    } else if (arg == "--verify-tolerance") {
+      const char *v = value();
+      if (missing)
+        return needsValue();
+      char *end = nullptr;
+      o.verifyTolerance = std::strtod(v, &end);
+      if (!*v || *end || !std::isfinite(o.verifyTolerance) ||
+          o.verifyTolerance < 0)
+        return Status::error("--verify-tolerance expects a number >= 0, got '" +
+                             std::string(v) + "'");
     } else if (arg == "--verify") {
       o.verify = "-";
       if (i + 1 < argc && argv[i + 1][0] != '-')
@@ -625,6 +646,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.artifact.empty())
     return Status::error("no artifact directory given (see --help)");
+  if (o.verifyTolerance >= 0 && o.verify.empty())
+    return Status::error("--verify-tolerance needs --verify");
   std::set<std::string> inputNames;
   for (const auto &input : o.inputs)
     if (!inputNames.insert(input.first).second)
@@ -895,7 +918,7 @@ int main(int argc, char **argv) {
   bool verified = true;
   if (!o.verify.empty() && rankId == 0)
     verified = verify(o.verify == "-" ? o.artifact + "/reference" : o.verify,
-                      inputs, named, *exe);
+                      inputs, named, *exe, o.verifyTolerance);
 
   if (!o.outputDir.empty() && rankId == 0)
     writeOutputs(o, named);
@@ -905,8 +928,8 @@ int main(int argc, char **argv) {
   comm.reset();
   finalizeCommunication();
   if (!verified) {
-    std::fprintf(stderr, "mp-run: error: --verify: outputs are NaN or "
-                         "infinite where the reference's are finite\n");
+    std::fprintf(stderr, "mp-run: error: --verify: outputs differ from the "
+                         "reference (see above)\n");
     return 1;
   }
   return 0;
