@@ -175,9 +175,17 @@ static Status loadParameters(const std::string &dir, int rank,
     const uint32_t crc = checksumOf(data, length);
     uint32_t expected =
         p.rank_crc32_size() > rank ? p.rank_crc32(rank) : p.crc32();
-    if (crc != expected)
+    if (crc != expected) {
+      // Another rank's shard (files swapped or copied over) says which.
+      for (int r = 0; r < p.rank_crc32_size(); ++r)
+        if (r != rank && p.rank_crc32(r) == crc && p.rank_crc32(r) != expected)
+          return Status::error("parameter '" + p.name() + "' in '" + path +
+                               "' is rank " + std::to_string(r) +
+                               "'s shard, not rank " + std::to_string(rank) +
+                               "'s (parameter files swapped?)");
       return Status::error("parameter '" + p.name() + "' in '" + path +
                            "' fails its checksum (corrupt file)");
+    }
     params.push_back(Tensor{const_cast<uint8_t *>(data), dtype, shape});
     bytes += static_cast<int64_t>(length);
   }
