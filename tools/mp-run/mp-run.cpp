@@ -21,6 +21,7 @@
 #include "mp/Runtime/Npy.h"
 #include "mp/Runtime/Pipeline.h"
 #include "mp/Runtime/Shards.h"
+#include "mp/Support/AtomicFile.h"
 
 #include "Modes.h"
 
@@ -500,13 +501,8 @@ Status checkTrainPaths(const Options &o) {
   const std::string log = o.train.log.empty() ? "" : resolvedPath(o.train.log);
   if (log.empty())
     return Status::success();
-  // A directory's resolved path with its slash: ".../dir/".
   auto inside = [&](const std::string &dir) {
-    std::string d = resolvedPath(dir + "/x");
-    if (d.empty())
-      return false;
-    d.pop_back();
-    return log.compare(0, d.size(), d) == 0;
+    return mp::liesWithin(o.train.log, dir);
   };
   if (!o.train.data.empty() && log == resolvedPath(o.train.data))
     return Status::error("--log '" + o.train.log + "' is the --data file");
