@@ -566,6 +566,151 @@ def t5_inputs(ids):
 
 
 # ----------------------------------------------------------------------------
+# BLOOM: an embedding LayerNorm, per-head fused QKV [heads, 3, d], no
+# positions but ALiBi (a per-head linear bias over key positions added to
+# the scaled scores, then masked_fill of float min), tanh GELU, tied head.
+# ----------------------------------------------------------------------------
+def alibi_slopes(heads):
+    start = 2 ** (-(2 ** -(math.log2(heads) - 3)))
+    return torch.tensor([start * start ** i for i in range(heads)])
+
+
+class BloomLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.input_layernorm = nn.LayerNorm(HIDDEN)
+        self.query_key_value = nn.Linear(HIDDEN, 3 * HIDDEN)
+        self.dense = nn.Linear(HIDDEN, HIDDEN)
+        self.post_attention_layernorm = nn.LayerNorm(HIDDEN)
+        self.dense_h_to_4h = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.dense_4h_to_h = nn.Linear(4 * HIDDEN, HIDDEN)
+        self.register_buffer("mask", causal_bool(SEQ), persistent=False)
+
+    def forward(self, x, alibi):
+        b, s, _ = x.shape
+        qkv = self.query_key_value(self.input_layernorm(x)).view(b, s, HEADS, 3, HEAD_DIM)
+        q, k, v = (qkv[..., i, :].transpose(1, 2) for i in range(3))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(HEAD_DIM) + alibi
+        scores = scores.masked_fill(self.mask[:s, :s], torch.finfo(torch.float32).min)
+        x = x + self.dense(merge_heads(torch.matmul(torch.softmax(scores, -1), v)))
+        h = self.post_attention_layernorm(x)
+        return x + self.dense_4h_to_h(gelu_tanh(self.dense_h_to_4h(h)))
+
+
+class Bloom(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(VOCAB, HIDDEN)
+        self.word_embeddings_layernorm = nn.LayerNorm(HIDDEN)
+        self.h = nn.ModuleList(BloomLayer() for _ in range(LAYERS))
+        self.ln_f = nn.LayerNorm(HIDDEN)
+        self.register_buffer("slopes", alibi_slopes(HEADS), persistent=False)
+
+    def forward(self, ids):
+        positions = torch.arange(ids.shape[1])[None, None, :].float()
+        alibi = (self.slopes[:, None, None] * positions)[None]  # [1, heads, 1, S]
+        x = self.word_embeddings_layernorm(self.word_embeddings(ids))
+        for layer in self.h:
+            x = layer(x, alibi)
+        return torch.matmul(self.ln_f(x), self.word_embeddings.weight.t())
+
+
+# ----------------------------------------------------------------------------
+# Gemma 2: grouped-query attention with soft-capped scores (tanh(s / 50) *
+# 50 before the mask), sandwich norms (RMSNorm after attention and MLP too),
+# soft-capped logits (tanh(x / 30) * 30) from a tied head.
+# ----------------------------------------------------------------------------
+class Gemma2Layer(LlamaLikeLayer):
+    def __init__(self):
+        super().__init__(kv=2, ffn=3 * HIDDEN, theta=10000.0, plus_one=True,
+                         activation=lambda x: F.gelu(x, approximate="tanh"))
+        self.post_attn_norm = RMSNorm(HIDDEN, plus_one=True)
+        self.post_mlp_norm = RMSNorm(HIDDEN, plus_one=True)
+
+    def forward(self, x):
+        h = self.input_layernorm(x)
+        s = x.shape[1]
+        q = split_heads(self.q_proj(h), HEADS)
+        k, v = split_heads(self.k_proj(h), self.kv), split_heads(self.v_proj(h), self.kv)
+        cos, sin = self.cos[:, :, :s], self.sin[:, :, :s]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        b, kv, _, d = k.shape
+        k = k[:, :, None].expand(b, kv, HEADS // kv, s, d).reshape(b, HEADS, s, d)
+        v = v[:, :, None].expand(b, kv, HEADS // kv, s, d).reshape(b, HEADS, s, d)
+        scores = torch.tanh(torch.matmul(q, k.transpose(-1, -2)) * d ** -0.5 / 50.0) * 50.0
+        scores = scores.masked_fill(self.mask[:s, :s], float("-inf"))
+        attn = self.o_proj(merge_heads(torch.matmul(torch.softmax(scores, -1), v)))
+        x = x + self.post_attn_norm(attn)
+        h = self.post_attention_layernorm(x)
+        mlp = self.down_proj(self.activation(self.gate_proj(h)) * self.up_proj(h))
+        return x + self.post_mlp_norm(mlp)
+
+
+class Gemma2(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
+        self.layers = nn.ModuleList(Gemma2Layer() for _ in range(LAYERS))
+        self.norm = RMSNorm(HIDDEN, plus_one=True)
+
+    def forward(self, ids):
+        x = self.embed_tokens(ids) * math.sqrt(HIDDEN)
+        for layer in self.layers:
+            x = layer(x)
+        return torch.tanh(torch.matmul(self.norm(x), self.embed_tokens.weight.t()) / 30.0) * 30.0
+
+
+# ----------------------------------------------------------------------------
+# T5's relative position bias: a learned [buckets, heads] table read by the
+# clamped key-query offset (torch.clamp: ONNX Clip), added unscaled to the
+# scores of every layer (computed once, shared); a decoder-only stack with
+# ReLU MLPs and RMSNorm.
+# ----------------------------------------------------------------------------
+class RelativeAttention(T5Attention):
+    def forward(self, x, bias):
+        q, k, v = (split_heads(p(x), HEADS) for p in (self.q, self.k, self.v))
+        scores = torch.matmul(q, k.transpose(-1, -2)) + bias
+        return self.o(merge_heads(torch.matmul(torch.softmax(scores, -1), v)))
+
+
+class RelativeLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn_norm = RMSNorm(HIDDEN)
+        self.attn = RelativeAttention()
+        self.mlp_norm = RMSNorm(HIDDEN)
+        self.mlp = T5MLP()
+
+    def forward(self, x, bias):
+        x = x + self.attn(self.attn_norm(x), bias)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class T5Relative(nn.Module):
+    BUCKETS = 16
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HIDDEN)
+        self.relative_attention_bias = nn.Embedding(self.BUCKETS, HEADS)
+        self.layers = nn.ModuleList(RelativeLayer() for _ in range(LAYERS))
+        self.norm = RMSNorm(HIDDEN)
+        self.lm_head = nn.Linear(HIDDEN, VOCAB, bias=False)
+
+    def forward(self, ids):
+        s = ids.shape[1]
+        offset = torch.arange(s)[None, :] - torch.arange(s)[:, None]
+        half = self.BUCKETS // 2
+        buckets = torch.clamp(offset + half, 0, self.BUCKETS - 1)
+        bias = self.relative_attention_bias(buckets).permute(2, 0, 1)[None]  # [1, heads, S, S]
+        x = self.embed(ids)
+        for layer in self.layers:
+            x = layer(x, bias)
+        return self.lm_head(self.norm(x))
+
+
+# ----------------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------------
 # name: (constructor, seed, dynamic batch/sequence axes); models with more
@@ -583,7 +728,13 @@ MODELS = {
     "bert_pooler": (BertEncoder, 2008, True),
     "t5": (T5, 2009, False),
     "falcon": (Falcon, 2011, False),
+    "bloom": (Bloom, 2012, False),
+    "gemma2": (Gemma2, 2013, False),
+    "t5_relative": (T5Relative, 2014, False),
 }
+# Models with a PyTorch train-step reference (train/): the labels, the
+# loss and every parameter's gradient.
+TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs}
 OUTPUTS = {"bert_pooler": ["last_hidden_state", "pooler_output"]}
 
@@ -614,7 +765,28 @@ def generate(name, out_root):
         np.save(os.path.join(d, "inputs", n + ".npy"), value.numpy())
     for n, value in zip(outputs, results):
         np.save(os.path.join(d, "outputs", n + ".npy"), value.numpy().astype(np.float32))
+    if name in TRAIN_REFERENCE:
+        write_train_reference(model, inputs, os.path.join(d, "train"), seed)
     print("wrote", d)
+
+
+def write_train_reference(model, inputs, d, seed):
+    """train/labels.npy (one label -100, ignored), train/loss.npy (token mean
+    cross-entropy, as mp --mp-train's) and train/grads/NAME.npy for every
+    parameter; a matrix also as NAME.T.npy, transposed, the name mp gives
+    the transposed copy the exporter's constant folding stores."""
+    labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(seed + 13))
+    labels[0, 0] = -100
+    logits = model(*inputs.values())
+    loss = F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
+    loss.backward()
+    os.makedirs(os.path.join(d, "grads"))
+    np.save(os.path.join(d, "labels.npy"), labels.numpy())
+    np.save(os.path.join(d, "loss.npy"), loss.detach().numpy().astype(np.float32))
+    for n, p in model.named_parameters():
+        np.save(os.path.join(d, "grads", n + ".npy"), p.grad.numpy())
+        if p.dim() == 2:
+            np.save(os.path.join(d, "grads", n + ".T.npy"), p.grad.t().contiguous().numpy())
 
 
 def main():

@@ -90,18 +90,26 @@ struct LossPass : public mp::impl::MPLossBase<LossPass> {
     Location loc = NameLoc::get(StringAttr::get(ctx, "loss"));
     auto lossType = RankedTensorType::get({}, Float32Type::get(ctx));
     Value logitsValue = ret.getOperand(logits), loss;
-    // Logits gathered over the vocabulary (a column-parallel LM head): the
-    // loss of the local slices, as Megatron's, never gathering them.
-    auto gather = logitsValue.getDefiningOp<shard::AllGatherOp>();
+    // Logits gathered over the vocabulary (a column-parallel LM head),
+    // possibly then cast to fp32 (bf16 storage): the loss of the local
+    // slices, cast alike, as Megatron's, never gathering them.
+    auto widen = logitsValue.getDefiningOp<CastOp>();
+    auto gather = (widen ? widen.getInput() : logitsValue)
+                      .getDefiningOp<shard::AllGatherOp>();
     int64_t lastDim =
         cast<RankedTensorType>(logitsValue.getType()).getRank() - 1;
     if (gather && gather.getGatherAxis().getSExtValue() == lastDim &&
         gather.getGridAxes().size() == 1) {
       auto lse =
           RankedTensorType::get(idsType.getShape(), Float32Type::get(ctx));
-      loss = VocabParallelCrossEntropyOp::create(b, loc, lossType, lse,
-                                                 gather.getInput(), labels,
-                                                 gather.getGridAttr())
+      Value local = gather.getInput();
+      if (widen)
+        local = CastOp::create(b, widen.getLoc(),
+                               cast<RankedTensorType>(local.getType())
+                                   .clone(widen.getType().getElementType()),
+                               local);
+      loss = VocabParallelCrossEntropyOp::create(b, loc, lossType, lse, local,
+                                                 labels, gather.getGridAttr())
                  .getLoss();
     } else {
       loss = CrossEntropyOp::create(b, loc, lossType, logitsValue, labels);
@@ -112,6 +120,8 @@ struct LossPass : public mp::impl::MPLossBase<LossPass> {
         loss.getDefiningOp()->setAttr(MPDialect::getStageAttrName(), stage);
     func::ReturnOp::create(b, ret.getLoc(), loss);
     ret.erase();
+    if (widen && widen->use_empty())
+      widen.erase();
     if (gather && gather->use_empty())
       gather.erase();
     func.setFunctionType(

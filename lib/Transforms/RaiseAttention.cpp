@@ -2,9 +2,12 @@
 //
 // softmax(q·kᵀ·scale [masked]) · v back to mp.attention, whatever order the
 // export masked and scaled in: a constant causal pattern becomes the causal
-// attribute, any other mask (a sliding window, padding, boolean or
-// additive) the mask operand; the head repeat of grouped-query attention is
-// undone.
+// attribute, any other masks (a sliding window, padding, boolean or
+// additive, an ALiBi bias next to a causal mask) the one mask operand; the
+// head repeat of grouped-query attention is undone. A mask computed from
+// parameters (T5's learned relative position bias) leaves the attention
+// decomposed: mp.attention has no derivative for its mask, and the
+// decomposed ops train.
 //
 //===----------------------------------------------------------------------===//
 #include "RaisePatterns.h"
@@ -87,6 +90,21 @@ static bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk) {
   });
 }
 
+/// Whether `v` is computed from a parameter.
+static bool dependsOnParameter(Value v) {
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  SmallVector<Value> work = {v};
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    if (isa<GetParamOp>(def))
+      return true;
+    llvm::append_range(work, def->getOperands());
+  }
+  return false;
+}
+
 /// softmax(q·kᵀ·scale [masked]) · v -> attention(q, k, v).
 namespace {
 
@@ -103,18 +121,18 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     int64_t sq = tensorType(scores).getDimSize(2);
     int64_t sk = tensorType(scores).getDimSize(3);
 
-    // Masking and scaling, in either order.
-    bool causal = false, scaledMask = false;
-    Value mask;
+    // Masks and the scale, in any order: each mask peeled after the scale
+    // was added before it, so is scaled with the scores.
+    bool causal = false;
+    SmallVector<std::pair<Value, bool>> additive; // (mask, scaled)
     BoolMask boolMask;
     double scale = 1.0;
-    bool haveMask = false, haveScale = false;
-    for (int step = 0; step < 2; ++step) {
-      if (!haveMask && peelMask(scores, sq, sk, causal, mask, boolMask)) {
-        haveMask = true;
-        // Peeled after the scale: added before it, so scaled with the
-        // scores.
-        scaledMask = haveScale && (mask || boolMask.condition);
+    bool haveScale = false;
+    for (int step = 0; step < 4; ++step) {
+      Value mask;
+      if (peelMask(scores, sq, sk, causal, mask, boolMask)) {
+        if (mask)
+          additive.push_back({mask, haveScale});
         continue;
       }
       if (!haveScale && peelScale(scores, scale)) {
@@ -123,6 +141,10 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
       }
       break;
     }
+    for (auto [mask, scaled] : additive)
+      if (dependsOnParameter(mask))
+        return rewriter.notifyMatchFailure(
+            op, "a mask computed from parameters stays decomposed");
     auto qk = scores.getDefiningOp<MatmulOp>();
     if (!qk || tensorType(qk.getLhs()).getRank() != 4 ||
         tensorType(qk.getRhs()).getRank() != 4)
@@ -135,13 +157,16 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     KeySource keySource = keyFromTransposed(qk.getRhs());
     Value key = keySource.perm ? Value() : stripHeadRepeat(keySource.source);
     Shape keyShape = key ? shapeOf(key) : keySource.shape;
-    Shape maskShape, expected;
-    if (mask)
-      maskShape = shapeOf(mask);
+    std::vector<Shape> maskShapes;
+    for (auto [mask, scaled] : additive)
+      maskShapes.push_back(shapeOf(mask));
     if (boolMask.condition)
-      maskShape = shapeOf(boolMask.condition);
-    bool haveMaskOperand = mask || boolMask.condition;
+      maskShapes.push_back(shapeOf(boolMask.condition));
+    bool haveMaskOperand = !maskShapes.empty();
+    Shape maskShape, expected;
     std::string error;
+    if (haveMaskOperand && !shape::broadcast(maskShapes, maskShape, error))
+      return rewriter.notifyMatchFailure(op, error);
     if (!shape::attention(shapeOf(query), keyShape, shapeOf(value),
                           haveMaskOperand ? &maskShape : nullptr, expected,
                           error) ||
@@ -151,17 +176,25 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     if (!key)
       key = TransposeOp::create(rewriter, op.getLoc(), keySource.source,
                                 rewriter.getDenseI64ArrayAttr(*keySource.perm));
-    if (boolMask.condition)
-      mask = boolMask.additive(rewriter, op.getLoc(),
-                               tensorType(scores).getElementType());
     // attention adds its mask after scaling; one added before is scaled too.
-    if (scaledMask)
-      mask = MulOp::create(
-          rewriter, op.getLoc(), mask,
-          splatConstant(
-              rewriter, op.getLoc(),
-              RankedTensorType::get({}, tensorType(mask).getElementType()),
-              scale));
+    Value mask;
+    Location loc = op.getLoc();
+    for (auto [term, scaled] : additive) {
+      if (scaled)
+        term = MulOp::create(
+            rewriter, loc, term,
+            splatConstant(
+                rewriter, loc,
+                RankedTensorType::get({}, tensorType(term).getElementType()),
+                scale));
+      mask = mask ? AddOp::create(rewriter, loc, mask, term).getResult() : term;
+    }
+    if (boolMask.condition) {
+      Value hidden =
+          boolMask.additive(rewriter, loc, tensorType(scores).getElementType());
+      mask = mask ? AddOp::create(rewriter, loc, mask, hidden).getResult()
+                  : hidden;
+    }
     rewriter.replaceOpWithNewOp<AttentionOp>(
         op, query, key, value, mask,
         rewriter.getF32FloatAttr(static_cast<float>(scale)),
@@ -197,7 +230,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
   /// where(masked, -inf, scores) (masked_fill), or scores + mask. A
   /// constant causal pattern becomes the causal attribute; any other
   /// boolean mask (a sliding window, padding) `boolMask`, an additive one
-  /// `mask`.
+  /// `mask`. Fails on a second causal pattern or boolean mask.
   static bool peelMask(Value &scores, int64_t sq, int64_t sk, bool &causal,
                        Value &mask, BoolMask &boolMask) {
     if (auto where = scores.getDefiningOp<WhereOp>()) {
@@ -208,11 +241,16 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
         if (!fill || !isVeryNegative(*fill) ||
             !tensorType(where.getCondition()).getElementType().isInteger(1))
           continue;
-        scores = kept;
-        if (isCausalBoolMask(where.getCondition(), sq, sk, masked))
+        if (isCausalBoolMask(where.getCondition(), sq, sk, masked)) {
+          if (causal)
+            return false;
           causal = true;
-        else
+        } else if (boolMask.condition) {
+          return false; // one boolean mask per attention
+        } else {
           boolMask = {where.getCondition(), masked, *fill};
+        }
+        scores = kept;
         return true;
       }
       return false;
@@ -224,11 +262,14 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
                         std::pair(add.getRhs(), add.getLhs())}) {
       if (!isScores(s))
         continue;
-      scores = s;
-      if (isCausalAdditiveMask(m, sq, sk))
+      if (isCausalAdditiveMask(m, sq, sk)) {
+        if (causal)
+          return false;
         causal = true;
-      else
+      } else {
         mask = m;
+      }
+      scores = s;
       return true;
     }
     return false;

@@ -48,29 +48,73 @@ bool inLayer(Operation *op) {
   return op->hasAttr(MPDialect::getLayerAttrName());
 }
 
+/// A whole operand that an op's split rule needs split (a bias added to
+/// per-head scores): each rank takes its block of it with shard.all_slice.
+struct Cut {
+  Operation *op;
+  unsigned operand;
+  int64_t dim;
+};
+
 /// The result of propagating splits through the function.
 struct Split {
   llvm::MapVector<Value, int64_t> dim;           // value -> split dimension
   llvm::DenseMap<Value, llvm::BitVector> origin; // seeding linears
   SmallVector<LinearOp> columns, rows;
   llvm::DenseMap<Operation *, int64_t> groups; // column linear -> parts
+  SmallVector<Cut> cuts;
 };
 
 /// A split dimension seen by an op: operand i is split along dims[i] (-1:
 /// whole).
 using Dims = SmallVector<int64_t>;
 
+/// Whether a value is computed from constants and parameters alone, not
+/// from the function's inputs: an ALiBi slope table, a learned relative
+/// position bias, a bias added apart from its linear. Tensor parallelism
+/// cuts such a value where a split needs it cut (every rank holds it whole,
+/// so its block costs no communication); a whole activation spanning a
+/// split stays a stop, since cutting it would hide a replicated
+/// computation of the activation.
+class InputFree {
+public:
+  bool operator()(Value v) {
+    if (auto it = known.find(v); it != known.end())
+      return it->second;
+    Operation *def = v.getDefiningOp();
+    bool free = def && llvm::all_of(def->getOperands(),
+                                    [&](Value x) { return (*this)(x); });
+    known[v] = free;
+    return free;
+  }
+
+private:
+  llvm::DenseMap<Value, bool> known;
+};
+
 /// The split dimension of `op`'s results given its operands', by the op's
 /// split rule (SplitOpInterface); nullopt when the op cannot run on these
-/// splits, or would need a whole operand cut (tensor parallelism keeps the
-/// operands it does not split whole).
-std::optional<Dims> propagate(Operation *op, const Dims &in) {
+/// splits. A whole operand the rule needs split is cut (recorded in
+/// `cuts`) when `cuttable` says it may be; otherwise the split stops.
+std::optional<Dims> propagate(Operation *op, const Dims &in,
+                              InputFree *cuttable = nullptr,
+                              SmallVectorImpl<Cut> *cuts = nullptr) {
   auto rule = dyn_cast<SplitOpInterface>(op);
   if (!rule)
     return std::nullopt;
   FailureOr<SplitMapping> mapping = rule.propagateSplit(in);
-  if (failed(mapping) || ArrayRef<int64_t>(mapping->operands) != ArrayRef(in))
+  if (failed(mapping))
     return std::nullopt;
+  SmallVector<Cut> needed;
+  for (auto [i, d] : llvm::enumerate(mapping->operands)) {
+    if (d == in[i])
+      continue;
+    if (in[i] >= 0 || !cuttable || !(*cuttable)(op->getOperand(i)))
+      return std::nullopt;
+    needed.push_back({op, static_cast<unsigned>(i), d});
+  }
+  if (cuts)
+    cuts->append(needed.begin(), needed.end());
   return Dims(mapping->results);
 }
 
@@ -78,7 +122,8 @@ std::optional<Dims> propagate(Operation *op, const Dims &in) {
 /// whole, let its split rule accept the others (multi-query attention takes
 /// split query heads with its one key/value head whole), else every split
 /// operand.
-SmallVector<unsigned> refusedOperands(Operation *op, const Dims &dims) {
+SmallVector<unsigned> refusedOperands(Operation *op, const Dims &dims,
+                                      InputFree &cuttable) {
   SmallVector<unsigned> splitOperands;
   for (auto [i, d] : llvm::enumerate(dims))
     if (d >= 0)
@@ -96,7 +141,7 @@ SmallVector<unsigned> refusedOperands(Operation *op, const Dims &dims) {
             kept[splitOperands[b]] = -1;
             refused.push_back(splitOperands[b]);
           }
-        if (propagate(op, kept))
+        if (propagate(op, kept, &cuttable))
           return refused;
       }
   return splitOperands;
@@ -121,6 +166,7 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
   for (auto [i, l] : llvm::enumerate(linears))
     indexOf[l] = i;
   llvm::BitVector conflict(linears.size());
+  InputFree cuttable;
   auto markResult = [&](Value v, int64_t d, const llvm::BitVector &from) {
     split.dim[v] = d;
     split.origin[v] = from;
@@ -182,11 +228,11 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
         markResult(r, dims[0], from);
       continue;
     }
-    std::optional<Dims> results = propagate(&op, dims);
+    std::optional<Dims> results = propagate(&op, dims, &cuttable, &split.cuts);
     if (!results) {
       LLVM_DEBUG(llvm::dbgs() << "split stops at " << op << "\n");
       llvm::BitVector refusedFrom(linears.size());
-      for (unsigned i : refusedOperands(&op, dims))
+      for (unsigned i : refusedOperands(&op, dims, cuttable))
         refusedFrom |= split.origin[op.getOperand(i)];
       stopAt(&op, dims, refusedFrom);
       continue;
@@ -236,6 +282,7 @@ struct TensorParallelPass
                            Operation *user);
   LogicalResult applyParamShards(ModuleOp module);
   Value allReduce(OpBuilder &b, Location loc, Value v, Operation *like);
+  void cutOperand(const Cut &cut);
   LogicalResult rewriteRow(LinearOp linear);
   LogicalResult rewriteVocabParallel(func::FuncOp func);
 
@@ -267,8 +314,8 @@ static std::string describeStop(const Stop &stop) {
   }
   if (auto rule = dyn_cast<SplitOpInterface>(stop.op);
       rule && succeeded(rule.propagateSplit(stop.dims))) {
-    os << "where an operand that is whole spans the split (tensor "
-          "parallelism cuts no whole operand)";
+    os << "where a whole activation spans the split (tensor parallelism "
+          "cuts only values computed from constants and parameters)";
     return why;
   }
   os << "which cannot run on that split";
@@ -322,6 +369,15 @@ LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
                  << "key/value heads (" << kv
                  << ") are not divisible by the tensor-parallel size " << t;
       }
+  for (const Cut &cut : split.cuts) {
+    int64_t size =
+        tensorType(cut.op->getOperand(cut.operand)).getDimSize(cut.dim);
+    if (size % t)
+      return cut.op->emitError()
+             << "operand " << cut.operand << " would be cut along dimension "
+             << cut.dim << " (size " << size
+             << "), which is not divisible by the tensor-parallel size " << t;
+  }
   for (auto [v, d] : split.dim) {
     int64_t size = tensorType(v).getDimSize(d);
     if (size % t)
@@ -393,6 +449,22 @@ Value TensorParallelPass::allReduce(OpBuilder &b, Location loc, Value v,
   return op.getResult();
 }
 
+/// Gives `cut.op` this rank's block of a whole operand (no communication:
+/// every rank holds the whole value).
+void TensorParallelPass::cutOperand(const Cut &cut) {
+  OpBuilder b(cut.op);
+  Value whole = cut.op->getOperand(cut.operand);
+  RankedTensorType t = tensorType(whole);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[cut.dim] /= tp;
+  auto slice = shard::AllSliceOp::create(
+      b, cut.op->getLoc(), RankedTensorType::get(shape, t.getElementType()),
+      whole, grid.getValue(), ArrayRef<shard::GridAxis>{0}, cut.dim);
+  if (Attribute layer = cut.op->getAttr(MPDialect::getLayerAttrName()))
+    slice->setAttr(MPDialect::getLayerAttrName(), layer);
+  cut.op->setOperand(cut.operand, slice.getResult());
+}
+
 /// Row-parallel: local partial product, one all-reduce, then the bias once.
 LogicalResult TensorParallelPass::rewriteRow(LinearOp linear) {
   if (failed(shardParam(linear.getWeight(), linear.getTransposeWeight() ? 1 : 0,
@@ -412,6 +484,47 @@ LogicalResult TensorParallelPass::rewriteRow(LinearOp linear) {
   }
   linear.getResult().replaceAllUsesExcept(result, reduced.getDefiningOp());
   return success();
+}
+
+/// The LM head whose logits `result` is: a linear, possibly followed by
+/// ops that each take its vocabulary split and read nothing else split (a
+/// cast back to fp32, Gemma 2's soft-capping tanh(x / c) * c), every value
+/// read once; those ops, first to last, in `between`.
+static LinearOp findHead(Value result, SmallVectorImpl<Operation *> &between) {
+  Value v = result;
+  while (Operation *def = v.getDefiningOp()) {
+    if (!v.hasOneUse() || def->getNumResults() != 1)
+      return {};
+    if (auto head = dyn_cast<LinearOp>(def)) {
+      std::reverse(between.begin(), between.end());
+      return head;
+    }
+    auto rule = dyn_cast<SplitOpInterface>(def);
+    if (!rule)
+      return {};
+    int64_t last = tensorType(v).getRank() - 1;
+    Value next;
+    for (auto [i, operand] : llvm::enumerate(def->getOperands())) {
+      auto t = dyn_cast<RankedTensorType>(operand.getType());
+      if (!t || t.getRank() != last + 1 ||
+          t.getShape().back() != tensorType(v).getShape().back())
+        continue;
+      Dims dims(def->getNumOperands(), -1);
+      dims[i] = last;
+      FailureOr<SplitMapping> mapping = rule.propagateSplit(dims);
+      if (succeeded(mapping) &&
+          ArrayRef<int64_t>(mapping->operands) == ArrayRef(dims) &&
+          mapping->results[0] == last) {
+        next = operand;
+        break;
+      }
+    }
+    if (!next)
+      return {};
+    between.push_back(def);
+    v = next;
+  }
+  return {};
 }
 
 /// Vocab-parallel token embedding and LM head.
@@ -441,14 +554,9 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
   }
 
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  for (OpOperand &result : ret->getOpOperands()) {
-    // The LM head feeds a result, possibly through a cast back to fp32.
-    OpOperand *use = &result;
-    if (auto castOp = result.get().getDefiningOp<CastOp>();
-        castOp && castOp->hasOneUse())
-      use = &castOp.getInputMutable();
-    OpOperand &operand = *use;
-    auto head = operand.get().getDefiningOp<LinearOp>();
+  for (OpOperand &operand : ret->getOpOperands()) {
+    SmallVector<Operation *> between;
+    LinearOp head = findHead(operand.get(), between);
     if (!head || inLayer(head) || !head.getWeight().getDefiningOp<GetParamOp>())
       continue;
     RankedTensorType full = head.getType();
@@ -464,15 +572,27 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
       return failure();
     if (head.getBias() && failed(shardParam(head.getBias(), 0, 1, head)))
       return failure();
-    SmallVector<int64_t> local(full.getShape());
-    local.back() /= tp;
-    head.getResult().setType(
-        RankedTensorType::get(local, full.getElementType()));
-    OpBuilder b(operand.getOwner());
+    // Gathered before trailing casts (bf16 logits cast to fp32 move half
+    // the bytes).
+    OpOperand *gatherAt = &operand;
+    while (!between.empty() && isa<CastOp>(between.back())) {
+      gatherAt = &between.back()->getOpOperand(0);
+      between.pop_back();
+    }
+    between.insert(between.begin(), head);
+    for (Operation *op : between) {
+      RankedTensorType t = tensorType(op->getResult(0));
+      SmallVector<int64_t> local(t.getShape());
+      local.back() /= tp;
+      op->getResult(0).setType(
+          RankedTensorType::get(local, t.getElementType()));
+    }
+    OpBuilder b(gatherAt->getOwner());
     auto gather = shard::AllGatherOp::create(
-        b, head.getLoc(), full, grid, b.getDenseI16ArrayAttr({0}),
-        head.getResult(), b.getIndexAttr(full.getRank() - 1));
-    operand.set(gather.getResult());
+        b, head.getLoc(), tensorType(gatherAt->get()).clone(full.getShape()),
+        grid, b.getDenseI16ArrayAttr({0}), gatherAt->get(),
+        b.getIndexAttr(full.getRank() - 1));
+    gatherAt->set(gather.getResult());
   }
   return success();
 }
@@ -566,6 +686,8 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
       slice.setLimits(limits);
     }
   }
+  for (const Cut &cut : split.cuts)
+    cutOperand(cut);
   for (LinearOp row : split.rows)
     if (failed(rewriteRow(row)))
       return failure();

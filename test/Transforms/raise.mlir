@@ -273,6 +273,44 @@ func.func @attention_masked(%q: tensor<2x2x4x8xf32>, %kt: tensor<2x2x8x4xf32>, %
 
 // -----
 
+// Tests ALiBi as BLOOM exports it: a per-head bias added to the scaled
+// scores, then a causal masked_fill. The causal pattern becomes the
+// attribute and the bias the mask operand, unscaled (added after the scale).
+// CHECK-LABEL: func.func @alibi_causal
+// CHECK: mp.attention %arg0, %{{.*}}, %arg2, %arg3 {causal, scale = 5.000000e-01 : f32} : (tensor<1x2x2x4xf32>, tensor<1x2x2x4xf32>, tensor<1x2x2x4xf32>, tensor<1x2x1x2xf32>) -> tensor<1x2x2x4xf32>
+func.func @alibi_causal(%q: tensor<1x2x2x4xf32>, %kt: tensor<1x2x4x2xf32>, %v: tensor<1x2x2x4xf32>, %alibi: tensor<1x2x1x2xf32>) -> tensor<1x2x2x4xf32> {
+  %s = mp.matmul %q, %kt : (tensor<1x2x2x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x2x2xf32>
+  %c = mp.constant dense<2.0> : tensor<f32>
+  %d = mp.div %s, %c : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %b = mp.add %d, %alibi : (tensor<1x2x2x2xf32>, tensor<1x2x1x2xf32>) -> tensor<1x2x2x2xf32>
+  %m = mp.constant dense<[[false, true], [false, false]]> : tensor<2x2xi1>
+  %n = mp.constant dense<-3.4e38> : tensor<f32>
+  %w = mp.where %m, %n, %b : (tensor<2x2xi1>, tensor<f32>, tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %p = mp.softmax %w {axis = 3 : i64} : tensor<1x2x2x2xf32>
+  %o = mp.matmul %p, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  return %o : tensor<1x2x2x4xf32>
+}
+
+// -----
+
+// Tests that a mask computed from a parameter (T5's learned relative
+// position bias) leaves the attention decomposed: mp.attention has no
+// derivative for its mask, the decomposed ops have.
+// CHECK-LABEL: func.func @learned_bias
+// CHECK-NOT: mp.attention
+// CHECK: mp.softmax
+mp.param @rel : tensor<1x2x2x2xf32> {file = "x.onnx"}
+func.func @learned_bias(%q: tensor<1x2x2x4xf32>, %kt: tensor<1x2x4x2xf32>, %v: tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32> {
+  %bias = mp.get_param @rel : tensor<1x2x2x2xf32>
+  %s = mp.matmul %q, %kt : (tensor<1x2x2x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x2x2xf32>
+  %b = mp.add %s, %bias : (tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %p = mp.softmax %b {axis = 3 : i64} : tensor<1x2x2x2xf32>
+  %o = mp.matmul %p, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  return %o : tensor<1x2x2x4xf32>
+}
+
+// -----
+
 // Tests that a where-mask that is not causal (keys after the query allowed
 // here) is not taken for causality: attention gets it as a mask operand.
 // CHECK-LABEL: func.func @not_causal_where

@@ -122,7 +122,28 @@ TEST_F(OpFactsTest, AttentionSplitsByHeads) {
   EXPECT_EQ(split(ops[0], {1, 1, 1, -1}), "1, 1, 1, -1 -> 1");
   EXPECT_EQ(split(ops[0], {1, -1, -1, -1}), "fails");
   EXPECT_EQ(split(ops[0], {2, 2, 2, -1}), "fails");
-  EXPECT_EQ(split(ops[1], {1, 1, 1, -1}), "fails"); // the mask spans heads
+  // A mask per head (ALiBi, a relative position bias) splits with them.
+  EXPECT_EQ(split(ops[1], {1, 1, 1, -1}), "1, 1, 1, 1 -> 1");
+  EXPECT_EQ(split(ops[1], {1, 1, 1, 1}), "1, 1, 1, 1 -> 1");
+  EXPECT_EQ(split(ops[1], {1, 1, 1, 2}), "fails");
+}
+
+/// Batch dims, rows of lhs and columns of rhs pass; the contracting dim
+/// does not (partial sums). An operand spanning a split batch dim is cut.
+TEST_F(OpFactsTest, MatmulSplitsBatchRowsAndColumns) {
+  auto ops = parse("%a: tensor<2x4x8x16xf32>, %b: tensor<2x4x16x8xf32>, "
+                   "%w: tensor<16x8xf32>",
+                   R"mlir(
+    %0 = mp.matmul %a, %b : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x8x8xf32>
+    %1 = mp.matmul %a, %w : (tensor<2x4x8x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8x8xf32>)mlir");
+  EXPECT_EQ(split(ops[0], {1, 1}), "1, 1 -> 1");   // heads
+  EXPECT_EQ(split(ops[0], {1, -1}), "1, 1 -> 1");  // b spans the heads
+  EXPECT_EQ(split(ops[0], {2, -1}), "2, -1 -> 2"); // rows
+  EXPECT_EQ(split(ops[0], {-1, 3}), "-1, 3 -> 3"); // columns
+  EXPECT_EQ(split(ops[0], {3, 2}), "fails");       // contracting
+  EXPECT_EQ(split(ops[0], {2, 3}), "fails");       // rows and columns
+  EXPECT_EQ(split(ops[1], {1, -1}), "1, -1 -> 1"); // w broadcasts
+  EXPECT_EQ(split(ops[1], {-1, 1}), "-1, 1 -> 3");
 }
 
 /// Multi-query attention: the query heads split, the one key/value head
@@ -139,8 +160,8 @@ TEST_F(OpFactsTest, MultiQueryAttentionKeepsItsKeyValueHeadWhole) {
 }
 
 TEST_F(OpFactsTest, OpsWithoutARuleSayNothing) {
-  auto ops = parse("%x: tensor<2x8xf32>, %y: tensor<8x4xf32>", R"mlir(
-    %0 = mp.matmul %x, %y : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>)mlir");
+  auto ops = parse("%t: tensor<8x4xf32>, %i: tensor<2x3xi64>", R"mlir(
+    %0 = mp.embedding %t, %i : (tensor<8x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>)mlir");
   EXPECT_EQ(split(ops[0], {0, -1}), "no rule");
 }
 

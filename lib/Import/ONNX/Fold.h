@@ -96,6 +96,9 @@ template <template <typename> class Fn> bool foldComparison(Folder &f) {
 bool foldDiv(Folder &f);
 bool foldPow(Folder &f);
 bool foldWhere(Folder &f);
+bool foldClip(Folder &f);
+/// Max (`largest`) or Min of one or two inputs.
+bool foldExtremum(Folder &f, bool largest);
 bool foldCast(Folder &f);
 bool foldMatMul(Folder &f);
 bool foldEinsum(Folder &f);

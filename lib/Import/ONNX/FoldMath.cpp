@@ -122,6 +122,57 @@ bool foldWhere(Folder &f) {
   return true;
 }
 
+bool foldClip(Folder &f) {
+  const HostTensor *bounds[2] = {nullptr, nullptr};
+  for (int i : {1, 2}) {
+    if (i >= f.node.input_size() || f.node.input(i).empty())
+      continue;
+    if (!f.has(i))
+      return false; // a bound computed at run time: imported as mp ops
+    if (f.input(i).numElements() != 1)
+      return f.fail(std::string(i == 1 ? "min" : "max") + " must be a scalar");
+    if (f.input(i).dtype != f.input(0).dtype)
+      return f.fail(std::string(i == 1 ? "min" : "max") +
+                    " must have the input's element type");
+    bounds[i - 1] = &f.input(i);
+  }
+  HostTensor r = f.input(0);
+  for (int64_t k = 0; k < r.numElements(); ++k) {
+    if (r.isFloat()) {
+      double x = r.getDouble(k);
+      if (bounds[0] && x < bounds[0]->getDouble(0))
+        x = bounds[0]->getDouble(0);
+      if (bounds[1] && x > bounds[1]->getDouble(0))
+        x = bounds[1]->getDouble(0);
+      r.set(k, x);
+    } else {
+      int64_t x = r.ints[k];
+      if (bounds[0])
+        x = std::max(x, bounds[0]->getInt(0));
+      if (bounds[1])
+        x = std::min(x, bounds[1]->getInt(0));
+      r.setInt(k, x);
+    }
+  }
+  f.out.push_back(std::move(r));
+  return true;
+}
+
+bool foldExtremum(Folder &f, bool largest) {
+  if (f.node.input_size() == 1) {
+    f.out.push_back(f.input(0));
+    return true;
+  }
+  if (f.node.input_size() != 2)
+    return false; // more than two: imported as mp ops, pairwise
+  auto pick = [largest](auto a, auto b) {
+    return largest ? std::max(a, b) : std::min(a, b);
+  };
+  return f.elementwise(
+      f.input(0).dtype, [&](double a, double b) { return pick(a, b); },
+      [&](int64_t a, int64_t b) { return pick(a, b); });
+}
+
 bool foldCast(Folder &f) {
   int64_t to = intAttr(f.node, "to", 1);
   if (!isSupportedDType(static_cast<int32_t>(to)))

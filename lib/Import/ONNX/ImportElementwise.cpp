@@ -100,6 +100,60 @@ LogicalResult emitWhere(NodeEmitter &e) {
   return success();
 }
 
+/// `a` where `a < b` (or `b < a` with `takeSmaller`), else `b`: a bound
+/// written as the comparison and select mp already runs and differentiates
+/// (the gradient goes to the value selected, as PyTorch's clamp does).
+static Value select(NodeEmitter &e, Value a, Value b, bool aWhenLess) {
+  Value less = CompareOp::create(e.b(), e.loc, ComparePredicate::lt,
+                                 aWhenLess ? a : b, aWhenLess ? b : a);
+  return WhereOp::create(e.b(), e.loc, less, a, b);
+}
+
+/// Clip(x, min?, max?): x raised to min and lowered to max where given.
+LogicalResult emitClip(NodeEmitter &e) {
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  Type elem = e.type(0).getElementType();
+  for (int i : {1, 2}) {
+    if (!e.hasInput(i))
+      continue;
+    if (e.type(i).getNumElements() != 1)
+      return e.error() << (i == 1 ? "min" : "max")
+                       << " must be a scalar, not a tensor of shape "
+                       << e.type(i);
+    Value bound = convertTo(e, i, elem);
+    if (!bound)
+      return failure();
+    // min: the bound where x < min; max: the bound where max < x.
+    x = i == 1 ? select(e, bound, x, /*aWhenLess=*/false)
+               : select(e, bound, x, /*aWhenLess=*/true);
+  }
+  e.setOutput(0, x);
+  return success();
+}
+
+/// Max or Min of one or more broadcasting inputs, pairwise.
+LogicalResult emitExtremum(NodeEmitter &e, bool largest) {
+  Value result = e.value(0);
+  if (!result)
+    return failure();
+  std::vector<Shape> shapes = {e.shape(0)};
+  Type elem = e.type(0).getElementType();
+  for (int i = 1; i < e.node.input_size(); ++i) {
+    shapes.push_back(e.shape(i));
+    if (failed(checkBroadcast(e, shapes)))
+      return failure();
+    Value next = convertTo(e, i, elem);
+    if (!next)
+      return failure();
+    // Max: next where result < next; Min: next where next < result.
+    result = select(e, next, result, /*aWhenLess=*/!largest);
+  }
+  e.setOutput(0, result);
+  return success();
+}
+
 LogicalResult emitCast(NodeEmitter &e) {
   int64_t to = intAttr(e.node, "to", 1);
   FailureOr<Type> elem =

@@ -165,6 +165,9 @@ template <typename OpT> mlir::LogicalResult emitBinary(NodeEmitter &e) {
       std::is_same_v<OpT, PowOp>);
 }
 mlir::LogicalResult emitCompare(NodeEmitter &e, ComparePredicate predicate);
+mlir::LogicalResult emitClip(NodeEmitter &e);
+/// Max (`largest`) or Min of one or more inputs.
+mlir::LogicalResult emitExtremum(NodeEmitter &e, bool largest);
 template <ComparePredicate P> mlir::LogicalResult emitCompare(NodeEmitter &e) {
   return emitCompare(e, P);
 }

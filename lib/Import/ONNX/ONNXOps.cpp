@@ -46,6 +46,11 @@ static const ONNXOpDef opDefs[] = {
     {"Equal", emitCompare<ComparePredicate::eq>, foldComparison<std::equal_to>},
     {"Less", emitCompare<ComparePredicate::lt>, foldComparison<std::less>},
     {"Where", emitWhere, foldWhere},
+    {"Clip", emitClip, foldClip, FoldInputs::Present},
+    {"Max", [](NodeEmitter &e) { return emitExtremum(e, true); },
+     [](Folder &f) { return foldExtremum(f, true); }},
+    {"Min", [](NodeEmitter &e) { return emitExtremum(e, false); },
+     [](Folder &f) { return foldExtremum(f, false); }},
     {"Cast", emitCast, foldCast},
 
     // Elementwise unary.

@@ -112,7 +112,8 @@ def run_test(mp_opt, mp_run, path, work):
         tensor = onnx.TensorProto()
         tensor.ParseFromString(open(os.path.join(data, "input_%d.pb" % index), "rb").read())
         npy = os.path.join(work, "input_%d.npy" % index)
-        np.save(npy, np.ascontiguousarray(numpy_helper.to_array(tensor)))
+        # (np.ascontiguousarray would make a scalar input 1-d)
+        np.save(npy, numpy_helper.to_array(tensor).copy(order="C"))
         command += ["--input", "%s=%s" % (name, npy)]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:

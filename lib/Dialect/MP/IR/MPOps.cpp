@@ -786,6 +786,49 @@ FailureOr<SplitMapping> ConcatOp::propagateSplit(ArrayRef<int64_t> dims) {
   return uniform(*this, dims[0]);
 }
 
+/// A batch dimension, the rows of lhs (M) or the columns of rhs (N) pass;
+/// the contracting dimension would leave partial sums, which are not a
+/// split. The operand not split stays whole unless it spans a split batch
+/// dimension (attention left decomposed: heads split in both products).
+FailureOr<SplitMapping> MatmulOp::propagateSplit(ArrayRef<int64_t> dims) {
+  int64_t rank = getType().getRank();
+  int64_t lhsRank = tensorType(getLhs()).getRank();
+  int64_t rhsRank = tensorType(getRhs()).getRank();
+  if (dims[0] < 0 && dims[1] < 0)
+    return uniform(*this, -1);
+  if (lhsRank < 2 || rhsRank < 2)
+    return failure();
+  // The result dim each operand's split lands on; -1: cannot pass.
+  auto lhsResult = [&](int64_t d) -> int64_t {
+    if (d == lhsRank - 1)
+      return -1;
+    return d == lhsRank - 2 ? rank - 2 : d + rank - lhsRank;
+  };
+  auto rhsResult = [&](int64_t d) -> int64_t {
+    if (d == rhsRank - 2)
+      return -1;
+    return d == rhsRank - 1 ? rank - 1 : d + rank - rhsRank;
+  };
+  int64_t fromLhs = dims[0] >= 0 ? lhsResult(dims[0]) : -2;
+  int64_t fromRhs = dims[1] >= 0 ? rhsResult(dims[1]) : -2;
+  if (fromLhs == -1 || fromRhs == -1 ||
+      (fromLhs >= 0 && fromRhs >= 0 && fromLhs != fromRhs))
+    return failure();
+  int64_t result = std::max(fromLhs, fromRhs);
+  SplitMapping mapping = {{-1, -1}, {result}};
+  bool batch = result < rank - 2;
+  int64_t operandRanks[] = {lhsRank, rhsRank};
+  for (auto [i, operandRank] : llvm::enumerate(operandRanks)) {
+    int64_t local = result - (rank - operandRank);
+    if (dims[i] >= 0)
+      mapping.operands[i] = dims[i];
+    else if (batch && local >= 0 &&
+             tensorType(getOperand(i)).getDimSize(local) != 1)
+      mapping.operands[i] = local; // spans the split batch dim: cut too
+  }
+  return mapping;
+}
+
 /// Heads: query, key and value all split along dim 1 (so grouped-query
 /// groups stay whole on each rank); an additive mask must not span the
 /// heads.
@@ -804,12 +847,13 @@ FailureOr<SplitMapping> AttentionOp::propagateSplit(ArrayRef<int64_t> dims) {
     return failure();
   SplitMapping mapping = {{1, kv, kv}, {1}};
   if (Value mask = getMask()) {
-    if (dims[position::Mask] >= 0)
-      return failure();
+    // A mask broadcast over the heads stays whole; one per head (ALiBi, a
+    // relative position bias) splits with them.
     int64_t d = 1 - (4 - tensorType(mask).getRank());
-    if (d >= 0 && tensorType(mask).getDimSize(d) != 1)
+    int64_t heads = d >= 0 && tensorType(mask).getDimSize(d) != 1 ? d : -1;
+    if (dims[position::Mask] >= 0 && dims[position::Mask] != heads)
       return failure();
-    mapping.operands.push_back(-1);
+    mapping.operands.push_back(heads);
   }
   return mapping;
 }

@@ -254,7 +254,7 @@ def MP_CastOp : MP_Op<"cast", [MP_Differentiable,
 
 def MP_MatmulOp : MP_Op<"matmul", [MP_Differentiable, MP_Costed, Pure,
     AllElementTypesMatch<["lhs", "rhs", "result"]>, InferTypeOpAdaptor,
-    MP_TransformerOpTrait]> {
+    MP_SplitByRule, MP_TransformerOpTrait]> {
   let summary = "batched matrix product with ONNX MatMul semantics";
   let description = [{
     `lhs` is `[..., M, K]`, `rhs` is `[..., K, N]`; batch dimensions broadcast;

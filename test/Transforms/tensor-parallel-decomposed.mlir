@@ -1,0 +1,79 @@
+// RUN: mp-opt %s --mp-tensor-parallel=tp=2 --split-input-file 2>&1 | FileCheck %s
+
+// Tests attention the raise leaves decomposed (soft-capped scores, as Gemma
+// 2's) with a per-head bias from a parameter (as T5's relative positions):
+// the products split by heads as batch dims (no linear stays whole), and
+// the bias, computed from a parameter alone, is cut by heads with
+// shard.all_slice where the split scores meet it.
+// CHECK-NOT: stays whole
+// CHECK-LABEL: func.func @main
+// CHECK: %[[Q:.*]] = mp.transpose %{{.*}} [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+// CHECK: %[[S:.*]] = mp.matmul %[[Q]], %{{.*}} {mp.layer = 0 : i64} : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+// CHECK: mp.tanh {{.*}} : tensor<2x2x4x4xf32>
+// CHECK: %[[B:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 1 {mp.layer = 0 : i64} : tensor<1x4x4x4xf32> -> tensor<1x2x4x4xf32>
+// CHECK-NEXT: mp.add %{{.*}}, %[[B]] {mp.layer = 0 : i64} : (tensor<2x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+// CHECK: mp.matmul %{{.*}}, %{{.*}} {mp.layer = 0 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+// CHECK: %[[O:.*]] = mp.linear %{{.*}}, %{{.*}} {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x32xf32>) -> tensor<2x4x32xf32>
+// CHECK-NEXT: shard.all_reduce %[[O]]
+mp.param @wq : tensor<32x32xf32> {file = "x.onnx"}
+mp.param @wk : tensor<32x32xf32> {file = "x.onnx"}
+mp.param @wv : tensor<32x32xf32> {file = "x.onnx"}
+mp.param @wo : tensor<32x32xf32> {file = "x.onnx"}
+mp.param @table : tensor<4x4x4xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x32xf32>) -> tensor<2x4x32xf32> {
+  %wq = mp.get_param @wq {mp.layer = 0 : i64} : tensor<32x32xf32>
+  %wk = mp.get_param @wk {mp.layer = 0 : i64} : tensor<32x32xf32>
+  %wv = mp.get_param @wv {mp.layer = 0 : i64} : tensor<32x32xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<32x32xf32>
+  %table = mp.get_param @table {mp.layer = 0 : i64} : tensor<4x4x4xf32>
+  %bias = mp.reshape %table {mp.layer = 0 : i64} : tensor<4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %q0 = mp.linear %x, %wq {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<32x32xf32>) -> tensor<2x4x32xf32>
+  %k0 = mp.linear %x, %wk {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<32x32xf32>) -> tensor<2x4x32xf32>
+  %v0 = mp.linear %x, %wv {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<32x32xf32>) -> tensor<2x4x32xf32>
+  %q1 = mp.reshape %q0 {mp.layer = 0 : i64} : tensor<2x4x32xf32> -> tensor<2x4x4x8xf32>
+  %k1 = mp.reshape %k0 {mp.layer = 0 : i64} : tensor<2x4x32xf32> -> tensor<2x4x4x8xf32>
+  %v1 = mp.reshape %v0 {mp.layer = 0 : i64} : tensor<2x4x32xf32> -> tensor<2x4x4x8xf32>
+  %q = mp.transpose %q1 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x8xf32> -> tensor<2x4x4x8xf32>
+  %kt = mp.transpose %k1 [0, 2, 3, 1] {mp.layer = 0 : i64} : tensor<2x4x4x8xf32> -> tensor<2x4x8x4xf32>
+  %v = mp.transpose %v1 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x8xf32> -> tensor<2x4x4x8xf32>
+  %s0 = mp.matmul %q, %kt {mp.layer = 0 : i64} : (tensor<2x4x4x8xf32>, tensor<2x4x8x4xf32>) -> tensor<2x4x4x4xf32>
+  %cap = mp.constant dense<5.0e+01> : tensor<f32>
+  %s1 = mp.div %s0, %cap {mp.layer = 0 : i64} : (tensor<2x4x4x4xf32>, tensor<f32>) -> tensor<2x4x4x4xf32>
+  %s2 = mp.tanh %s1 {mp.layer = 0 : i64} : tensor<2x4x4x4xf32>
+  %s3 = mp.mul %s2, %cap {mp.layer = 0 : i64} : (tensor<2x4x4x4xf32>, tensor<f32>) -> tensor<2x4x4x4xf32>
+  %s4 = mp.add %s3, %bias {mp.layer = 0 : i64} : (tensor<2x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  %p = mp.softmax %s4 {axis = -1 : i64, mp.layer = 0 : i64} : tensor<2x4x4x4xf32>
+  %a0 = mp.matmul %p, %v {mp.layer = 0 : i64} : (tensor<2x4x4x4xf32>, tensor<2x4x4x8xf32>) -> tensor<2x4x4x8xf32>
+  %a1 = mp.transpose %a0 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x8xf32> -> tensor<2x4x4x8xf32>
+  %a = mp.reshape %a1 {mp.layer = 0 : i64} : tensor<2x4x4x8xf32> -> tensor<2x4x32xf32>
+  %o = mp.linear %a, %wo {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<32x32xf32>) -> tensor<2x4x32xf32>
+  return %o : tensor<2x4x32xf32>
+}
+
+// -----
+
+// Tests a soft-capped LM head (Gemma 2's tanh(x / c) * c on the logits)
+// after a tied embedding: the head stays vocab-parallel, the capping runs
+// on each rank's vocabulary slice, and the logits are gathered after it,
+// before the trailing cast.
+// CHECK-LABEL: func.func @main
+// CHECK: mp.embedding {{.*}}grid = @tp
+// CHECK: %[[H:.*]] = mp.linear %{{.*}}, %{{.*}} {transpose_weight} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: mp.div %[[H]], %{{.*}} : (tensor<2x4x8xf32>, tensor<f32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: mp.tanh {{.*}} : tensor<2x4x8xf32>
+// CHECK-NEXT: %[[C:.*]] = mp.mul {{.*}} : (tensor<2x4x8xf32>, tensor<f32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[G:.*]] = shard.all_gather %[[C]] on @tp grid_axes = [0] gather_axis = 2 : tensor<2x4x8xf32> -> tensor<2x4x16xf32>
+// CHECK-NEXT: %[[W:.*]] = mp.cast %[[G]] : tensor<2x4x16xf32> to tensor<2x4x16xf16>
+// CHECK-NEXT: return %[[W]]
+mp.param @embed : tensor<16x8xf32> {file = "x.onnx"}
+func.func @main(%ids: tensor<2x4xi64>) -> tensor<2x4x16xf16> {
+  %e = mp.get_param @embed : tensor<16x8xf32>
+  %x = mp.embedding %e, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %h = mp.linear %x, %e {transpose_weight} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %cap = mp.constant dense<3.0e+01> : tensor<f32>
+  %c0 = mp.div %h, %cap : (tensor<2x4x16xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %c1 = mp.tanh %c0 : tensor<2x4x16xf32>
+  %c2 = mp.mul %c1, %cap : (tensor<2x4x16xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %w = mp.cast %c2 : tensor<2x4x16xf32> to tensor<2x4x16xf16>
+  return %w : tensor<2x4x16xf16>
+}
