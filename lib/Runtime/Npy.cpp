@@ -136,6 +136,13 @@ Status decodeNpy(std::string_view file, const std::string &name,
                " needs " + std::to_string(bytes));
   const auto *data =
       reinterpret_cast<const uint8_t *>(file.data() + dataOffset);
+  // uint8 is read as a boolean mask (what torch's uint8 masks are); other
+  // byte values would be a uint8 tensor mp has no type for.
+  if (descr == "|u1" &&
+      std::any_of(data, data + bytes, [](uint8_t b) { return b > 1; }))
+    return bad("holds uint8 values other than 0 and 1: mp reads uint8 only "
+               "as a boolean mask (save it with .astype(numpy.int64), or "
+               ".astype(bool) for a mask)");
   out.bytes.assign(data, data + bytes);
   return Status::success();
 }

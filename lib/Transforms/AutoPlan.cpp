@@ -405,16 +405,31 @@ void AutoPlanPass::runOnOperation() {
                                                    : x.memory < y.memory;
                    });
   llvm::raw_ostream &os = llvm::outs();
-  if (bestOnly) {
-    if (fits.empty()) {
-      if (all.empty())
-        emitError(module.getLoc()) << "mp-auto-plan: " << noLayoutOf(gpus);
-      else
-        emitError(module.getLoc())
-            << "mp-auto-plan: no layout of " << std::to_string(gpus)
-            << " GPUs fits in " << memory;
-      return signalPassFailure();
+  // Nothing to run: an error (after the table, where one is printed), so a
+  // script does not go on with no plan.
+  auto failNoneFits = [&] {
+    os.flush(); // the table, then the error
+    if (all.empty()) {
+      emitError(module.getLoc()) << "mp-auto-plan: " << noLayoutOf(gpus);
+    } else {
+      const Layout &least =
+          *llvm::min_element(all, [](const Layout &x, const Layout &y) {
+            return x.memory < y.memory;
+          });
+      std::string need;
+      llvm::raw_string_ostream(need)
+          << llvm::format("%.2f GiB per GPU", least.memory / double(1 << 30));
+      emitError(module.getLoc())
+          << "mp-auto-plan: no layout of " << std::to_string(gpus)
+          << " GPUs fits in " << memory << " (the least memory a layout needs "
+          << "is " << need << ", " << least.options()
+          << "): give more GPUs or memory";
     }
+    signalPassFailure();
+  };
+  if (bestOnly) {
+    if (fits.empty())
+      return failNoneFits();
     os << fits.front().options() << "\n";
     if (fits.front().b != model.b0)
       llvm::errs() << "mp-auto-plan: note: the plan's micro-batch is "
@@ -451,10 +466,8 @@ void AutoPlanPass::runOnOperation() {
       os << llvm::format("best/baseline step time: %.3f\n",
                          fits.front().seconds / base.seconds);
   }
-  if (all.empty())
-    os << noLayoutOf(gpus) << "\n";
-  else if (fits.empty())
-    os << "no layout fits: give more GPUs or memory\n";
+  if (fits.empty())
+    failNoneFits();
 }
 
 } // namespace

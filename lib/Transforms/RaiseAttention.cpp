@@ -5,9 +5,9 @@
 // attribute, any other masks (a sliding window, padding, boolean or
 // additive, an ALiBi bias next to a causal mask) the one mask operand; the
 // head repeat of grouped-query attention is undone. A mask computed from
-// parameters (T5's learned relative position bias) leaves the attention
-// decomposed: mp.attention has no derivative for its mask, and the
-// decomposed ops train.
+// parameters (T5's learned relative position bias, a table lookup) leaves
+// the attention decomposed: mp.attention has no derivative for its mask,
+// and the decomposed ops train.
 //
 //===----------------------------------------------------------------------===//
 #include "RaisePatterns.h"
@@ -90,17 +90,26 @@ static bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk) {
   });
 }
 
-/// Whether `v` is computed from a parameter.
-static bool dependsOnParameter(Value v) {
-  llvm::SmallPtrSet<Operation *, 16> seen;
-  SmallVector<Value> work = {v};
+/// Whether `v` is computed from a parameter (a learned table looked up, as
+/// T5's relative position bias), as opposed to a stored tensor read as it
+/// is, through shape ops only (a mask or ALiBi bias the exporter kept as an
+/// initializer), or one computed from constants and inputs alone.
+static bool computedFromParameter(Value v) {
+  llvm::SmallPtrSet<Operation *, 16> seen[2]; // reached read as is; computed
+  SmallVector<std::pair<Value, bool>> work = {{v, false}};
   while (!work.empty()) {
-    Operation *def = work.pop_back_val().getDefiningOp();
-    if (!def || !seen.insert(def).second)
+    auto [value, computed] = work.pop_back_val();
+    Operation *def = value.getDefiningOp();
+    if (!def || !seen[computed].insert(def).second)
       continue;
-    if (isa<GetParamOp>(def))
-      return true;
-    llvm::append_range(work, def->getOperands());
+    if (isa<GetParamOp>(def)) {
+      if (computed)
+        return true;
+      continue;
+    }
+    bool reshapes = isa<ReshapeOp, TransposeOp, ExpandOp, SliceOp, CastOp>(def);
+    for (Value operand : def->getOperands())
+      work.push_back({operand, computed || !reshapes});
   }
   return false;
 }
@@ -142,7 +151,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
       break;
     }
     for (auto [mask, scaled] : additive)
-      if (dependsOnParameter(mask))
+      if (computedFromParameter(mask))
         return rewriter.notifyMatchFailure(
             op, "a mask computed from parameters stays decomposed");
     auto qk = scores.getDefiningOp<MatmulOp>();

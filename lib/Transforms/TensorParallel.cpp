@@ -78,19 +78,42 @@ using Dims = SmallVector<int64_t>;
 /// computation of the activation.
 class InputFree {
 public:
-  bool operator()(Value v) {
-    if (auto it = known.find(v); it != known.end())
-      return it->second;
-    Operation *def = v.getDefiningOp();
-    bool free = def && llvm::all_of(def->getOperands(),
-                                    [&](Value x) { return (*this)(x); });
-    known[v] = free;
-    return free;
+  bool operator()(Value root) {
+    // Depth first with an explicit stack: chains can be long.
+    SmallVector<std::pair<Value, bool>> stack = {{root, false}};
+    while (!stack.empty()) {
+      auto [v, expanded] = stack.back();
+      Operation *def = v.getDefiningOp();
+      if (known.count(v) || !def) {
+        known.try_emplace(v, false); // a block argument: an input
+        stack.pop_back();
+        continue;
+      }
+      if (!expanded) {
+        stack.back().second = true;
+        for (Value x : def->getOperands())
+          if (!known.count(x))
+            stack.push_back({x, false});
+        continue;
+      }
+      known[v] = llvm::all_of(def->getOperands(),
+                              [&](Value x) { return known.lookup(x); });
+      stack.pop_back();
+    }
+    return known.lookup(root);
   }
 
 private:
   llvm::DenseMap<Value, bool> known;
 };
+
+/// Whether operand `i` of `op` is an attention's additive mask: cut by
+/// heads whatever it is computed from (an ALiBi bias plus a padding mask
+/// read from an input), since it never carries the activations whose
+/// replication a cut would hide.
+bool isAttentionMask(Operation *op, unsigned i) {
+  return isa<AttentionOp>(op) && i == 3; // query, key, value, mask
+}
 
 /// The split dimension of `op`'s results given its operands', by the op's
 /// split rule (SplitOpInterface); nullopt when the op cannot run on these
@@ -109,7 +132,9 @@ std::optional<Dims> propagate(Operation *op, const Dims &in,
   for (auto [i, d] : llvm::enumerate(mapping->operands)) {
     if (d == in[i])
       continue;
-    if (in[i] >= 0 || !cuttable || !(*cuttable)(op->getOperand(i)))
+    if (in[i] >= 0 || !cuttable ||
+        !(isAttentionMask(op, static_cast<unsigned>(i)) ||
+          (*cuttable)(op->getOperand(i))))
       return std::nullopt;
     needed.push_back({op, static_cast<unsigned>(i), d});
   }
@@ -151,7 +176,8 @@ SmallVector<unsigned> refusedOperands(Operation *op, const Dims &dims,
 /// user: the op that could not take it and the dim it came split along.
 struct Stop {
   Operation *op;
-  Dims dims; // the split of each of its operands (-1: whole)
+  Dims dims;          // the split of each of its operands (-1: whole)
+  const char *reason; // why, where the op's split rule does not say
 };
 
 /// Propagates splits from every linear in `allowed`; returns the linears to
@@ -172,9 +198,9 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
     split.origin[v] = from;
   };
   auto stopAt = [&](Operation *op, const Dims &dims,
-                    const llvm::BitVector &from) {
+                    const llvm::BitVector &from, const char *reason = nullptr) {
     for (unsigned i : from.set_bits())
-      stops.try_emplace(i, Stop{op, dims});
+      stops.try_emplace(i, Stop{op, dims, reason});
     conflict |= from;
   };
 
@@ -241,6 +267,23 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
       if (d >= 0)
         markResult(r, d, from);
   }
+  // A linear sharded per part holds each rank's block of every part: only
+  // the split into those parts reads its output that way.
+  for (auto &entry : split.groups) {
+    Value out = entry.first->getResult(0);
+    for (Operation *user : out.getUsers()) {
+      if (isa<SplitOp>(user))
+        continue;
+      Dims dims;
+      for (Value operand : user->getOperands()) {
+        auto it = split.dim.find(operand);
+        dims.push_back(it == split.dim.end() ? -1 : it->second);
+      }
+      stopAt(user, dims, split.origin[out],
+             "which reads whole the output of a linear sharded per part of "
+             "a fused output (each rank holds a block of every part)");
+    }
+  }
   return conflict;
 }
 
@@ -302,6 +345,10 @@ static std::string describeStop(const Stop &stop) {
   if (auto name = dyn_cast<NameLoc>(stop.op->getLoc()))
     os << " ('" << name.getName() << "')";
   os << " split along dim " << dim << ", ";
+  if (stop.reason) {
+    os << stop.reason;
+    return why;
+  }
   if (isa<LinearOp>(stop.op)) {
     os << "which is not that linear's input features";
     return why;
@@ -572,10 +619,15 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
       return failure();
     if (head.getBias() && failed(shardParam(head.getBias(), 0, 1, head)))
       return failure();
-    // Gathered before trailing casts (bf16 logits cast to fp32 move half
-    // the bytes).
+    // Gathered before trailing widening casts (bf16 logits cast to fp32
+    // move half the bytes).
     OpOperand *gatherAt = &operand;
-    while (!between.empty() && isa<CastOp>(between.back())) {
+    auto widens = [](Operation *op) {
+      auto c = dyn_cast<CastOp>(op);
+      return c && c.getType().getElementTypeBitWidth() >
+                      tensorType(c.getInput()).getElementTypeBitWidth();
+    };
+    while (!between.empty() && widens(between.back())) {
       gatherAt = &between.back()->getOpOperand(0);
       between.pop_back();
     }
@@ -587,11 +639,13 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
       op->getResult(0).setType(
           RankedTensorType::get(local, t.getElementType()));
     }
+    RankedTensorType local = tensorType(gatherAt->get());
+    SmallVector<int64_t> whole(local.getShape());
+    whole.back() *= tp;
     OpBuilder b(gatherAt->getOwner());
     auto gather = shard::AllGatherOp::create(
-        b, head.getLoc(), tensorType(gatherAt->get()).clone(full.getShape()),
-        grid, b.getDenseI16ArrayAttr({0}), gatherAt->get(),
-        b.getIndexAttr(full.getRank() - 1));
+        b, head.getLoc(), local.clone(whole), grid, b.getDenseI16ArrayAttr({0}),
+        gatherAt->get(), b.getIndexAttr(local.getRank() - 1));
     gatherAt->set(gather.getResult());
   }
   return success();

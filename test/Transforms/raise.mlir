@@ -294,16 +294,35 @@ func.func @alibi_causal(%q: tensor<1x2x2x4xf32>, %kt: tensor<1x2x4x2xf32>, %v: t
 // -----
 
 // Tests that a mask computed from a parameter (T5's learned relative
-// position bias) leaves the attention decomposed: mp.attention has no
+// position bias, a table lookup) leaves the attention decomposed: mp.attention has no
 // derivative for its mask, the decomposed ops have.
 // CHECK-LABEL: func.func @learned_bias
 // CHECK-NOT: mp.attention
 // CHECK: mp.softmax
 mp.param @rel : tensor<1x2x2x2xf32> {file = "x.onnx"}
 func.func @learned_bias(%q: tensor<1x2x2x4xf32>, %kt: tensor<1x2x4x2xf32>, %v: tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32> {
-  %bias = mp.get_param @rel : tensor<1x2x2x2xf32>
+  %table = mp.get_param @rel : tensor<1x2x2x2xf32>
+  %two = mp.constant dense<2.0> : tensor<f32>
+  %bias = mp.mul %table, %two : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
   %s = mp.matmul %q, %kt : (tensor<1x2x2x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x2x2xf32>
   %b = mp.add %s, %bias : (tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %p = mp.softmax %b {axis = 3 : i64} : tensor<1x2x2x2xf32>
+  %o = mp.matmul %p, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  return %o : tensor<1x2x2x4xf32>
+}
+
+// -----
+
+// Tests that a stored mask (an initializer read as it is, through shape ops:
+// a buffer the exporter kept) is raised as attention's mask operand.
+// CHECK-LABEL: func.func @stored_mask
+// CHECK: mp.attention
+mp.param @stored : tensor<2x2xf32> {file = "x.onnx"}
+func.func @stored_mask(%q: tensor<1x2x2x4xf32>, %kt: tensor<1x2x4x2xf32>, %v: tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32> {
+  %m = mp.get_param @stored : tensor<2x2xf32>
+  %r = mp.reshape %m : tensor<2x2xf32> -> tensor<1x1x2x2xf32>
+  %s = mp.matmul %q, %kt : (tensor<1x2x2x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x2x2xf32>
+  %b = mp.add %s, %r : (tensor<1x2x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x2x2x2xf32>
   %p = mp.softmax %b {axis = 3 : i64} : tensor<1x2x2x2xf32>
   %o = mp.matmul %p, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
   return %o : tensor<1x2x2x4xf32>

@@ -440,20 +440,23 @@ environment:
 
 /// Prints and compares every output with the reference program's output of
 /// the same name (the reference is unpartitioned: a fused weight's gradient
-/// is whole there, joined here); false when an output is not finite where
-/// the reference is.
-bool verify(const std::string &refDir, const std::vector<Tensor> &inputs,
-            const std::vector<std::pair<std::string, Tensor>> &outputs,
-            const Executable &exe, double tolerance) {
+/// is whole there, joined here); `matched` is false when an output is not
+/// finite where the reference is, or differs beyond `tolerance`. An error
+/// when the reference cannot be loaded or run: rank 0 verifies after the
+/// ranks have finished together, so it is reported without aborting them.
+Status verify(const std::string &refDir, const std::vector<Tensor> &inputs,
+              const std::vector<std::pair<std::string, Tensor>> &outputs,
+              const Executable &exe, double tolerance, bool &matched) {
   std::unique_ptr<Executable> ref;
   if (Status s = Executable::load(refDir, ref); !s)
-    abortRun("--verify: " + s.message);
+    return Status::error("--verify: " + s.message);
   std::vector<Tensor> refOutputs;
   if (Status s = ref->run(inputs, refOutputs); !s)
-    abortRun("--verify: " + s.message);
+    return Status::error("--verify: the reference: " + s.message);
   std::printf("mp-run: verify against %s (%lld rank(s) vs 1):\n",
               refDir.c_str(), static_cast<long long>(exe.gridSize()));
-  return compareOutputs(outputs, ref->outputs(), refOutputs, tolerance);
+  matched = compareOutputs(outputs, ref->outputs(), refOutputs, tolerance);
+  return Status::success();
 }
 
 Status parseCount(const std::string &flag, const char *value, int min,
@@ -912,9 +915,10 @@ int main(int argc, char **argv) {
         !s)
       abortRun(s.message);
   bool verified = true;
+  Status verifyError = Status::success();
   if (!o.verify.empty() && rankId == 0)
-    verified = verify(o.verify == "-" ? o.artifact + "/reference" : o.verify,
-                      inputs, named, *exe, o.verifyTolerance);
+    verifyError = verify(o.verify == "-" ? o.artifact + "/reference" : o.verify,
+                         inputs, named, *exe, o.verifyTolerance, verified);
 
   if (!o.outputDir.empty() && rankId == 0)
     writeOutputs(o, named);
@@ -923,6 +927,10 @@ int main(int argc, char **argv) {
   deviceComm.reset();
   comm.reset();
   finalizeCommunication();
+  if (!verifyError) {
+    std::fprintf(stderr, "mp-run: error: %s\n", verifyError.message.c_str());
+    return 1;
+  }
   if (!verified) {
     std::fprintf(stderr, "mp-run: error: --verify: outputs differ from the "
                          "reference (see above)\n");

@@ -88,6 +88,22 @@ static std::string npyFile(const std::string &dict, size_t data) {
   return file + header + std::string(data, '\0');
 }
 
+/// uint8 reads as a boolean mask: 0 and 1 only.
+TEST(Npy, Uint8IsABooleanMask) {
+  auto decode = [](char value) {
+    std::string file =
+        npyFile("{'descr': '|u1', 'fortran_order': False, 'shape': (4,), }", 4);
+    file[file.size() - 2] = value;
+    HostBuffer out;
+    Status s = decodeNpy(file, "m.npy", out);
+    return s ? std::string(dtypeName(out.dtype)) : s.message;
+  };
+  EXPECT_EQ(decode(1), "bool");
+  EXPECT_NE(decode(7).find("holds uint8 values other than 0 and 1"),
+            std::string::npos)
+      << decode(7);
+}
+
 TEST(Npy, HostileHeadersAreErrors) {
   auto decode = [](const std::string &shape, size_t data = 128) {
     HostBuffer out;

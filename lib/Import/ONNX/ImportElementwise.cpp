@@ -53,6 +53,30 @@ static Value convertTo(NodeEmitter &e, int i, Type elem) {
                         RankedTensorType::get(en->type.getShape(), elem), v);
 }
 
+/// When sizes fail to broadcast where a size --mp-shape gave meets another:
+/// the likely cause, a table the model holds (positions, rotary angles)
+/// shorter than the sequence asked for.
+static std::string pinnedSizeHint(NodeEmitter &e,
+                                  const std::vector<Shape> &operands) {
+  for (const auto &[input, dims] : e.imp.options.inputShapes)
+    for (auto [d, size] : llvm::enumerate(dims)) {
+      if (size <= 1)
+        continue;
+      for (const Shape &a : operands)
+        for (const Shape &b : operands)
+          for (size_t k = 1; k <= std::min(a.size(), b.size()); ++k) {
+            int64_t other = b[b.size() - k];
+            if (a[a.size() - k] == size && other != 1 && other != size)
+              return "; --mp-shape makes input '" + input + "' dimension " +
+                     std::to_string(d) + " " + std::to_string(size) +
+                     ", and the model may hold a table of only " +
+                     std::to_string(other) +
+                     " (positions, rotary angles): give a size it covers";
+          }
+    }
+  return "";
+}
+
 /// Checks that the inputs broadcast (numpy rules), as the op's result type
 /// inference will.
 static LogicalResult checkBroadcast(NodeEmitter &e,
@@ -60,7 +84,7 @@ static LogicalResult checkBroadcast(NodeEmitter &e,
   Shape shape;
   std::string error;
   if (!shape::broadcast(operands, shape, error))
-    return e.error() << error;
+    return e.error() << error << pinnedSizeHint(e, operands);
   return success();
 }
 
@@ -125,6 +149,10 @@ LogicalResult emitClip(NodeEmitter &e) {
     Value bound = convertTo(e, i, elem);
     if (!bound)
       return failure();
+    // A one-element bound of shape [1] must not broadcast x to rank 1.
+    if (e.type(i).getRank() != 0)
+      bound = ReshapeOp::create(e.b(), e.loc, RankedTensorType::get({}, elem),
+                                bound);
     // min: the bound where x < min; max: the bound where max < x.
     x = i == 1 ? select(e, bound, x, /*aWhenLess=*/false)
                : select(e, bound, x, /*aWhenLess=*/true);
