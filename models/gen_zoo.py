@@ -711,6 +711,40 @@ class T5Relative(nn.Module):
 
 
 # ----------------------------------------------------------------------------
+# RoBERTa / XLM-R: position ids computed from the ids (padding id 1 gets
+# position 1, the others 2, 3, ... by a cumulative sum of the padding mask:
+# ONNX Not, CumSum), the padding mask also additive in attention, post-LN
+# BERT layers, no token types; the second sequence ends in padding.
+# ----------------------------------------------------------------------------
+class Roberta(nn.Module):
+    PAD = 1
+
+    def __init__(self):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(VOCAB, HIDDEN, padding_idx=self.PAD)
+        self.position_embeddings = nn.Embedding(SEQ + 2, HIDDEN, padding_idx=self.PAD)
+        self.LayerNorm = nn.LayerNorm(HIDDEN, eps=1e-12)
+        self.layer = nn.ModuleList(BertLayer() for _ in range(LAYERS))
+
+    def forward(self, input_ids):
+        keep = input_ids.ne(self.PAD).int()
+        positions = (torch.cumsum(keep, dim=1).type_as(keep) * keep).long() + self.PAD
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions)
+        x = self.LayerNorm(x)
+        additive = (1.0 - keep[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        for layer in self.layer:
+            x = layer(x, additive)
+        return x
+
+
+def roberta_ids(ids):
+    ids = ids.clone()
+    ids[ids == Roberta.PAD] = 0
+    ids[1, -3:] = Roberta.PAD
+    return ids
+
+
+# ----------------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------------
 # name: (constructor, seed, dynamic batch/sequence axes); models with more
@@ -731,12 +765,16 @@ MODELS = {
     "bloom": (Bloom, 2012, False),
     "gemma2": (Gemma2, 2013, False),
     "t5_relative": (T5Relative, 2014, False),
+    "roberta": (Roberta, 2015, True),
 }
+# Models whose input_ids are made to carry what they exercise (padding).
+INPUT_IDS = {"roberta": roberta_ids}
 # Models with a PyTorch train-step reference (train/): the labels, the
 # loss and every parameter's gradient.
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs}
-OUTPUTS = {"bert_pooler": ["last_hidden_state", "pooler_output"]}
+OUTPUTS = {"bert_pooler": ["last_hidden_state", "pooler_output"],
+           "roberta": ["last_hidden_state"]}
 
 
 def generate(name, out_root):
@@ -747,6 +785,7 @@ def generate(name, out_root):
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(seed + 7))
+    ids = INPUT_IDS.get(name, lambda x: x)(ids)
     inputs = {"input_ids": ids, **EXTRA_INPUTS.get(name, lambda _: {})(ids)}
     outputs = OUTPUTS.get(name, ["logits"])
     d = os.path.join(out_root, name)

@@ -583,6 +583,15 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
         e.getTable().getDefiningOp<GetParamOp>())
       embeddings.push_back(e);
   });
+  // Of those, only the word embedding (the largest vocabulary) is split, as
+  // in Megatron: BERT's token types (2 rows) and positions computed from
+  // the ids (RoBERTa's) stay whole, needing no all-reduce and no divisor.
+  int64_t words = 0;
+  for (EmbeddingOp e : embeddings)
+    words = std::max(words, tensorType(e.getTable()).getDimSize(0));
+  llvm::erase_if(embeddings, [&](EmbeddingOp e) {
+    return tensorType(e.getTable()).getDimSize(0) != words;
+  });
   for (EmbeddingOp e : embeddings) {
     int64_t vocab = tensorType(e.getTable()).getDimSize(0);
     if (vocab % tp)

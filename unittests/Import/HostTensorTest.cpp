@@ -42,6 +42,12 @@ struct Node {
     for (int i = 0; i < outputs; ++i)
       proto.add_output("y" + std::to_string(i));
   }
+  /// Names `n` inputs (folds of variadic or optional inputs count them).
+  Node &inputs(int n) {
+    for (int i = 0; i < n; ++i)
+      proto.add_input("x" + std::to_string(i));
+    return *this;
+  }
   Node &attr(const std::string &name, int64_t v) {
     auto *a = proto.add_attribute();
     a->set_name(name);
@@ -135,6 +141,29 @@ TEST(HostTensorFold, TriluLowerAndUpperWithDiagonal) {
   HostTensor k = ints({}, {1});
   auto upper = fold(Node("Trilu"), {&x, &k});
   EXPECT_EQ(upper[0].ints, (std::vector<int64_t>{0, 1, 1, 0, 0, 1, 0, 0, 0}));
+}
+
+/// CumSum along an axis, plain, exclusive and reversed; Not; Clip; Max.
+TEST(HostTensorFold, CumSumNotClipAndMax) {
+  HostTensor x = ints({2, 3}, {1, 2, 3, 4, 5, 6});
+  HostTensor axis1 = ints({}, {1}), axis0 = ints({}, {0});
+  EXPECT_EQ(fold(Node("CumSum"), {&x, &axis1})[0].ints,
+            (std::vector<int64_t>{1, 3, 6, 4, 9, 15}));
+  EXPECT_EQ(
+      fold(Node("CumSum").attr("exclusive", int64_t(1)), {&x, &axis1})[0].ints,
+      (std::vector<int64_t>{0, 1, 3, 0, 4, 9}));
+  EXPECT_EQ(
+      fold(Node("CumSum").attr("reverse", int64_t(1)), {&x, &axis0})[0].ints,
+      (std::vector<int64_t>{5, 7, 9, 4, 5, 6}));
+  HostTensor b = ints({3}, {1, 0, 1}, DType::Bool);
+  EXPECT_EQ(fold(Node("Not"), {&b})[0].ints, (std::vector<int64_t>{0, 1, 0}));
+  HostTensor f = floats({4}, {-3, 0.5, 2, 1}), lo = floats({}, {-1}),
+             hi = floats({}, {1});
+  EXPECT_EQ(fold(Node("Clip").inputs(3), {&f, &lo, &hi})[0].floats,
+            (std::vector<double>{-1, 0.5, 1, 1}));
+  HostTensor g = floats({4}, {0, 1, 3, -2});
+  EXPECT_EQ(fold(Node("Max").inputs(2), {&f, &g})[0].floats,
+            (std::vector<double>{0, 1, 3, 1}));
 }
 
 TEST(HostTensorFold, RangeAndEinsumBuildRotaryTable) {

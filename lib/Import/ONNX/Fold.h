@@ -104,6 +104,7 @@ bool foldMatMul(Folder &f);
 bool foldEinsum(Folder &f);
 bool foldSoftmax(Folder &f);
 bool foldTrilu(Folder &f);
+bool foldCumSum(Folder &f);
 /// `kind` is "sum", "mean" or "max".
 bool foldReduce(Folder &f, const std::string &kind);
 bool foldRange(Folder &f);

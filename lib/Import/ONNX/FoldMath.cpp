@@ -342,6 +342,47 @@ bool foldTrilu(Folder &f) {
   return true;
 }
 
+bool foldCumSum(Folder &f) {
+  const HostTensor &x = f.input(0);
+  if (f.input(1).numElements() != 1)
+    return f.fail("axis must be one integer");
+  int64_t rank = static_cast<int64_t>(x.shape.size()), axis;
+  if (!f.axis(f.input(1).getInt(0), rank, axis))
+    return false;
+  bool exclusive = intAttr(f.node, "exclusive", 0) != 0;
+  bool reverse = intAttr(f.node, "reverse", 0) != 0;
+  int64_t n = x.shape[axis], inner = 1;
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= x.shape[d];
+  HostTensor r = x;
+  int64_t outer = n ? x.numElements() / (n * inner) : 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      double sum = 0;
+      int64_t isum = 0;
+      for (int64_t step = 0; step < n; ++step) {
+        int64_t k = reverse ? n - 1 - step : step;
+        int64_t at = (o * n + k) * inner + in;
+        double v = x.getDouble(at);
+        int64_t iv = x.isFloat() ? 0 : x.ints[at];
+        if (!exclusive) {
+          sum += v;
+          isum = rt::wrapAdd<int64_t>(isum, iv);
+        }
+        if (x.isFloat())
+          r.set(at, sum);
+        else
+          r.setInt(at, isum);
+        if (exclusive) {
+          sum += v;
+          isum = rt::wrapAdd<int64_t>(isum, iv);
+        }
+      }
+    }
+  f.out.push_back(std::move(r));
+  return true;
+}
+
 bool foldReduce(Folder &f, const std::string &kind) {
   const HostTensor &x = f.input(0);
   int64_t rank = x.shape.size();

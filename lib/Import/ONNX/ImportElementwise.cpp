@@ -182,6 +182,20 @@ LogicalResult emitExtremum(NodeEmitter &e, bool largest) {
   return success();
 }
 
+/// Not(x) as x == false (a boolean comparison the runtime has).
+LogicalResult emitNot(NodeEmitter &e) {
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  if (!e.type(0).getElementType().isInteger(1))
+    return e.error() << "input must be boolean, not " << e.type(0);
+  auto boolScalar = RankedTensorType::get({}, e.b().getI1Type());
+  Value no = ConstantOp::create(e.b(), e.loc,
+                                DenseElementsAttr::get(boolScalar, false));
+  e.setOutput(0, CompareOp::create(e.b(), e.loc, ComparePredicate::eq, x, no));
+  return success();
+}
+
 LogicalResult emitCast(NodeEmitter &e) {
   int64_t to = intAttr(e.node, "to", 1);
   FailureOr<Type> elem =

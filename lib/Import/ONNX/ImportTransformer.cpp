@@ -213,6 +213,68 @@ LogicalResult emitTrilu(NodeEmitter &e) {
   return success();
 }
 
+/// CumSum(x, axis) as a product with a constant triangle of ones:
+/// y[..., i] = sum_j x[..., j] T[j, i] over the axis moved last, in f32 for
+/// integers (exact while partial sums stay below 2^24: position ids from a
+/// padding mask, RoBERTa's). The triangle is n x n, so the axis is capped.
+LogicalResult emitCumSum(NodeEmitter &e) {
+  FailureOr<std::vector<int64_t>> axisValue = e.constInts(1, "axis");
+  if (failed(axisValue))
+    return failure();
+  if (axisValue->size() != 1)
+    return e.error() << "axis must be one integer";
+  int64_t rank = e.type(0).getRank();
+  FailureOr<int64_t> axis = e.axis((*axisValue)[0], rank);
+  if (failed(axis))
+    return failure();
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  constexpr int64_t kMaxLength = 4096;
+  int64_t n = e.shape(0)[*axis];
+  if (n > kMaxLength)
+    return e.error() << "a cumulative sum over " << n
+                     << " elements: mp computes CumSum as a product with an "
+                        "n x n triangle of ones, up to n = "
+                     << kMaxLength;
+  bool exclusive = intAttr(e.node, "exclusive", 0) != 0;
+  bool reverse = intAttr(e.node, "reverse", 0) != 0;
+  Type elem = e.type(0).getElementType();
+  Type f32 = e.b().getF32Type();
+  OpBuilder &b = e.b();
+  if (elem != f32)
+    x = CastOp::create(b, e.loc, e.like(0, e.shape(0)).clone(f32), x);
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis)
+      perm.push_back(d);
+  perm.push_back(*axis);
+  bool moved = *axis != rank - 1;
+  if (moved)
+    x = TransposeOp::create(b, e.loc, x, b.getDenseI64ArrayAttr(perm));
+  std::vector<float> ones(static_cast<size_t>(n * n), 0.0f);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < n; ++i) {
+      bool adds =
+          reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
+      ones[static_cast<size_t>(j * n + i)] = adds ? 1.0f : 0.0f;
+    }
+  auto triangleType = RankedTensorType::get({n, n}, f32);
+  Value triangle = ConstantOp::create(
+      b, e.loc, DenseElementsAttr::get(triangleType, ArrayRef<float>(ones)));
+  Value y = MatmulOp::create(b, e.loc, x, triangle);
+  if (moved) {
+    SmallVector<int64_t> inverse(rank);
+    for (int64_t d = 0; d < rank; ++d)
+      inverse[perm[d]] = d;
+    y = TransposeOp::create(b, e.loc, y, b.getDenseI64ArrayAttr(inverse));
+  }
+  if (elem != f32)
+    y = CastOp::create(b, e.loc, e.like(0, e.shape(0)), y);
+  e.setOutput(0, y);
+  return success();
+}
+
 LogicalResult emitEinsum(NodeEmitter &e) {
   const auto *eq = findAttr(e.node, "equation");
   if (!eq)

@@ -166,6 +166,7 @@ template <typename OpT> mlir::LogicalResult emitBinary(NodeEmitter &e) {
 }
 mlir::LogicalResult emitCompare(NodeEmitter &e, ComparePredicate predicate);
 mlir::LogicalResult emitClip(NodeEmitter &e);
+mlir::LogicalResult emitNot(NodeEmitter &e);
 /// Max (`largest`) or Min of one or more inputs.
 mlir::LogicalResult emitExtremum(NodeEmitter &e, bool largest);
 template <ComparePredicate P> mlir::LogicalResult emitCompare(NodeEmitter &e) {
@@ -184,6 +185,7 @@ template <ReduceKind K> mlir::LogicalResult emitReduce(NodeEmitter &e) {
   return emitReduce(e, K);
 }
 mlir::LogicalResult emitTrilu(NodeEmitter &e);
+mlir::LogicalResult emitCumSum(NodeEmitter &e);
 mlir::LogicalResult emitEinsum(NodeEmitter &e);
 
 // ImportShape.cpp

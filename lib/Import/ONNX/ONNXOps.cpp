@@ -47,6 +47,11 @@ static const ONNXOpDef opDefs[] = {
     {"Less", emitCompare<ComparePredicate::lt>, foldComparison<std::less>},
     {"Where", emitWhere, foldWhere},
     {"Clip", emitClip, foldClip, FoldInputs::Present},
+    {"Not", emitNot,
+     [](Folder &f) {
+       return f.unary([](double x) { return x == 0 ? 1.0 : 0.0; },
+                      [](int64_t x) -> int64_t { return x == 0; });
+     }},
     {"Max", [](NodeEmitter &e) { return emitExtremum(e, true); },
      [](Folder &f) { return foldExtremum(f, true); }},
     {"Min", [](NodeEmitter &e) { return emitExtremum(e, false); },
@@ -98,6 +103,7 @@ static const ONNXOpDef opDefs[] = {
      [](Folder &f) { return foldReduce(f, "max"); }, FoldInputs::Present},
     {"Einsum", emitEinsum, foldEinsum},
     {"Trilu", emitTrilu, foldTrilu, FoldInputs::Present},
+    {"CumSum", emitCumSum, foldCumSum},
 
     // Shapes and data movement.
     {"Reshape", emitReshape, foldReshape},
