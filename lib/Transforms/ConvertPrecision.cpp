@@ -70,6 +70,8 @@ struct ConvertPrecisionPass
         return; // the boundary casts just made
       if (isa<CrossEntropyOp>(op))
         return; // the loss stays fp32
+      if (op->hasAttr(MPDialect::getExactF32AttrName()))
+        return; // integer arithmetic done in fp32
       if (auto constant = dyn_cast<ConstantOp>(op)) {
         auto attr = dyn_cast<DenseElementsAttr>(constant.getValue());
         if (attr && attr.getElementType().isF32()) {

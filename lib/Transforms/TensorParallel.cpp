@@ -26,6 +26,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Debug.h"
 
+#include <functional>
 #include <optional>
 
 #define DEBUG_TYPE "mp-tensor-parallel"
@@ -583,15 +584,45 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
         e.getTable().getDefiningOp<GetParamOp>())
       embeddings.push_back(e);
   });
-  // Of those, only the word embedding (the largest vocabulary) is split, as
-  // in Megatron: BERT's token types (2 rows) and positions computed from
-  // the ids (RoBERTa's) stay whole, needing no all-reduce and no divisor.
-  int64_t words = 0;
+  // Of those, only the word embedding is split, as in Megatron: BERT's
+  // token types (2 rows) and positions computed from the ids (RoBERTa's)
+  // stay whole, needing no all-reduce and no divisor. The word embedding is
+  // the one with the LM head's vocabulary (tied or not), or without a head
+  // (an encoder) the largest.
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  llvm::SmallDenseSet<int64_t> headVocabs;
+  llvm::SmallDenseSet<Attribute> headWeights;
+  for (Value result : ret->getOperands()) {
+    SmallVector<Operation *> between;
+    LinearOp head = findHead(result, between);
+    auto weight =
+        head ? head.getWeight().getDefiningOp<GetParamOp>() : GetParamOp();
+    if (!weight || inLayer(head))
+      continue;
+    headVocabs.insert(head.getType().getShape().back());
+    headWeights.insert(weight.getNameAttr());
+  }
+  auto rowsOf = [](EmbeddingOp e) {
+    return tensorType(e.getTable()).getDimSize(0);
+  };
+  auto tied = [&](EmbeddingOp e) {
+    return headWeights.contains(
+        e.getTable().getDefiningOp<GetParamOp>().getNameAttr());
+  };
+  auto headSized = [&](EmbeddingOp e) {
+    return headVocabs.contains(rowsOf(e));
+  };
+  int64_t largest = 0;
   for (EmbeddingOp e : embeddings)
-    words = std::max(words, tensorType(e.getTable()).getDimSize(0));
-  llvm::erase_if(embeddings, [&](EmbeddingOp e) {
-    return tensorType(e.getTable()).getDimSize(0) != words;
-  });
+    largest = std::max(largest, rowsOf(e));
+  std::function<bool(EmbeddingOp)> isWords = [&](EmbeddingOp e) {
+    return rowsOf(e) == largest;
+  };
+  if (llvm::any_of(embeddings, tied))
+    isWords = tied;
+  else if (llvm::any_of(embeddings, headSized))
+    isWords = headSized;
+  llvm::erase_if(embeddings, [&](EmbeddingOp e) { return !isWords(e); });
   for (EmbeddingOp e : embeddings) {
     int64_t vocab = tensorType(e.getTable()).getDimSize(0);
     if (vocab % tp)
@@ -609,7 +640,6 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
     e.getResult().replaceAllUsesExcept(reduced, reduced.getDefiningOp());
   }
 
-  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   for (OpOperand &operand : ret->getOpOperands()) {
     SmallVector<Operation *> between;
     LinearOp head = findHead(operand.get(), between);

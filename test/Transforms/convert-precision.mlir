@@ -36,3 +36,19 @@ func.func @main(%ids: tensor<2x3xi64>) -> tensor<f32> {
   %l = mp.cross_entropy %e, %ids : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that ops marked mp.exact_f32 (the triangle product an integer
+// CumSum is imported as: position ids past 256 would round in bf16) keep
+// fp32, constant included.
+// CHECK-LABEL: func.func @exact
+// CHECK: %[[T:.*]] = mp.constant {mp.exact_f32} dense<1.000000e+00> : tensor<4x4xf32>
+// CHECK: mp.matmul %{{.*}}, %[[T]] {mp.exact_f32} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+func.func @exact(%ids: tensor<2x4xi64>) -> tensor<2x4xi64> {
+  %f = mp.cast %ids {mp.exact_f32} : tensor<2x4xi64> to tensor<2x4xf32>
+  %t = mp.constant {mp.exact_f32} dense<1.0> : tensor<4x4xf32>
+  %s = mp.matmul %f, %t {mp.exact_f32} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %i = mp.cast %s : tensor<2x4xf32> to tensor<2x4xi64>
+  return %i : tensor<2x4xi64>
+}

@@ -151,3 +151,22 @@ func.func @main(%x: tensor<2x4x32xf32>) -> (tensor<2x4x32xf32>, tensor<2x4x32xf3
   %y = mp.linear %p, %w2 {mp.layer = 0 : i64} : (tensor<2x4x96xf32>, tensor<96x32xf32>) -> tensor<2x4x32xf32>
   return %o, %y : tensor<2x4x32xf32>, tensor<2x4x32xf32>
 }
+
+// -----
+
+// Tests that the word embedding is the one tied to the LM head, though a
+// position table read by run-time ids has more rows: it is split, the
+// position table stays whole.
+// CHECK-LABEL: mp.param @word : tensor<16x8xf32> {file = "x.onnx", grid = @tp, shard_axis = 0 : i64}
+// CHECK-NEXT: mp.param @pos : tensor<32x8xf32> {file = "x.onnx"}{{$}}
+mp.param @word : tensor<16x8xf32> {file = "x.onnx"}
+mp.param @pos : tensor<32x8xf32> {file = "x.onnx"}
+func.func @main(%ids: tensor<2x4xi64>, %pids: tensor<2x4xi64>) -> tensor<2x4x16xf32> {
+  %e = mp.get_param @word : tensor<16x8xf32>
+  %p = mp.get_param @pos : tensor<32x8xf32>
+  %x = mp.embedding %e, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %y = mp.embedding %p, %pids : (tensor<32x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %s = mp.add %x, %y : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %h = mp.linear %s, %e {transpose_weight} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  return %h : tensor<2x4x16xf32>
+}

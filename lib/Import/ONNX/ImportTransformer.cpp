@@ -216,7 +216,8 @@ LogicalResult emitTrilu(NodeEmitter &e) {
 /// CumSum(x, axis) as a product with a constant triangle of ones:
 /// y[..., i] = sum_j x[..., j] T[j, i] over the axis moved last, in f32 for
 /// integers (exact while partial sums stay below 2^24: position ids from a
-/// padding mask, RoBERTa's). The triangle is n x n, so the axis is capped.
+/// padding mask, RoBERTa's), marked to stay f32 under bf16/f16 storage.
+/// The triangle is n x n, so the axis is capped.
 LogicalResult emitCumSum(NodeEmitter &e) {
   FailureOr<std::vector<int64_t>> axisValue = e.constInts(1, "axis");
   if (failed(axisValue))
@@ -242,8 +243,16 @@ LogicalResult emitCumSum(NodeEmitter &e) {
   Type elem = e.type(0).getElementType();
   Type f32 = e.b().getF32Type();
   OpBuilder &b = e.b();
+  bool integer = isa<IntegerType>(elem);
+  // Integer sums must not be rounded to bf16 by mp-convert-precision.
+  auto exact = [&](Value v) {
+    if (integer)
+      v.getDefiningOp()->setAttr(MPDialect::getExactF32AttrName(),
+                                 b.getUnitAttr());
+    return v;
+  };
   if (elem != f32)
-    x = CastOp::create(b, e.loc, e.like(0, e.shape(0)).clone(f32), x);
+    x = exact(CastOp::create(b, e.loc, e.like(0, e.shape(0)).clone(f32), x));
   SmallVector<int64_t> perm;
   for (int64_t d = 0; d < rank; ++d)
     if (d != *axis)
@@ -251,7 +260,7 @@ LogicalResult emitCumSum(NodeEmitter &e) {
   perm.push_back(*axis);
   bool moved = *axis != rank - 1;
   if (moved)
-    x = TransposeOp::create(b, e.loc, x, b.getDenseI64ArrayAttr(perm));
+    x = exact(TransposeOp::create(b, e.loc, x, b.getDenseI64ArrayAttr(perm)));
   std::vector<float> ones(static_cast<size_t>(n * n), 0.0f);
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < n; ++i) {
@@ -260,14 +269,15 @@ LogicalResult emitCumSum(NodeEmitter &e) {
       ones[static_cast<size_t>(j * n + i)] = adds ? 1.0f : 0.0f;
     }
   auto triangleType = RankedTensorType::get({n, n}, f32);
-  Value triangle = ConstantOp::create(
-      b, e.loc, DenseElementsAttr::get(triangleType, ArrayRef<float>(ones)));
-  Value y = MatmulOp::create(b, e.loc, x, triangle);
+  Value triangle = exact(ConstantOp::create(
+      b, e.loc, DenseElementsAttr::get(triangleType, ArrayRef<float>(ones))));
+  Value y = exact(MatmulOp::create(b, e.loc, x, triangle));
   if (moved) {
     SmallVector<int64_t> inverse(rank);
     for (int64_t d = 0; d < rank; ++d)
       inverse[perm[d]] = d;
-    y = TransposeOp::create(b, e.loc, y, b.getDenseI64ArrayAttr(inverse));
+    y = exact(
+        TransposeOp::create(b, e.loc, y, b.getDenseI64ArrayAttr(inverse)));
   }
   if (elem != f32)
     y = CastOp::create(b, e.loc, e.like(0, e.shape(0)), y);

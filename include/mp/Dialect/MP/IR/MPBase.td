@@ -24,6 +24,12 @@ def MP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getLayerAttrName() {
       return ::llvm::StringLiteral("mp.layer");
     }
+    /// Name of the unit attribute on ops that compute in fp32 whatever the
+    /// storage type (mp-convert-precision leaves them as they are): the
+    /// triangle product an integer CumSum is imported as, exact in fp32.
+    static constexpr ::llvm::StringLiteral getExactF32AttrName() {
+      return ::llvm::StringLiteral("mp.exact_f32");
+    }
     /// Name of the discardable attribute holding the pipeline chunk
     /// (virtual stage) an op runs in (mp-pipeline).
     static constexpr ::llvm::StringLiteral getStageAttrName() {
