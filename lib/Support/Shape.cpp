@@ -392,6 +392,26 @@ bool reshape(const Shape &input, const Shape &result, std::string &error) {
   return true;
 }
 
+bool flatten(const Shape &input, int64_t axis, Shape &result,
+             std::string &error) {
+  const int64_t rank = input.size();
+  if (axis < -rank || axis > rank)
+    return fail(error, "axis " + std::to_string(axis) +
+                           " is out of range for rank " + std::to_string(rank));
+  if (axis < 0)
+    axis += rank;
+  std::optional<int64_t> outer = checkedNumElements(
+                             Shape(input.begin(), input.begin() + axis)),
+                         inner = checkedNumElements(
+                             Shape(input.begin() + axis, input.end()));
+  if (!outer || !inner)
+    return fail(error, "cannot flatten " + formatShape(input) +
+                           ": it has negative dims or more elements than "
+                           "int64 holds");
+  result = {*outer, *inner};
+  return true;
+}
+
 // Gradient ops: the forward op's rule, with the gradient of its result in
 // the result's shape.
 

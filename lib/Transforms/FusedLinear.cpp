@@ -3,8 +3,10 @@
 // See FusedLinear.h. The parts are found from how the output is read, not
 // from names: slices with unit strides (mp-raise makes gathers of
 // consecutive constant indices slices) and splits, along the feature axis
-// or along the head axis of a reshape that views the features as
-// [heads, head_dim].
+// or along the outermost axis of a reshape that views the features as
+// [heads, head_dim] (or [parts, heads, head_dim]), possibly moved by a
+// transpose (timm's ViT: qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4),
+// then qkv[0], qkv[1], qkv[2]).
 //
 //===----------------------------------------------------------------------===//
 #include "FusedLinear.h"
@@ -31,7 +33,8 @@ struct PartRead {
 
 /// How a linear's output is read in parts.
 struct Parts {
-  ReshapeOp view; // the [..., heads, head_dim] view, if any
+  ReshapeOp view;    // the [..., heads, head_dim] view, if any
+  TransposeOp moved; // a transpose of the view, if any
   SmallVector<PartRead> reads;
   SmallVector<std::pair<int64_t, int64_t>> ranges; // (start, size): distinct,
                                                    // in order
@@ -66,13 +69,21 @@ std::optional<Parts> partsOf(LinearOp linear) {
   if (base.hasOneUse())
     if (auto view = dyn_cast<ReshapeOp>(*base.getUsers().begin())) {
       auto viewType = cast<RankedTensorType>(view.getType());
-      if (viewType.getRank() == outType.getRank() + 1 &&
+      if (viewType.getRank() > outType.getRank() &&
           viewType.getShape().take_front(axis) ==
               outType.getShape().take_front(axis)) {
         parts.view = view;
         base = view.getResult();
-        unit = viewType.getShape().back();
+        for (int64_t d : viewType.getShape().drop_front(axis + 1))
+          unit *= d;
       }
+    }
+  if (parts.view && base.hasOneUse())
+    if (auto moved = dyn_cast<TransposeOp>(*base.getUsers().begin())) {
+      parts.moved = moved;
+      base = moved.getResult();
+      axis = llvm::find(moved.getPermutation(), axis) -
+             moved.getPermutation().begin();
     }
   for (Operation *user : base.getUsers()) {
     if (auto split = dyn_cast<SplitOp>(user)) {
@@ -102,7 +113,7 @@ std::optional<Parts> partsOf(LinearOp linear) {
       return std::nullopt; // a gap or an overlap
     covered += size;
   }
-  if (covered != outType.getDimSize(axis) || parts.ranges.size() < 2)
+  if (covered != outType.getShape().back() || parts.ranges.size() < 2)
     return std::nullopt;
   return parts;
 }
@@ -204,6 +215,23 @@ LogicalResult mp::cutFusedLinear(LinearOp linear) {
       if (read.start != start || read.size != size)
         continue;
       Value value = part.getResult();
+      if (parts->moved) {
+        // The part viewed and moved as the whole was: [..., size / unit,
+        // rest of the view], transposed alike.
+        auto viewType = parts->view.getType();
+        SmallVector<int64_t> viewShape(viewType.getShape());
+        viewShape[outType.getRank() - 1] =
+            size / (outType.getShape().back() /
+                    viewType.getDimSize(outType.getRank() - 1));
+        value = ReshapeOp::create(b, parts->view.getLoc(),
+                                  viewType.clone(viewShape), value);
+        value.getDefiningOp()->setDiscardableAttrs(
+            parts->view->getDiscardableAttrDictionary());
+        value = TransposeOp::create(b, parts->moved.getLoc(), value,
+                                    parts->moved.getPermutationAttr());
+        value.getDefiningOp()->setDiscardableAttrs(
+            parts->moved->getDiscardableAttrDictionary());
+      }
       if (value.getType() != read.result.getType()) {
         auto reshape = ReshapeOp::create(b, read.taker->getLoc(),
                                          read.result.getType(), value);
@@ -219,6 +247,8 @@ LogicalResult mp::cutFusedLinear(LinearOp linear) {
     takers.insert(read.taker);
   for (Operation *taker : takers)
     taker->erase();
+  if (parts->moved)
+    parts->moved.erase();
   if (parts->view)
     parts->view.erase();
   linear.erase();

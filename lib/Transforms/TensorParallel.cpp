@@ -647,12 +647,17 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
       continue;
     RankedTensorType full = head.getType();
     int64_t vocab = full.getShape().back();
-    if (vocab % tp)
-      return head.emitError() << "vocabulary (" << vocab
-                              << ") is not divisible by the tensor-parallel "
-                                 "size "
-                              << static_cast<int64_t>(tp)
-                              << "; pad the LM head to a multiple of it";
+    if (vocab % tp) {
+      // A classifier's few classes: the head runs whole on every rank (a
+      // tied embedding of that size was refused above).
+      head.emitWarning() << "this head stays whole (replicated on all "
+                         << static_cast<int64_t>(tp) << " ranks): its " << vocab
+                         << " outputs are not divisible by the "
+                            "tensor-parallel size; pad them to a multiple "
+                            "of it to split it, as Megatron pads its "
+                            "vocabulary";
+      continue;
+    }
     if (failed(shardParam(head.getWeight(), head.getTransposeWeight() ? 0 : 1,
                           1, head)))
       return failure();

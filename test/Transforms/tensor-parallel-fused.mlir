@@ -89,3 +89,41 @@ func.func @main(%x: tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf3
   // expected-note @below {{the split stops here}}
   return %a, %b, %c : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>
 }
+
+// -----
+
+// Tests timm's fused QKV (ViT, DeiT, Swin): the output viewed as
+// [3, heads, head_dim] and moved to the front (permute(2, 0, 3, 1, 4)),
+// then taken as qkv[0], qkv[1], qkv[2]. It is cut into q, k and v linears
+// (each viewed and moved as the whole was), whose heads split.
+// CHECK-LABEL: module
+// CHECK-DAG: mp.param @"qkv[:, 0:16]" : tensor<16x16xf32> {file = "x.onnx", grid = @tp, initializer = "qkv", part = array<i64: 1, 0, 48>, part_of = "qkv", shard_axis = 1 : i64}
+// CHECK-DAG: mp.param @"qkv[:, 32:48]" : tensor<16x16xf32> {file = "x.onnx", grid = @tp, initializer = "qkv", part = array<i64: 1, 32, 48>, part_of = "qkv", shard_axis = 1 : i64}
+// CHECK: %[[Q:.*]] = mp.linear %arg0, %{{.*}} {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[QV:.*]] = mp.reshape %[[Q]] {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x1x1x8xf32>
+// CHECK-NEXT: mp.transpose %[[QV]] [2, 0, 3, 1, 4] {mp.layer = 0 : i64} : tensor<2x4x1x1x8xf32> -> tensor<1x2x1x4x8xf32>
+// CHECK: mp.attention {{.*}} : (tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x1x4x8xf32>
+// CHECK: shard.all_reduce
+// SUMMARY: cut         @qkv into 3 parts (a fused linear whose parts split differently): @qkv[:, 0:16] @qkv[:, 16:32] @qkv[:, 32:48]
+// SUMMARY-NOT: replicated
+mp.param @qkv : tensor<16x48xf32> {file = "x.onnx"}
+mp.param @wo : tensor<16x16xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %w = mp.get_param @qkv {mp.layer = 0 : i64} : tensor<16x48xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<16x16xf32>
+  %f = mp.linear %x, %w {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x48xf32>) -> tensor<2x4x48xf32>
+  %v5 = mp.reshape %f {mp.layer = 0 : i64} : tensor<2x4x48xf32> -> tensor<2x4x3x2x8xf32>
+  %p = mp.transpose %v5 [2, 0, 3, 1, 4] {mp.layer = 0 : i64} : tensor<2x4x3x2x8xf32> -> tensor<3x2x2x4x8xf32>
+  %q1 = mp.slice %p {limits = array<i64: 1, 2, 2, 4, 8>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1, 1>} : tensor<3x2x2x4x8xf32> -> tensor<1x2x2x4x8xf32>
+  %k1 = mp.slice %p {limits = array<i64: 2, 2, 2, 4, 8>, mp.layer = 0 : i64, starts = array<i64: 1, 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1, 1>} : tensor<3x2x2x4x8xf32> -> tensor<1x2x2x4x8xf32>
+  %v1 = mp.slice %p {limits = array<i64: 3, 2, 2, 4, 8>, mp.layer = 0 : i64, starts = array<i64: 2, 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1, 1>} : tensor<3x2x2x4x8xf32> -> tensor<1x2x2x4x8xf32>
+  %q = mp.reshape %q1 {mp.layer = 0 : i64} : tensor<1x2x2x4x8xf32> -> tensor<2x2x4x8xf32>
+  %k = mp.reshape %k1 {mp.layer = 0 : i64} : tensor<1x2x2x4x8xf32> -> tensor<2x2x4x8xf32>
+  %v = mp.reshape %v1 {mp.layer = 0 : i64} : tensor<1x2x2x4x8xf32> -> tensor<2x2x4x8xf32>
+  %a = mp.attention %q, %k, %v {mp.layer = 0 : i64, scale = 0.353553385 : f32} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %at = mp.transpose %a [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  %m = mp.reshape %at {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x4x16xf32>
+  %o = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %r = mp.add %o, %x {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %r : tensor<2x4x16xf32>
+}

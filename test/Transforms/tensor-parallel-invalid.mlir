@@ -36,6 +36,18 @@ func.func @main(%ids: tensor<2x4xi64>) -> tensor<2x4x8xf32> {
 
 // -----
 
+// Tests that a head whose outputs do not divide (a classifier's 10
+// classes) stays whole with a warning, unlike a word embedding.
+mp.param @head : tensor<8x10xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x8xf32>) -> tensor<2x10xf32> {
+  %w = mp.get_param @head : tensor<8x10xf32>
+  // expected-warning @below {{this head stays whole (replicated on all 4 ranks): its 10 outputs are not divisible by the tensor-parallel size; pad them to a multiple of it to split it, as Megatron pads its vocabulary}}
+  %y = mp.linear %x, %w : (tensor<2x8xf32>, tensor<8x10xf32>) -> tensor<2x10xf32>
+  return %y : tensor<2x10xf32>
+}
+
+// -----
+
 // Tests that a split linear output that does not divide is an error on the
 // linear that produces it.
 mp.param @up : tensor<8x6xf32> {file = "x.onnx"}

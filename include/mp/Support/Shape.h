@@ -91,6 +91,10 @@ bool split(const Shape &input, int64_t axis, const std::vector<Shape> &results,
 bool expand(const Shape &input, const Shape &result, std::string &error);
 /// Same number of elements.
 bool reshape(const Shape &input, const Shape &result, std::string &error);
+/// ONNX Flatten: the dims before `axis` (in [-rank, rank]) as one, the rest
+/// as the other.
+bool flatten(const Shape &input, int64_t axis, Shape &result,
+             std::string &error);
 
 // Gradient ops: the forward op's rule holds and the result gradient has
 // the forward result's shape.

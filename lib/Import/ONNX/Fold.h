@@ -92,6 +92,14 @@ template <template <typename> class Fn> bool foldComparison(Folder &f) {
   return f.elementwise(DType::Bool, Fn<double>(), Fn<int64_t>());
 }
 
+/// And, Or, Xor: Fn on two boolean inputs.
+template <template <typename> class Fn> bool foldLogical(Folder &f) {
+  for (size_t i : {0, 1})
+    if (f.input(i).dtype != DType::Bool)
+      return f.fail("input " + std::to_string(i) + " must be boolean");
+  return foldComparison<Fn>(f);
+}
+
 // Arithmetic and reductions (FoldMath.cpp).
 bool foldDiv(Folder &f);
 bool foldPow(Folder &f);
@@ -115,6 +123,7 @@ bool foldReshape(Folder &f);
 bool foldTranspose(Folder &f);
 bool foldUnsqueeze(Folder &f);
 bool foldSqueeze(Folder &f);
+bool foldFlatten(Folder &f);
 bool foldConcat(Folder &f);
 bool foldSlice(Folder &f);
 bool foldGather(Folder &f);

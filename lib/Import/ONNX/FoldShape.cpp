@@ -163,6 +163,14 @@ bool foldSqueeze(Folder &f) {
   return f.reshapeTo(f.input(0), shape);
 }
 
+bool foldFlatten(Folder &f) {
+  std::vector<int64_t> shape;
+  if (!shape::flatten(f.input(0).shape, intAttr(f.node, "axis", 1), shape,
+                      f.error))
+    return false;
+  return f.reshapeTo(f.input(0), shape);
+}
+
 bool foldConcat(Folder &f) {
   int64_t rank = f.input(0).shape.size(), axis;
   std::vector<Shape> shapes;

@@ -196,6 +196,34 @@ LogicalResult emitNot(NodeEmitter &e) {
   return success();
 }
 
+/// And, Or and Xor of two broadcasting boolean inputs, as the select and
+/// comparison mp runs: a and b = a ? b : false; a or b = a ? true : b;
+/// a xor b = a != b.
+LogicalResult emitLogical(NodeEmitter &e, LogicalKind kind) {
+  Value a = e.value(0), b = e.value(1);
+  if (!a || !b)
+    return failure();
+  for (int i : {0, 1})
+    if (!e.type(i).getElementType().isInteger(1))
+      return e.error() << "input " << i << " must be boolean, not "
+                       << e.type(i);
+  if (failed(checkBroadcast(e, {e.shape(0), e.shape(1)})))
+    return failure();
+  if (kind == LogicalKind::Xor) {
+    e.setOutput(0, CompareOp::create(e.b(), e.loc, ComparePredicate::ne, a, b));
+    return success();
+  }
+  auto boolScalar = RankedTensorType::get({}, e.b().getI1Type());
+  Value fixed = ConstantOp::create(
+      e.b(), e.loc,
+      DenseElementsAttr::get(boolScalar, kind == LogicalKind::Or));
+  // The select's result has the broadcast shape of all three operands.
+  e.setOutput(0, kind == LogicalKind::And
+                     ? WhereOp::create(e.b(), e.loc, a, b, fixed)
+                     : WhereOp::create(e.b(), e.loc, a, fixed, b));
+  return success();
+}
+
 LogicalResult emitCast(NodeEmitter &e) {
   int64_t to = intAttr(e.node, "to", 1);
   FailureOr<Type> elem =

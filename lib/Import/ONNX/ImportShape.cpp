@@ -125,6 +125,14 @@ LogicalResult emitSqueeze(NodeEmitter &e) {
   return reshapeTo(e, shape);
 }
 
+LogicalResult emitFlatten(NodeEmitter &e) {
+  Shape shape;
+  std::string error;
+  if (!shape::flatten(e.shape(0), intAttr(e.node, "axis", 1), shape, error))
+    return e.error() << error;
+  return reshapeTo(e, shape);
+}
+
 LogicalResult emitTranspose(NodeEmitter &e) {
   Value x = e.value(0);
   if (!x)

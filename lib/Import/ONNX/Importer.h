@@ -173,6 +173,11 @@ template <ComparePredicate P> mlir::LogicalResult emitCompare(NodeEmitter &e) {
   return emitCompare(e, P);
 }
 mlir::LogicalResult emitWhere(NodeEmitter &e);
+enum class LogicalKind { And, Or, Xor };
+mlir::LogicalResult emitLogical(NodeEmitter &e, LogicalKind kind);
+template <LogicalKind K> mlir::LogicalResult emitLogical(NodeEmitter &e) {
+  return emitLogical(e, K);
+}
 mlir::LogicalResult emitCast(NodeEmitter &e);
 
 // ImportTransformer.cpp
@@ -188,10 +193,14 @@ mlir::LogicalResult emitTrilu(NodeEmitter &e);
 mlir::LogicalResult emitCumSum(NodeEmitter &e);
 mlir::LogicalResult emitEinsum(NodeEmitter &e);
 
+// ImportConv.cpp
+mlir::LogicalResult emitConv(NodeEmitter &e);
+
 // ImportShape.cpp
 mlir::LogicalResult emitReshape(NodeEmitter &e);
 mlir::LogicalResult emitUnsqueeze(NodeEmitter &e);
 mlir::LogicalResult emitSqueeze(NodeEmitter &e);
+mlir::LogicalResult emitFlatten(NodeEmitter &e);
 mlir::LogicalResult emitTranspose(NodeEmitter &e);
 mlir::LogicalResult emitSplit(NodeEmitter &e);
 mlir::LogicalResult emitConcat(NodeEmitter &e);

@@ -69,6 +69,15 @@ def main():
           inits=[ints("split", [-1, 7])], outputs=("y", "z"))
     write(out, "expand", "Expand", [("a", [2, 3])], inits=[ints("shape", [4, 4])])
     write(out, "unsqueeze", "Unsqueeze", [("a", [3])], inits=[ints("axes", [0, 0])])
+    write(out, "flatten", "Flatten", [("a", [2, 3])], {"axis": 3})
+    write(out, "and", "And", [("a", [2, 3], TensorProto.BOOL), ("b", [2, 3])])
+    write(out, "conv_group", "Conv", [("x", [1, 4, 8]), ("w", [4, 1, 3])],
+          {"group": 4})
+    write(out, "conv_channels", "Conv", [("x", [1, 3, 8]), ("w", [4, 2, 3])])
+    write(out, "conv_small", "Conv", [("x", [1, 3, 2]), ("w", [4, 3, 3])],
+          {"dilations": [2]})
+    write(out, "conv_pads", "Conv", [("x", [1, 3, 8, 8]), ("w", [4, 3, 3, 3])],
+          {"pads": [1, 1]})
     # The same mistakes on constant data, which the importer folds.
     data = ints("x", [1, 2, 3, 4, 5, 6])
     write(out, "fold_split", "Split", [], {"axis": 0},
@@ -87,6 +96,8 @@ def main():
     write(out, "fold_softmax", "Softmax", [], {"axis": 3},
           inits=[numpy_helper.from_array(np.ones(4, np.float32), "x")])
     write(out, "fold_reduce", "ReduceSum", [], inits=[data, ints("axes", [2])])
+    write(out, "fold_flatten", "Flatten", [], {"axis": -2}, inits=[data])
+    write(out, "fold_and", "And", [], inits=[data, ints("w", [1, 0, 1, 0, 1, 0])])
     write(out, "fold_slice", "Slice", [],
           inits=[data, ints("starts", [0]), ints("ends", [2]), ints("axes", [4])])
     # Folding within a stated size: 2^40 elements would exhaust memory.
