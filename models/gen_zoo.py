@@ -7,7 +7,8 @@ bundled export styles (issue 15).
 For every model NAME this writes models/zoo/NAME/:
   model.onnx               opset 17, input_ids int64 [2, 8] -> logits f32 [2, 8, 64]
                            (bert_pooler: also token_type_ids and attention_mask
-                           in, last_hidden_state and pooler_output out)
+                           in, last_hidden_state and pooler_output out; vit:
+                           pixels f32 [2, 3, 16, 16] -> logits f32 [2, 10])
   inputs/NAME.npy          each input
   outputs/NAME.npy         each output of the PyTorch fp32 forward
 
@@ -745,6 +746,87 @@ def roberta_ids(ids):
 
 
 # ----------------------------------------------------------------------------
+# OLMo 2: RMSNorm of the query and key projections over their whole width
+# (before the heads are split: tensor parallelism must share its
+# statistics), norms after attention and MLP instead of before (x +
+# norm(attn(x))), SwiGLU, untied head.
+# ----------------------------------------------------------------------------
+class Olmo2Layer(LlamaLikeLayer):
+    def __init__(self):
+        super().__init__(kv=HEADS)
+        self.q_norm = RMSNorm(HIDDEN)
+        self.k_norm = RMSNorm(HIDDEN)
+        self.post_feedforward_layernorm = RMSNorm(HIDDEN)
+        del self.input_layernorm
+
+    def forward(self, x):
+        s = x.shape[1]
+        q = split_heads(self.q_norm(self.q_proj(x)), HEADS)
+        k = split_heads(self.k_norm(self.k_proj(x)), HEADS)
+        v = split_heads(self.v_proj(x), HEADS)
+        cos, sin = self.cos[:, :, :s], self.sin[:, :, :s]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        attn = self.o_proj(merge_heads(attend(q, k, v, self.mask[:s, :s], "masked_fill")))
+        x = x + self.post_attention_layernorm(attn)
+        mlp = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return x + self.post_feedforward_layernorm(mlp)
+
+
+class Olmo2(LlamaLike):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(Olmo2Layer() for _ in range(LAYERS))
+
+
+# ----------------------------------------------------------------------------
+# ViT as timm writes it: a Conv2d patch embedding (kernel = stride), a class
+# token concatenated and learned positions added, fused QKV viewed as
+# [3, heads, head_dim] and moved to the front (permute(2, 0, 3, 1, 4)),
+# pre-LN blocks with exact GELU, a classifier on the class token (10
+# classes: not divisible by 4, so under tp=4 the head stays whole).
+# ----------------------------------------------------------------------------
+IMAGE, PATCH, CLASSES = 16, 4, 10
+
+
+class ViTBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(HIDDEN, eps=1e-6)
+        self.qkv = nn.Linear(HIDDEN, 3 * HIDDEN)
+        self.proj = nn.Linear(HIDDEN, HIDDEN)
+        self.norm2 = nn.LayerNorm(HIDDEN, eps=1e-6)
+        self.fc1 = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.fc2 = nn.Linear(4 * HIDDEN, HIDDEN)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        qkv = self.qkv(self.norm1(x)).reshape(b, n, 3, HEADS, HEAD_DIM).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = torch.softmax((q * HEAD_DIM ** -0.5) @ k.transpose(-2, -1), dim=-1)
+        x = x + self.proj((attn @ v).transpose(1, 2).reshape(b, n, c))
+        return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+
+
+class ViT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, HIDDEN, kernel_size=PATCH, stride=PATCH)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, HIDDEN))
+        self.pos_embed = nn.Parameter(torch.zeros(1, (IMAGE // PATCH) ** 2 + 1, HIDDEN))
+        self.blocks = nn.ModuleList(ViTBlock() for _ in range(LAYERS))
+        self.norm = nn.LayerNorm(HIDDEN, eps=1e-6)
+        self.head = nn.Linear(HIDDEN, CLASSES)
+
+    def forward(self, pixels):
+        x = self.patch_embed(pixels).flatten(2).transpose(1, 2)
+        x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1) + self.pos_embed
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x)[:, 0])
+
+
+# ----------------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------------
 # name: (constructor, seed, dynamic batch/sequence axes); models with more
@@ -766,13 +848,17 @@ MODELS = {
     "gemma2": (Gemma2, 2013, False),
     "t5_relative": (T5Relative, 2014, False),
     "roberta": (Roberta, 2015, True),
+    "olmo2": (Olmo2, 2016, False),
+    "vit": (ViT, 2017, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids}
 # Models with a PyTorch train-step reference (train/): the labels, the
 # loss and every parameter's gradient.
-TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative"}
+TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs}
+# Models whose input is not token ids: name -> (input name, its tensor).
+PIXEL_INPUTS = {"vit": lambda g: torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g)}
 OUTPUTS = {"bert_pooler": ["last_hidden_state", "pooler_output"],
            "roberta": ["last_hidden_state"]}
 
@@ -787,6 +873,8 @@ def generate(name, out_root):
     ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(seed + 7))
     ids = INPUT_IDS.get(name, lambda x: x)(ids)
     inputs = {"input_ids": ids, **EXTRA_INPUTS.get(name, lambda _: {})(ids)}
+    if name in PIXEL_INPUTS:
+        inputs = {"pixels": PIXEL_INPUTS[name](torch.Generator().manual_seed(seed + 7))}
     outputs = OUTPUTS.get(name, ["logits"])
     d = os.path.join(out_root, name)
     shutil.rmtree(d, ignore_errors=True)

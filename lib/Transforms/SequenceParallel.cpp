@@ -183,7 +183,10 @@ std::optional<SplitMapping> SequenceParallelPass::carry(Operation *op) {
 }
 
 LogicalResult SequenceParallelPass::visit(Operation *op) {
-  if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
+  // (A distributed norm's statistics stay all-reduced: they are not
+  // activations of the residual stream.)
+  if (auto reduce = dyn_cast<shard::AllReduceOp>(op);
+      reduce && !reduce->hasAttr(MPDialect::getNormStatisticsAttrName()))
     return scatter(reduce);
   bool anySplit =
       llvm::any_of(op->getOperands(), [&](Value v) { return seqDim.count(v); });

@@ -57,7 +57,10 @@ struct OpCounts {
 
   void add(Operation *op) {
     if (op->getDialect() && op->getDialect()->getNamespace() == "shard")
-      ++collectives[op->getName().stripDialect().str()];
+      ++collectives[op->getName().stripDialect().str() +
+                    (op->hasAttr(MPDialect::getNormStatisticsAttrName())
+                         ? " (norm statistics)"
+                         : "")];
     else if (isNamedOp(op))
       ++named[op->getName().stripDialect().str()];
     else if (!isa<GetParamOp, ConstantOp>(op))

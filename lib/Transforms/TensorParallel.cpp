@@ -9,11 +9,14 @@
 // with a whole tensor, the function's result) stays whole, and the analysis
 // repeats without it. A fused linear whose split stops where its output is
 // taken in parts (Falcon's QKV with one key/value head) is cut into a linear
-// per part first (FusedLinear.h), so each part splits as it can. The graph
+// per part first (FusedLinear.h), so each part splits as it can. A norm
+// over the split dim itself runs on each rank's block with its statistics
+// all-reduced (DistributedNorm.h). The graph
 // is then rewritten to local shapes with the collectives written explicitly
 // as `shard` ops.
 //
 //===----------------------------------------------------------------------===//
+#include "DistributedNorm.h"
 #include "FusedLinear.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
@@ -64,6 +67,7 @@ struct Split {
   SmallVector<LinearOp> columns, rows;
   llvm::DenseMap<Operation *, int64_t> groups; // column linear -> parts
   SmallVector<Cut> cuts;
+  SmallVector<Operation *> norms; // norms over a split dim (distributed)
 };
 
 /// A split dimension seen by an op: operand i is split along dims[i] (-1:
@@ -142,6 +146,25 @@ std::optional<Dims> propagate(Operation *op, const Dims &in,
   if (cuts)
     cuts->append(needed.begin(), needed.end());
   return Dims(mapping->results);
+}
+
+/// For a norm over the split dim: records the cuts of its scale and bias
+/// to each rank's block and the norm as distributed, when they are values
+/// a cut may take (computed from constants and parameters) of the
+/// normalized dim's size.
+bool cutsNormParams(Operation &norm, InputFree &cuttable, Split &split) {
+  int64_t size = tensorType(norm.getOperand(0)).getShape().back();
+  SmallVector<Cut> needed;
+  for (unsigned i = 1; i < norm.getNumOperands(); ++i) {
+    Value v = norm.getOperand(i);
+    if (tensorType(v).getRank() != 1 || tensorType(v).getDimSize(0) != size ||
+        !cuttable(v))
+      return false;
+    needed.push_back({&norm, i, 0});
+  }
+  split.cuts.append(needed.begin(), needed.end());
+  split.norms.push_back(&norm);
+  return true;
 }
 
 /// The operands of `op` whose splits it cannot take: the fewest that, kept
@@ -253,6 +276,10 @@ llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
       split.groups[producer] = splitOp.getNumResults();
       for (Value r : splitOp.getResults())
         markResult(r, dims[0], from);
+      continue;
+    }
+    if (isNormOverSplit(&op, dims) && cutsNormParams(op, cuttable, split)) {
+      markResult(op.getResult(0), dims[0], from);
       continue;
     }
     std::optional<Dims> results = propagate(&op, dims, &cuttable, &split.cuts);
@@ -786,6 +813,8 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
   }
   for (const Cut &cut : split.cuts)
     cutOperand(cut);
+  for (Operation *norm : split.norms)
+    distributeNorm(norm, tp, grid);
   for (LinearOp row : split.rows)
     if (failed(rewriteRow(row)))
       return failure();

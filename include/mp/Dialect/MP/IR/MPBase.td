@@ -80,6 +80,11 @@ def MP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getOpsetAttrName() {
       return ::llvm::StringLiteral("mp.opset");
     }
+    /// Unit attribute on a shard.all_reduce that sums a distributed norm's
+    /// statistics (mp-tensor-parallel): sequence parallelism leaves it.
+    static constexpr ::llvm::StringLiteral getNormStatisticsAttrName() {
+      return ::llvm::StringLiteral("mp.norm_statistics");
+    }
     /// Linear attribute: why tensor parallelism left it whole.
     static constexpr ::llvm::StringLiteral getReplicatedAttrName() {
       return ::llvm::StringLiteral("mp.replicated");
