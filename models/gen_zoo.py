@@ -827,6 +827,61 @@ class ViT(nn.Module):
 
 
 # ----------------------------------------------------------------------------
+# CLIP's text encoder: learned positions, a causal mask built with
+# triu(-inf), pre-LN layers with quick GELU (x * sigmoid(1.702 x), left
+# decomposed), a final LayerNorm, and the hidden state at each sequence's
+# end-of-text token (the largest id: ids.argmax(-1), ONNX ArgMax) projected
+# to the embedding.
+# ----------------------------------------------------------------------------
+class CLIPLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer_norm1 = nn.LayerNorm(HIDDEN)
+        self.q_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.k_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.v_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.out_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.layer_norm2 = nn.LayerNorm(HIDDEN)
+        self.fc1 = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.fc2 = nn.Linear(4 * HIDDEN, HIDDEN)
+
+    def forward(self, x, mask):
+        h = self.layer_norm1(x)
+        q, k, v = (split_heads(p(h), HEADS) for p in (self.q_proj, self.k_proj, self.v_proj))
+        scores = torch.matmul(q * HEAD_DIM ** -0.5, k.transpose(-1, -2)) + mask
+        x = x + self.out_proj(merge_heads(torch.matmul(torch.softmax(scores, -1), v)))
+        h = self.fc1(self.layer_norm2(x))
+        return x + self.fc2(h * torch.sigmoid(1.702 * h))
+
+
+class CLIPText(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.token_embedding = nn.Embedding(VOCAB, HIDDEN)
+        self.position_embedding = nn.Embedding(SEQ, HIDDEN)
+        self.layers = nn.ModuleList(CLIPLayer() for _ in range(LAYERS))
+        self.final_layer_norm = nn.LayerNorm(HIDDEN)
+        self.text_projection = nn.Linear(HIDDEN, 16, bias=False)
+
+    def forward(self, ids):
+        s = ids.shape[1]
+        x = self.token_embedding(ids) + self.position_embedding(torch.arange(s)[None])
+        mask = torch.full((s, s), float("-inf")).triu(1)[None, None]
+        for layer in self.layers:
+            x = layer(x, mask)
+        x = self.final_layer_norm(x)
+        return self.text_projection(x[torch.arange(x.shape[0]), ids.argmax(dim=-1)])
+
+
+def clip_ids(ids):
+    """Each sequence ends in the end-of-text token, the largest id."""
+    ids = ids.clamp(max=VOCAB - 2)
+    ids[0, -1] = VOCAB - 1
+    ids[1, 5] = VOCAB - 1
+    return ids
+
+
+# ----------------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------------
 # name: (constructor, seed, dynamic batch/sequence axes); models with more
@@ -850,9 +905,10 @@ MODELS = {
     "roberta": (Roberta, 2015, True),
     "olmo2": (Olmo2, 2016, False),
     "vit": (ViT, 2017, False),
+    "clip_text": (CLIPText, 2018, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
-INPUT_IDS = {"roberta": roberta_ids}
+INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # Models with a PyTorch train-step reference (train/): the labels, the
 # loss and every parameter's gradient.
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2"}
@@ -860,7 +916,7 @@ EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs}
 # Models whose input is not token ids: name -> (input name, its tensor).
 PIXEL_INPUTS = {"vit": lambda g: torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g)}
 OUTPUTS = {"bert_pooler": ["last_hidden_state", "pooler_output"],
-           "roberta": ["last_hidden_state"]}
+           "roberta": ["last_hidden_state"], "clip_text": ["text_embeds"]}
 
 
 def generate(name, out_root):

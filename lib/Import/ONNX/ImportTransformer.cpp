@@ -191,6 +191,53 @@ LogicalResult emitReduce(NodeEmitter &e, ReduceKind kind) {
   return success();
 }
 
+/// ArgMax/ArgMin as a reduction and a comparison mp runs: the extreme
+/// value m along the axis, then the least (or with select_last_index the
+/// greatest) position i where x_i == m, or x_i is NaN (as NumPy: a NaN is
+/// the extreme).
+LogicalResult emitArgExtremum(NodeEmitter &e, bool largest) {
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  RankedTensorType type = e.type(0);
+  FailureOr<int64_t> axis = e.axis(intAttr(e.node, "axis", 0), type.getRank());
+  if (failed(axis))
+    return failure();
+  bool keep = intAttr(e.node, "keepdims", 1) != 0;
+  bool last = intAttr(e.node, "select_last_index", 0) != 0;
+  int64_t n = type.getDimSize(*axis);
+  if (n == 0)
+    return e.error() << "axis " << *axis << " is empty";
+  Value extreme = ReduceOp::create(e.b(), e.loc,
+                                   largest ? ReduceKind::max : ReduceKind::min,
+                                   x, ArrayRef<int64_t>{*axis}, true);
+  Value hit = CompareOp::create(e.b(), e.loc, ComparePredicate::eq, x, extreme);
+  if (isa<FloatType>(type.getElementType())) {
+    Value nan = CompareOp::create(e.b(), e.loc, ComparePredicate::ne, x, x);
+    auto boolScalar = RankedTensorType::get({}, e.b().getI1Type());
+    Value yes = ConstantOp::create(e.b(), e.loc,
+                                   DenseElementsAttr::get(boolScalar, true));
+    hit = WhereOp::create(e.b(), e.loc, nan, yes, hit);
+  }
+  // Positions along the axis, broadcast over the other dims.
+  Type i64 = e.b().getI64Type();
+  SmallVector<int64_t> iotaShape(type.getRank(), 1);
+  iotaShape[*axis] = n;
+  SmallVector<int64_t> positions(n);
+  for (int64_t i = 0; i < n; ++i)
+    positions[i] = i;
+  Value iota = ConstantOp::create(
+      e.b(), e.loc,
+      DenseElementsAttr::get(RankedTensorType::get(iotaShape, i64),
+                             ArrayRef<int64_t>(positions)));
+  Value missing = scalarConstant(e, i64, last ? -1 : n);
+  Value candidates = WhereOp::create(e.b(), e.loc, hit, iota, missing);
+  e.setOutput(0, ReduceOp::create(e.b(), e.loc,
+                                  last ? ReduceKind::max : ReduceKind::min,
+                                  candidates, ArrayRef<int64_t>{*axis}, keep));
+  return success();
+}
+
 LogicalResult emitTrilu(NodeEmitter &e) {
   int64_t k = 0;
   if (e.hasInput(1)) {

@@ -189,6 +189,8 @@ mlir::LogicalResult emitReduce(NodeEmitter &e, ReduceKind kind);
 template <ReduceKind K> mlir::LogicalResult emitReduce(NodeEmitter &e) {
   return emitReduce(e, K);
 }
+/// ArgMax (`largest`) or ArgMin.
+mlir::LogicalResult emitArgExtremum(NodeEmitter &e, bool largest);
 mlir::LogicalResult emitTrilu(NodeEmitter &e);
 mlir::LogicalResult emitCumSum(NodeEmitter &e);
 mlir::LogicalResult emitEinsum(NodeEmitter &e);

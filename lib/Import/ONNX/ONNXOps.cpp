@@ -110,6 +110,8 @@ static const ONNXOpDef opDefs[] = {
      [](Folder &f) { return foldReduce(f, "sum"); }, FoldInputs::Present},
     {"ReduceMax", emitReduce<ReduceKind::max>,
      [](Folder &f) { return foldReduce(f, "max"); }, FoldInputs::Present},
+    {"ArgMax", [](NodeEmitter &e) { return emitArgExtremum(e, true); }},
+    {"ArgMin", [](NodeEmitter &e) { return emitArgExtremum(e, false); }},
     {"Einsum", emitEinsum, foldEinsum},
     {"Conv", emitConv},
     {"Trilu", emitTrilu, foldTrilu, FoldInputs::Present},
