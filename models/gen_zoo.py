@@ -332,12 +332,15 @@ class LlamaLikeLayer(nn.Module):
         self.register_buffer("mask", causal_bool(SEQ, window), persistent=False)
         self.kv, self.activation = kv, activation
 
+    def qkv(self, h):
+        """The query, key and value heads of the normed input."""
+        return (split_heads(self.q_proj(h), HEADS), split_heads(self.k_proj(h), self.kv),
+                split_heads(self.v_proj(h), self.kv))
+
     def forward(self, x):
         h = self.input_layernorm(x)
         s = x.shape[1]
-        q = split_heads(self.q_proj(h), HEADS)
-        k = split_heads(self.k_proj(h), self.kv)
-        v = split_heads(self.v_proj(h), self.kv)
+        q, k, v = self.qkv(h)
         cos, sin = self.cos[:, :, :s], self.sin[:, :, :s]
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
@@ -780,6 +783,29 @@ class Olmo2(LlamaLike):
 
 
 # ----------------------------------------------------------------------------
+# Baichuan: Llama-like with one fused W_pack linear for q, k and v, taken
+# apart as view(B, S, 3, E).unsqueeze(0).transpose(0, -2).squeeze(-2) and
+# indexed [0], [1], [2].
+# ----------------------------------------------------------------------------
+class BaichuanLayer(LlamaLikeLayer):
+    def __init__(self):
+        super().__init__(kv=HEADS)
+        self.W_pack = nn.Linear(HIDDEN, 3 * HIDDEN, bias=False)
+        del self.q_proj, self.k_proj, self.v_proj
+
+    def qkv(self, h):
+        b, s, _ = h.shape
+        proj = self.W_pack(h).view(b, s, 3, HIDDEN).unsqueeze(0).transpose(0, -2).squeeze(-2)
+        return tuple(split_heads(proj[i], HEADS) for i in range(3))
+
+
+class Baichuan(LlamaLike):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(BaichuanLayer() for _ in range(LAYERS))
+
+
+# ----------------------------------------------------------------------------
 # ViT as timm writes it: a Conv2d patch embedding (kernel = stride), a class
 # token concatenated and learned positions added, fused QKV viewed as
 # [3, heads, head_dim] and moved to the front (permute(2, 0, 3, 1, 4)),
@@ -906,6 +932,7 @@ MODELS = {
     "olmo2": (Olmo2, 2016, False),
     "vit": (ViT, 2017, False),
     "clip_text": (CLIPText, 2018, False),
+    "baichuan": (Baichuan, 2019, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}

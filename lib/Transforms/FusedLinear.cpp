@@ -4,9 +4,11 @@
 // from names: slices with unit strides (mp-raise makes gathers of
 // consecutive constant indices slices) and splits, along the feature axis
 // or along the outermost axis of a reshape that views the features as
-// [heads, head_dim] (or [parts, heads, head_dim]), possibly moved by a
-// transpose (timm's ViT: qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4),
-// then qkv[0], qkv[1], qkv[2]).
+// [heads, head_dim] (or [parts, heads, head_dim]), that axis possibly moved
+// on by transposes and reshapes that keep it a dim of its own (timm's ViT:
+// qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4), then qkv[0..2];
+// Baichuan's W_pack: view(B, S, 3, E).unsqueeze(0).transpose(0, -2)
+// .squeeze(-2), then [0..2]).
 //
 //===----------------------------------------------------------------------===//
 #include "FusedLinear.h"
@@ -33,8 +35,11 @@ struct PartRead {
 
 /// How a linear's output is read in parts.
 struct Parts {
-  ReshapeOp view;    // the [..., heads, head_dim] view, if any
-  TransposeOp moved; // a transpose of the view, if any
+  // The [..., heads, head_dim] view, then the reshapes and transposes that
+  // carry its heads axis on, each with where that axis is in its result;
+  // empty when the parts are read from the linear's output.
+  SmallVector<std::pair<Operation *, int64_t>> chain;
+  int64_t unit = 1; // features per index of the parts axis
   SmallVector<PartRead> reads;
   SmallVector<std::pair<int64_t, int64_t>> ranges; // (start, size): distinct,
                                                    // in order
@@ -60,31 +65,64 @@ std::optional<std::pair<int64_t, int64_t>> blockRead(Operation *op,
   return std::nullopt;
 }
 
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+/// Where dim `axis` of `op`'s input is in its result, when it stays a dim
+/// of its own there (a transpose moves it; a reshape keeps it when the
+/// dims before it hold as many elements on both sides); -1 otherwise.
+int64_t carriedAxis(Operation *op, int64_t axis) {
+  if (auto t = dyn_cast<TransposeOp>(op))
+    return llvm::find(t.getPermutation(), axis) - t.getPermutation().begin();
+  auto reshape = dyn_cast<ReshapeOp>(op);
+  if (!reshape)
+    return -1;
+  ArrayRef<int64_t> in =
+      cast<RankedTensorType>(reshape.getInput().getType()).getShape();
+  ArrayRef<int64_t> out = reshape.getType().getShape();
+  int64_t before = product(in.take_front(axis));
+  for (int64_t j = 0; j < static_cast<int64_t>(out.size()); ++j)
+    if (out[j] == in[axis] && product(out.take_front(j)) == before)
+      return j;
+  return -1;
+}
+
 /// The parts `linear`'s output is read in, when they tile it.
 std::optional<Parts> partsOf(LinearOp linear) {
   Parts parts;
   Value base = linear.getResult();
   auto outType = cast<RankedTensorType>(base.getType());
-  int64_t axis = outType.getRank() - 1, unit = 1;
+  int64_t axis = outType.getRank() - 1;
   if (base.hasOneUse())
     if (auto view = dyn_cast<ReshapeOp>(*base.getUsers().begin())) {
-      auto viewType = cast<RankedTensorType>(view.getType());
-      if (viewType.getRank() > outType.getRank() &&
-          viewType.getShape().take_front(axis) ==
-              outType.getShape().take_front(axis)) {
-        parts.view = view;
-        base = view.getResult();
-        for (int64_t d : viewType.getShape().drop_front(axis + 1))
-          unit *= d;
-      }
+      // The parts axis: the outermost factor the features are viewed as.
+      ArrayRef<int64_t> viewShape = view.getType().getShape();
+      int64_t rows = product(outType.getShape().drop_back());
+      for (int64_t j = 0; j < static_cast<int64_t>(viewShape.size()); ++j)
+        if (viewShape[j] != 1 && product(viewShape.take_front(j)) == rows) {
+          if (viewShape.size() > outType.getShape().size()) {
+            parts.chain.push_back({view, j});
+            base = view.getResult();
+            parts.unit = product(viewShape.drop_front(j + 1));
+            axis = j;
+          }
+          break;
+        }
     }
-  if (parts.view && base.hasOneUse())
-    if (auto moved = dyn_cast<TransposeOp>(*base.getUsers().begin())) {
-      parts.moved = moved;
-      base = moved.getResult();
-      axis = llvm::find(moved.getPermutation(), axis) -
-             moved.getPermutation().begin();
-    }
+  while (!parts.chain.empty() && base.hasOneUse()) {
+    Operation *next = *base.getUsers().begin();
+    int64_t moved = carriedAxis(next, axis);
+    if (moved < 0)
+      break;
+    parts.chain.push_back({next, moved});
+    base = next->getResult(0);
+    axis = moved;
+  }
+  const int64_t unit = parts.unit;
   for (Operation *user : base.getUsers()) {
     if (auto split = dyn_cast<SplitOp>(user)) {
       if (split.getNormalizedAxis() != axis)
@@ -171,6 +209,26 @@ Value readPart(ParamOp whole, GetParamOp get, int64_t axis, int64_t start,
   return read;
 }
 
+/// A part's output (`count` indices of the parts axis) taken through the
+/// same view, transposes and reshapes as the whole, that axis `count` long.
+Value carryPart(OpBuilder &b, Value value,
+                ArrayRef<std::pair<Operation *, int64_t>> chain,
+                int64_t count) {
+  for (auto [op, axis] : chain) {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[axis] = count;
+    Operation *copy =
+        isa<TransposeOp>(op)
+            ? TransposeOp::create(b, op->getLoc(), value,
+                                  cast<TransposeOp>(op).getPermutationAttr())
+            : ReshapeOp::create(b, op->getLoc(), type.clone(shape), value);
+    copy->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    value = copy->getResult(0);
+  }
+  return value;
+}
+
 } // namespace
 
 bool mp::takesPartOfFusedLinear(LinearOp linear, Operation *op) {
@@ -215,23 +273,8 @@ LogicalResult mp::cutFusedLinear(LinearOp linear) {
       if (read.start != start || read.size != size)
         continue;
       Value value = part.getResult();
-      if (parts->moved) {
-        // The part viewed and moved as the whole was: [..., size / unit,
-        // rest of the view], transposed alike.
-        auto viewType = parts->view.getType();
-        SmallVector<int64_t> viewShape(viewType.getShape());
-        viewShape[outType.getRank() - 1] =
-            size / (outType.getShape().back() /
-                    viewType.getDimSize(outType.getRank() - 1));
-        value = ReshapeOp::create(b, parts->view.getLoc(),
-                                  viewType.clone(viewShape), value);
-        value.getDefiningOp()->setDiscardableAttrs(
-            parts->view->getDiscardableAttrDictionary());
-        value = TransposeOp::create(b, parts->moved.getLoc(), value,
-                                    parts->moved.getPermutationAttr());
-        value.getDefiningOp()->setDiscardableAttrs(
-            parts->moved->getDiscardableAttrDictionary());
-      }
+      if (parts->chain.size() > 1)
+        value = carryPart(b, value, parts->chain, size / parts->unit);
       if (value.getType() != read.result.getType()) {
         auto reshape = ReshapeOp::create(b, read.taker->getLoc(),
                                          read.result.getType(), value);
@@ -247,10 +290,8 @@ LogicalResult mp::cutFusedLinear(LinearOp linear) {
     takers.insert(read.taker);
   for (Operation *taker : takers)
     taker->erase();
-  if (parts->moved)
-    parts->moved.erase();
-  if (parts->view)
-    parts->view.erase();
+  for (auto &link : llvm::reverse(parts->chain))
+    link.first->erase();
   linear.erase();
   weightRead.erase();
   weight.erase();

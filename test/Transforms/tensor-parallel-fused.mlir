@@ -127,3 +127,44 @@ func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
   %r = mp.add %o, %x {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
   return %r : tensor<2x4x16xf32>
 }
+
+// -----
+
+// Tests Baichuan's W_pack: view(B, S, 3, E).unsqueeze(0).transpose(0, -2)
+// .squeeze(-2), then [0], [1], [2]: the parts axis is carried through a
+// reshape that regroups the leading dims, a transpose and a reshape that
+// drops a dim, and each part is taken through the same chain.
+// CHECK-LABEL: module
+// CHECK-DAG: mp.param @"qkv[:, 16:32]" : tensor<16x16xf32> {file = "x.onnx", grid = @tp, initializer = "qkv", part = array<i64: 1, 16, 48>, part_of = "qkv", shard_axis = 1 : i64}
+// CHECK: %[[K:.*]] = mp.linear %arg0, %{{.*}} {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[KV:.*]] = mp.reshape %[[K]] {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<1x2x4x1x8xf32>
+// CHECK-NEXT: %[[KT:.*]] = mp.transpose %[[KV]] [3, 1, 2, 0, 4] {mp.layer = 0 : i64} : tensor<1x2x4x1x8xf32> -> tensor<1x2x4x1x8xf32>
+// CHECK-NEXT: mp.reshape %[[KT]] {mp.layer = 0 : i64} : tensor<1x2x4x1x8xf32> -> tensor<1x2x4x8xf32>
+// CHECK: mp.attention {{.*}} : (tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x1x4x8xf32>
+// SUMMARY: cut         @qkv into 3 parts (a fused linear whose parts split differently): @qkv[:, 0:16] @qkv[:, 16:32] @qkv[:, 32:48]
+// SUMMARY-NOT: replicated
+mp.param @qkv : tensor<16x48xf32> {file = "x.onnx"}
+mp.param @wo : tensor<16x16xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %w = mp.get_param @qkv {mp.layer = 0 : i64} : tensor<16x48xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<16x16xf32>
+  %f = mp.linear %x, %w {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x48xf32>) -> tensor<2x4x48xf32>
+  %v5 = mp.reshape %f {mp.layer = 0 : i64} : tensor<2x4x48xf32> -> tensor<1x2x4x3x16xf32>
+  %t = mp.transpose %v5 [3, 1, 2, 0, 4] {mp.layer = 0 : i64} : tensor<1x2x4x3x16xf32> -> tensor<3x2x4x1x16xf32>
+  %p = mp.reshape %t {mp.layer = 0 : i64} : tensor<3x2x4x1x16xf32> -> tensor<3x2x4x16xf32>
+  %q1 = mp.slice %p {limits = array<i64: 1, 2, 4, 16>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<3x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %k1 = mp.slice %p {limits = array<i64: 2, 2, 4, 16>, mp.layer = 0 : i64, starts = array<i64: 1, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<3x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %v1 = mp.slice %p {limits = array<i64: 3, 2, 4, 16>, mp.layer = 0 : i64, starts = array<i64: 2, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<3x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %q2 = mp.reshape %q1 {mp.layer = 0 : i64} : tensor<1x2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %k2 = mp.reshape %k1 {mp.layer = 0 : i64} : tensor<1x2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %v2 = mp.reshape %v1 {mp.layer = 0 : i64} : tensor<1x2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %q = mp.transpose %q2 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %k = mp.transpose %k2 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %v = mp.transpose %v2 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %a = mp.attention %q, %k, %v {causal, mp.layer = 0 : i64, scale = 0.353553385 : f32} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %at = mp.transpose %a [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  %m = mp.reshape %at {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x4x16xf32>
+  %o = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %r = mp.add %o, %x {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %r : tensor<2x4x16xf32>
+}
