@@ -71,11 +71,13 @@ private:
 } // namespace
 
 bool mp::isNormOverSplit(Operation *op, ArrayRef<int64_t> dims) {
+  if (!isa<LayerNormOp, RMSNormOp>(op) || dims.empty())
+    return false;
   int64_t last = tensorType(op->getOperand(0)).getRank() - 1;
   if (auto norm = dyn_cast<LayerNormOp>(op);
       norm && norm.getNormalizedAxis() != last)
     return false;
-  if (!isa<LayerNormOp, RMSNormOp>(op) || dims.empty() || dims[0] != last)
+  if (dims[0] != last)
     return false;
   return llvm::all_of(dims.drop_front(), [](int64_t d) { return d < 0; });
 }

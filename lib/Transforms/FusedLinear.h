@@ -3,7 +3,9 @@
 // A fused linear (Falcon's QKV: [q heads..., k, v]) computes several
 // linears at once; its output is only ever taken in contiguous parts along
 // the feature axis, possibly through a reshape that views the features as
-// [parts, head_dim]. When those parts need different splits (the query
+// [parts, ...] and reshapes and transposes that keep that axis (timm's
+// permuted QKV, Baichuan's W_pack). When those parts need different splits
+// (the query
 // heads split over the ranks, the one key/value head whole), tensor
 // parallelism cuts it into a linear per part.
 //

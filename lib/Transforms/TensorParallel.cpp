@@ -149,16 +149,13 @@ std::optional<Dims> propagate(Operation *op, const Dims &in,
 }
 
 /// For a norm over the split dim: records the cuts of its scale and bias
-/// to each rank's block and the norm as distributed, when they are values
-/// a cut may take (computed from constants and parameters) of the
-/// normalized dim's size.
+/// (vectors of the normalized dim's size, by the norms' verifiers) to each
+/// rank's block and the norm as distributed, when they are values a cut
+/// may take (computed from constants and parameters).
 bool cutsNormParams(Operation &norm, InputFree &cuttable, Split &split) {
-  int64_t size = tensorType(norm.getOperand(0)).getShape().back();
   SmallVector<Cut> needed;
   for (unsigned i = 1; i < norm.getNumOperands(); ++i) {
-    Value v = norm.getOperand(i);
-    if (tensorType(v).getRank() != 1 || tensorType(v).getDimSize(0) != size ||
-        !cuttable(v))
+    if (!cuttable(norm.getOperand(i)))
       return false;
     needed.push_back({&norm, i, 0});
   }

@@ -108,6 +108,8 @@ bool foldClip(Folder &f);
 /// Max (`largest`) or Min of one or two inputs.
 bool foldExtremum(Folder &f, bool largest);
 bool foldCast(Folder &f);
+/// ArgMax (`largest`) or ArgMin.
+bool foldArgExtremum(Folder &f, bool largest);
 bool foldMatMul(Folder &f);
 bool foldEinsum(Folder &f);
 bool foldSoftmax(Folder &f);

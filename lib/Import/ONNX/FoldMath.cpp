@@ -383,6 +383,48 @@ bool foldCumSum(Folder &f) {
   return true;
 }
 
+bool foldArgExtremum(Folder &f, bool largest) {
+  const HostTensor &x = f.input(0);
+  int64_t rank = x.shape.size(), axis;
+  if (!f.axis(intAttr(f.node, "axis", 0), rank, axis))
+    return false;
+  bool last = intAttr(f.node, "select_last_index", 0) != 0;
+  int64_t n = x.shape[axis];
+  if (n == 0)
+    return f.fail("axis " + std::to_string(axis) + " is empty");
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= x.shape[d];
+  HostTensor r;
+  r.dtype = DType::Int64;
+  r.shape = x.shape;
+  r.shape[axis] = 1;
+  if (!r.allocate(f.error))
+    return false;
+  // Strictly better, or as good and later with select_last_index; a NaN is
+  // the extreme (its first, or last, position).
+  auto better = [&](double v, double best) {
+    if (std::isnan(best))
+      return last && std::isnan(v);
+    if (std::isnan(v))
+      return true;
+    return largest ? (v > best || (last && v == best))
+                   : (v < best || (last && v == best));
+  };
+  for (int64_t o = 0; o < r.numElements(); ++o) {
+    int64_t base = (o / inner) * n * inner + o % inner, pick = 0;
+    for (int64_t k = 1; k < n; ++k)
+      if (better(x.getDouble(base + k * inner),
+                 x.getDouble(base + pick * inner)))
+        pick = k;
+    r.ints[o] = pick;
+  }
+  if (intAttr(f.node, "keepdims", 1) == 0)
+    r.shape.erase(r.shape.begin() + axis);
+  f.out.push_back(std::move(r));
+  return true;
+}
+
 bool foldReduce(Folder &f, const std::string &kind) {
   const HostTensor &x = f.input(0);
   int64_t rank = x.shape.size();

@@ -26,7 +26,12 @@ struct ConvGeometry {
   Shape kernel, strides, dilations, padBegin, padEnd, out;
 };
 
-/// `name`'s ints, or `rank` copies of `fallback` when absent.
+/// The largest kernel size, stride, dilation or pad taken: products of two
+/// stay far inside int64.
+constexpr int64_t kMaxGeometry = int64_t(1) << 31;
+
+/// `name`'s ints, each in [minimum, kMaxGeometry], or `rank` copies of
+/// `fallback` when absent.
 FailureOr<Shape> spatialAttr(NodeEmitter &e, const char *name, size_t rank,
                              int64_t fallback, int64_t minimum) {
   const auto *a = findAttr(e.node, name);
@@ -40,8 +45,9 @@ FailureOr<Shape> spatialAttr(NodeEmitter &e, const char *name, size_t rank,
     return failure();
   }
   for (int64_t x : v)
-    if (x < minimum) {
-      e.error() << name << " entry " << x << " is below " << minimum;
+    if (x < minimum || x > kMaxGeometry) {
+      e.error() << name << " entry " << x << " is outside [" << minimum
+                << ", 2^31]";
       return failure();
     }
   return v;
@@ -60,6 +66,12 @@ FailureOr<ConvGeometry> geometry(NodeEmitter &e, const Shape &in,
   if (failed(kernel) || failed(strides) || failed(dilations) || failed(pads))
     return failure();
   g.kernel = findAttr(e.node, "kernel_shape") ? *kernel : weightKernel;
+  for (int64_t k : weightKernel)
+    if (k < 1 || k > kMaxGeometry) {
+      e.error() << "the weight's kernel " << formatShape(weightKernel)
+                << " has a size outside [1, 2^31]";
+      return failure();
+    }
   if (g.kernel != weightKernel) {
     e.error() << "kernel_shape " << formatShape(g.kernel)
               << " differs from the weight's " << formatShape(weightKernel);
@@ -241,9 +253,10 @@ LogicalResult emitConv(NodeEmitter &e) {
     Value bias = e.value(2);
     if (!bias)
       return failure();
-    if (e.shape(2) != Shape{channels})
-      return e.error() << "bias " << formatShape(e.shape(2)) << " must be ["
-                       << channels << "]";
+    if (e.shape(2) != Shape{channels} ||
+        e.type(2).getElementType() != e.type(0).getElementType())
+      return e.error() << "bias " << e.type(2) << " must be [" << channels
+                       << "] of the input's element type";
     y = AddOp::create(e.b(), e.loc, y, bias);
   }
   y = TransposeOp::create(e.b(), e.loc, y,

@@ -78,6 +78,9 @@ def main():
           {"dilations": [2]})
     write(out, "conv_pads", "Conv", [("x", [1, 3, 8, 8]), ("w", [4, 3, 3, 3])],
           {"pads": [1, 1]})
+    write(out, "conv_empty_kernel", "Conv", [("x", [1, 2, 5]), ("w", [3, 2, 0])])
+    write(out, "conv_huge_dilation", "Conv", [("x", [1, 2, 5]), ("w", [3, 2, 3])],
+          {"dilations": [1 << 62]})
     # The same mistakes on constant data, which the importer folds.
     data = ints("x", [1, 2, 3, 4, 5, 6])
     write(out, "fold_split", "Split", [], {"axis": 0},
