@@ -8,7 +8,9 @@
 // [out channels, in channels · kernel], the bias added, and the result put
 // back channel-first. A kernel that tiles the input (stride = kernel, no
 // dilation) needs only a reshape and a transpose; any other kernel takes
-// one strided slice per kernel offset. Grouped convolutions are refused.
+// one strided slice per kernel offset. A grouped convolution (wav2vec 2's
+// positional Conv1d, a depthwise one) is one matmul batched over the
+// groups.
 //
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
@@ -230,13 +232,15 @@ LogicalResult emitConv(NodeEmitter &e) {
     return e.error() << "input " << formatShape(in) << " and weight "
                      << formatShape(weight)
                      << " must both be [N, C, spatial...] of one rank";
-  if (int64_t group = intAttr(e.node, "group", 1); group != 1)
-    return e.error() << "group " << group
-                     << " (a grouped or depthwise convolution) is not "
-                        "supported";
-  if (weight[1] != in[1])
+  const int64_t groups = intAttr(e.node, "group", 1);
+  if (groups < 1 || in[1] % groups || weight[0] % groups)
+    return e.error() << "group " << groups << " does not divide the " << in[1]
+                     << " input and " << weight[0] << " output channels";
+  if (weight[1] * groups != in[1])
     return e.error() << "weight " << formatShape(weight) << " expects "
-                     << weight[1] << " input channels, the input has " << in[1];
+                     << weight[1] * groups << " input channels (" << weight[1]
+                     << " per group of " << groups << "), the input has "
+                     << in[1];
   Shape spatial(in.begin() + 2, in.end());
   FailureOr<ConvGeometry> g =
       geometry(e, spatial, Shape(weight.begin() + 2, weight.end()));
@@ -245,10 +249,29 @@ LogicalResult emitConv(NodeEmitter &e) {
   const int64_t channels = weight[0];
   int64_t field = weight[1] * numElements(g->kernel);
   Value rows = im2col(e, pad(e, x, *g), *g);
-  // The weight [M, C, k...] viewed as [M, C·K], transposed for x · Wᵀ.
-  Value w2 = TransposeOp::create(e.b(), e.loc, reshape(e, w, {channels, field}),
-                                 e.b().getDenseI64ArrayAttr({1, 0}));
-  Value y = MatmulOp::create(e.b(), e.loc, rows, w2); // [N, P, M]
+  Value y;
+  if (groups == 1) {
+    // The weight [M, C, k...] viewed as [M, C·K], transposed for x · Wᵀ.
+    Value w2 =
+        TransposeOp::create(e.b(), e.loc, reshape(e, w, {channels, field}),
+                            e.b().getDenseI64ArrayAttr({1, 0}));
+    y = MatmulOp::create(e.b(), e.loc, rows, w2); // [N, P, M]
+  } else {
+    // Group j's input channels are a block of each row (channel-major):
+    // rows [N, g, P, C/g·K] times the weight as [g, C/g·K, M/g], batched
+    // over the groups, then the groups' outputs side by side.
+    int64_t positions = numElements(g->out), perGroup = channels / groups;
+    Value grouped = reshape(e, rows, {in[0], positions, groups, field});
+    grouped = TransposeOp::create(e.b(), e.loc, grouped,
+                                  e.b().getDenseI64ArrayAttr({0, 2, 1, 3}));
+    Value w3 = TransposeOp::create(e.b(), e.loc,
+                                   reshape(e, w, {groups, perGroup, field}),
+                                   e.b().getDenseI64ArrayAttr({0, 2, 1}));
+    y = MatmulOp::create(e.b(), e.loc, grouped, w3); // [N, g, P, M/g]
+    y = TransposeOp::create(e.b(), e.loc, y,
+                            e.b().getDenseI64ArrayAttr({0, 2, 1, 3}));
+    y = reshape(e, y, {in[0], positions, channels});
+  }
   if (e.hasInput(2)) {
     Value bias = e.value(2);
     if (!bias)

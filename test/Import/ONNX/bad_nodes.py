@@ -72,7 +72,9 @@ def main():
     write(out, "flatten", "Flatten", [("a", [2, 3])], {"axis": 3})
     write(out, "and", "And", [("a", [2, 3], TensorProto.BOOL), ("b", [2, 3])])
     write(out, "conv_group", "Conv", [("x", [1, 4, 8]), ("w", [4, 1, 3])],
-          {"group": 4})
+          {"group": 3})
+    write(out, "conv_group_channels", "Conv", [("x", [1, 4, 8]), ("w", [4, 1, 3])],
+          {"group": 2})
     write(out, "conv_channels", "Conv", [("x", [1, 3, 8]), ("w", [4, 2, 3])])
     write(out, "conv_small", "Conv", [("x", [1, 3, 2]), ("w", [4, 3, 3])],
           {"dilations": [2]})

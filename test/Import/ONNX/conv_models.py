@@ -1,7 +1,9 @@
 """Convolutions as transformers use them, exported by PyTorch, with
 PyTorch's outputs: a ViT patch embedding (kernel = stride 4 on a 10 x 10
 image: the last 2 rows and columns are not read), and Whisper's audio front
-end (Conv1d kernel 3, padding 1, then stride 2). Usage: conv_models.py DIR"""
+end (Conv1d kernel 3, padding 1, then stride 2), a grouped Conv1d (wav2vec 2's
+positional convolution) and a depthwise Conv2d with a channel multiplier of 2.
+Usage: conv_models.py DIR"""
 import os
 import sys
 
@@ -25,7 +27,10 @@ def main():
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     models = {"patch": (nn.Conv2d(3, 8, kernel_size=4, stride=4), (2, 3, 10, 10)),
-              "whisper": (Whisper(), (2, 3, 9))}
+              "whisper": (Whisper(), (2, 3, 9)),
+              # wav2vec 2's positional convolution (groups 16 of 768 there)
+              "grouped": (nn.Conv1d(8, 8, kernel_size=5, padding=2, groups=4), (2, 8, 11)),
+              "depthwise": (nn.Conv2d(4, 8, kernel_size=3, padding=1, groups=4), (2, 4, 5, 6))}
     for name, (model, shape) in models.items():
         x = torch.randn(*shape)
         with torch.no_grad():
