@@ -191,6 +191,41 @@ LogicalResult emitReduce(NodeEmitter &e, ReduceKind kind) {
   return success();
 }
 
+/// InstanceNormalization (GroupNorm as PyTorch exports it: wav2vec 2's
+/// feature encoder) as a layer norm over the spatial dims, with unit scale,
+/// then the per-channel scale and bias.
+LogicalResult emitInstanceNorm(NodeEmitter &e) {
+  Value x = e.value(0), scale = e.value(1), bias = e.value(2);
+  if (!x || !scale || !bias)
+    return failure();
+  Shape in = e.shape(0);
+  if (in.size() < 3)
+    return e.error() << "input " << formatShape(in)
+                     << " must be [N, C, spatial...]";
+  for (int i : {1, 2})
+    if (e.shape(i) != Shape{in[1]} ||
+        e.type(i).getElementType() != e.type(0).getElementType())
+      return e.error() << (i == 1 ? "scale " : "bias ") << e.type(i)
+                       << " must be [" << in[1] << "] of the input's type";
+  Type elem = e.type(0).getElementType();
+  Shape spatial(in.begin() + 2, in.end()), perChannel(in.size() - 1, 1);
+  perChannel[0] = in[1];
+  auto ones = RankedTensorType::get(spatial, elem);
+  Value unit = ConstantOp::create(
+      e.b(), e.loc, DenseElementsAttr::get(ones, e.b().getFloatAttr(elem, 1)));
+  const auto *eps = findAttr(e.node, "epsilon");
+  Value y = LayerNormOp::create(e.b(), e.loc, x, unit, Value(),
+                                e.b().getI64IntegerAttr(2 - int64_t(in.size())),
+                                e.b().getF32FloatAttr(eps ? eps->f() : 1e-5f));
+  auto column = RankedTensorType::get(perChannel, elem);
+  y = MulOp::create(e.b(), e.loc, y,
+                    ReshapeOp::create(e.b(), e.loc, column, scale));
+  y = AddOp::create(e.b(), e.loc, y,
+                    ReshapeOp::create(e.b(), e.loc, column, bias));
+  e.setOutput(0, y);
+  return success();
+}
+
 /// ArgMax/ArgMin as a reduction and a comparison mp runs: the extreme
 /// value m along the axis, then the least (or with select_last_index the
 /// greatest) position i where x_i == m, or x_i is NaN (as NumPy: a NaN is

@@ -185,6 +185,7 @@ mlir::LogicalResult emitMatMul(NodeEmitter &e);
 mlir::LogicalResult emitGemm(NodeEmitter &e);
 mlir::LogicalResult emitSoftmax(NodeEmitter &e);
 mlir::LogicalResult emitLayerNorm(NodeEmitter &e);
+mlir::LogicalResult emitInstanceNorm(NodeEmitter &e);
 mlir::LogicalResult emitReduce(NodeEmitter &e, ReduceKind kind);
 template <ReduceKind K> mlir::LogicalResult emitReduce(NodeEmitter &e) {
   return emitReduce(e, K);

@@ -104,6 +104,7 @@ static const ONNXOpDef opDefs[] = {
     {"Gemm", emitGemm},
     {"Softmax", emitSoftmax, foldSoftmax},
     {"LayerNormalization", emitLayerNorm},
+    {"InstanceNormalization", emitInstanceNorm},
     {"ReduceMean", emitReduce<ReduceKind::mean>,
      [](Folder &f) { return foldReduce(f, "mean"); }, FoldInputs::Present},
     {"ReduceSum", emitReduce<ReduceKind::sum>,

@@ -2,7 +2,8 @@
 PyTorch's outputs: a ViT patch embedding (kernel = stride 4 on a 10 x 10
 image: the last 2 rows and columns are not read), and Whisper's audio front
 end (Conv1d kernel 3, padding 1, then stride 2), a grouped Conv1d (wav2vec 2's
-positional convolution) and a depthwise Conv2d with a channel multiplier of 2.
+positional convolution) and a depthwise Conv2d with a channel multiplier of 2, and wav2vec 2's first
+feature layer (Conv1d, GroupNorm, GELU).
 Usage: conv_models.py DIR"""
 import os
 import sys
@@ -30,7 +31,11 @@ def main():
               "whisper": (Whisper(), (2, 3, 9)),
               # wav2vec 2's positional convolution (groups 16 of 768 there)
               "grouped": (nn.Conv1d(8, 8, kernel_size=5, padding=2, groups=4), (2, 8, 11)),
-              "depthwise": (nn.Conv2d(4, 8, kernel_size=3, padding=1, groups=4), (2, 4, 5, 6))}
+              "depthwise": (nn.Conv2d(4, 8, kernel_size=3, padding=1, groups=4), (2, 4, 5, 6)),
+              # wav2vec 2's first feature layer; GroupNorm exports as
+              # InstanceNormalization (of 2 groups here: through a reshape)
+              "groupnorm": (nn.Sequential(nn.Conv1d(1, 4, kernel_size=10, stride=5, bias=False),
+                                          nn.GroupNorm(2, 4), nn.GELU()), (2, 1, 40))}
     for name, (model, shape) in models.items():
         x = torch.randn(*shape)
         with torch.no_grad():
