@@ -806,6 +806,56 @@ class Baichuan(LlamaLike):
 
 
 # ----------------------------------------------------------------------------
+# DeepSeek-V2's multi-head latent attention (MLA) with a dense SwiGLU MLP:
+# the query and the keys/values through low-rank latents (a down-projection,
+# an RMSNorm, an up-projection into the heads), decoupled rotary keys (one
+# head, split off the key/value down-projection, broadcast to every head and
+# concatenated), values of their own head size.
+# ----------------------------------------------------------------------------
+MLA_NOPE, MLA_ROPE, MLA_V, MLA_Q_RANK, MLA_KV_RANK = 8, 4, 8, 16, 16
+
+
+class MLALayer(LlamaLikeLayer):
+    def __init__(self):
+        super().__init__()
+        del self.q_proj, self.k_proj, self.v_proj, self.o_proj
+        self.q_a_proj = nn.Linear(HIDDEN, MLA_Q_RANK, bias=False)
+        self.q_a_layernorm = RMSNorm(MLA_Q_RANK)
+        self.q_b_proj = nn.Linear(MLA_Q_RANK, HEADS * (MLA_NOPE + MLA_ROPE), bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(HIDDEN, MLA_KV_RANK + MLA_ROPE, bias=False)
+        self.kv_a_layernorm = RMSNorm(MLA_KV_RANK)
+        self.kv_b_proj = nn.Linear(MLA_KV_RANK, HEADS * (MLA_NOPE + MLA_V), bias=False)
+        self.o_proj = nn.Linear(HEADS * MLA_V, HIDDEN, bias=False)
+        cos, sin = rotary_tables(MLA_ROPE, SEQ)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        h = self.input_layernorm(x)
+        q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(h)))
+        q_nope, q_pe = torch.split(split_heads(q, HEADS), [MLA_NOPE, MLA_ROPE], dim=-1)
+        latent, k_pe = torch.split(self.kv_a_proj_with_mqa(h), [MLA_KV_RANK, MLA_ROPE], dim=-1)
+        k_pe = k_pe.view(b, s, 1, MLA_ROPE).transpose(1, 2)
+        kv = split_heads(self.kv_b_proj(self.kv_a_layernorm(latent)), HEADS)
+        k_nope, v = torch.split(kv, [MLA_NOPE, MLA_V], dim=-1)
+        cos, sin = self.cos[:, :, :s], self.sin[:, :, :s]
+        q_pe = q_pe * cos + rotate_half(q_pe) * sin
+        k_pe = k_pe * cos + rotate_half(k_pe) * sin
+        q = torch.cat([q_nope, q_pe], dim=-1)
+        k = torch.cat([k_nope, k_pe.expand(b, HEADS, s, MLA_ROPE)], dim=-1)
+        x = x + self.o_proj(merge_heads(attend(q, k, v, self.mask[:s, :s], "masked_fill")))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(self.activation(self.gate_proj(h)) * self.up_proj(h))
+
+
+class DeepSeekMLA(LlamaLike):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(MLALayer() for _ in range(LAYERS))
+
+
+# ----------------------------------------------------------------------------
 # ViT as timm writes it: a Conv2d patch embedding (kernel = stride), a class
 # token concatenated and learned positions added, fused QKV viewed as
 # [3, heads, head_dim] and moved to the front (permute(2, 0, 3, 1, 4)),
@@ -933,12 +983,13 @@ MODELS = {
     "vit": (ViT, 2017, False),
     "clip_text": (CLIPText, 2018, False),
     "baichuan": (Baichuan, 2019, False),
+    "deepseek_mla": (DeepSeekMLA, 2020, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # Models with a PyTorch train-step reference (train/): the labels, the
 # loss and every parameter's gradient.
-TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2"}
+TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs}
 # Models whose input is not token ids: name -> (input name, its tensor).
 PIXEL_INPUTS = {"vit": lambda g: torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g)}

@@ -5,19 +5,24 @@
 // column-parallel when its split output reaches only ops that can run on the
 // split (shape and elementwise ops, the heads of attention) before the
 // contracting dimension of another linear, which is then row-parallel. A
-// linear whose split output reaches anything else (a norm, a residual add
-// with a whole tensor, the function's result) stays whole, and the analysis
-// repeats without it. A fused linear whose split stops where its output is
-// taken in parts (Falcon's QKV with one key/value head) is cut into a linear
-// per part first (FusedLinear.h), so each part splits as it can. A norm
-// over the split dim itself runs on each rank's block with its statistics
-// all-reduced (DistributedNorm.h). The graph
-// is then rewritten to local shapes with the collectives written explicitly
-// as `shard` ops.
+// linear whose split output reaches anything else (a softmax over the
+// features, a residual add with a whole tensor, the function's result)
+// stays whole, and the analysis repeats without it; an op that refuses
+// some of its split operands runs on the others meanwhile, so that what
+// they feed is not dropped with them. A fused linear whose split stops
+// where its output is taken in parts (Falcon's QKV with one key/value
+// head) is cut into a linear per part first (FusedLinear.h), so each part
+// splits as it can. A norm over the split dim itself runs on each rank's
+// block with its statistics all-reduced (DistributedNorm.h). Two linears
+// with no Mixing op between them are one factorized linear (MLA's low-rank
+// projections): the second splits as a column instead, unless it finds no
+// split that way. The graph is then rewritten to local shapes with the
+// collectives written explicitly as `shard` ops.
 //
 //===----------------------------------------------------------------------===//
 #include "DistributedNorm.h"
 #include "FusedLinear.h"
+#include "SplitAnalysis.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -41,275 +46,12 @@ namespace mp {
 
 using namespace mlir;
 using namespace mp;
+using namespace mp::tensor_parallel;
 
 namespace {
 
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 bool inLayer(Operation *op) {
   return op->hasAttr(MPDialect::getLayerAttrName());
-}
-
-/// A whole operand that an op's split rule needs split (a bias added to
-/// per-head scores): each rank takes its block of it with shard.all_slice.
-struct Cut {
-  Operation *op;
-  unsigned operand;
-  int64_t dim;
-};
-
-/// The result of propagating splits through the function.
-struct Split {
-  llvm::MapVector<Value, int64_t> dim;           // value -> split dimension
-  llvm::DenseMap<Value, llvm::BitVector> origin; // seeding linears
-  SmallVector<LinearOp> columns, rows;
-  llvm::DenseMap<Operation *, int64_t> groups; // column linear -> parts
-  SmallVector<Cut> cuts;
-  SmallVector<Operation *> norms; // norms over a split dim (distributed)
-};
-
-/// A split dimension seen by an op: operand i is split along dims[i] (-1:
-/// whole).
-using Dims = SmallVector<int64_t>;
-
-/// Whether a value is computed from constants and parameters alone, not
-/// from the function's inputs: an ALiBi slope table, a learned relative
-/// position bias, a bias added apart from its linear. Tensor parallelism
-/// cuts such a value where a split needs it cut (every rank holds it whole,
-/// so its block costs no communication); a whole activation spanning a
-/// split stays a stop, since cutting it would hide a replicated
-/// computation of the activation.
-class InputFree {
-public:
-  bool operator()(Value root) {
-    // Depth first with an explicit stack: chains can be long.
-    SmallVector<std::pair<Value, bool>> stack = {{root, false}};
-    while (!stack.empty()) {
-      auto [v, expanded] = stack.back();
-      Operation *def = v.getDefiningOp();
-      if (known.count(v) || !def) {
-        known.try_emplace(v, false); // a block argument: an input
-        stack.pop_back();
-        continue;
-      }
-      if (!expanded) {
-        stack.back().second = true;
-        for (Value x : def->getOperands())
-          if (!known.count(x))
-            stack.push_back({x, false});
-        continue;
-      }
-      known[v] = llvm::all_of(def->getOperands(),
-                              [&](Value x) { return known.lookup(x); });
-      stack.pop_back();
-    }
-    return known.lookup(root);
-  }
-
-private:
-  llvm::DenseMap<Value, bool> known;
-};
-
-/// Whether operand `i` of `op` is an attention's additive mask: cut by
-/// heads whatever it is computed from (an ALiBi bias plus a padding mask
-/// read from an input), since it never carries the activations whose
-/// replication a cut would hide.
-bool isAttentionMask(Operation *op, unsigned i) {
-  return isa<AttentionOp>(op) && i == 3; // query, key, value, mask
-}
-
-/// The split dimension of `op`'s results given its operands', by the op's
-/// split rule (SplitOpInterface); nullopt when the op cannot run on these
-/// splits. A whole operand the rule needs split is cut (recorded in
-/// `cuts`) when `cuttable` says it may be; otherwise the split stops.
-std::optional<Dims> propagate(Operation *op, const Dims &in,
-                              InputFree *cuttable = nullptr,
-                              SmallVectorImpl<Cut> *cuts = nullptr) {
-  auto rule = dyn_cast<SplitOpInterface>(op);
-  if (!rule)
-    return std::nullopt;
-  FailureOr<SplitMapping> mapping = rule.propagateSplit(in);
-  if (failed(mapping))
-    return std::nullopt;
-  SmallVector<Cut> needed;
-  for (auto [i, d] : llvm::enumerate(mapping->operands)) {
-    if (d == in[i])
-      continue;
-    if (in[i] >= 0 || !cuttable ||
-        !(isAttentionMask(op, static_cast<unsigned>(i)) ||
-          (*cuttable)(op->getOperand(i))))
-      return std::nullopt;
-    needed.push_back({op, static_cast<unsigned>(i), d});
-  }
-  if (cuts)
-    cuts->append(needed.begin(), needed.end());
-  return Dims(mapping->results);
-}
-
-/// For a norm over the split dim: records the cuts of its scale and bias
-/// (vectors of the normalized dim's size, by the norms' verifiers) to each
-/// rank's block and the norm as distributed, when they are values a cut
-/// may take (computed from constants and parameters).
-bool cutsNormParams(Operation &norm, InputFree &cuttable, Split &split) {
-  SmallVector<Cut> needed;
-  for (unsigned i = 1; i < norm.getNumOperands(); ++i) {
-    if (!cuttable(norm.getOperand(i)))
-      return false;
-    needed.push_back({&norm, i, 0});
-  }
-  split.cuts.append(needed.begin(), needed.end());
-  split.norms.push_back(&norm);
-  return true;
-}
-
-/// The operands of `op` whose splits it cannot take: the fewest that, kept
-/// whole, let its split rule accept the others (multi-query attention takes
-/// split query heads with its one key/value head whole), else every split
-/// operand.
-SmallVector<unsigned> refusedOperands(Operation *op, const Dims &dims,
-                                      InputFree &cuttable) {
-  SmallVector<unsigned> splitOperands;
-  for (auto [i, d] : llvm::enumerate(dims))
-    if (d >= 0)
-      splitOperands.push_back(i);
-  unsigned n = splitOperands.size();
-  if (n > 1 && n <= 8)
-    for (unsigned count = 1; count < n; ++count)
-      for (unsigned mask = 1; mask < (1u << n) - 1; ++mask) {
-        if (static_cast<unsigned>(llvm::popcount(mask)) != count)
-          continue;
-        Dims kept = dims;
-        SmallVector<unsigned> refused;
-        for (unsigned b = 0; b < n; ++b)
-          if (mask & (1u << b)) {
-            kept[splitOperands[b]] = -1;
-            refused.push_back(splitOperands[b]);
-          }
-        if (propagate(op, kept, &cuttable))
-          return refused;
-      }
-  return splitOperands;
-}
-
-/// Where the split of a linear that stays whole stopped, for telling the
-/// user: the op that could not take it and the dim it came split along.
-struct Stop {
-  Operation *op;
-  Dims dims;          // the split of each of its operands (-1: whole)
-  const char *reason; // why, where the op's split rule does not say
-};
-
-/// Propagates splits from every linear in `allowed`; returns the linears to
-/// drop (those whose split reaches an op that cannot take it), or an empty
-/// vector when the split is consistent. The first stop of each linear
-/// dropped is recorded in `stops`.
-llvm::BitVector analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
-                        const llvm::BitVector &allowed, Split &split,
-                        llvm::DenseMap<unsigned, Stop> &stops) {
-  split = Split();
-  llvm::DenseMap<Operation *, unsigned> indexOf;
-  for (auto [i, l] : llvm::enumerate(linears))
-    indexOf[l] = i;
-  llvm::BitVector conflict(linears.size());
-  InputFree cuttable;
-  auto markResult = [&](Value v, int64_t d, const llvm::BitVector &from) {
-    split.dim[v] = d;
-    split.origin[v] = from;
-  };
-  auto stopAt = [&](Operation *op, const Dims &dims,
-                    const llvm::BitVector &from, const char *reason = nullptr) {
-    for (unsigned i : from.set_bits())
-      stops.try_emplace(i, Stop{op, dims, reason});
-    conflict |= from;
-  };
-
-  for (Operation &op : func.getBody().front()) {
-    Dims dims;
-    llvm::BitVector from(linears.size());
-    bool anySplit = false;
-    for (Value operand : op.getOperands()) {
-      auto it = split.dim.find(operand);
-      dims.push_back(it == split.dim.end() ? -1 : it->second);
-      if (it != split.dim.end()) {
-        anySplit = true;
-        from |= split.origin[operand];
-      }
-    }
-    if (auto linear = dyn_cast<LinearOp>(&op)) {
-      if (dims[0] >= 0) {
-        if (dims[0] != tensorType(linear.getInput()).getRank() - 1) {
-          stopAt(&op, dims, from);
-          continue;
-        }
-        split.rows.push_back(linear);
-        continue;
-      }
-      unsigned i = indexOf.lookup(linear);
-      if (indexOf.count(linear) && allowed[i]) {
-        llvm::BitVector self(linears.size());
-        self.set(i);
-        markResult(linear.getResult(), linear.getType().getRank() - 1, self);
-        split.columns.push_back(linear);
-      }
-      continue;
-    }
-    if (!anySplit)
-      continue;
-    if (auto splitOp = dyn_cast<SplitOp>(&op);
-        splitOp && splitOp.getNormalizedAxis() == dims[0]) {
-      // Splitting a linear's split output along that dim: the fused QKV
-      // case, sharded per part (each rank's block of every part), so each
-      // part comes out split along the same dim.
-      auto producer = splitOp.getInput().getDefiningOp<LinearOp>();
-      bool equal = llvm::all_of(splitOp.getResults(), [&](Value r) {
-        return r.getType() == splitOp.getResult(0).getType();
-      });
-      if (!producer || !equal || split.groups.count(producer)) {
-        stopAt(&op, dims, from);
-        continue;
-      }
-      split.groups[producer] = splitOp.getNumResults();
-      for (Value r : splitOp.getResults())
-        markResult(r, dims[0], from);
-      continue;
-    }
-    if (isNormOverSplit(&op, dims) && cutsNormParams(op, cuttable, split)) {
-      markResult(op.getResult(0), dims[0], from);
-      continue;
-    }
-    std::optional<Dims> results = propagate(&op, dims, &cuttable, &split.cuts);
-    if (!results) {
-      LLVM_DEBUG(llvm::dbgs() << "split stops at " << op << "\n");
-      llvm::BitVector refusedFrom(linears.size());
-      for (unsigned i : refusedOperands(&op, dims, cuttable))
-        refusedFrom |= split.origin[op.getOperand(i)];
-      stopAt(&op, dims, refusedFrom);
-      continue;
-    }
-    for (auto [r, d] : llvm::zip(op.getResults(), *results))
-      if (d >= 0)
-        markResult(r, d, from);
-  }
-  // A linear sharded per part holds each rank's block of every part: only
-  // the split into those parts reads its output that way.
-  for (auto &entry : split.groups) {
-    Value out = entry.first->getResult(0);
-    for (Operation *user : out.getUsers()) {
-      if (isa<SplitOp>(user))
-        continue;
-      Dims dims;
-      for (Value operand : user->getOperands()) {
-        auto it = split.dim.find(operand);
-        dims.push_back(it == split.dim.end() ? -1 : it->second);
-      }
-      stopAt(user, dims, split.origin[out],
-             "which reads whole the output of a linear sharded per part of "
-             "a fused output (each rank holds a block of every part)");
-    }
-  }
-  return conflict;
 }
 
 struct TensorParallelPass
@@ -360,39 +102,6 @@ struct TensorParallelPass
   llvm::MapVector<StringAttr, std::pair<int64_t, int64_t>> paramShards;
   llvm::DenseMap<StringAttr, llvm::SmallPtrSet<Operation *, 4>> shardUsers;
 };
-
-/// Why a split stopped at `stop.op`, in the user's terms.
-static std::string describeStop(const Stop &stop) {
-  std::string why;
-  llvm::raw_string_ostream os(why);
-  int64_t dim = *llvm::max_element(stop.dims);
-  os << "its output reaches '" << stop.op->getName() << "'";
-  if (auto name = dyn_cast<NameLoc>(stop.op->getLoc()))
-    os << " ('" << name.getName() << "')";
-  os << " split along dim " << dim << ", ";
-  if (stop.reason) {
-    os << stop.reason;
-    return why;
-  }
-  if (isa<LinearOp>(stop.op)) {
-    os << "which is not that linear's input features";
-    return why;
-  }
-  if (auto attention = dyn_cast<AttentionOp>(stop.op);
-      attention && tensorType(attention.getKey()).getDimSize(1) == 1) {
-    os << "and multi-query attention reads its one key/value head whole on "
-          "every rank";
-    return why;
-  }
-  if (auto rule = dyn_cast<SplitOpInterface>(stop.op);
-      rule && succeeded(rule.propagateSplit(stop.dims))) {
-    os << "where a whole activation spans the split (tensor parallelism "
-          "cuts only values computed from constants and parameters)";
-    return why;
-  }
-  os << "which cannot run on that split";
-  return why;
-}
 
 /// A transformer-block linear that stays whole costs the parallelism the
 /// user asked for: a warning says so, naming the op that stopped its split,
@@ -529,6 +238,11 @@ void TensorParallelPass::cutOperand(const Cut &cut) {
   RankedTensorType t = tensorType(whole);
   SmallVector<int64_t> shape(t.getShape());
   shape[cut.dim] /= tp;
+  // A broadcast read only here broadcasts to the block instead.
+  if (whole.hasOneUse() && broadcastsAlong(whole, cut.dim)) {
+    whole.setType(t.clone(shape));
+    return;
+  }
   auto slice = shard::AllSliceOp::create(
       b, cut.op->getLoc(), RankedTensorType::get(shape, t.getElementType()),
       whole, grid.getValue(), ArrayRef<shard::GridAxis>{0}, cut.dim);
@@ -742,7 +456,10 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
   SmallVector<LinearOp> linears;
   Split split;
   llvm::DenseMap<unsigned, Stop> stops;
-  for (bool cut = true; cut;) {
+  // Wide factors of factorized pairs that found no split of their own: the
+  // pair splits column/row after all.
+  llvm::SmallPtrSet<Operation *, 8> pairable;
+  for (bool again = true; again;) {
     linears.clear();
     func.walk([&](LinearOp l) {
       if (inLayer(l))
@@ -750,21 +467,34 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
     });
     llvm::BitVector allowed(linears.size(), true);
     stops.clear();
+    llvm::SmallPtrSet<Operation *, 8> factorized;
     while (true) {
-      llvm::BitVector conflict = analyze(func, linears, allowed, split, stops);
+      llvm::BitVector conflict =
+          analyze(func, linears, allowed, pairable, split, stops);
+      factorized.insert(split.factorized.begin(), split.factorized.end());
       if (conflict.none())
         break;
       allowed.reset(conflict);
     }
+    again = false;
+    llvm::SmallPtrSet<Operation *, 16> columns;
+    for (LinearOp column : split.columns)
+      columns.insert(column);
+    for (Operation *wide : factorized)
+      if (!columns.contains(wide))
+        again |= pairable.insert(wide).second;
+    if (again)
+      continue;
     // Fused linears stopped where their parts are taken: cut (all found
     // first: a cut erases ops other stops name), start again.
     SmallVector<LinearOp> fused;
     for (auto &[i, stop] : stops)
       if (!allowed[i] && takesPartOfFusedLinear(linears[i], stop.op))
         fused.push_back(linears[i]);
-    cut = false;
-    for (LinearOp linear : fused)
-      cut |= succeeded(cutFusedLinear(linear));
+    for (LinearOp linear : fused) {
+      pairable.erase(linear);
+      again |= succeeded(cutFusedLinear(linear));
+    }
   }
   if (failed(checkDivisible(split)))
     return failure();

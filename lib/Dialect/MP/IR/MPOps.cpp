@@ -775,15 +775,21 @@ FailureOr<SplitMapping> RMSNormOp::propagateSplit(ArrayRef<int64_t> dims) {
                            [&](int64_t d) { return d < last ? d : -1; });
 }
 
-/// Operands split along one dimension other than the axis.
+/// Operands split along one dimension other than the axis; a whole operand
+/// must be split along it too (MLA's rotary key head, broadcast to every
+/// head, concatenated with the split heads).
 FailureOr<SplitMapping> ConcatOp::propagateSplit(ArrayRef<int64_t> dims) {
-  int64_t axis = getNormalizedAxis();
-  for (int64_t d : dims)
-    if (d != dims[0])
+  int64_t axis = getNormalizedAxis(), split = -1;
+  for (int64_t d : dims) {
+    if (d < 0)
+      continue;
+    if (split >= 0 && d != split)
       return failure();
-  if (dims[0] == axis)
+    split = d;
+  }
+  if (split == axis)
     return failure();
-  return uniform(*this, dims[0]);
+  return uniform(*this, split);
 }
 
 /// A batch dimension, the rows of lhs (M) or the columns of rhs (N) pass;

@@ -51,6 +51,13 @@ class ReplicatedResults
 /// refuse them (they have no split or derivative rule of their own).
 template <typename ConcreteType>
 class Fused : public mlir::OpTrait::TraitBase<ConcreteType, Fused> {};
+/// Ops that mix their input's features nonlinearly (activations, softmax,
+/// attention): tensor parallelism pairs a column-parallel linear with a
+/// row-parallel one only across such an op (or a product of two split
+/// values); linear maps and norms alone between two linears make them one
+/// factorized linear (MLA's low-rank projections), whose wide factor splits.
+template <typename ConcreteType>
+class Mixing : public mlir::OpTrait::TraitBase<ConcreteType, Mixing> {};
 /// Core attention (QKᵀ, its softmax, ·V): what selective activation
 /// recompute re-runs in the backward rather than keeping its large results
 /// (Korthikanti et al. 2022; mp-recompute granularity=selective).

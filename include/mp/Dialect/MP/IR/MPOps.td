@@ -35,6 +35,14 @@ def MP_FusedOpTrait : NativeOpTrait<"Fused"> {
   let cppNamespace = "::mp::OpTrait";
 }
 
+// Mixes its input's features nonlinearly (activations, softmax,
+// attention): a column-parallel linear's split through it and into
+// another linear makes a Megatron pair; through linear maps and norms
+// alone the two linears are one factorized linear (mp-tensor-parallel).
+def MP_MixingTrait : NativeOpTrait<"Mixing"> {
+  let cppNamespace = "::mp::OpTrait";
+}
+
 // Core attention: what selective recompute re-runs (mp-recompute).
 def MP_CoreAttentionTrait : NativeOpTrait<"CoreAttention"> {
   let cppNamespace = "::mp::OpTrait";
@@ -163,24 +171,30 @@ class MP_UnaryOp<string mnemonic, string desc, list<Trait> traits = []>
 }
 
 def MP_NegOp : MP_UnaryOp<"neg", "elementwise negation">;
-def MP_ExpOp : MP_UnaryOp<"exp", "elementwise exponential">;
-def MP_LogOp : MP_UnaryOp<"log", "elementwise natural logarithm">;
+def MP_ExpOp : MP_UnaryOp<"exp", "elementwise exponential",
+    [MP_MixingTrait]>;
+def MP_LogOp : MP_UnaryOp<"log", "elementwise natural logarithm",
+    [MP_MixingTrait]>;
 def MP_SqrtOp : MP_UnaryOp<"sqrt", "elementwise square root">;
 def MP_RsqrtOp : MP_UnaryOp<"rsqrt", "elementwise reciprocal square root">;
 def MP_ReciprocalOp : MP_UnaryOp<"reciprocal", "elementwise 1/x">;
-def MP_TanhOp : MP_UnaryOp<"tanh", "elementwise hyperbolic tangent">;
-def MP_ErfOp : MP_UnaryOp<"erf", "elementwise error function">;
-def MP_SigmoidOp : MP_UnaryOp<"sigmoid", "elementwise logistic sigmoid">;
-def MP_ReluOp : MP_UnaryOp<"relu", "elementwise max(x, 0)">;
+def MP_TanhOp : MP_UnaryOp<"tanh", "elementwise hyperbolic tangent",
+    [MP_MixingTrait]>;
+def MP_ErfOp : MP_UnaryOp<"erf", "elementwise error function",
+    [MP_MixingTrait]>;
+def MP_SigmoidOp : MP_UnaryOp<"sigmoid", "elementwise logistic sigmoid",
+    [MP_MixingTrait]>;
+def MP_ReluOp : MP_UnaryOp<"relu", "elementwise max(x, 0)",
+    [MP_MixingTrait]>;
 def MP_SiluOp : MP_UnaryOp<"silu", "elementwise x * sigmoid(x)",
-                           [MP_TransformerOpTrait]>;
+                           [MP_TransformerOpTrait, MP_MixingTrait]>;
 def MP_CosOp : MP_UnaryOp<"cos", "elementwise cosine">;
 def MP_SinOp : MP_UnaryOp<"sin", "elementwise sine">;
 
 def MP_GeluOp : MP_Op<"gelu", [MP_Differentiable,
     Pure, Elementwise, SameOperandsAndResultType,
                                InferTypeOpInterface, MP_SplitByTraits,
-                               MP_TransformerOpTrait]> {
+                               MP_TransformerOpTrait, MP_MixingTrait]> {
   let summary = "Gaussian error linear unit (exact erf form or tanh form)";
   let arguments = (ins MP_FloatTensor:$input,
       DefaultValuedAttr<MP_GeluApproximation,
@@ -379,6 +393,7 @@ def MP_AddRMSNormOp : MP_AddNormOp<"add_rms_norm", "rms_norm"> {
 }
 
 def MP_SoftmaxOp : MP_Op<"softmax", [MP_Differentiable, MP_CoreAttentionTrait,
+    MP_MixingTrait,
     Pure, SameOperandsAndResultType,
                                      InferTypeOpInterface, MP_SplitByRule,
                                      MP_TransformerOpTrait]> {
@@ -411,7 +426,7 @@ def MP_ReduceOp : MP_Op<"reduce", [MP_Differentiable,
 }
 
 def MP_AttentionOp : MP_Op<"attention", [MP_Differentiable, MP_Costed,
-    MP_CoreAttentionTrait,
+    MP_CoreAttentionTrait, MP_MixingTrait,
     Pure, InferTypeOpAdaptor,
                                          MP_SplitByRule,
                                          MP_TransformerOpTrait]> {

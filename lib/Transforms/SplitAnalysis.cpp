@@ -1,0 +1,348 @@
+//===- SplitAnalysis.cpp - where tensor parallelism splits ----------------===//
+//
+// See SplitAnalysis.h and the comment at the top of TensorParallel.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "SplitAnalysis.h"
+
+#include "DistributedNorm.h"
+
+#include "llvm/Support/Debug.h"
+
+#include <optional>
+
+#define DEBUG_TYPE "mp-tensor-parallel"
+
+using namespace mlir;
+using namespace mp;
+using namespace mp::tensor_parallel;
+
+namespace {
+
+/// Whether a value is computed from constants and parameters alone, not
+/// from the function's inputs: an ALiBi slope table, a learned relative
+/// position bias, a bias added apart from its linear. Tensor parallelism
+/// cuts such a value where a split needs it cut (every rank holds it whole,
+/// so its block costs no communication); a whole activation spanning a
+/// split stays a stop, since cutting it would hide a replicated
+/// computation of the activation.
+class InputFree {
+public:
+  bool operator()(Value root) {
+    // Depth first with an explicit stack: chains can be long.
+    SmallVector<std::pair<Value, bool>> stack = {{root, false}};
+    while (!stack.empty()) {
+      auto [v, expanded] = stack.back();
+      Operation *def = v.getDefiningOp();
+      if (known.count(v) || !def) {
+        known.try_emplace(v, false); // a block argument: an input
+        stack.pop_back();
+        continue;
+      }
+      if (!expanded) {
+        stack.back().second = true;
+        for (Value x : def->getOperands())
+          if (!known.count(x))
+            stack.push_back({x, false});
+        continue;
+      }
+      known[v] = llvm::all_of(def->getOperands(),
+                              [&](Value x) { return known.lookup(x); });
+      stack.pop_back();
+    }
+    return known.lookup(root);
+  }
+
+private:
+  llvm::DenseMap<Value, bool> known;
+};
+
+} // namespace
+
+/// Whether `v` is an expand that broadcasts along `dim` (MLA's one rotary
+/// key head expanded to every head): its block along `dim` is the same
+/// broadcast, to fewer rows, which costs nothing and hides no replicated
+/// computation.
+bool tensor_parallel::broadcastsAlong(Value v, int64_t dim) {
+  auto expand = v.getDefiningOp<ExpandOp>();
+  if (!expand)
+    return false;
+  int64_t offset =
+      expand.getType().getRank() - tensorType(expand.getInput()).getRank();
+  return dim < offset ||
+         tensorType(expand.getInput()).getDimSize(dim - offset) == 1;
+}
+
+namespace {
+
+/// Whether operand `i` of `op` is an attention's additive mask: cut by
+/// heads whatever it is computed from (an ALiBi bias plus a padding mask
+/// read from an input), since it never carries the activations whose
+/// replication a cut would hide.
+bool isAttentionMask(Operation *op, unsigned i) {
+  return isa<AttentionOp>(op) && i == 3; // query, key, value, mask
+}
+
+/// The split dimension of `op`'s results given its operands', by the op's
+/// split rule (SplitOpInterface); nullopt when the op cannot run on these
+/// splits. A whole operand the rule needs split is cut (recorded in
+/// `cuts`) when `cuttable` says it may be; otherwise the split stops.
+std::optional<Dims> propagate(Operation *op, const Dims &in,
+                              InputFree *cuttable = nullptr,
+                              SmallVectorImpl<Cut> *cuts = nullptr) {
+  auto rule = dyn_cast<SplitOpInterface>(op);
+  if (!rule)
+    return std::nullopt;
+  FailureOr<SplitMapping> mapping = rule.propagateSplit(in);
+  if (failed(mapping))
+    return std::nullopt;
+  SmallVector<Cut> needed;
+  for (auto [i, d] : llvm::enumerate(mapping->operands)) {
+    if (d == in[i])
+      continue;
+    if (in[i] >= 0 || !cuttable ||
+        !(isAttentionMask(op, static_cast<unsigned>(i)) ||
+          broadcastsAlong(op->getOperand(i), d) ||
+          (*cuttable)(op->getOperand(i))))
+      return std::nullopt;
+    needed.push_back({op, static_cast<unsigned>(i), d});
+  }
+  if (cuts)
+    cuts->append(needed.begin(), needed.end());
+  return Dims(mapping->results);
+}
+
+/// For a norm over the split dim: records the cuts of its scale and bias
+/// (vectors of the normalized dim's size, by the norms' verifiers) to each
+/// rank's block and the norm as distributed, when they are values a cut
+/// may take (computed from constants and parameters).
+bool cutsNormParams(Operation &norm, InputFree &cuttable, Split &split) {
+  SmallVector<Cut> needed;
+  for (unsigned i = 1; i < norm.getNumOperands(); ++i) {
+    if (!cuttable(norm.getOperand(i)))
+      return false;
+    needed.push_back({&norm, i, 0});
+  }
+  split.cuts.append(needed.begin(), needed.end());
+  split.norms.push_back(&norm);
+  return true;
+}
+
+/// The operands of `op` whose splits it cannot take: the fewest that, kept
+/// whole, let its split rule accept the others (multi-query attention takes
+/// split query heads with its one key/value head whole), else every split
+/// operand.
+SmallVector<unsigned> refusedOperands(Operation *op, const Dims &dims,
+                                      InputFree &cuttable) {
+  SmallVector<unsigned> splitOperands;
+  for (auto [i, d] : llvm::enumerate(dims))
+    if (d >= 0)
+      splitOperands.push_back(i);
+  unsigned n = splitOperands.size();
+  if (n > 1 && n <= 8)
+    for (unsigned count = 1; count < n; ++count)
+      for (unsigned mask = 1; mask < (1u << n) - 1; ++mask) {
+        if (static_cast<unsigned>(llvm::popcount(mask)) != count)
+          continue;
+        Dims kept = dims;
+        SmallVector<unsigned> refused;
+        for (unsigned b = 0; b < n; ++b)
+          if (mask & (1u << b)) {
+            kept[splitOperands[b]] = -1;
+            refused.push_back(splitOperands[b]);
+          }
+        if (propagate(op, kept, &cuttable))
+          return refused;
+      }
+  return splitOperands;
+}
+
+/// Whether `op` mixes the features of its split operands nonlinearly (by
+/// its Mixing trait, or as a product of two split values: a bilinear GLU).
+bool mixes(Operation *op, const Dims &dims) {
+  if (op->hasTrait<mp::OpTrait::Mixing>())
+    return true;
+  return isa<MulOp>(op) && llvm::all_of(dims, [](int64_t d) { return d >= 0; });
+}
+
+} // namespace
+
+llvm::BitVector
+tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
+                         const llvm::BitVector &allowed,
+                         const llvm::SmallPtrSetImpl<Operation *> &pairable,
+                         Split &split, llvm::DenseMap<unsigned, Stop> &stops) {
+  split = Split();
+  llvm::DenseMap<Operation *, unsigned> indexOf;
+  for (auto [i, l] : llvm::enumerate(linears))
+    indexOf[l] = i;
+  llvm::BitVector conflict(linears.size());
+  InputFree cuttable;
+  auto markResult = [&](Value v, int64_t d, const llvm::BitVector &from) {
+    split.dim[v] = d;
+    split.origin[v] = from;
+  };
+  auto stopAt = [&](Operation *op, const Dims &dims,
+                    const llvm::BitVector &from, const char *reason = nullptr) {
+    for (unsigned i : from.set_bits())
+      stops.try_emplace(i, Stop{op, dims, reason});
+    conflict |= from;
+  };
+
+  for (Operation &op : func.getBody().front()) {
+    Dims dims;
+    llvm::BitVector from(linears.size());
+    bool anySplit = false;
+    for (Value operand : op.getOperands()) {
+      auto it = split.dim.find(operand);
+      dims.push_back(it == split.dim.end() ? -1 : it->second);
+      if (it != split.dim.end()) {
+        anySplit = true;
+        from |= split.origin[operand];
+      }
+    }
+    if (auto linear = dyn_cast<LinearOp>(&op)) {
+      if (dims[0] >= 0) {
+        if (dims[0] != tensorType(linear.getInput()).getRank() - 1) {
+          stopAt(&op, dims, from);
+          continue;
+        }
+        if (!split.mixed.contains(linear.getInput()) &&
+            !pairable.contains(linear)) {
+          split.factorized.insert(linear);
+          stopAt(&op, dims, from,
+                 "through linear maps and norms alone: the two linears are "
+                 "one factorized linear (a low-rank projection, such as "
+                 "MLA's), whose wide factor splits instead");
+          // The wide factor splits already in this round (the narrow one
+          // is dropped for the next), so that what it feeds is not
+          // dropped for meeting it whole.
+          if (auto it = indexOf.find(linear);
+              it != indexOf.end() && allowed[it->second]) {
+            llvm::BitVector self(linears.size());
+            self.set(it->second);
+            markResult(linear.getResult(), linear.getType().getRank() - 1,
+                       self);
+            split.columns.push_back(linear);
+          }
+          continue;
+        }
+        split.rows.push_back(linear);
+        continue;
+      }
+      unsigned i = indexOf.lookup(linear);
+      if (indexOf.count(linear) && allowed[i]) {
+        llvm::BitVector self(linears.size());
+        self.set(i);
+        markResult(linear.getResult(), linear.getType().getRank() - 1, self);
+        split.columns.push_back(linear);
+      }
+      continue;
+    }
+    if (!anySplit)
+      continue;
+    // Whether the results (where split) are past a Mixing op.
+    bool mixed = mixes(&op, dims) ||
+                 llvm::any_of(op.getOperands(),
+                              [&](Value v) { return split.mixed.contains(v); });
+    if (mixed)
+      split.mixed.insert(op.getResults().begin(), op.getResults().end());
+    if (auto splitOp = dyn_cast<SplitOp>(&op);
+        splitOp && splitOp.getNormalizedAxis() == dims[0]) {
+      // Splitting a linear's split output along that dim: the fused QKV
+      // case, sharded per part (each rank's block of every part), so each
+      // part comes out split along the same dim.
+      auto producer = splitOp.getInput().getDefiningOp<LinearOp>();
+      bool equal = llvm::all_of(splitOp.getResults(), [&](Value r) {
+        return r.getType() == splitOp.getResult(0).getType();
+      });
+      if (!producer || !equal || split.groups.count(producer)) {
+        stopAt(&op, dims, from);
+        continue;
+      }
+      split.groups[producer] = splitOp.getNumResults();
+      for (Value r : splitOp.getResults())
+        markResult(r, dims[0], from);
+      continue;
+    }
+    if (isNormOverSplit(&op, dims) && cutsNormParams(op, cuttable, split)) {
+      markResult(op.getResult(0), dims[0], from);
+      continue;
+    }
+    std::optional<Dims> results = propagate(&op, dims, &cuttable, &split.cuts);
+    if (!results) {
+      LLVM_DEBUG(llvm::dbgs() << "split stops at " << op << "\n");
+      llvm::BitVector refusedFrom(linears.size()), keptFrom(linears.size());
+      Dims kept = dims;
+      for (unsigned i : refusedOperands(&op, dims, cuttable)) {
+        refusedFrom |= split.origin[op.getOperand(i)];
+        kept[i] = -1;
+      }
+      stopAt(&op, dims, refusedFrom);
+      // The op runs as the next round will see it, the refused operands
+      // whole (their linears are dropped), so that the splits it does take
+      // go on and what they feed is not dropped with them.
+      for (auto [i, d] : llvm::enumerate(kept))
+        if (d >= 0)
+          keptFrom |= split.origin[op.getOperand(i)];
+      results = keptFrom.any() ? propagate(&op, kept, &cuttable, &split.cuts)
+                               : std::nullopt;
+      if (!results)
+        continue;
+      from = keptFrom;
+    }
+    for (auto [r, d] : llvm::zip(op.getResults(), *results))
+      if (d >= 0)
+        markResult(r, d, from);
+  }
+  // A linear sharded per part holds each rank's block of every part: only
+  // the split into those parts reads its output that way.
+  for (auto &entry : split.groups) {
+    Value out = entry.first->getResult(0);
+    for (Operation *user : out.getUsers()) {
+      if (isa<SplitOp>(user))
+        continue;
+      Dims dims;
+      for (Value operand : user->getOperands()) {
+        auto it = split.dim.find(operand);
+        dims.push_back(it == split.dim.end() ? -1 : it->second);
+      }
+      stopAt(user, dims, split.origin[out],
+             "which reads whole the output of a linear sharded per part of "
+             "a fused output (each rank holds a block of every part)");
+    }
+  }
+  return conflict;
+}
+
+std::string tensor_parallel::describeStop(const Stop &stop) {
+  std::string why;
+  llvm::raw_string_ostream os(why);
+  int64_t dim = *llvm::max_element(stop.dims);
+  os << "its output reaches '" << stop.op->getName() << "'";
+  if (auto name = dyn_cast<NameLoc>(stop.op->getLoc()))
+    os << " ('" << name.getName() << "')";
+  os << " split along dim " << dim << ", ";
+  if (stop.reason) {
+    os << stop.reason;
+    return why;
+  }
+  if (isa<LinearOp>(stop.op)) {
+    os << "which is not that linear's input features";
+    return why;
+  }
+  if (auto attention = dyn_cast<AttentionOp>(stop.op);
+      attention && tensorType(attention.getKey()).getDimSize(1) == 1) {
+    os << "and multi-query attention reads its one key/value head whole on "
+          "every rank";
+    return why;
+  }
+  if (auto rule = dyn_cast<SplitOpInterface>(stop.op);
+      rule && succeeded(rule.propagateSplit(stop.dims))) {
+    os << "where a whole activation spans the split (tensor parallelism "
+          "cuts only values computed from constants and parameters)";
+    return why;
+  }
+  os << "which cannot run on that split";
+  return why;
+}

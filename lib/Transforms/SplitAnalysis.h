@@ -1,0 +1,85 @@
+//===- SplitAnalysis.h - where tensor parallelism splits --------*- C++ -*-===//
+//
+// The analysis half of mp-tensor-parallel (TensorParallel.cpp rewrites what
+// it finds): which linears are column- and row-parallel, which values are
+// split along which dim, which whole operands are cut, which norms are
+// distributed, and for each linear left whole where and why its split
+// stopped.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_TRANSFORMS_SPLITANALYSIS_H
+#define MP_TRANSFORMS_SPLITANALYSIS_H
+
+#include "mp/Dialect/MP/IR/MPOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <string>
+
+namespace mp::tensor_parallel {
+
+inline mlir::RankedTensorType tensorType(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType());
+}
+
+/// A whole operand that an op's split rule needs split (a bias added to
+/// per-head scores): each rank takes its block of it with shard.all_slice.
+struct Cut {
+  mlir::Operation *op;
+  unsigned operand;
+  int64_t dim;
+};
+
+/// The result of propagating splits through the function.
+struct Split {
+  llvm::MapVector<mlir::Value, int64_t> dim; // value -> split dimension
+  llvm::DenseSet<mlir::Value>
+      mixed; // split values past a Mixing op (see mixes)
+  // Linears that refused a row-parallel split as a factorized pair's wide
+  // factor (see mixes).
+  llvm::SmallPtrSet<mlir::Operation *, 8> factorized;
+  llvm::DenseMap<mlir::Value, llvm::BitVector> origin; // seeding linears
+  llvm::SmallVector<LinearOp> columns, rows;
+  llvm::DenseMap<mlir::Operation *, int64_t> groups; // column linear -> parts
+  llvm::SmallVector<Cut> cuts;
+  llvm::SmallVector<mlir::Operation *>
+      norms; // norms over a split dim (distributed)
+};
+
+/// A split dimension seen by an op: operand i is split along dims[i] (-1:
+/// whole).
+using Dims = llvm::SmallVector<int64_t>;
+
+/// Where the split of a linear that stays whole stopped, for telling the
+/// user: the op that could not take it and the dim it came split along.
+struct Stop {
+  mlir::Operation *op;
+  Dims dims;          // the split of each of its operands (-1: whole)
+  const char *reason; // why, where the op's split rule does not say
+};
+
+/// Whether `v` is an expand that broadcasts along `dim`, which a split
+/// along `dim` cuts to the local block for free.
+bool broadcastsAlong(mlir::Value v, int64_t dim);
+
+/// Propagates splits from every linear in `allowed`; returns the linears to
+/// drop (those whose split reaches an op that cannot take it), or an empty
+/// vector when the split is consistent. The first stop of each linear
+/// dropped is recorded in `stops`. `pairable` holds the wide factors of
+/// factorized pairs that pair column/row after all.
+llvm::BitVector
+analyze(mlir::func::FuncOp func, llvm::ArrayRef<LinearOp> linears,
+        const llvm::BitVector &allowed,
+        const llvm::SmallPtrSetImpl<mlir::Operation *> &pairable, Split &split,
+        llvm::DenseMap<unsigned, Stop> &stops);
+
+/// Why a split stopped at `stop.op`, in the user's terms.
+std::string describeStop(const Stop &stop);
+
+} // namespace mp::tensor_parallel
+
+#endif // MP_TRANSFORMS_SPLITANALYSIS_H
