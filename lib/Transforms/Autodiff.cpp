@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Analysis/MemoryPlan.h"
+#include "mp/Analysis/RankLocal.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -79,36 +80,6 @@ DenseSet<Value> activeValues(Block &body, Value loss) {
     if (useful.contains(v))
       active.insert(v);
   return active;
-}
-
-/// Values that differ between the ranks of a partitioned program: sharded
-/// parameters, the results of reduce_scatter and all_slice and of
-/// vocab-parallel lookups (partial sums), and whatever is computed from
-/// them, up to an all_reduce or all_gather.
-DenseSet<Value> rankLocalValues(Block &body, SymbolTableCollection &symbols) {
-  DenseSet<Value> local;
-  for (Operation &op : body.without_terminator()) {
-    bool isLocal;
-    if (auto read = dyn_cast<GetParamOp>(op)) {
-      auto param =
-          symbols.lookupNearestSymbolFrom<ParamOp>(read, read.getNameAttr());
-      isLocal = param && param.getGrid();
-    } else if (isa<shard::AllReduceOp, shard::AllGatherOp>(op)) {
-      isLocal = false;
-    } else if (isa<shard::ReduceScatterOp, shard::AllSliceOp>(op)) {
-      isLocal = true;
-    } else if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
-      isLocal = embedding.getGrid().has_value();
-    } else if (op.hasTrait<mp::OpTrait::ReplicatedResults>()) {
-      isLocal = false;
-    } else {
-      isLocal = llvm::any_of(op.getOperands(),
-                             [&](Value v) { return local.contains(v); });
-    }
-    if (isLocal)
-      local.insert(op.getResults().begin(), op.getResults().end());
-  }
-  return local;
 }
 
 struct AutodiffPass : public mp::impl::MPAutodiffBase<AutodiffPass> {

@@ -7,6 +7,7 @@
 // other use gets the whole sequence back through one all-gather per value.
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Analysis/RankLocal.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -49,6 +50,8 @@ struct SequenceParallelPass
     if (ranks == 1)
       return;
     gridRef = FlatSymbolRefAttr::get(*grid);
+    SymbolTableCollection symbols;
+    rankLocal = rankLocalValues(func->getBody().front(), symbols);
     SmallVector<Operation *> ops;
     for (Operation &op : func->getBody().front())
       ops.push_back(&op);
@@ -69,6 +72,9 @@ struct SequenceParallelPass
   FlatSymbolRefAttr gridRef;
   llvm::DenseMap<Value, int64_t> seqDim; // value -> split (sequence) dim
   llvm::DenseMap<Value, Value> wholeOf;  // split value -> all-gathered
+  // Values that differ between the tensor-parallel ranks (found before
+  // this pass rewrites): a sequence cut of one would mix the ranks' data.
+  llvm::DenseSet<Value> rankLocal;
 };
 
 /// The tensor-parallel grid: the one named by the `grid` option, else the
@@ -176,9 +182,15 @@ std::optional<SplitMapping> SequenceParallelPass::carry(Operation *op) {
   for (auto [result, d] : llvm::zip(op->getResults(), mapping->results))
     if (d < 0 || tensorType(result).getDimSize(d) % ranks)
       return std::nullopt;
-  for (auto [given, needed] : llvm::zip(dims, mapping->operands))
+  for (auto [given, needed, operand] :
+       llvm::zip(dims, mapping->operands, op->getOperands())) {
     if (given >= 0 && given != needed)
       return std::nullopt;
+    // Only a value every rank holds whole may be cut to the local sequence
+    // block (a head-split query gated by a residual-stream value is not).
+    if (given < 0 && needed >= 0 && rankLocal.contains(operand))
+      return std::nullopt;
+  }
   return *mapping;
 }
 

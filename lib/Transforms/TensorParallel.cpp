@@ -279,7 +279,9 @@ LogicalResult TensorParallelPass::rewriteRow(LinearOp linear) {
 static LinearOp findHead(Value result, SmallVectorImpl<Operation *> &between) {
   Value v = result;
   while (Operation *def = v.getDefiningOp()) {
-    if (!v.hasOneUse() || def->getNumResults() != 1)
+    // (A scalar has no vocabulary dim.)
+    if (!v.hasOneUse() || def->getNumResults() != 1 ||
+        tensorType(v).getRank() == 0)
       return {};
     if (auto head = dyn_cast<LinearOp>(def)) {
       std::reverse(between.begin(), between.end());

@@ -81,3 +81,56 @@ func.func @needs_whole_sequence(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %s = mp.softmax %p {axis = 1 : i64} : tensor<2x4x8xf32>
   return %s : tensor<2x4x8xf32>
 }
+
+// -----
+
+// Tests a head-split query gated by a value of the sequence-split residual
+// stream, broadcast over the heads (sigmoid(h)[:, None]): the gate is
+// gathered to the whole sequence, not the query cut by sequence (each rank
+// holds other heads: cutting them as if every rank held them whole mixed
+// the ranks' heads).
+// CHECK-LABEL: func.func @main
+// CHECK: %[[G:.*]] = mp.sigmoid %{{.*}} {mp.layer = 0 : i64} : tensor<2x2x8xf32>
+// CHECK: %[[GV:.*]] = mp.reshape %[[G]] {mp.layer = 0 : i64} : tensor<2x2x8xf32> -> tensor<2x1x2x8xf32>
+// CHECK: %[[GW:.*]] = shard.all_gather %[[GV]] on @tp grid_axes = [0] gather_axis = 2
+// CHECK: mp.mul %{{.*}}, %[[GW]] {mp.layer = 0 : i64} : (tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x1x4x8xf32>
+// CHECK-NOT: shard.all_slice
+mp.param @w1 : tensor<8x16xf32> {file = "x.onnx"}
+mp.param @w2 : tensor<16x8xf32> {file = "x.onnx"}
+mp.param @g : tensor<8xf32> {file = "x.onnx"}
+mp.param @q : tensor<8x16xf32> {file = "x.onnx"}
+mp.param @k : tensor<8x16xf32> {file = "x.onnx"}
+mp.param @v : tensor<8x16xf32> {file = "x.onnx"}
+mp.param @o : tensor<16x8xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w1 = mp.get_param @w1 {mp.layer = 0 : i64} : tensor<8x16xf32>
+  %w2 = mp.get_param @w2 {mp.layer = 0 : i64} : tensor<16x8xf32>
+  %g = mp.get_param @g {mp.layer = 0 : i64} : tensor<8xf32>
+  %wq = mp.get_param @q {mp.layer = 0 : i64} : tensor<8x16xf32>
+  %wk = mp.get_param @k {mp.layer = 0 : i64} : tensor<8x16xf32>
+  %wv = mp.get_param @v {mp.layer = 0 : i64} : tensor<8x16xf32>
+  %wo = mp.get_param @o {mp.layer = 0 : i64} : tensor<16x8xf32>
+  %u = mp.linear %x, %w1 {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %a0 = mp.gelu %u {mp.layer = 0 : i64} : tensor<2x4x16xf32>
+  %d = mp.linear %a0, %w2 {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %r = mp.add %x, %d {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %h = mp.rms_norm %r, %g {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %q0 = mp.linear %h, %wq {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %q1 = mp.reshape %q0 {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %q = mp.transpose %q1 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %gate = mp.sigmoid %h {mp.layer = 0 : i64} : tensor<2x4x8xf32>
+  %gate4 = mp.reshape %gate {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
+  %qg = mp.mul %q, %gate4 {mp.layer = 0 : i64} : (tensor<2x2x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %k0 = mp.linear %h, %wk {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %k1 = mp.reshape %k0 {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %k = mp.transpose %k1 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %v0 = mp.linear %h, %wv {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %v1 = mp.reshape %v0 {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %v = mp.transpose %v1 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %at = mp.attention %qg, %k, %v {causal, mp.layer = 0 : i64, scale = 0.353553385 : f32} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %m1 = mp.transpose %at [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  %m = mp.reshape %m1 {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x4x16xf32>
+  %y = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %out = mp.add %r, %y {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %out : tensor<2x4x8xf32>
+}

@@ -843,13 +843,16 @@ FailureOr<SplitMapping> AttentionOp::propagateSplit(ArrayRef<int64_t> dims) {
   if (llvm::all_of(dims, [](int64_t d) { return d < 0; }))
     return uniform(*this, -1);
   // Heads split; or, in multi-query attention, the query heads split and
-  // the one key/value head whole: every query head reads it.
+  // the one key/value head whole: every query head reads it. A whole key or
+  // value of several heads is asked to be cut (a broadcast one, or one
+  // computed from parameters, can be).
   bool multiQuery = tensorType(getKey()).getDimSize(1) == 1 &&
                     tensorType(getValue()).getDimSize(1) == 1 &&
                     dims[position::Key] < 0 && dims[position::Value] < 0;
   int64_t kv = multiQuery ? -1 : 1;
-  if (dims[position::Query] != 1 || dims[position::Key] != kv ||
-      dims[position::Value] != kv)
+  if (dims[position::Query] != 1 ||
+      (dims[position::Key] >= 0 && dims[position::Key] != kv) ||
+      (dims[position::Value] >= 0 && dims[position::Value] != kv))
     return failure();
   SplitMapping mapping = {{1, kv, kv}, {1}};
   if (Value mask = getMask()) {
