@@ -115,7 +115,7 @@ bool foldEinsum(Folder &f);
 bool foldSoftmax(Folder &f);
 bool foldTrilu(Folder &f);
 bool foldCumSum(Folder &f);
-/// `kind` is "sum", "mean" or "max".
+/// `kind` is "sum", "mean", "max" or "min".
 bool foldReduce(Folder &f, const std::string &kind);
 bool foldRange(Folder &f);
 
@@ -126,6 +126,7 @@ bool foldTranspose(Folder &f);
 bool foldUnsqueeze(Folder &f);
 bool foldSqueeze(Folder &f);
 bool foldFlatten(Folder &f);
+bool foldTile(Folder &f);
 bool foldConcat(Folder &f);
 bool foldSlice(Folder &f);
 bool foldGather(Folder &f);

@@ -454,7 +454,9 @@ bool foldReduce(Folder &f, const std::string &kind) {
   r.dtype = x.dtype;
   r.shape = keptShape;
   int64_t n = r.numElements();
-  std::vector<double> acc(n, kind == "max" ? -INFINITY : 0.0);
+  std::vector<double> acc(n, kind == "max"   ? -INFINITY
+                             : kind == "min" ? INFINITY
+                                             : 0.0);
   std::vector<int64_t> count(n, 0);
   std::vector<int64_t> outStrides = stridesOf(keptShape);
   for (int64_t i = 0; i < x.numElements(); ++i) {
@@ -466,7 +468,9 @@ bool foldReduce(Folder &f, const std::string &kind) {
         o += c * outStrides[d];
     }
     double v = x.getDouble(i);
-    acc[o] = kind == "max" ? std::max(acc[o], v) : acc[o] + v;
+    acc[o] = kind == "max"   ? std::max(acc[o], v)
+             : kind == "min" ? std::min(acc[o], v)
+                             : acc[o] + v;
     ++count[o];
   }
   r.shape = shape;

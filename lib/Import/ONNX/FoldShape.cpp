@@ -163,6 +163,29 @@ bool foldSqueeze(Folder &f) {
   return f.reshapeTo(f.input(0), shape);
 }
 
+bool foldTile(Folder &f) {
+  const HostTensor &x = f.input(0);
+  std::vector<int64_t> repeats = intsOf(f.input(1)), shape;
+  if (repeats.size() != x.shape.size())
+    return f.fail("repeats has " + std::to_string(repeats.size()) +
+                  " entries for an input of rank " +
+                  std::to_string(x.shape.size()));
+  for (size_t k = 0; k < repeats.size(); ++k) {
+    int64_t size, r = repeats[k];
+    if (r < 0 || __builtin_mul_overflow(x.shape[k], r, &size))
+      return f.fail("repeat " + std::to_string(r) + " is invalid");
+    shape.push_back(size);
+  }
+  std::vector<int64_t> outStrides = stridesOf(shape),
+                       inStrides = stridesOf(x.shape);
+  return f.gatherInto(x, shape, [&](int64_t i) {
+    int64_t source = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      source += (i / outStrides[d] % shape[d]) % x.shape[d] * inStrides[d];
+    return source;
+  });
+}
+
 bool foldFlatten(Folder &f) {
   std::vector<int64_t> shape;
   if (!shape::flatten(f.input(0).shape, intAttr(f.node, "axis", 1), shape,

@@ -158,10 +158,8 @@ LogicalResult emitLayerNorm(NodeEmitter &e) {
   return success();
 }
 
-LogicalResult emitReduce(NodeEmitter &e, ReduceKind kind) {
-  Value x = e.value(0);
-  if (!x)
-    return failure();
+FailureOr<ReduceAxes> reduceAxes(NodeEmitter &e) {
+  ReduceAxes r;
   int64_t rank = e.type(0).getRank();
   std::vector<int64_t> axes;
   if (const auto *a = findAttr(e.node, "axes"))
@@ -172,22 +170,38 @@ LogicalResult emitReduce(NodeEmitter &e, ReduceKind kind) {
       return failure();
     axes = *v;
   }
+  r.keep = intAttr(e.node, "keepdims", 1) != 0;
   if (axes.empty() && intAttr(e.node, "noop_with_empty_axes", 0)) {
-    e.setOutput(0, x);
-    return success();
+    r.none = true;
+    return r;
   }
   if (axes.empty())
     for (int64_t i = 0; i < rank; ++i)
       axes.push_back(i);
-  bool keep = intAttr(e.node, "keepdims", 1) != 0;
   Shape shape;
   std::string error;
-  if (!shape::reduce(e.shape(0), axes, keep, shape, error))
-    return e.error() << error;
+  if (!shape::reduce(e.shape(0), axes, r.keep, shape, error)) {
+    e.error() << error;
+    return failure();
+  }
   for (int64_t &a : axes)
     a = *normalizeAxis(a, rank);
   std::sort(axes.begin(), axes.end());
-  e.setOutput(0, ReduceOp::create(e.b(), e.loc, kind, x, axes, keep));
+  r.axes.assign(axes.begin(), axes.end());
+  return r;
+}
+
+LogicalResult emitReduce(NodeEmitter &e, ReduceKind kind) {
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  FailureOr<ReduceAxes> r = reduceAxes(e);
+  if (failed(r))
+    return failure();
+  e.setOutput(0, r->none
+                     ? x
+                     : ReduceOp::create(e.b(), e.loc, kind, x, r->axes, r->keep)
+                           .getResult());
   return success();
 }
 

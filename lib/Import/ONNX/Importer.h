@@ -186,6 +186,13 @@ mlir::LogicalResult emitGemm(NodeEmitter &e);
 mlir::LogicalResult emitSoftmax(NodeEmitter &e);
 mlir::LogicalResult emitLayerNorm(NodeEmitter &e);
 mlir::LogicalResult emitInstanceNorm(NodeEmitter &e);
+/// A Reduce* node's axes (normalized, sorted) and keepdims; `none` when it
+/// reduces nothing (empty axes with noop_with_empty_axes).
+struct ReduceAxes {
+  llvm::SmallVector<int64_t> axes;
+  bool keep = true, none = false;
+};
+mlir::FailureOr<ReduceAxes> reduceAxes(NodeEmitter &e);
 mlir::LogicalResult emitReduce(NodeEmitter &e, ReduceKind kind);
 template <ReduceKind K> mlir::LogicalResult emitReduce(NodeEmitter &e) {
   return emitReduce(e, K);
@@ -198,6 +205,20 @@ mlir::LogicalResult emitEinsum(NodeEmitter &e);
 
 // ImportConv.cpp
 mlir::LogicalResult emitConv(NodeEmitter &e);
+
+// ImportComposite.cpp: ops imported as several mp ops
+mlir::LogicalResult emitAbs(NodeEmitter &e);
+mlir::LogicalResult emitSign(NodeEmitter &e);
+mlir::LogicalResult emitSoftplus(NodeEmitter &e);
+mlir::LogicalResult emitLogSoftmax(NodeEmitter &e);
+enum class CompositeReduce { L2, SumSquare, LogSumExp };
+mlir::LogicalResult emitCompositeReduce(NodeEmitter &e, CompositeReduce kind);
+template <CompositeReduce K>
+mlir::LogicalResult emitCompositeReduce(NodeEmitter &e) {
+  return emitCompositeReduce(e, K);
+}
+mlir::LogicalResult emitTile(NodeEmitter &e);
+mlir::LogicalResult emitPad(NodeEmitter &e);
 
 // ImportShape.cpp
 mlir::LogicalResult emitReshape(NodeEmitter &e);

@@ -94,6 +94,22 @@ static const ONNXOpDef opDefs[] = {
        return f.unary([](double x) { return x > 0 ? x : 0.0; },
                       [](int64_t x) { return std::max<int64_t>(x, 0); });
      }},
+    {"Abs", emitAbs,
+     [](Folder &f) {
+       return f.unary(
+           [](double x) { return std::fabs(x); },
+           [](int64_t x) { return x < 0 ? rt::wrapSub<int64_t>(0, x) : x; });
+     }},
+    {"Sign", emitSign,
+     [](Folder &f) {
+       return f.unary([](double x) { return double((x > 0) - (x < 0)); },
+                      [](int64_t x) -> int64_t { return (x > 0) - (x < 0); });
+     }},
+    {"Softplus", emitSoftplus,
+     [](Folder &f) {
+       return f.unary(
+           [](double x) { return x > 20 ? x : std::log1p(std::exp(x)); });
+     }},
     {"Cos", emitUnary<CosOp>,
      [](Folder &f) { return f.unary([](double x) { return std::cos(x); }); }},
     {"Sin", emitUnary<SinOp>,
@@ -103,6 +119,7 @@ static const ONNXOpDef opDefs[] = {
     {"MatMul", emitMatMul, foldMatMul},
     {"Gemm", emitGemm},
     {"Softmax", emitSoftmax, foldSoftmax},
+    {"LogSoftmax", emitLogSoftmax},
     {"LayerNormalization", emitLayerNorm},
     {"InstanceNormalization", emitInstanceNorm},
     {"ReduceMean", emitReduce<ReduceKind::mean>,
@@ -111,6 +128,11 @@ static const ONNXOpDef opDefs[] = {
      [](Folder &f) { return foldReduce(f, "sum"); }, FoldInputs::Present},
     {"ReduceMax", emitReduce<ReduceKind::max>,
      [](Folder &f) { return foldReduce(f, "max"); }, FoldInputs::Present},
+    {"ReduceMin", emitReduce<ReduceKind::min>,
+     [](Folder &f) { return foldReduce(f, "min"); }, FoldInputs::Present},
+    {"ReduceL2", emitCompositeReduce<CompositeReduce::L2>},
+    {"ReduceSumSquare", emitCompositeReduce<CompositeReduce::SumSquare>},
+    {"ReduceLogSumExp", emitCompositeReduce<CompositeReduce::LogSumExp>},
     {"ArgMax", [](NodeEmitter &e) { return emitArgExtremum(e, true); },
      [](Folder &f) { return foldArgExtremum(f, true); }},
     {"ArgMin", [](NodeEmitter &e) { return emitArgExtremum(e, false); },
@@ -125,6 +147,8 @@ static const ONNXOpDef opDefs[] = {
     {"Unsqueeze", emitUnsqueeze, foldUnsqueeze},
     {"Squeeze", emitSqueeze, foldSqueeze, FoldInputs::Present},
     {"Flatten", emitFlatten, foldFlatten},
+    {"Tile", emitTile, foldTile},
+    {"Pad", emitPad},
     {"Transpose", emitTranspose, foldTranspose},
     {"Split", emitSplit, foldSplit, FoldInputs::Present},
     {"Concat", emitConcat, foldConcat},
