@@ -184,8 +184,15 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
   };
   auto stopAt = [&](Operation *op, const Dims &dims,
                     const llvm::BitVector &from, const char *reason = nullptr) {
-    for (unsigned i : from.set_bits())
-      stops.try_emplace(i, Stop{op, dims, reason});
+    for (unsigned i : from.set_bits()) {
+      // The dim of the operand this linear's split came through.
+      int64_t dim = -1;
+      for (auto [k, operand] : llvm::enumerate(op->getOperands()))
+        if (auto it = split.origin.find(operand);
+            dims[k] >= 0 && it != split.origin.end() && it->second.test(i))
+          dim = dims[k];
+      stops.try_emplace(i, Stop{op, dims, reason, dim});
+    }
     conflict |= from;
   };
 
@@ -318,7 +325,7 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
 std::string tensor_parallel::describeStop(const Stop &stop) {
   std::string why;
   llvm::raw_string_ostream os(why);
-  int64_t dim = *llvm::max_element(stop.dims);
+  int64_t dim = stop.dim >= 0 ? stop.dim : *llvm::max_element(stop.dims);
   os << "its output reaches '" << stop.op->getName() << "'";
   if (auto name = dyn_cast<NameLoc>(stop.op->getLoc()))
     os << " ('" << name.getName() << "')";

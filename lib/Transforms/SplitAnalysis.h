@@ -60,6 +60,7 @@ struct Stop {
   mlir::Operation *op;
   Dims dims;          // the split of each of its operands (-1: whole)
   const char *reason; // why, where the op's split rule does not say
+  int64_t dim = -1;   // the dim the stopped linear's split arrived along
 };
 
 /// Whether `v` is an expand that broadcasts along `dim`, which a split
