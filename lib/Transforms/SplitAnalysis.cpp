@@ -158,11 +158,14 @@ SmallVector<unsigned> refusedOperands(Operation *op, const Dims &dims,
 }
 
 /// Whether `op` mixes the features of its split operands nonlinearly (by
-/// its Mixing trait, or as a product of two split values: a bilinear GLU).
+/// its Mixing trait, or as a product of two split values).
 bool mixes(Operation *op, const Dims &dims) {
   if (op->hasTrait<mp::OpTrait::Mixing>())
     return true;
-  return isa<MulOp>(op) && llvm::all_of(dims, [](int64_t d) { return d >= 0; });
+  // A product of two split values (a bilinear GLU; decomposed attention's
+  // scores, linear attention) mixes them too.
+  return isa<MulOp, MatmulOp>(op) &&
+         llvm::all_of(dims, [](int64_t d) { return d >= 0; });
 }
 
 } // namespace
