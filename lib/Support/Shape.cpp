@@ -356,7 +356,8 @@ bool split(const Shape &input, int64_t axis, const std::vector<Shape> &results,
         return fail(error, "result shape " + formatShape(s) +
                                " differs from the input outside axis " +
                                std::to_string(a));
-    total += s[a];
+    if (__builtin_add_overflow(total, s[a], &total))
+      return fail(error, "split sizes add up to more than int64 holds");
   }
   if (total != input[a])
     return fail(error, "split sizes add up to " + std::to_string(total) +
