@@ -27,11 +27,6 @@ Value compare(NodeEmitter &e, ComparePredicate p, Value a, Value b) {
   return CompareOp::create(e.b(), e.loc, p, a, b);
 }
 
-Value reshape(NodeEmitter &e, Value x, ArrayRef<int64_t> shape) {
-  auto elem = cast<RankedTensorType>(x.getType()).getElementType();
-  return ReshapeOp::create(e.b(), e.loc, RankedTensorType::get(shape, elem), x);
-}
-
 /// `x` reduced by `kind` over `axes`, dims kept.
 Value reduceKept(NodeEmitter &e, ReduceKind kind, Value x,
                  ArrayRef<int64_t> axes) {
@@ -138,7 +133,7 @@ LogicalResult emitCompositeReduce(NodeEmitter &e, CompositeReduce kind) {
     for (auto [d, size] : llvm::enumerate(e.shape(0)))
       if (!llvm::is_contained(r->axes, static_cast<int64_t>(d)))
         shape.push_back(size);
-    y = reshape(e, y, shape);
+    y = reshapeValue(e, y, shape);
   }
   e.setOutput(0, y);
   return success();
@@ -170,9 +165,9 @@ LogicalResult emitTile(NodeEmitter &e) {
   if (!checkedNumElements(out))
     return e.error() << "tiling " << formatShape(in)
                      << " gives more elements than int64 holds";
-  Value y = reshape(e, x, view);
+  Value y = reshapeValue(e, x, view);
   y = ExpandOp::create(e.b(), e.loc, e.like(0, expanded), y);
-  e.setOutput(0, reshape(e, y, out));
+  e.setOutput(0, reshapeValue(e, y, out));
   return success();
 }
 
@@ -222,13 +217,12 @@ LogicalResult emitPad(NodeEmitter &e) {
       fillValue = e.value(2);
       if (!fillValue)
         return failure();
-      fillValue = reshape(e, fillValue, {});
+      fillValue = reshapeValue(e, fillValue, {});
     }
   }
   for (int64_t pad : *pads)
     if (pad > (int64_t(1) << 31))
       return e.error() << "pad " << pad << " is above 2^31";
-  Type elem = e.type(0).getElementType();
   Value y = x;
   for (auto [k, axis] : llvm::enumerate(axes)) {
     int64_t before = (*pads)[k], after = (*pads)[k + axes.size()];
@@ -244,29 +238,8 @@ LogicalResult emitPad(NodeEmitter &e) {
       y = SliceOp::create(e.b(), e.loc, y, e.b().getDenseI64ArrayAttr(starts),
                           e.b().getDenseI64ArrayAttr(limits),
                           e.b().getDenseI64ArrayAttr(steps));
-      shape[axis] = limits[axis] - starts[axis];
     }
-    SmallVector<Value> parts;
-    auto filled = [&](int64_t count) -> Value {
-      SmallVector<int64_t> s(shape);
-      s[axis] = count;
-      auto type = RankedTensorType::get(s, elem);
-      if (fillValue)
-        return ExpandOp::create(e.b(), e.loc, type, fillValue);
-      Attribute value = isa<FloatType>(elem)
-                            ? Attribute(e.b().getFloatAttr(elem, fill))
-                            : Attribute(e.b().getIntegerAttr(
-                                  elem, static_cast<int64_t>(fill)));
-      return ConstantOp::create(e.b(), e.loc,
-                                DenseElementsAttr::get(type, value));
-    };
-    if (before > 0)
-      parts.push_back(filled(before));
-    parts.push_back(y);
-    if (after > 0)
-      parts.push_back(filled(after));
-    if (parts.size() > 1)
-      y = ConcatOp::create(e.b(), e.loc, parts, e.b().getI64IntegerAttr(axis));
+    y = padAxis(e, y, axis, before, after, fill, fillValue);
   }
   e.setOutput(0, y);
   return success();

@@ -116,34 +116,9 @@ FailureOr<ConvGeometry> geometry(NodeEmitter &e, const Shape &in,
 
 /// `x` with zeros added before and after each spatial dim.
 Value pad(NodeEmitter &e, Value x, const ConvGeometry &g) {
-  auto type = cast<RankedTensorType>(x.getType());
-  for (size_t i = 0; i < g.kernel.size(); ++i) {
-    SmallVector<Value> parts;
-    int64_t axis = 2 + i;
-    auto zeros = [&](int64_t count) {
-      Shape shape(cast<RankedTensorType>(x.getType()).getShape());
-      shape[axis] = count;
-      auto zeroType = RankedTensorType::get(shape, type.getElementType());
-      return ConstantOp::create(
-          e.b(), e.loc,
-          DenseElementsAttr::get(zeroType,
-                                 e.b().getZeroAttr(type.getElementType())));
-    };
-    if (g.padBegin[i] == 0 && g.padEnd[i] == 0)
-      continue;
-    if (g.padBegin[i])
-      parts.push_back(zeros(g.padBegin[i]));
-    parts.push_back(x);
-    if (g.padEnd[i])
-      parts.push_back(zeros(g.padEnd[i]));
-    x = ConcatOp::create(e.b(), e.loc, parts, e.b().getI64IntegerAttr(axis));
-  }
+  for (size_t i = 0; i < g.kernel.size(); ++i)
+    x = padAxis(e, x, 2 + i, g.padBegin[i], g.padEnd[i], 0);
   return x;
-}
-
-Value reshape(NodeEmitter &e, Value x, const Shape &shape) {
-  auto elem = cast<RankedTensorType>(x.getType()).getElementType();
-  return ReshapeOp::create(e.b(), e.loc, RankedTensorType::get(shape, elem), x);
 }
 
 /// The padded input [N, C, D...] as patches [N, C, O..., K]: element k of
@@ -170,7 +145,7 @@ Value patches(NodeEmitter &e, Value x, const ConvGeometry &g) {
     Shape tapShape = {in[0], in[1]};
     tapShape.insert(tapShape.end(), g.out.begin(), g.out.end());
     tapShape.push_back(1);
-    taps.push_back(reshape(e, tap, tapShape));
+    taps.push_back(reshapeValue(e, tap, tapShape));
   }
   if (taps.size() == 1)
     return taps.front();
@@ -202,7 +177,7 @@ Value im2col(NodeEmitter &e, Value x, const ConvGeometry &g) {
                           e.b().getDenseI64ArrayAttr(used),
                           e.b().getDenseI64ArrayAttr(ones));
     }
-    x = reshape(e, x, split);
+    x = reshapeValue(e, x, split);
     for (int64_t i = 0; i < n; ++i)
       perm.push_back(2 + 2 * i);
     perm.push_back(1);
@@ -216,7 +191,7 @@ Value im2col(NodeEmitter &e, Value x, const ConvGeometry &g) {
     perm.push_back(2 + n);
   }
   x = TransposeOp::create(e.b(), e.loc, x, e.b().getDenseI64ArrayAttr(perm));
-  return reshape(e, x, {in[0], positions, field});
+  return reshapeValue(e, x, {in[0], positions, field});
 }
 
 } // namespace
@@ -253,7 +228,7 @@ LogicalResult emitConv(NodeEmitter &e) {
   if (groups == 1) {
     // The weight [M, C, k...] viewed as [M, C·K], transposed for x · Wᵀ.
     Value w2 =
-        TransposeOp::create(e.b(), e.loc, reshape(e, w, {channels, field}),
+        TransposeOp::create(e.b(), e.loc, reshapeValue(e, w, {channels, field}),
                             e.b().getDenseI64ArrayAttr({1, 0}));
     y = MatmulOp::create(e.b(), e.loc, rows, w2); // [N, P, M]
   } else {
@@ -261,16 +236,16 @@ LogicalResult emitConv(NodeEmitter &e) {
     // rows [N, g, P, C/g·K] times the weight as [g, C/g·K, M/g], batched
     // over the groups, then the groups' outputs side by side.
     int64_t positions = numElements(g->out), perGroup = channels / groups;
-    Value grouped = reshape(e, rows, {in[0], positions, groups, field});
+    Value grouped = reshapeValue(e, rows, {in[0], positions, groups, field});
     grouped = TransposeOp::create(e.b(), e.loc, grouped,
                                   e.b().getDenseI64ArrayAttr({0, 2, 1, 3}));
-    Value w3 = TransposeOp::create(e.b(), e.loc,
-                                   reshape(e, w, {groups, perGroup, field}),
-                                   e.b().getDenseI64ArrayAttr({0, 2, 1}));
+    Value w3 = TransposeOp::create(
+        e.b(), e.loc, reshapeValue(e, w, {groups, perGroup, field}),
+        e.b().getDenseI64ArrayAttr({0, 2, 1}));
     y = MatmulOp::create(e.b(), e.loc, grouped, w3); // [N, g, P, M/g]
     y = TransposeOp::create(e.b(), e.loc, y,
                             e.b().getDenseI64ArrayAttr({0, 2, 1, 3}));
-    y = reshape(e, y, {in[0], positions, channels});
+    y = reshapeValue(e, y, {in[0], positions, channels});
   }
   if (e.hasInput(2)) {
     Value bias = e.value(2);
@@ -286,7 +261,7 @@ LogicalResult emitConv(NodeEmitter &e) {
                           e.b().getDenseI64ArrayAttr({0, 2, 1}));
   Shape outShape = {in[0], channels};
   outShape.insert(outShape.end(), g->out.begin(), g->out.end());
-  e.setOutput(0, reshape(e, y, outShape));
+  e.setOutput(0, reshapeValue(e, y, outShape));
   return success();
 }
 

@@ -189,9 +189,7 @@ LogicalResult emitNot(NodeEmitter &e) {
     return failure();
   if (!e.type(0).getElementType().isInteger(1))
     return e.error() << "input must be boolean, not " << e.type(0);
-  auto boolScalar = RankedTensorType::get({}, e.b().getI1Type());
-  Value no = ConstantOp::create(e.b(), e.loc,
-                                DenseElementsAttr::get(boolScalar, false));
+  Value no = boolConstant(e, false);
   e.setOutput(0, CompareOp::create(e.b(), e.loc, ComparePredicate::eq, x, no));
   return success();
 }
@@ -213,10 +211,7 @@ LogicalResult emitLogical(NodeEmitter &e, LogicalKind kind) {
     e.setOutput(0, CompareOp::create(e.b(), e.loc, ComparePredicate::ne, a, b));
     return success();
   }
-  auto boolScalar = RankedTensorType::get({}, e.b().getI1Type());
-  Value fixed = ConstantOp::create(
-      e.b(), e.loc,
-      DenseElementsAttr::get(boolScalar, kind == LogicalKind::Or));
+  Value fixed = boolConstant(e, kind == LogicalKind::Or);
   // The select's result has the broadcast shape of all three operands.
   e.setOutput(0, kind == LogicalKind::And
                      ? WhereOp::create(e.b(), e.loc, a, b, fixed)

@@ -263,10 +263,7 @@ LogicalResult emitArgExtremum(NodeEmitter &e, bool largest) {
   Value hit = CompareOp::create(e.b(), e.loc, ComparePredicate::eq, x, extreme);
   if (isa<FloatType>(type.getElementType())) {
     Value nan = CompareOp::create(e.b(), e.loc, ComparePredicate::ne, x, x);
-    auto boolScalar = RankedTensorType::get({}, e.b().getI1Type());
-    Value yes = ConstantOp::create(e.b(), e.loc,
-                                   DenseElementsAttr::get(boolScalar, true));
-    hit = WhereOp::create(e.b(), e.loc, nan, yes, hit);
+    hit = WhereOp::create(e.b(), e.loc, nan, boolConstant(e, true), hit);
   }
   // Positions along the axis, broadcast over the other dims.
   Type i64 = e.b().getI64Type();

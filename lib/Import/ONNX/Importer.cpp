@@ -393,6 +393,44 @@ Value scalarConstant(NodeEmitter &e, Type elem, double v) {
   return ConstantOp::create(e.b(), e.loc, DenseElementsAttr::get(type, value));
 }
 
+Value boolConstant(NodeEmitter &e, bool v) {
+  auto type = RankedTensorType::get({}, e.b().getI1Type());
+  return ConstantOp::create(e.b(), e.loc, DenseElementsAttr::get(type, v));
+}
+
+Value reshapeValue(NodeEmitter &e, Value x, ArrayRef<int64_t> shape) {
+  auto elem = cast<RankedTensorType>(x.getType()).getElementType();
+  return ReshapeOp::create(e.b(), e.loc, RankedTensorType::get(shape, elem), x);
+}
+
+Value padAxis(NodeEmitter &e, Value x, int64_t axis, int64_t before,
+              int64_t after, double fill, Value fillValue) {
+  if (before <= 0 && after <= 0)
+    return x;
+  auto type = cast<RankedTensorType>(x.getType());
+  Type elem = type.getElementType();
+  auto filled = [&](int64_t count) -> Value {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[axis] = count;
+    auto blockType = RankedTensorType::get(shape, elem);
+    if (fillValue)
+      return ExpandOp::create(e.b(), e.loc, blockType, fillValue);
+    Attribute value =
+        isa<FloatType>(elem)
+            ? Attribute(e.b().getFloatAttr(elem, fill))
+            : Attribute(e.b().getIntegerAttr(elem, static_cast<int64_t>(fill)));
+    return ConstantOp::create(e.b(), e.loc,
+                              DenseElementsAttr::get(blockType, value));
+  };
+  SmallVector<Value> parts;
+  if (before > 0)
+    parts.push_back(filled(before));
+  parts.push_back(x);
+  if (after > 0)
+    parts.push_back(filled(after));
+  return ConcatOp::create(e.b(), e.loc, parts, e.b().getI64IntegerAttr(axis));
+}
+
 LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
   std::string name = nodeName(node, index);
   Location loc = NameLoc::get(builder.getStringAttr(name));

@@ -238,6 +238,15 @@ mlir::LogicalResult emitDropout(NodeEmitter &e);
 
 /// A rank-0 constant of `elem`.
 mlir::Value scalarConstant(NodeEmitter &e, mlir::Type elem, double v);
+/// A rank-0 boolean constant.
+mlir::Value boolConstant(NodeEmitter &e, bool v);
+/// `x` viewed as `shape` (as many elements).
+mlir::Value reshapeValue(NodeEmitter &e, mlir::Value x,
+                         llvm::ArrayRef<int64_t> shape);
+/// `x` with `before` and `after` elements (where positive) concatenated
+/// along `axis`, each `fill`, or the run-time scalar `fillValue` where given.
+mlir::Value padAxis(NodeEmitter &e, mlir::Value x, int64_t axis, int64_t before,
+                    int64_t after, double fill, mlir::Value fillValue = {});
 
 } // namespace mp::onnx_import
 
