@@ -3,6 +3,8 @@
 
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
+
+#include <map>
 #include <onnx/version_converter/convert.h>
 
 #include "mp/Import/ONNXImporter.h"
@@ -73,6 +75,30 @@ static bool readModelFile(const std::string &path, onnx::ModelProto &model,
   return true;
 }
 
+/// libonnx's Conv shape inference (run by opset conversion) reads the
+/// weight's dims by the input's rank unchecked: a Conv whose declared input
+/// and weight ranks differ would crash it, so it is refused first.
+static bool checkConvRanks(const onnx::GraphProto &graph, std::string &error) {
+  std::map<std::string, int> ranks;
+  for (const auto &v : graph.input())
+    if (v.type().tensor_type().has_shape())
+      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+  for (const auto &t : graph.initializer())
+    ranks[t.name()] = t.dims_size();
+  for (const auto &node : graph.node()) {
+    if (node.op_type() != "Conv" || node.input_size() < 2)
+      continue;
+    auto x = ranks.find(node.input(0)), w = ranks.find(node.input(1));
+    if (x != ranks.end() && w != ranks.end() && x->second != w->second) {
+      error = "node '" + node.name() + "' (Conv): input of rank " +
+              std::to_string(x->second) + " and weight of rank " +
+              std::to_string(w->second) + " must have one rank";
+      return false;
+    }
+  }
+  return true;
+}
+
 static bool convertOpset(LoadedModel &out, std::string &error) {
   int64_t opset = defaultDomainOpset(out.model);
   out.originalOpset = opset;
@@ -87,6 +113,8 @@ static bool convertOpset(LoadedModel &out, std::string &error) {
     return false;
   }
   if (opset < kMinOpset) {
+    if (!checkConvRanks(out.model.graph(), error))
+      return false;
     try {
       // Some adapters (Softmax 12->13) need inferred shapes.
       onnx::shape_inference::InferShapes(out.model);
