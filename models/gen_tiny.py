@@ -18,7 +18,7 @@ torch.matmul, and export runs with do_constant_folding=False (folding would also
 turn the rotary-embedding chain and the tied head's Transpose into new float
 initializers).
 
-Usage: /usr/bin/python3 models/gen_tiny.py [--out DIR] [--model gpt2|gpt2_untied|bert|llama|all]
+Usage: /usr/bin/python3 models/gen_tiny.py [--out DIR] [--model NAME|all]
 """
 import argparse
 import json
@@ -397,6 +397,11 @@ CONFIGS = {
 # variant keeps Shape->Gather->Range/Reshape chains (all still computable from
 # the static input shape), like HF exports made with dynamic axes.
 CONFIGS["llama_range"] = dict(CONFIGS["llama"], export_shape_inference=False)
+# A vocabulary of 61 (prime, like GPT-2's odd 50257 and RoBERTa's 50265):
+# tensor parallelism must pad it to divide by the ranks. GPT-2's head is
+# tied to the embedding; BERT's is untied with a bias.
+CONFIGS["gpt2_vocab61"] = dict(CONFIGS["gpt2"], seed=1005, vocab=61)
+CONFIGS["bert_vocab61"] = dict(CONFIGS["bert"], seed=1006, vocab=61)
 
 
 def build(name, cfg):

@@ -74,15 +74,18 @@ def reference(name):
     print("%-12s losses %s" % (name, " ".join("%.4f" % l for l in losses)))
 
 
+TRAINED = ["gpt2", "gpt2_untied", "bert", "llama", "gpt2_vocab61"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="all",
-                    choices=["gpt2", "gpt2_untied", "bert", "llama", "all"])
+                    choices=TRAINED + ["all"])
     args = ap.parse_args()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
-    for n in (["gpt2", "gpt2_untied", "bert", "llama"] if args.model == "all" else [args.model]):
+    for n in (TRAINED if args.model == "all" else [args.model]):
         reference(n)
 
 

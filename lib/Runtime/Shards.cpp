@@ -63,10 +63,15 @@ std::string blockAlong(std::string_view whole,
                        int64_t size) {
   auto [outer, inner] = around(wholeShape, elemBytes, axis);
   const int64_t stride = wholeShape[axis] * inner;
+  // Past the end: zeros (a vocabulary padded to divide by the ranks).
+  const int64_t stored =
+      std::clamp<int64_t>(wholeShape[axis] - start, 0, size) * inner;
   std::string out;
   out.reserve(outer * size * inner);
-  for (int64_t o = 0; o < outer; ++o)
-    out.append(whole.substr(o * stride + start * inner, size * inner));
+  for (int64_t o = 0; o < outer; ++o) {
+    out.append(whole.substr(o * stride + start * inner, stored));
+    out.append(size * inner - stored, '\0');
+  }
   return out;
 }
 
@@ -102,12 +107,22 @@ bool joinParts(std::vector<PartBytes> parts,
     const int64_t bytes = static_cast<int64_t>(part.bytes.size());
     const int64_t size = across ? bytes / across : 0;
     if (part.start != covered || size < 1 || size * across != bytes ||
-        size > dim - covered) {
+        (size > dim - covered && &part != &parts.back())) {
       error = "the part at " + std::to_string(part.start) + " (" +
               std::to_string(size) + " along dim " + std::to_string(axis) +
               ") does not continue the parts before it, which cover [0, " +
               std::to_string(covered) + ") of " + std::to_string(dim);
       return false;
+    }
+    if (size > dim - covered) {
+      // The last part may run past the end: its padding is dropped.
+      std::vector<int64_t> shape = wholeShape;
+      shape[axis] = size;
+      placeBlock(
+          whole, wholeShape, elemBytes, axis, part.start,
+          blockAlong(part.bytes, shape, elemBytes, axis, 0, dim - covered));
+      covered = dim;
+      continue;
     }
     placeBlock(whole, wholeShape, elemBytes, axis, part.start, part.bytes);
     covered += size;

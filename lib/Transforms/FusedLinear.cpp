@@ -175,36 +175,14 @@ ParamOp ownParameter(Value v, Operation *user) {
   return param;
 }
 
-/// The name of the part [start, start + size) along `axis` of `whole`, in
-/// numpy's notation: "W[:, 0:32]".
-std::string partName(ParamOp whole, int64_t axis, int64_t start, int64_t size) {
-  std::string name = whole.getSymName().str() + "[";
-  for (int64_t d = 0; d < axis; ++d)
-    name += ":, ";
-  return name + std::to_string(start) + ":" + std::to_string(start + size) +
-         "]";
-}
-
 /// A parameter holding elements [start, start + size) along `axis` of
 /// `whole`, read where `get` read the whole.
 Value readPart(ParamOp whole, GetParamOp get, int64_t axis, int64_t start,
                int64_t size) {
-  RankedTensorType type = whole.getTensorType();
-  SmallVector<int64_t> shape(type.getShape());
-  shape[axis] = size;
-  std::string name = partName(whole, axis, start, size);
-  OpBuilder b(whole); // (in order, before the whole, which goes)
-  auto part = cast<ParamOp>(b.clone(*whole));
-  part.setSymName(name);
-  part.setType(type.clone(shape));
-  part.removePreviewAttr();
-  if (whole.getFile() && !whole.getOffset() && !whole.getInitializer())
-    part.setInitializer(whole.getSymName());
-  part.setPartOf(whole.getSymName());
-  int64_t block[] = {axis, start, type.getDimSize(axis)};
-  part.setPart(ArrayRef<int64_t>(block));
-  b.setInsertionPoint(get);
-  auto read = GetParamOp::create(b, get.getLoc(), part.getTensorType(), name);
+  ParamOp part = whole.clonePart(axis, start, size);
+  OpBuilder b(get);
+  auto read = GetParamOp::create(b, get.getLoc(), part.getTensorType(),
+                                 part.getSymName());
   read->setDiscardableAttrs(get->getDiscardableAttrDictionary());
   return read;
 }
@@ -251,8 +229,8 @@ LogicalResult mp::cutFusedLinear(LinearOp linear) {
   // The parts' names must be free (a model could hold one already).
   auto module = linear->getParentOfType<ModuleOp>();
   for (auto [start, size] : parts->ranges)
-    if (module.lookupSymbol(partName(weight, featureAxis, start, size)) ||
-        (bias && module.lookupSymbol(partName(bias, 0, start, size))))
+    if (module.lookupSymbol(weight.getPartName(featureAxis, start, size)) ||
+        (bias && module.lookupSymbol(bias.getPartName(0, start, size))))
       return failure();
   auto weightRead = linear.getWeight().getDefiningOp<GetParamOp>();
   auto biasRead =

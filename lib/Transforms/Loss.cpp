@@ -19,6 +19,25 @@ StringAttr nameOfArgument(func::FuncOp func, unsigned i) {
   return func.getArgAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
 }
 
+/// True when an embedding's indices are `arg` or computed from it (a padded
+/// vocabulary's ids wrapped from the end).
+bool indexesAnEmbedding(BlockArgument arg) {
+  SmallVector<Value> work{arg};
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (OpOperand &use : v.getUses()) {
+      auto embedding = dyn_cast<EmbeddingOp>(use.getOwner());
+      if (embedding && embedding.getIndices() == v)
+        return true;
+      Operation *user = use.getOwner();
+      if (user->getNumResults() == 1 && !embedding && seen.insert(user).second)
+        work.push_back(user->getResult(0));
+    }
+  }
+  return false;
+}
+
 /// The token ids: the integer argument named `input_ids`, else the first
 /// integer argument an embedding reads.
 BlockArgument findTokenIds(func::FuncOp func) {
@@ -29,11 +48,7 @@ BlockArgument findTokenIds(func::FuncOp func) {
     StringAttr name = nameOfArgument(func, arg.getArgNumber());
     if (name && name.getValue() == "input_ids")
       return arg;
-    bool embedded = llvm::any_of(arg.getUsers(), [&](Operation *user) {
-      auto embedding = dyn_cast<EmbeddingOp>(user);
-      return embedding && embedding.getIndices() == arg;
-    });
-    if (embedded && !readByEmbedding)
+    if (!readByEmbedding && indexesAnEmbedding(arg))
       readByEmbedding = arg;
   }
   return readByEmbedding;
@@ -50,6 +65,46 @@ int64_t findLogits(func::FuncOp func, RankedTensorType ids) {
     return static_cast<int64_t>(i);
   }
   return -1;
+}
+
+/// True when `slice` keeps a prefix of its input's last dimension and all
+/// of the others (a padded vocabulary cut back to the user's).
+bool isVocabularyPrefix(SliceOp slice) {
+  RankedTensorType in = slice.getInput().getType(), out = slice.getType();
+  int64_t last = in.getRank() - 1;
+  for (int64_t d = 0; d <= last; ++d)
+    if (slice.getStarts()[d] != 0 || slice.getStrides()[d] != 1 ||
+        (d != last && out.getDimSize(d) != in.getDimSize(d)))
+      return false;
+  return true;
+}
+
+/// The local logits `local` (this rank's block of what `gather` gathers)
+/// with the padding columns, those from `vocab` on, pushed far below any
+/// real logit, so that they add nothing to the softmax and get no gradient:
+/// a whole constant row of 0 and -1e30, cut to the rank's block. (Finite: a
+/// rank whose block is all padding must not subtract -inf from -inf.)
+Value maskPadding(OpBuilder &b, Value local, shard::AllGatherOp gather,
+                  int64_t vocab) {
+  auto localType = cast<RankedTensorType>(local.getType());
+  int64_t padded = gather.getType().getShape().back();
+  auto elem = cast<FloatType>(localType.getElementType());
+  auto wholeType = RankedTensorType::get({padded}, elem);
+  APFloat zero = APFloat::getZero(elem.getFloatSemantics());
+  APFloat far(-1e30);
+  bool lost;
+  far.convert(elem.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+  if (far.isInfinity()) // (f16)
+    far = APFloat::getLargest(elem.getFloatSemantics(), /*Negative=*/true);
+  SmallVector<APFloat> row(padded, zero);
+  std::fill(row.begin() + vocab, row.end(), far);
+  Location loc = gather.getLoc();
+  Value whole =
+      ConstantOp::create(b, loc, DenseElementsAttr::get(wholeType, row));
+  Value mine = shard::AllSliceOp::create(
+      b, loc, RankedTensorType::get({localType.getShape().back()}, elem),
+      gather.getGridAttr(), gather.getGridAxesAttr(), whole, b.getIndexAttr(0));
+  return AddOp::create(b, loc, local, mine);
 }
 
 struct LossPass : public mp::impl::MPLossBase<LossPass> {
@@ -94,7 +149,12 @@ struct LossPass : public mp::impl::MPLossBase<LossPass> {
     // possibly then cast to fp32 (bf16 storage): the loss of the local
     // slices, cast alike, as Megatron's, never gathering them.
     auto widen = logitsValue.getDefiningOp<CastOp>();
-    auto gather = (widen ? widen.getInput() : logitsValue)
+    Value gathered = widen ? widen.getInput() : logitsValue;
+    // A vocabulary padded to divide by the ranks: sliced back once gathered.
+    auto unpad = gathered.getDefiningOp<SliceOp>();
+    if (unpad && !isVocabularyPrefix(unpad))
+      unpad = nullptr;
+    auto gather = (unpad ? unpad.getInput() : gathered)
                       .getDefiningOp<shard::AllGatherOp>();
     int64_t lastDim =
         cast<RankedTensorType>(logitsValue.getType()).getRank() - 1;
@@ -108,6 +168,9 @@ struct LossPass : public mp::impl::MPLossBase<LossPass> {
                                cast<RankedTensorType>(local.getType())
                                    .clone(widen.getType().getElementType()),
                                local);
+      if (unpad)
+        local =
+            maskPadding(b, local, gather, unpad.getType().getShape().back());
       loss = VocabParallelCrossEntropyOp::create(b, loc, lossType, lse, local,
                                                  labels, gather.getGridAttr())
                  .getLoss();
@@ -122,6 +185,8 @@ struct LossPass : public mp::impl::MPLossBase<LossPass> {
     ret.erase();
     if (widen && widen->use_empty())
       widen.erase();
+    if (unpad && unpad->use_empty())
+      unpad.erase();
     if (gather && gather->use_empty())
       gather.erase();
     func.setFunctionType(

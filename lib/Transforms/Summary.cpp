@@ -308,9 +308,23 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
              << "', the copy constant folding made of it\n";
     // Fused linears tensor parallelism cut, by the parameter the user wrote.
     llvm::MapVector<StringRef, SmallVector<StringRef>> cuts;
-    for (auto param : module.getOps<ParamOp>())
-      if (auto whole = param.getPartOf())
-        cuts[*whole].push_back(param.getSymName());
+    for (auto param : module.getOps<ParamOp>()) {
+      auto whole = param.getPartOf();
+      if (!whole)
+        continue;
+      // A part running past the end is the whole, padded.
+      int64_t axis = (*param.getPart())[0], size = (*param.getPart())[2];
+      int64_t padded = param.getTensorType().getDimSize(axis);
+      if (padded > size) {
+        os << "  padded      @" << *whole << " from " << size << " to "
+           << padded << " along dim " << axis
+           << " with zeros (a vocabulary that divides by the tensor-parallel "
+              "size), as @"
+           << param.getSymName() << "\n";
+        continue;
+      }
+      cuts[*whole].push_back(param.getSymName());
+    }
     for (auto &[whole, parts] : cuts) {
       os << "  cut         @" << whole << " into " << parts.size()
          << " parts (a fused linear whose parts split differently):";

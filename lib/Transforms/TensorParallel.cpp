@@ -23,6 +23,7 @@
 #include "DistributedNorm.h"
 #include "FusedLinear.h"
 #include "SplitAnalysis.h"
+#include "VocabPadding.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -95,6 +96,8 @@ struct TensorParallelPass
   void cutOperand(const Cut &cut);
   LogicalResult rewriteRow(LinearOp linear);
   LogicalResult rewriteVocabParallel(func::FuncOp func);
+  LogicalResult padHead(LinearOp head, ArrayRef<Operation *> between,
+                        int64_t padded);
 
   FlatSymbolRefAttr grid; // the grid this pass creates
 
@@ -332,6 +335,7 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   llvm::SmallDenseSet<int64_t> headVocabs;
   llvm::SmallDenseSet<Attribute> headWeights;
+  llvm::SmallPtrSet<Operation *, 2> heads;
   for (Value result : ret->getOperands()) {
     SmallVector<Operation *> between;
     LinearOp head = findHead(result, between);
@@ -341,6 +345,7 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
       continue;
     headVocabs.insert(head.getType().getShape().back());
     headWeights.insert(weight.getNameAttr());
+    heads.insert(head);
   }
   auto rowsOf = [](EmbeddingOp e) {
     return tensorType(e.getTable()).getDimSize(0);
@@ -363,14 +368,22 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
   else if (llvm::any_of(embeddings, headSized))
     isWords = headSized;
   llvm::erase_if(embeddings, [&](EmbeddingOp e) { return !isWords(e); });
+  // Vocabularies padded to divide by tp: the user's size -> the padded one.
+  llvm::SmallDenseMap<int64_t, int64_t> paddedVocab;
+  auto readsAsTableOrHead = [&](Operation *user) {
+    return isa<EmbeddingOp>(user) || heads.contains(user);
+  };
   for (EmbeddingOp e : embeddings) {
     int64_t vocab = tensorType(e.getTable()).getDimSize(0);
-    if (vocab % tp)
-      return e.emitError() << "vocabulary (" << vocab
-                           << ") is not divisible by the tensor-parallel size "
-                           << static_cast<int64_t>(tp)
-                           << "; pad the embedding to a multiple of it (as "
-                              "Megatron does)";
+    if (vocab % tp) {
+      int64_t padded = paddedSize(vocab, tp);
+      auto table = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+          e, e.getTable().getDefiningOp<GetParamOp>().getNameAttr());
+      if (failed(padParameter(table, 0, padded, readsAsTableOrHead)))
+        return failure();
+      paddedVocab[vocab] = padded; // (--mp-summary says so)
+      wrapNegativeIds(e, vocab);
+    }
     if (failed(shardParam(e.getTable(), 0, 1, e)))
       return failure();
     e.setGridAttr(grid);
@@ -387,7 +400,12 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
       continue;
     RankedTensorType full = head.getType();
     int64_t vocab = full.getShape().back();
-    if (vocab % tp) {
+    if (vocab % tp && paddedVocab.count(vocab)) {
+      if (failed(padHead(head, between, paddedVocab[vocab])))
+        return failure();
+      full = head.getType();
+    }
+    if (full.getShape().back() % tp) {
       // A classifier's few classes: the head runs whole on every rank (a
       // tied embedding of that size was refused above).
       head.emitWarning() << "this head stays whole (replicated on all "
@@ -430,7 +448,43 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
     auto gather = shard::AllGatherOp::create(
         b, head.getLoc(), local.clone(whole), grid, b.getDenseI16ArrayAttr({0}),
         gatherAt->get(), b.getIndexAttr(local.getRank() - 1));
-    gatherAt->set(gather.getResult());
+    gatherAt->set(full.getShape().back() == vocab
+                      ? gather.getResult()
+                      : unpadLogits(b, gather.getResult(), vocab));
+  }
+  return success();
+}
+
+/// Gives the LM head `head` (and the ops `between` it and the logits) the
+/// padded vocabulary `padded`: its weight and bias padded with zeros, unless
+/// tied to the embedding already padded.
+LogicalResult TensorParallelPass::padHead(LinearOp head,
+                                          ArrayRef<Operation *> between,
+                                          int64_t padded) {
+  auto only = [&](Operation *user) { return user == head.getOperation(); };
+  auto pad = [&](Value v, int64_t axis) -> LogicalResult {
+    auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+        head, v.getDefiningOp<GetParamOp>().getNameAttr());
+    if (param.getTensorType().getDimSize(axis) == padded)
+      return success(); // (tied: padded with the embedding)
+    return padParameter(param, axis, padded, only);
+  };
+  if (failed(pad(head.getWeight(), head.getTransposeWeight() ? 0 : 1)))
+    return failure();
+  if (Value bias = head.getBias()) {
+    if (!bias.getDefiningOp<GetParamOp>())
+      return head.emitError() << "the LM head's bias is not a parameter, "
+                                 "which the vocabulary's padding needs";
+    if (failed(pad(bias, 0)))
+      return failure();
+  }
+  SmallVector<Operation *> widened(between);
+  widened.insert(widened.begin(), head);
+  for (Operation *op : widened) {
+    RankedTensorType t = tensorType(op->getResult(0));
+    SmallVector<int64_t> shape(t.getShape());
+    shape.back() = padded;
+    op->getResult(0).setType(t.clone(shape));
   }
   return success();
 }

@@ -25,13 +25,16 @@ func.func @main(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
 
 // -----
 
-// Tests that a vocabulary that does not divide is an error on the embedding.
+// Tests that a vocabulary that does not divide, whose table something other
+// than the embedding and the LM head reads, cannot be padded: an error on
+// that reader.
 mp.param @wte : tensor<10x8xf32> {file = "x.onnx"}
-func.func @main(%ids: tensor<2x4xi64>) -> tensor<2x4x8xf32> {
+func.func @main(%ids: tensor<2x4xi64>) -> (tensor<2x4x8xf32>, tensor<8xf32>) {
   %wte = mp.get_param @wte : tensor<10x8xf32>
-  // expected-error @below {{vocabulary (10) is not divisible by the tensor-parallel size 4; pad the embedding to a multiple of it (as Megatron does)}}
   %x = mp.embedding %wte, %ids : (tensor<10x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
-  return %x : tensor<2x4x8xf32>
+  // expected-error @below {{the vocabulary of parameter 'wte' (10) would be padded to 12 to divide by the tensor-parallel size, but this op reads the parameter too}}
+  %s = mp.reduce sum, %wte {axes = array<i64: 0>, keepdims = false} : tensor<10x8xf32> -> tensor<8xf32>
+  return %x, %s : tensor<2x4x8xf32>, tensor<8xf32>
 }
 
 // -----

@@ -402,10 +402,59 @@ Status savedTensor(const SavedParams &saved, CheckpointFiles &checkpoint,
   return Status::success();
 }
 
+/// State `kind` of parameter `name` joined from its saved parts (the parts
+/// a fused weight was cut into, or one padded part), whole of shape `mine`;
+/// `found` false when the checkpoint has no part of it.
+Status joinSavedParts(const SavedParams &saved, CheckpointFiles &files,
+                      const std::string &name, int kind,
+                      const std::vector<int64_t> &mine, std::string &whole,
+                      bool &found) {
+  std::vector<std::string> values; // (the bytes the parts view)
+  std::vector<PartBytes> parts;
+  std::vector<int64_t> shape;
+  int64_t axis = -1;
+  for (const auto &[partName, p] : saved) {
+    if (!p.contains("part_of") || p["part_of"] != name)
+      continue;
+    const bool integers =
+        p.contains("part_axis") && p["part_axis"].is_number_integer() &&
+        p.contains("part_start") && p["part_start"].is_number_integer();
+    if (!integers || (axis >= 0 && p["part_axis"].get<int64_t>() != axis))
+      return Status::error("--resume: the saved part '" + partName +
+                           "' is malformed in the manifest");
+    axis = p["part_axis"].get<int64_t>();
+    values.emplace_back();
+    if (Status st =
+            savedTensor(saved, files, partName, kind, values.back(), shape);
+        !st)
+      return st;
+    std::vector<int64_t> expected = shape;
+    if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
+        (expected[axis] = mine[axis], expected != mine))
+      return Status::error("--resume: the saved part '" + partName + "' is " +
+                           formatShape(shape) + ", not a part of " +
+                           formatShape(mine) + " along dim " +
+                           std::to_string(axis));
+    parts.push_back({p["part_start"].get<int64_t>(), {}});
+  }
+  found = !parts.empty();
+  if (!found)
+    return Status::success();
+  for (size_t i = 0; i < parts.size(); ++i)
+    parts[i].bytes = values[i];
+  std::string error;
+  if (!joinParts(parts, mine, sizeof(float), axis, whole, error))
+    return Status::error("--resume: the saved parts of '" + name +
+                         "' do not make it " + formatShape(mine) + ": " +
+                         error);
+  return Status::success();
+}
+
 /// State `kind` of slot `s`'s parameter, whole (of shape `mine`): saved
 /// under its name, or cut differently by tensor parallelism in one layout
 /// and not the other (a fused weight saved whole that is a part here, or
-/// saved as parts that are whole here).
+/// saved as parts that are whole here; a vocabulary padded to another
+/// size).
 Status savedWhole(const SavedParams &saved, CheckpointFiles &files,
                   const Slot &s, int kind, const std::vector<int64_t> &mine,
                   std::string &whole) {
@@ -420,58 +469,46 @@ Status savedWhole(const SavedParams &saved, CheckpointFiles &files,
       return st;
     return shape == mine ? Status::success() : mismatch(s.name);
   }
+  const int64_t axis = s.partAxis;
+  if (!s.partOf.empty() &&
+      (axis < 0 || axis >= static_cast<int64_t>(mine.size())))
+    return Status::error("--resume: parameter '" + s.name + "' has part axis " +
+                         std::to_string(axis) + " out of range");
   if (!s.partOf.empty() && saved.count(s.partOf)) {
     std::string fused;
     if (Status st = savedTensor(saved, files, s.partOf, kind, fused, shape);
         !st)
       return st;
-    const int64_t axis = s.partAxis;
     std::vector<int64_t> expected = shape;
-    if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
-        s.partStart < 0 || s.partStart > shape[axis] - mine[axis] ||
+    // (The part may run past the end: a padded vocabulary.)
+    if (s.partStart < 0 || s.partStart >= shape[axis] ||
         (expected[axis] = mine[axis], expected != mine))
       return mismatch(s.partOf);
     whole =
         blockAlong(fused, shape, sizeof(float), axis, s.partStart, mine[axis]);
     return Status::success();
   }
-  // Saved as the parts of a fused weight that is whole here.
-  std::vector<std::string> values; // (the bytes the parts view)
-  std::vector<PartBytes> parts;
-  int64_t axis = -1;
-  for (const auto &[name, p] : saved) {
-    if (!p.contains("part_of") || p["part_of"] != s.name)
-      continue;
-    const bool integers =
-        p.contains("part_axis") && p["part_axis"].is_number_integer() &&
-        p.contains("part_start") && p["part_start"].is_number_integer();
-    if (!integers || (axis >= 0 && p["part_axis"].get<int64_t>() != axis))
-      return Status::error("--resume: the saved part '" + name +
-                           "' is malformed in the manifest");
-    axis = p["part_axis"].get<int64_t>();
-    values.emplace_back();
-    if (Status st = savedTensor(saved, files, name, kind, values.back(), shape);
+  bool found = false;
+  if (!s.partOf.empty()) {
+    // The user's parameter saved in other parts (padded to another size).
+    shape = mine;
+    shape[axis] = s.partWhole;
+    std::string fused;
+    if (Status st =
+            joinSavedParts(saved, files, s.partOf, kind, shape, fused, found);
         !st)
       return st;
-    std::vector<int64_t> expected = shape;
-    if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
-        (expected[axis] = mine[axis], expected != mine))
-      return Status::error("--resume: the saved part '" + name + "' is " +
-                           formatShape(shape) + ", not a part of " +
-                           formatShape(mine) + " along dim " +
-                           std::to_string(axis));
-    parts.push_back({p["part_start"].get<int64_t>(), {}});
+    if (found) {
+      whole = blockAlong(fused, shape, sizeof(float), axis, s.partStart,
+                         mine[axis]);
+      return Status::success();
+    }
   }
-  if (!parts.empty()) {
-    for (size_t i = 0; i < parts.size(); ++i)
-      parts[i].bytes = values[i];
-    std::string error;
-    if (!joinParts(parts, mine, sizeof(float), axis, whole, error))
-      return Status::error("--resume: the saved parts of '" + s.name +
-                           "' do not make it " + formatShape(mine) + ": " +
-                           error);
-    return Status::success();
-  }
+  // Saved as the parts of a fused weight that is whole here.
+  if (Status st =
+          joinSavedParts(saved, files, s.name, kind, mine, whole, found);
+      !st || found)
+    return st;
   return Status::error("--resume: the checkpoint has no parameter '" + s.name +
                        "'");
 }
@@ -534,7 +571,8 @@ Status loadCheckpoint(const std::string &dir, TrainLayout &layout,
               ? p["part_of"].get<std::string>()
               : name;
       const bool mine = std::any_of(slots.begin(), slots.end(), [&](auto &s) {
-        return s.name == name || s.name == whole || s.partOf == name;
+        return s.name == name || s.name == whole || s.partOf == name ||
+               s.partOf == whole;
       });
       if (!mine)
         return Status::error("--resume: the checkpoint holds parameter '" +

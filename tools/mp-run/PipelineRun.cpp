@@ -128,6 +128,7 @@ Status bindStage(PipelineStage &stage, std::vector<Slot> &slots,
     slot.partOf = p.info->partOf;
     slot.partAxis = p.info->partAxis;
     slot.partStart = p.info->partStart;
+    slot.partWhole = p.info->partWhole;
     slot.frozen = grad->constant;
     slot.normHere = p.stages.front() == stage.stage();
     slots.push_back(std::move(slot));

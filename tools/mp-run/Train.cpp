@@ -367,6 +367,7 @@ Status bindTrainStep(Executable &exe, std::vector<Slot> &slots,
     slot.partOf = p.partOf;
     slot.partAxis = p.partAxis;
     slot.partStart = p.partStart;
+    slot.partWhole = p.partWhole;
     slot.frozen = g.constant;
     slots.push_back(std::move(slot));
   }

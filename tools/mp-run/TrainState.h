@@ -41,7 +41,7 @@ struct Slot {
   int64_t offset = 0;
   /// A part of the parameter the user wrote (Executable::Parameter).
   std::string partOf;
-  int64_t partAxis = 0, partStart = 0;
+  int64_t partAxis = 0, partStart = 0, partWhole = 0;
   /// More tensors holding the same parameter on this rank (a pipeline
   /// stage's chunks both reading it): updated alike.
   std::vector<Tensor> copies;

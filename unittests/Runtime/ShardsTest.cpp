@@ -38,6 +38,21 @@ TEST(Shards, BlocksAlongAnAxisJoinBack) {
   EXPECT_EQ(joined, whole);
 }
 
+TEST(Shards, APaddedBlockReadsZerosAndJoinsBackWithoutThem) {
+  std::string whole = iota(6); // [3, 2], padded to 4 rows
+  std::string padded = blockAlong(whole, {3, 2}, 1, 0, 0, 4);
+  EXPECT_EQ(padded, std::string({0, 1, 2, 3, 4, 5, 0, 0}));
+  // Past the end entirely: all zeros.
+  EXPECT_EQ(blockAlong(whole, {3, 2}, 1, 0, 3, 1), std::string(2, '\0'));
+  std::string joined, error;
+  ASSERT_TRUE(joinParts({{0, padded}}, {3, 2}, 1, 0, joined, error)) << error;
+  EXPECT_EQ(joined, whole);
+  // Only the last part may run past the end.
+  std::string first = blockAlong(whole, {3, 2}, 1, 0, 0, 2);
+  EXPECT_FALSE(
+      joinParts({{0, padded}, {4, first}}, {3, 2}, 1, 0, joined, error));
+}
+
 TEST(Shards, PartsThatDoNotTileAreErrors) {
   std::string whole = iota(24);
   std::string a = blockAlong(whole, {4, 6}, 1, 1, 0, 4);

@@ -30,7 +30,8 @@ std::string shardOf(std::string_view whole,
 
 /// Elements [start, start + size) along `axis` of the row-major `whole` of
 /// shape `wholeShape` and `elemBytes`-byte elements (a part of a cut fused
-/// weight), and its inverse: `block` written there.
+/// weight; zeros past the end of `axis`: a padded vocabulary), and its
+/// inverse: `block` written there.
 std::string blockAlong(std::string_view whole,
                        const std::vector<int64_t> &wholeShape,
                        int64_t elemBytes, int64_t axis, int64_t start,
@@ -47,7 +48,8 @@ struct PartBytes {
 
 /// The whole tensor of shape `wholeShape` from `parts` along `axis` (each
 /// part's extent follows from its bytes); false, with `error`, unless they
-/// tile it exactly (no gap, no overlap, sizes that fit).
+/// tile it exactly (no gap, no overlap, sizes that fit; only the last may
+/// run past the end, a padding that is dropped).
 bool joinParts(std::vector<PartBytes> parts,
                const std::vector<int64_t> &wholeShape, int64_t elemBytes,
                int64_t axis, std::string &whole, std::string &error);

@@ -135,8 +135,8 @@ LogicalResult ParamOp::verify() {
     if (part->size() != 3)
       return emitOpError() << "'part' must be [axis, start, whole]";
     int64_t axis = (*part)[0], start = (*part)[1], whole = (*part)[2];
-    if (axis < 0 || axis >= type.getRank() || start < 0 ||
-        start > whole - type.getDimSize(axis))
+    // (It may run past the end: zeros, a padded vocabulary.)
+    if (axis < 0 || axis >= type.getRank() || start < 0 || start >= whole)
       return emitOpError() << "part [" << axis << ", " << start << ", " << whole
                            << "] does not fit " << type;
   }
@@ -172,6 +172,33 @@ RankedTensorType ParamOp::getStoredType() {
     type = type.clone(shape);
   }
   return type;
+}
+
+std::string ParamOp::getPartName(int64_t axis, int64_t start, int64_t size) {
+  std::string name = getSymName().str() + "[";
+  for (int64_t d = 0; d < axis; ++d)
+    name += ":, ";
+  return name + std::to_string(start) + ":" + std::to_string(start + size) +
+         "]";
+}
+
+ParamOp ParamOp::clonePart(int64_t axis, int64_t start, int64_t size) {
+  std::string name = getPartName(axis, start, size);
+  RankedTensorType type = getTensorType();
+  SmallVector<int64_t> shape(type.getShape());
+  shape[axis] = size;
+  OpBuilder b(*this);
+  auto part = cast<ParamOp>(b.clone(*getOperation()));
+  part.setSymName(name);
+  part.setType(type.clone(shape));
+  part.removePreviewAttr();
+  // The data stays where the user's parameter's is.
+  if (getFile() && !getOffset() && !getInitializer())
+    part.setInitializer(getSymName());
+  part.setPartOf(getSymName());
+  int64_t block[] = {axis, start, type.getDimSize(axis)};
+  part.setPart(ArrayRef<int64_t>(block));
+  return part;
 }
 
 FailureOr<RankedTensorType>

@@ -88,9 +88,11 @@ def MP_ParamOp : MP_Op<"param", [Symbol,
     [start, start + size) along `axis` of the tensor the data attributes
     describe, whose dimension `axis` is `whole` (tensor parallelism cuts a
     fused linear whose parts split differently, such as Falcon's QKV with
-    its one key/value head, into a linear per part). `part_of` names the
-    parameter the user wrote, which training writes the trained parts back
-    into.
+    its one key/value head, into a linear per part). A part may run past
+    the end of `axis`: those elements are zeros (tensor parallelism pads a
+    vocabulary that does not divide by the ranks, as Megatron does).
+    `part_of` names the parameter the user wrote, which training writes the
+    trained parts back into (without the padding).
 
     ```mlir
     mp.param @h.0.attn.c_attn.weight : tensor<32x96xf32> {file = "gpt2.onnx"}
@@ -135,6 +137,12 @@ def MP_ParamOp : MP_Op<"param", [Symbol,
     ::mlir::FailureOr<::mlir::RankedTensorType>
     getLocalType(::mlir::SymbolTableCollection &symbolTable,
                  bool emitErrors = true);
+    /// A new parameter, inserted before this one, holding elements
+    /// [start, start + size) along `axis` of this one's data (zeros past
+    /// its end), named getPartName(...).
+    ParamOp clonePart(int64_t axis, int64_t start, int64_t size);
+    /// The name of that part, in numpy's notation: "W[:, 0:32]".
+    std::string getPartName(int64_t axis, int64_t start, int64_t size);
   }];
 }
 

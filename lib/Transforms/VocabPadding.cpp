@@ -1,0 +1,75 @@
+//===- VocabPadding.cpp - a vocabulary padded to divide by the ranks ------===//
+#include "VocabPadding.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mp;
+
+int64_t mp::paddedSize(int64_t size, int64_t ranks) {
+  return (size + ranks - 1) / ranks * ranks;
+}
+
+FailureOr<ParamOp> mp::padParameter(ParamOp param, int64_t axis, int64_t size,
+                                    function_ref<bool(Operation *)> mayRead) {
+  auto module = param->getParentOfType<ModuleOp>();
+  SmallVector<GetParamOp> reads;
+  WalkResult walk =
+      module.walk([&](GetParamOp get) {
+        if (get.getName() != param.getSymName())
+          return WalkResult::advance();
+        for (Operation *user : get->getUsers())
+          if (!mayRead(user)) {
+            user->emitError()
+                << "the vocabulary of parameter '" << param.getSymName()
+                << "' (" << param.getTensorType().getDimSize(axis)
+                << ") would be padded to " << size
+                << " to divide by the tensor-parallel size, but this op reads "
+                   "the parameter too";
+            return WalkResult::interrupt();
+          }
+        reads.push_back(get);
+        return WalkResult::advance();
+      });
+  if (walk.wasInterrupted())
+    return failure();
+  if (module.lookupSymbol(param.getPartName(axis, 0, size)))
+    return param.emitError() << "cannot pad parameter '" << param.getSymName()
+                             << "': the name of its padded part is taken";
+  ParamOp padded = param.clonePart(axis, 0, size);
+  for (GetParamOp get : reads) {
+    get.setName(padded.getSymName());
+    get.getResult().setType(padded.getTensorType());
+  }
+  param.erase();
+  return padded;
+}
+
+void mp::wrapNegativeIds(EmbeddingOp embedding, int64_t vocab) {
+  OpBuilder b(embedding);
+  Location loc = embedding.getLoc();
+  Value ids = embedding.getIndices();
+  auto type = cast<RankedTensorType>(ids.getType());
+  auto scalar = RankedTensorType::get({}, type.getElementType());
+  unsigned bits = type.getElementTypeBitWidth();
+  auto constant = [&](int64_t v) -> Value {
+    return ConstantOp::create(
+        b, loc, DenseElementsAttr::get(scalar, APInt(bits, v, true)));
+  };
+  Value negative =
+      CompareOp::create(b, loc, ComparePredicate::lt, ids, constant(0));
+  Value wrapped = AddOp::create(b, loc, ids, constant(vocab));
+  embedding.getIndicesMutable().assign(
+      WhereOp::create(b, loc, negative, wrapped, ids));
+}
+
+Value mp::unpadLogits(OpBuilder &b, Value gathered, int64_t size) {
+  auto type = cast<RankedTensorType>(gathered.getType());
+  SmallVector<int64_t> starts(type.getRank(), 0), strides(type.getRank(), 1);
+  SmallVector<int64_t> limits(type.getShape());
+  limits.back() = size;
+  b.setInsertionPointAfterValue(gathered);
+  return SliceOp::create(b, gathered.getLoc(), type.clone(limits), gathered,
+                         starts, limits, strides);
+}

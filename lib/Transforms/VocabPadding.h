@@ -1,0 +1,42 @@
+//===- VocabPadding.h - a vocabulary padded to divide by the ranks -*- C++
+//-*-===//
+//
+// A vocabulary that does not divide by the tensor-parallel size (GPT-2's
+// 50257, RoBERTa's 50265) is padded with zero rows, as Megatron pads it
+// (`--make-vocab-size-divisible-by`): the word embedding, and the LM head
+// that shares its vocabulary, read a parameter that is the user's one with
+// zeros past its end (`mp.param`'s `part` running past the end). No token id
+// selects a padding row; the head's logits are sliced back to the user's
+// vocabulary once gathered, and the loss ignores the padding columns.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MP_TRANSFORMS_VOCABPADDING_H
+#define MP_TRANSFORMS_VOCABPADDING_H
+
+#include "mp/Dialect/MP/IR/MPOps.h"
+
+namespace mp {
+
+/// `size` rounded up to a multiple of `ranks`.
+int64_t paddedSize(int64_t size, int64_t ranks);
+
+/// Pads `param` with zeros along `axis` to `size`: every mp.get_param of it
+/// reads the padded part instead, with its type (the readers' own result
+/// types are the caller's to fix). Fails, changing nothing and naming the
+/// reader, unless `mayRead` accepts every op that reads the parameter.
+mlir::FailureOr<ParamOp>
+padParameter(ParamOp param, int64_t axis, int64_t size,
+             llvm::function_ref<bool(mlir::Operation *)> mayRead);
+
+/// Gives `embedding` its ids with the negative ones counted from the end
+/// of the user's vocabulary `vocab` (as ONNX Gather counts them), not from
+/// the end of the padding.
+void wrapNegativeIds(EmbeddingOp embedding, int64_t vocab);
+
+/// The logits `gathered`, padded along the last dimension, sliced back to
+/// its first `size` columns (inserted after it).
+mlir::Value unpadLogits(mlir::OpBuilder &b, mlir::Value gathered, int64_t size);
+
+} // namespace mp
+
+#endif // MP_TRANSFORMS_VOCABPADDING_H
