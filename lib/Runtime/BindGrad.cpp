@@ -175,6 +175,10 @@ Status Binder::bindEmbeddingGrad(Executable::Step &step) {
     Communicator *group = exe.axisComms[0].get();
     offset = rows * group->rank();
     vocab = rows * group->size();
+    if (Status s = paddedVocabulary(vocab); !s)
+      return s;
+  } else if (intAttr(AttrName::Vocab)) {
+    return fail("a vocab needs a vocab-parallel table");
   }
   std::string where =
       "instruction '" + inst.op() + "' at '" + inst.location() + "'";
@@ -268,6 +272,8 @@ Status Binder::bindVocabParallelCrossEntropy(Executable::Step &step) {
   int64_t offset, vocab;
   Communicator *group = exe.axisComms[0].get();
   vocabSlice(*group, logits.shape.back(), offset, vocab);
+  if (Status s = paddedVocabulary(vocab); !s)
+    return s;
   // Each rank's [positions, 3] statistics, gathered rank-major, in the
   // kernels' memory (the device's, which its communicator gathers).
   const int64_t positions = targets.numel();
@@ -319,6 +325,8 @@ Status Binder::bindVocabParallelCrossEntropyGrad(Executable::Step &step) {
   int64_t offset, vocab;
   Communicator *group = exe.axisComms[0].get();
   vocabSlice(*group, logits.shape.back(), offset, vocab);
+  if (Status s = paddedVocabulary(vocab); !s)
+    return s;
   Tensor o = out();
   reserveCountScratch(o);
   std::string where =

@@ -191,6 +191,16 @@ Status Binder::expectResult(bool rule, const std::string &error,
   return expectShape("result", out().shape, expected);
 }
 
+Status Binder::paddedVocabulary(int64_t &rows) {
+  int64_t vocab = intAttr(AttrName::Vocab);
+  if (vocab < 0 || vocab > rows)
+    return fail("vocab " + std::to_string(vocab) + " is out of range [0, " +
+                std::to_string(rows) + "]");
+  if (vocab > 0)
+    rows = vocab;
+  return Status::success();
+}
+
 StepIndexCheck Binder::indexCheck(int i, int64_t dim, bool allowNegative,
                                   const std::string &where) {
   const auto &ids = exe.inputBuffers;
@@ -474,6 +484,8 @@ Status Binder::bindEmbedding(Executable::Step &step, bool isGather) {
   if (!isGather && intAttr(AttrName::VocabParallel)) {
     Communicator *group = exe.axisComms[0].get();
     int64_t offset = dim * group->rank(), vocab = dim * group->size();
+    if (Status s = paddedVocabulary(vocab); !s)
+      return s;
     step.kernel = [kernels, x, idx, o, offset, vocab,
                    check = indexCheck(1, vocab, true, where)]() mutable {
       if (Status s = check(); !s)
@@ -482,6 +494,8 @@ Status Binder::bindEmbedding(Executable::Step &step, bool isGather) {
     };
     return Status::success();
   }
+  if (!isGather && intAttr(AttrName::Vocab))
+    return fail("a vocab needs a vocab-parallel table");
   step.kernel = [kernels, x, idx, o, axis,
                  check = indexCheck(1, dim, true, where)]() mutable {
     if (Status s = check(); !s)

@@ -100,6 +100,10 @@ private:
                       const Shape &expected);
   Status expectShape(const std::string &what, const Shape &found,
                      const Shape &expected);
+  /// The vocabulary ids and targets index, of the `rows` a vocab-parallel
+  /// table or logits hold over the ranks: the `vocab` attribute when set (a
+  /// vocabulary padded to divide by the ranks), else `rows`.
+  Status paddedVocabulary(int64_t &rows);
   /// The range check of operand `i`'s indices that its step makes.
   StepIndexCheck indexCheck(int i, int64_t dim, bool allowNegative,
                             const std::string &where);

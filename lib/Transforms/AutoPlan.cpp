@@ -235,7 +235,8 @@ std::vector<int64_t> divisors(int64_t n) {
 std::string noLayoutOf(int64_t gpus) {
   return "no layout of " + std::to_string(gpus) +
          " GPUs exists: the count must factor into tensor parallelism "
-         "(dividing the heads and key/value heads), pipeline "
+         "(dividing the heads and key/value heads, or divided by the "
+         "latter), pipeline "
          "stages (dividing the layers) and data-parallel replicas (dividing "
          "the global batch); try another GPU count";
 }
@@ -246,8 +247,10 @@ std::vector<Layout> search(const Model &m, const Gpu &c, int64_t gpus,
   std::vector<Layout> out;
   for (int64_t t : divisors(std::min<int64_t>(gpus, 8))) {
     // What tensor parallelism splits must divide: heads, key/value heads
-    // (a single one stays whole); the vocabulary is padded.
-    if (m.a % t || gpus % t || (m.kvHeads > 1 && m.kvHeads % t))
+    // (unless fewer than t and dividing it: repeated, one per rank); the
+    // vocabulary is padded.
+    if (m.a % t || gpus % t ||
+        (m.kvHeads > 1 && m.kvHeads % t && t % m.kvHeads))
       continue;
     for (int64_t p : divisors(gpus / t)) {
       if (p > m.layers)

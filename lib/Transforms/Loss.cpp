@@ -19,25 +19,6 @@ StringAttr nameOfArgument(func::FuncOp func, unsigned i) {
   return func.getArgAttrOfType<StringAttr>(i, MPDialect::getNameAttrName());
 }
 
-/// True when an embedding's indices are `arg` or computed from it (a padded
-/// vocabulary's ids wrapped from the end).
-bool indexesAnEmbedding(BlockArgument arg) {
-  SmallVector<Value> work{arg};
-  llvm::SmallPtrSet<Operation *, 8> seen;
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    for (OpOperand &use : v.getUses()) {
-      auto embedding = dyn_cast<EmbeddingOp>(use.getOwner());
-      if (embedding && embedding.getIndices() == v)
-        return true;
-      Operation *user = use.getOwner();
-      if (user->getNumResults() == 1 && !embedding && seen.insert(user).second)
-        work.push_back(user->getResult(0));
-    }
-  }
-  return false;
-}
-
 /// The token ids: the integer argument named `input_ids`, else the first
 /// integer argument an embedding reads.
 BlockArgument findTokenIds(func::FuncOp func) {
@@ -48,7 +29,11 @@ BlockArgument findTokenIds(func::FuncOp func) {
     StringAttr name = nameOfArgument(func, arg.getArgNumber());
     if (name && name.getValue() == "input_ids")
       return arg;
-    if (!readByEmbedding && indexesAnEmbedding(arg))
+    bool embedded = llvm::any_of(arg.getUsers(), [&](Operation *user) {
+      auto embedding = dyn_cast<EmbeddingOp>(user);
+      return embedding && embedding.getIndices() == arg;
+    });
+    if (embedded && !readByEmbedding)
       readByEmbedding = arg;
   }
   return readByEmbedding;
@@ -171,8 +156,12 @@ struct LossPass : public mp::impl::MPLossBase<LossPass> {
       if (unpad)
         local =
             maskPadding(b, local, gather, unpad.getType().getShape().back());
+      IntegerAttr vocab =
+          unpad ? b.getI64IntegerAttr(unpad.getType().getShape().back())
+                : IntegerAttr();
       loss = VocabParallelCrossEntropyOp::create(b, loc, lossType, lse, local,
-                                                 labels, gather.getGridAttr())
+                                                 labels, gather.getGridAttr(),
+                                                 vocab)
                  .getLoss();
     } else {
       loss = CrossEntropyOp::create(b, loc, lossType, logitsValue, labels);

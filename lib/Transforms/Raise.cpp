@@ -188,7 +188,7 @@ struct EmbeddingFromGather : OpRewritePattern<GatherOp> {
         !isa<FloatType>(tensorType(op.getInput()).getElementType()))
       return failure();
     rewriter.replaceOpWithNewOp<EmbeddingOp>(op, op.getInput(), op.getIndices(),
-                                             nullptr);
+                                             nullptr, nullptr);
     return success();
   }
 };

@@ -83,6 +83,13 @@ bool isAttentionMask(Operation *op, unsigned i) {
   return isa<AttentionOp>(op) && i == 3; // query, key, value, mask
 }
 
+/// Whether operand `i` of `op` is the key or value of an attention whose
+/// key/value heads are replicated (kReplicateKeyValueAttr).
+bool isReplicatedKeyValue(Operation *op, unsigned i) {
+  return isa<AttentionOp>(op) && (i == 1 || i == 2) &&
+         op->hasAttr(kReplicateKeyValueAttr);
+}
+
 /// The split dimension of `op`'s results given its operands', by the op's
 /// split rule (SplitOpInterface); nullopt when the op cannot run on these
 /// splits. A whole operand the rule needs split is cut (recorded in
@@ -102,6 +109,7 @@ std::optional<Dims> propagate(Operation *op, const Dims &in,
       continue;
     if (in[i] >= 0 || !cuttable ||
         !(isAttentionMask(op, static_cast<unsigned>(i)) ||
+          isReplicatedKeyValue(op, static_cast<unsigned>(i)) ||
           broadcastsAlong(op->getOperand(i), d) ||
           (*cuttable)(op->getOperand(i))))
       return std::nullopt;

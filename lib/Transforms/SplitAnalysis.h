@@ -63,6 +63,12 @@ struct Stop {
   int64_t dim = -1;   // the dim the stopped linear's split arrived along
 };
 
+/// Marks an attention whose key/value heads are fewer than the ranks (and
+/// divide them): its key and value stay whole, computed on every rank, and
+/// each rank takes the head its query heads read (a cut that repeats the
+/// heads first), as vLLM replicates them.
+inline constexpr llvm::StringLiteral kReplicateKeyValueAttr = "mp.replicate_kv";
+
 /// Whether `v` is an expand that broadcasts along `dim`, which a split
 /// along `dim` cuts to the local block for free.
 bool broadcastsAlong(mlir::Value v, int64_t dim);

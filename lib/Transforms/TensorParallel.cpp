@@ -94,6 +94,12 @@ struct TensorParallelPass
   LogicalResult applyParamShards(ModuleOp module);
   Value allReduce(OpBuilder &b, Location loc, Value v, Operation *like);
   void cutOperand(const Cut &cut);
+  void markReplicatedKeyValues(func::FuncOp func);
+  llvm::BitVector
+  replicatedKeyValueSplits(func::FuncOp func, const Split &split,
+                           llvm::DenseMap<unsigned, Stop> &stops);
+  bool repeatsHeads(const Cut &cut);
+  Value repeatHeads(OpBuilder &b, Value heads, int64_t times, Operation *like);
   LogicalResult rewriteRow(LinearOp linear);
   LogicalResult rewriteVocabParallel(func::FuncOp func);
   LogicalResult padHead(LinearOp head, ArrayRef<Operation *> between,
@@ -156,7 +162,7 @@ LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
   for (const Cut &cut : split.cuts) {
     int64_t size =
         tensorType(cut.op->getOperand(cut.operand)).getDimSize(cut.dim);
-    if (size % t)
+    if (size % t && !repeatsHeads(cut))
       return cut.op->emitError()
              << "operand " << cut.operand << " would be cut along dimension "
              << cut.dim << " (size " << size
@@ -246,12 +252,90 @@ void TensorParallelPass::cutOperand(const Cut &cut) {
     whole.setType(t.clone(shape));
     return;
   }
+  if (repeatsHeads(cut)) {
+    whole = repeatHeads(b, whole, tp / t.getDimSize(cut.dim), cut.op);
+    shape[cut.dim] = 1;
+  }
   auto slice = shard::AllSliceOp::create(
       b, cut.op->getLoc(), RankedTensorType::get(shape, t.getElementType()),
       whole, grid.getValue(), ArrayRef<shard::GridAxis>{0}, cut.dim);
   if (Attribute layer = cut.op->getAttr(MPDialect::getLayerAttrName()))
     slice->setAttr(MPDialect::getLayerAttrName(), layer);
   cut.op->setOperand(cut.operand, slice.getResult());
+}
+
+/// Marks (kReplicateKeyValueAttr) each attention whose key/value heads,
+/// more than one (one is read whole by every query head already), are
+/// fewer than the ranks and divide them, its query heads dividing them too.
+void TensorParallelPass::markReplicatedKeyValues(func::FuncOp func) {
+  int64_t t = tp;
+  func.walk([&](AttentionOp attention) {
+    int64_t q = tensorType(attention.getQuery()).getDimSize(1);
+    int64_t kv = tensorType(attention.getKey()).getDimSize(1);
+    if (kv > 1 && kv < t && t % kv == 0 && q % t == 0 &&
+        tensorType(attention.getValue()).getDimSize(1) == kv)
+      attention->setAttr(kReplicateKeyValueAttr, UnitAttr::get(&getContext()));
+  });
+}
+
+/// The linears whose splits reach a replicated key or value: they stay
+/// whole, so that each rank computes every key/value head.
+llvm::BitVector TensorParallelPass::replicatedKeyValueSplits(
+    func::FuncOp func, const Split &split,
+    llvm::DenseMap<unsigned, Stop> &stops) {
+  llvm::BitVector conflict;
+  func.walk([&](AttentionOp attention) {
+    if (!attention->hasAttr(kReplicateKeyValueAttr))
+      return;
+    Dims dims;
+    for (Value operand : attention->getOperands()) {
+      auto it = split.dim.find(operand);
+      dims.push_back(it == split.dim.end() ? -1 : it->second);
+    }
+    for (Value kv : {attention.getKey(), attention.getValue()}) {
+      auto origin = split.origin.find(kv);
+      if (!split.dim.count(kv) || origin == split.origin.end())
+        continue;
+      conflict |= origin->second;
+      for (unsigned i : origin->second.set_bits())
+        stops.try_emplace(
+            i, Stop{attention, dims,
+                    "whose key/value heads are fewer than the ranks: every "
+                    "rank computes them all and takes the one its query "
+                    "heads read",
+                    1});
+    }
+  });
+  return conflict;
+}
+
+/// Whether `cut` takes a head of a replicated key or value, fewer than the
+/// ranks.
+bool TensorParallelPass::repeatsHeads(const Cut &cut) {
+  return isa<AttentionOp>(cut.op) && cut.op->hasAttr(kReplicateKeyValueAttr) &&
+         (cut.operand == 1 || cut.operand == 2) && cut.dim == 1;
+}
+
+/// `heads` [B, H, S, D] with each head repeated `times` times in place:
+/// [B, H * times, S, D], head h * times + i being head h.
+Value TensorParallelPass::repeatHeads(OpBuilder &b, Value heads, int64_t times,
+                                      Operation *like) {
+  RankedTensorType t = tensorType(heads);
+  Location loc = heads.getLoc();
+  SmallVector<int64_t> one(t.getShape()), many;
+  one.insert(one.begin() + 2, 1);
+  many = one;
+  many[2] = times;
+  SmallVector<int64_t> repeated(t.getShape());
+  repeated[1] *= times;
+  Operation *ops[3];
+  ops[0] = ReshapeOp::create(b, loc, t.clone(one), heads);
+  ops[1] = ExpandOp::create(b, loc, t.clone(many), ops[0]->getResult(0));
+  ops[2] = ReshapeOp::create(b, loc, t.clone(repeated), ops[1]->getResult(0));
+  if (Attribute layer = like->getAttr(MPDialect::getLayerAttrName()))
+    for (Operation *op : ops)
+      op->setAttr(MPDialect::getLayerAttrName(), layer);
+  return ops[2]->getResult(0);
 }
 
 /// Row-parallel: local partial product, one all-reduce, then the bias once.
@@ -374,16 +458,22 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
     return isa<EmbeddingOp>(user) || heads.contains(user);
   };
   for (EmbeddingOp e : embeddings) {
-    int64_t vocab = tensorType(e.getTable()).getDimSize(0);
+    auto table = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+        e, e.getTable().getDefiningOp<GetParamOp>().getNameAttr());
+    int64_t vocab = table.getTensorType().getDimSize(0);
     if (vocab % tp) {
       int64_t padded = paddedSize(vocab, tp);
-      auto table = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
-          e, e.getTable().getDefiningOp<GetParamOp>().getNameAttr());
-      if (failed(padParameter(table, 0, padded, readsAsTableOrHead)))
+      FailureOr<ParamOp> part =
+          padParameter(table, 0, padded, readsAsTableOrHead);
+      if (failed(part))
         return failure();
+      table = *part;
       paddedVocab[vocab] = padded; // (--mp-summary says so)
-      wrapNegativeIds(e, vocab);
     }
+    // (Padded here or for another embedding of the same table.)
+    if (auto part = table.getPart();
+        part && (*part)[2] < table.getTensorType().getDimSize(0))
+      e.setVocabAttr(OpBuilder(e).getI64IntegerAttr((*part)[2]));
     if (failed(shardParam(e.getTable(), 0, 1, e)))
       return failure();
     e.setGridAttr(grid);
@@ -398,6 +488,18 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
     LinearOp head = findHead(operand.get(), between);
     if (!head || inLayer(head) || !head.getWeight().getDefiningOp<GetParamOp>())
       continue;
+    // Gathered before trailing widening casts (bf16 logits cast to fp32
+    // move half the bytes), which keep the user's vocabulary.
+    OpOperand *gatherAt = &operand;
+    auto widens = [](Operation *op) {
+      auto c = dyn_cast<CastOp>(op);
+      return c && c.getType().getElementTypeBitWidth() >
+                      tensorType(c.getInput()).getElementTypeBitWidth();
+    };
+    while (!between.empty() && widens(between.back())) {
+      gatherAt = &between.back()->getOpOperand(0);
+      between.pop_back();
+    }
     RankedTensorType full = head.getType();
     int64_t vocab = full.getShape().back();
     if (vocab % tp && paddedVocab.count(vocab)) {
@@ -421,18 +523,6 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
       return failure();
     if (head.getBias() && failed(shardParam(head.getBias(), 0, 1, head)))
       return failure();
-    // Gathered before trailing widening casts (bf16 logits cast to fp32
-    // move half the bytes).
-    OpOperand *gatherAt = &operand;
-    auto widens = [](Operation *op) {
-      auto c = dyn_cast<CastOp>(op);
-      return c && c.getType().getElementTypeBitWidth() >
-                      tensorType(c.getInput()).getElementTypeBitWidth();
-    };
-    while (!between.empty() && widens(between.back())) {
-      gatherAt = &between.back()->getOpOperand(0);
-      between.pop_back();
-    }
     between.insert(between.begin(), head);
     for (Operation *op : between) {
       RankedTensorType t = tensorType(op->getResult(0));
@@ -509,6 +599,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
   });
   if (fusedFound.wasInterrupted())
     return failure();
+  markReplicatedKeyValues(func);
   SmallVector<LinearOp> linears;
   Split split;
   llvm::DenseMap<unsigned, Stop> stops;
@@ -527,6 +618,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
     while (true) {
       llvm::BitVector conflict =
           analyze(func, linears, allowed, pairable, split, stops);
+      conflict |= replicatedKeyValueSplits(func, split, stops);
       factorized.insert(split.factorized.begin(), split.factorized.end());
       if (conflict.none())
         break;
@@ -603,6 +695,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
       return failure();
   if (failed(rewriteVocabParallel(func)) || failed(applyParamShards(module)))
     return failure();
+  func.walk([](AttentionOp a) { a->removeAttr(kReplicateKeyValueAttr); });
   return success();
 }
 

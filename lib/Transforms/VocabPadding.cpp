@@ -46,24 +46,6 @@ FailureOr<ParamOp> mp::padParameter(ParamOp param, int64_t axis, int64_t size,
   return padded;
 }
 
-void mp::wrapNegativeIds(EmbeddingOp embedding, int64_t vocab) {
-  OpBuilder b(embedding);
-  Location loc = embedding.getLoc();
-  Value ids = embedding.getIndices();
-  auto type = cast<RankedTensorType>(ids.getType());
-  auto scalar = RankedTensorType::get({}, type.getElementType());
-  unsigned bits = type.getElementTypeBitWidth();
-  auto constant = [&](int64_t v) -> Value {
-    return ConstantOp::create(
-        b, loc, DenseElementsAttr::get(scalar, APInt(bits, v, true)));
-  };
-  Value negative =
-      CompareOp::create(b, loc, ComparePredicate::lt, ids, constant(0));
-  Value wrapped = AddOp::create(b, loc, ids, constant(vocab));
-  embedding.getIndicesMutable().assign(
-      WhereOp::create(b, loc, negative, wrapped, ids));
-}
-
 Value mp::unpadLogits(OpBuilder &b, Value gathered, int64_t size) {
   auto type = cast<RankedTensorType>(gathered.getType());
   SmallVector<int64_t> starts(type.getRank(), 0), strides(type.getRank(), 1);

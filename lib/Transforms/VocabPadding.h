@@ -5,9 +5,10 @@
 // 50257, RoBERTa's 50265) is padded with zero rows, as Megatron pads it
 // (`--make-vocab-size-divisible-by`): the word embedding, and the LM head
 // that shares its vocabulary, read a parameter that is the user's one with
-// zeros past its end (`mp.param`'s `part` running past the end). No token id
-// selects a padding row; the head's logits are sliced back to the user's
-// vocabulary once gathered, and the loss ignores the padding columns.
+// zeros past its end (`mp.param`'s `part` running past the end). The
+// embedding's `vocab` keeps ids to the user's vocabulary (negative ones
+// counting from its end); the head's logits are sliced back to it once
+// gathered, and the loss pushes the padding columns below any real logit.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MP_TRANSFORMS_VOCABPADDING_H
@@ -27,11 +28,6 @@ int64_t paddedSize(int64_t size, int64_t ranks);
 mlir::FailureOr<ParamOp>
 padParameter(ParamOp param, int64_t axis, int64_t size,
              llvm::function_ref<bool(mlir::Operation *)> mayRead);
-
-/// Gives `embedding` its ids with the negative ones counted from the end
-/// of the user's vocabulary `vocab` (as ONNX Gather counts them), not from
-/// the end of the padding.
-void wrapNegativeIds(EmbeddingOp embedding, int64_t vocab);
 
 /// The logits `gathered`, padded along the last dimension, sliced back to
 /// its first `size` columns (inserted after it).

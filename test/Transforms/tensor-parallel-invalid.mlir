@@ -78,3 +78,34 @@ func.func @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %y = mp.linear %h, %down {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
   return %y : tensor<2x4x8xf32>
 }
+
+// -----
+
+// Tests that key/value heads that neither divide by the ranks nor divide
+// them (6 for 12 query heads under tp=4; 2 would be repeated, one per
+// rank) are an error on the attention.
+mp.param @wq : tensor<48x48xf32> {file = "x.onnx"}
+mp.param @wk : tensor<48x24xf32> {file = "x.onnx"}
+mp.param @wv : tensor<48x24xf32> {file = "x.onnx"}
+mp.param @wo : tensor<48x48xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<1x4x48xf32>) -> tensor<1x4x48xf32> {
+  %wq = mp.get_param @wq {mp.layer = 0 : i64} : tensor<48x48xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<48x48xf32>
+  %wk = mp.get_param @wk {mp.layer = 0 : i64} : tensor<48x24xf32>
+  %wv = mp.get_param @wv {mp.layer = 0 : i64} : tensor<48x24xf32>
+  %q = mp.linear %x, %wq {mp.layer = 0 : i64} : (tensor<1x4x48xf32>, tensor<48x48xf32>) -> tensor<1x4x48xf32>
+  %k = mp.linear %x, %wk {mp.layer = 0 : i64} : (tensor<1x4x48xf32>, tensor<48x24xf32>) -> tensor<1x4x24xf32>
+  %v = mp.linear %x, %wv {mp.layer = 0 : i64} : (tensor<1x4x48xf32>, tensor<48x24xf32>) -> tensor<1x4x24xf32>
+  %q4 = mp.reshape %q {mp.layer = 0 : i64} : tensor<1x4x48xf32> -> tensor<1x4x12x4xf32>
+  %k4 = mp.reshape %k {mp.layer = 0 : i64} : tensor<1x4x24xf32> -> tensor<1x4x6x4xf32>
+  %v4 = mp.reshape %v {mp.layer = 0 : i64} : tensor<1x4x24xf32> -> tensor<1x4x6x4xf32>
+  %qt = mp.transpose %q4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<1x4x12x4xf32> -> tensor<1x12x4x4xf32>
+  %kt = mp.transpose %k4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<1x4x6x4xf32> -> tensor<1x6x4x4xf32>
+  %vt = mp.transpose %v4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<1x4x6x4xf32> -> tensor<1x6x4x4xf32>
+  // expected-error @below {{key/value heads (6) are not divisible by the tensor-parallel size 4}}
+  %a = mp.attention %qt, %kt, %vt {causal, mp.layer = 0 : i64, scale = 0.5 : f32} : (tensor<1x12x4x4xf32>, tensor<1x6x4x4xf32>, tensor<1x6x4x4xf32>) -> tensor<1x12x4x4xf32>
+  %at = mp.transpose %a [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<1x12x4x4xf32> -> tensor<1x4x12x4xf32>
+  %m = mp.reshape %at {mp.layer = 0 : i64} : tensor<1x4x12x4xf32> -> tensor<1x4x48xf32>
+  %o = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<1x4x48xf32>, tensor<48x48xf32>) -> tensor<1x4x48xf32>
+  return %o : tensor<1x4x48xf32>
+}

@@ -162,6 +162,7 @@ Status writeRank(const std::string &dir, const TrainLayout &layout,
       p["part_of"] = s.partOf;
       p["part_axis"] = s.partAxis;
       p["part_start"] = s.partStart;
+      p["part_whole"] = s.partWhole; // (a padded part runs past it)
     }
     if (layout.stages > 1)
       p["stage"] = layout.stage;
@@ -430,11 +431,21 @@ Status joinSavedParts(const SavedParams &saved, CheckpointFiles &files,
       return st;
     std::vector<int64_t> expected = shape;
     if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
+        axis >= static_cast<int64_t>(mine.size()) ||
         (expected[axis] = mine[axis], expected != mine))
       return Status::error("--resume: the saved part '" + partName + "' is " +
                            formatShape(shape) + ", not a part of " +
                            formatShape(mine) + " along dim " +
                            std::to_string(axis));
+    // (Older checkpoints do not say.)
+    if (p.contains("part_whole") &&
+        (!p["part_whole"].is_number_integer() ||
+         p["part_whole"].get<int64_t>() != mine[axis]))
+      return Status::error(
+          "--resume: the saved part '" + partName + "' is a part of '" + name +
+          "' of " + p["part_whole"].dump() + " along dim " +
+          std::to_string(axis) + ", which is " + formatShape(mine) +
+          " in this model (trained from another model?)");
     parts.push_back({p["part_start"].get<int64_t>(), {}});
   }
   found = !parts.empty();
@@ -481,7 +492,8 @@ Status savedWhole(const SavedParams &saved, CheckpointFiles &files,
       return st;
     std::vector<int64_t> expected = shape;
     // (The part may run past the end: a padded vocabulary.)
-    if (s.partStart < 0 || s.partStart >= shape[axis] ||
+    if (shape.size() != mine.size() || s.partStart < 0 ||
+        s.partStart >= shape[axis] || shape[axis] != s.partWhole ||
         (expected[axis] = mine[axis], expected != mine))
       return mismatch(s.partOf);
     whole =

@@ -229,6 +229,7 @@ void addAttributes(Operation *op, program::Instruction &inst) {
       })
       .Case([&](EmbeddingOp e) {
         addInt(inst, AttrName::VocabParallel, e.getGrid().has_value());
+        addInt(inst, AttrName::Vocab, e.getVocab().value_or(0));
       })
       .Case([&](shard::AllGatherOp g) {
         addInt(inst, AttrName::Axis, g.getGatherAxis().getSExtValue());
@@ -289,6 +290,13 @@ void addAttributes(Operation *op, program::Instruction &inst) {
       })
       .Case([&](EmbeddingGradOp e) {
         addInt(inst, AttrName::VocabParallel, e.getGrid().has_value());
+        addInt(inst, AttrName::Vocab, e.getVocab().value_or(0));
+      })
+      .Case([&](VocabParallelCrossEntropyOp c) {
+        addInt(inst, AttrName::Vocab, c.getVocab().value_or(0));
+      })
+      .Case([&](VocabParallelCrossEntropyGradOp c) {
+        addInt(inst, AttrName::Vocab, c.getVocab().value_or(0));
       })
       .Case([&](SliceGradOp s) {
         addInts(inst, AttrName::Starts, s.getStarts());

@@ -36,6 +36,7 @@ struct SavedParameter {
   int64_t shardAxis = -1, shardGroups = 1;
   std::string partOf; // a part of that parameter (a cut fused weight)
   int64_t partAxis = 0, partStart = 0;
+  int64_t partWhole = -1; // the user's size along partAxis (-1: not saved)
   /// Its files' prefix: "stage<S>." when a pipeline stage saved it.
   std::string prefix;
 };
@@ -99,6 +100,7 @@ LogicalResult readManifest(ModuleOp module, StringRef dir, int64_t &ranks,
       saved.partOf = of->str();
       saved.partAxis = p->getInteger("part_axis").value_or(-1);
       saved.partStart = p->getInteger("part_start").value_or(-1);
+      saved.partWhole = p->getInteger("part_whole").value_or(-1);
     }
     if (std::optional<int64_t> stage = p->getInteger("stage")) {
       if (*stage < 0)
@@ -202,6 +204,13 @@ trainedValue(ParamOp param, const std::map<std::string, SavedParameter> &saved,
     std::vector<int64_t> partShape = part.localShape;
     if (part.shardAxis >= 0)
       partShape[part.shardAxis] *= ranks;
+    if (axis >= 0 && axis < static_cast<int64_t>(shape.size()) &&
+        part.partWhole >= 0 && part.partWhole != shape[axis])
+      return param.emitError()
+             << "saved part '" << partName << "' is a part of '" << name
+             << "' of " << part.partWhole << " along dim " << axis
+             << ", which is " << param.getTensorType()
+             << " in this model (trained from another model?)";
     if (axis < 0 || axis >= static_cast<int64_t>(shape.size()) ||
         partShape.size() != shape.size() ||
         (partShape[axis] = shape[axis], partShape != shape))

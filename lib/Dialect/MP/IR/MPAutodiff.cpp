@@ -391,7 +391,7 @@ LogicalResult EmbeddingOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   if (results[0] && needed[0])
     operands[0] =
         EmbeddingGradOp::create(b, getLoc(), getTable().getType(), getIndices(),
-                                results[0], getGridAttr());
+                                results[0], getGridAttr(), getVocabAttr());
   return success();
 }
 
@@ -407,7 +407,7 @@ LogicalResult GatherOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
                             "rank-2 table";
   operands[0] =
       EmbeddingGradOp::create(b, getLoc(), getInput().getType(), getIndices(),
-                              results[0], FlatSymbolRefAttr());
+                              results[0], FlatSymbolRefAttr(), IntegerAttr());
   return success();
 }
 
@@ -438,7 +438,7 @@ LogicalResult VocabParallelCrossEntropyOp::buildAdjoints(
     return success();
   operands[0] = VocabParallelCrossEntropyGradOp::create(
       b, getLoc(), getLogits().getType(), getLogits(), getTargets(),
-      getLogsumexp(), results[0], getGridAttr());
+      getLogsumexp(), results[0], getGridAttr(), getVocabAttr());
   return success();
 }
 

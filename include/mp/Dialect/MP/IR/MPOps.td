@@ -464,9 +464,13 @@ def MP_EmbeddingOp : MP_Op<"embedding", [MP_Differentiable,
     With `grid`, the table is this rank's contiguous 1/n of the vocabulary
     rows (vocab-parallel, over the grid's ranks): ids outside the local range
     give zero rows, and an all-reduce over the grid completes the lookup.
+    `vocab`, when set, is the vocabulary the ids index, fewer than the
+    table's rows (padded to divide by the ranks): ids must be in
+    [-vocab, vocab), negative ones counting from its end.
   }];
   let arguments = (ins MP_FloatTensor:$table, MP_IndexTensor:$indices,
-                       OptionalAttr<FlatSymbolRefAttr>:$grid);
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<I64Attr>:$vocab);
   let results = (outs MP_FloatTensor:$result);
   let assemblyFormat = [{
     $table `,` $indices attr-dict `:` functional-type(operands, results)
@@ -538,10 +542,12 @@ def MP_VocabParallelCrossEntropyOp : MP_Op<"vocab_parallel_cross_entropy",
     target logits (when the target is in its slice) are exchanged over the
     grid. Both results are the same on every rank: the loss and each
     position's log-sum-exp, which the backward reads (it then needs no
-    communication).
+    communication). `vocab`, when set, is the number of classes targets may
+    name, fewer than the logits' (a padded vocabulary, whose padding
+    columns the logits hold far below any real one).
   }];
   let arguments = (ins MP_FloatTensor:$logits, MP_IndexTensor:$targets,
-                       FlatSymbolRefAttr:$grid);
+                       FlatSymbolRefAttr:$grid, OptionalAttr<I64Attr>:$vocab);
   let results = (outs 0DTensorOf<[F32]>:$loss, MP_FloatTensor:$logsumexp);
   let assemblyFormat = [{
     $logits `,` $targets attr-dict `:` functional-type(operands, results)
@@ -755,9 +761,11 @@ def MP_EmbeddingGradOp : MP_Op<"embedding_grad", [Pure]> {
     of `result_grad` (`indices`' shape + `[H]`) whose id is `v` (negative
     ids count from the end). With `grid`, the table is this rank's
     vocab-parallel slice, as for mp.embedding: foreign ids add nothing.
+    `vocab` as for mp.embedding.
   }];
   let arguments = (ins MP_IndexTensor:$indices, MP_FloatTensor:$result_grad,
-                       OptionalAttr<FlatSymbolRefAttr>:$grid);
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<I64Attr>:$vocab);
   let results = (outs MP_FloatTensor:$result);
   let assemblyFormat = [{
     $indices `,` $result_grad attr-dict `:` functional-type(operands, results)
@@ -811,7 +819,7 @@ def MP_VocabParallelCrossEntropyGradOp
   let arguments = (ins MP_FloatTensor:$logits, MP_IndexTensor:$targets,
                        MP_FloatTensor:$logsumexp,
                        0DTensorOf<[AnyFloat]>:$loss_grad,
-                       FlatSymbolRefAttr:$grid);
+                       FlatSymbolRefAttr:$grid, OptionalAttr<I64Attr>:$vocab);
   let results = (outs MP_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $targets `,` $logsumexp `,` $loss_grad attr-dict `:`

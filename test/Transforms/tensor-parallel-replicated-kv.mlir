@@ -1,0 +1,81 @@
+// RUN: mp-opt %s --mp-tensor-parallel=tp=4 --split-input-file 2>/dev/null | FileCheck %s
+// RUN: mp-opt %s --mp-tensor-parallel=tp=4 --split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=WARN
+
+// Tests grouped-query attention with fewer key/value heads (2) than ranks
+// (4), as vLLM runs it: the query heads split (one per rank), the key and
+// value linears stay whole (every rank computes both heads, said so), and
+// each rank takes the head its query head reads: the heads repeated to one
+// per rank ([2, 2, 4, 4] -> [2, 2, 1, 4, 4] -> [2, 2, 2, 4, 4] ->
+// [2, 4, 4, 4], head h*2+i being head h), then its block with all_slice,
+// which moves no data. One all-reduce, after the output projection.
+// CHECK-LABEL: module
+// CHECK:      mp.param @wq : tensor<16x16xf32> {file = "x.onnx", grid = @tp, shard_axis = 1 : i64}
+// CHECK-NEXT: mp.param @wk : tensor<16x8xf32> {file = "x.onnx"}
+// CHECK-NEXT: mp.param @wv : tensor<16x8xf32> {file = "x.onnx"}
+// CHECK:      %[[K:.*]] = mp.linear %arg0, %{{.*}} {mp.layer = 0 : i64, mp.replicated = {{.*}}} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+// CHECK:      %[[Q:.*]] = mp.transpose {{.*}} -> tensor<2x1x4x4xf32>
+// CHECK:      %[[KT:.*]] = mp.transpose {{.*}} -> tensor<2x2x4x4xf32>
+// CHECK:      %[[K1:.*]] = mp.reshape %[[KT]] {mp.layer = 0 : i64} : tensor<2x2x4x4xf32> -> tensor<2x2x1x4x4xf32>
+// CHECK-NEXT: %[[K2:.*]] = mp.expand %[[K1]] {mp.layer = 0 : i64} : tensor<2x2x1x4x4xf32> -> tensor<2x2x2x4x4xf32>
+// CHECK-NEXT: %[[K4:.*]] = mp.reshape %[[K2]] {mp.layer = 0 : i64} : tensor<2x2x2x4x4xf32> -> tensor<2x4x4x4xf32>
+// CHECK-NEXT: %[[MINE:.*]] = shard.all_slice %[[K4]] on @tp grid_axes = [0] slice_axis = 1 {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x1x4x4xf32>
+// CHECK:      shard.all_slice {{.*}} -> tensor<2x1x4x4xf32>
+// CHECK:      mp.attention %[[Q]], %[[MINE]], %{{.*}} {causal, mp.layer = 0 : i64, scale = 5.000000e-01 : f32} : (tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xf32>
+// CHECK-NOT:  mp.replicate_kv
+// CHECK:      shard.all_reduce
+// CHECK-NOT:  shard.all_reduce
+// WARN: warning: this linear stays whole (replicated on all 4 ranks): its output reaches 'mp.attention' split along dim 1, whose key/value heads are fewer than the ranks: every rank computes them all and takes the one its query heads read
+mp.param @wq : tensor<16x16xf32> {file = "x.onnx"}
+mp.param @wk : tensor<16x8xf32> {file = "x.onnx"}
+mp.param @wv : tensor<16x8xf32> {file = "x.onnx"}
+mp.param @wo : tensor<16x16xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %wq = mp.get_param @wq {mp.layer = 0 : i64} : tensor<16x16xf32>
+  %wk = mp.get_param @wk {mp.layer = 0 : i64} : tensor<16x8xf32>
+  %wv = mp.get_param @wv {mp.layer = 0 : i64} : tensor<16x8xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<16x16xf32>
+  %q = mp.linear %x, %wq {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %k = mp.linear %x, %wk {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %v = mp.linear %x, %wv {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %q4 = mp.reshape %q {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x4x4xf32>
+  %k4 = mp.reshape %k {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %v4 = mp.reshape %v {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %qt = mp.transpose %q4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  %kt = mp.transpose %k4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %vt = mp.transpose %v4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %a = mp.attention %qt, %kt, %vt {causal, mp.layer = 0 : i64, scale = 0.5 : f32} : (tensor<2x4x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x4x4xf32>
+  %at = mp.transpose %a [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  %m = mp.reshape %at {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x16xf32>
+  %o = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests a fused QKV linear (Phi-3's qkv_proj: [q heads..., k heads...,
+// v heads...]) of the same attention: it is cut into q, k and v linears,
+// the key and value parts whole, as above.
+// CHECK-LABEL: module
+// CHECK:      mp.param @"wqkv[:, 0:16]" : tensor<16x16xf32> {{{.*}}grid = @tp{{.*}}shard_axis = 1 : i64}
+// CHECK-NEXT: mp.param @"wqkv[:, 16:24]" : tensor<16x8xf32> {file = "x.onnx", initializer = "wqkv", part = array<i64: 1, 16, 32>, part_of = "wqkv"}
+// CHECK-NEXT: mp.param @"wqkv[:, 24:32]" : tensor<16x8xf32> {file = "x.onnx", initializer = "wqkv", part = array<i64: 1, 24, 32>, part_of = "wqkv"}
+// CHECK:      mp.attention {{.*}} : (tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xf32>
+mp.param @wqkv : tensor<16x32xf32> {file = "x.onnx"}
+mp.param @wo : tensor<16x16xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %w = mp.get_param @wqkv {mp.layer = 0 : i64} : tensor<16x32xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<16x16xf32>
+  %f = mp.linear %x, %w {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x32xf32>) -> tensor<2x4x32xf32>
+  %q, %k, %v = mp.split %f {axis = 2 : i64, mp.layer = 0 : i64} : tensor<2x4x32xf32> -> tensor<2x4x16xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %q4 = mp.reshape %q {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x4x4xf32>
+  %k4 = mp.reshape %k {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %v4 = mp.reshape %v {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %qt = mp.transpose %q4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  %kt = mp.transpose %k4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %vt = mp.transpose %v4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %a = mp.attention %qt, %kt, %vt {causal, mp.layer = 0 : i64, scale = 0.5 : f32} : (tensor<2x4x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x4x4xf32>
+  %at = mp.transpose %a [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  %m = mp.reshape %at {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x16xf32>
+  %o = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  return %o : tensor<2x4x16xf32>
+}
