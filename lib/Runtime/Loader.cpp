@@ -454,13 +454,16 @@ Status Executable::load(const std::string &dir,
         const program::Sharding &sh = b.sharding();
         int64_t rank = static_cast<int64_t>(t.shape.size());
         if (sh.axis() < 0 || sh.axis() >= rank || sh.groups() < 1 ||
-            t.shape[sh.axis()] % sh.groups() != 0)
+            t.shape[sh.axis()] % sh.groups() != 0 || sh.size() < 0 ||
+            (sh.size() > 0 && sh.groups() != 1))
           return Status::error(
               "output '" + b.name() + "': sharding axis " +
               std::to_string(sh.axis()) + " in " + std::to_string(sh.groups()) +
-              " groups does not fit its shape " + formatShape(t.shape));
+              " groups (size " + std::to_string(sh.size()) +
+              ") does not fit its shape " + formatShape(t.shape));
         specs.back().shardAxis = sh.axis();
         specs.back().shardGroups = sh.groups();
+        specs.back().shardSize = sh.size();
       }
       ids.push_back(b.buffer());
     }

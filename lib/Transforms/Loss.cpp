@@ -1,4 +1,5 @@
 //===- Loss.cpp - append the language-model training loss -----------------===//
+#include "VocabPadding.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -50,18 +51,6 @@ int64_t findLogits(func::FuncOp func, RankedTensorType ids) {
     return static_cast<int64_t>(i);
   }
   return -1;
-}
-
-/// True when `slice` keeps a prefix of its input's last dimension and all
-/// of the others (a padded vocabulary cut back to the user's).
-bool isVocabularyPrefix(SliceOp slice) {
-  RankedTensorType in = slice.getInput().getType(), out = slice.getType();
-  int64_t last = in.getRank() - 1;
-  for (int64_t d = 0; d <= last; ++d)
-    if (slice.getStarts()[d] != 0 || slice.getStrides()[d] != 1 ||
-        (d != last && out.getDimSize(d) != in.getDimSize(d)))
-      return false;
-  return true;
 }
 
 /// The local logits `local` (this rank's block of what `gather` gathers)

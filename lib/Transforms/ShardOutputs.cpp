@@ -11,6 +11,7 @@
 // vocab-parallel the same way (parallel_output).
 //
 //===----------------------------------------------------------------------===//
+#include "VocabPadding.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
@@ -69,14 +70,25 @@ struct ShardOutputsPass
       unsigned i = operand.getOperandNumber();
       if (func.getResultAttr(i, MPDialect::getShardAxisAttrName()))
         continue;
-      shard::AllGatherOp gather = deferrableGather(operand.get(), symbols);
-      if (!gather)
+      // Logits of a padded vocabulary: gathered, then cut back to it.
+      auto unpad = operand.get().getDefiningOp<SliceOp>();
+      if (unpad && (!unpad->hasOneUse() || !isVocabularyPrefix(unpad)))
+        unpad = nullptr;
+      shard::AllGatherOp gather =
+          deferrableGather(unpad ? unpad.getInput() : operand.get(), symbols);
+      int64_t axis = gather ? gather.getGatherAxis().getSExtValue() : -1;
+      if (!gather || (unpad && axis != unpad.getType().getRank() - 1))
         continue;
       operand.set(gather.getInput());
-      func.setResultAttr(
-          i, MPDialect::getShardAxisAttrName(),
-          IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                           gather.getGatherAxis().getSExtValue()));
+      auto i64 = IntegerType::get(&getContext(), 64);
+      func.setResultAttr(i, MPDialect::getShardAxisAttrName(),
+                         IntegerAttr::get(i64, axis));
+      if (unpad) {
+        func.setResultAttr(
+            i, MPDialect::getShardSizeAttrName(),
+            IntegerAttr::get(i64, unpad.getType().getShape().back()));
+        unpad->erase();
+      }
       gather->erase();
       changed = true;
     }

@@ -247,14 +247,13 @@ void TensorParallelPass::cutOperand(const Cut &cut) {
   RankedTensorType t = tensorType(whole);
   SmallVector<int64_t> shape(t.getShape());
   shape[cut.dim] /= tp;
-  // A broadcast read only here broadcasts to the block instead.
-  if (whole.hasOneUse() && broadcastsAlong(whole, cut.dim)) {
-    whole.setType(t.clone(shape));
-    return;
-  }
   if (repeatsHeads(cut)) {
     whole = repeatHeads(b, whole, tp / t.getDimSize(cut.dim), cut.op);
     shape[cut.dim] = 1;
+  } else if (whole.hasOneUse() && broadcastsAlong(whole, cut.dim)) {
+    // A broadcast read only here broadcasts to the block instead.
+    whole.setType(t.clone(shape));
+    return;
   }
   auto slice = shard::AllSliceOp::create(
       b, cut.op->getLoc(), RankedTensorType::get(shape, t.getElementType()),

@@ -55,3 +55,13 @@ Value mp::unpadLogits(OpBuilder &b, Value gathered, int64_t size) {
   return SliceOp::create(b, gathered.getLoc(), type.clone(limits), gathered,
                          starts, limits, strides);
 }
+
+bool mp::isVocabularyPrefix(SliceOp slice) {
+  RankedTensorType in = slice.getInput().getType(), out = slice.getType();
+  int64_t last = in.getRank() - 1;
+  for (int64_t d = 0; d <= last; ++d)
+    if (slice.getStarts()[d] != 0 || slice.getStrides()[d] != 1 ||
+        (d != last && out.getDimSize(d) != in.getDimSize(d)))
+      return false;
+  return true;
+}

@@ -33,6 +33,11 @@ padParameter(ParamOp param, int64_t axis, int64_t size,
 /// its first `size` columns (inserted after it).
 mlir::Value unpadLogits(mlir::OpBuilder &b, mlir::Value gathered, int64_t size);
 
+/// True when `slice` keeps a prefix of its input's last dimension and all
+/// of the others (the padded logits cut back to the user's vocabulary, as
+/// unpadLogits cuts them).
+bool isVocabularyPrefix(SliceOp slice);
+
 } // namespace mp
 
 #endif // MP_TRANSFORMS_VOCABPADDING_H

@@ -49,3 +49,22 @@ func.func @caller(%x: tensor<2x4xf32>) -> tensor<2x8xf32> {
   %y = func.call @called(%x) : (tensor<2x4xf32>) -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
+
+// Tests logits of a padded vocabulary (61 padded to 62 under tp=2): the
+// gather and the slice back to 61 both go; the result is the padded shard,
+// with mp.shard_size 61 (mp-run drops the padding once gathered).
+// CHECK-LABEL: func.func @padded
+// CHECK-SAME: -> (tensor<2x8x31xf32> {mp.name = "logits", mp.shard_axis = 2 : i64, mp.shard_size = 61 : i64})
+// CHECK-NOT: shard.all_gather
+// CHECK-NOT: mp.slice
+shard.grid @tp(shape = 2)
+mp.param @"w[0:62]" : tensor<62x16xf32> {file = "x.onnx", grid = @tp, initializer = "w", part = array<i64: 0, 0, 61>, part_of = "w", shard_axis = 0 : i64}
+func.func @padded(%h: tensor<2x8x16xf32>) -> (tensor<2x8x61xf32> {mp.name = "logits"}) {
+  %w = mp.get_param @"w[0:62]" : tensor<31x16xf32>
+  %l = mp.linear %h, %w {transpose_weight} : (tensor<2x8x16xf32>, tensor<31x16xf32>) -> tensor<2x8x31xf32>
+  %g = shard.all_gather %l on @tp grid_axes = [0] gather_axis = 2 : tensor<2x8x31xf32> -> tensor<2x8x62xf32>
+  %s = mp.slice %g {limits = array<i64: 2, 8, 61>, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x8x62xf32> -> tensor<2x8x61xf32>
+  return %s : tensor<2x8x61xf32>
+}

@@ -79,3 +79,37 @@ func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
   %o = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
   return %o : tensor<2x4x16xf32>
 }
+
+// -----
+
+// Tests a key that is one head broadcast to the two (an expand along
+// heads) of such an attention: repeated and cut like the others, not
+// narrowed as a broadcast read once would be (to 2/4 = 0 heads).
+// CHECK-LABEL: module
+// CHECK:       mp.expand {{.*}} : tensor<2x1x4x4xf32> -> tensor<2x2x4x4xf32>
+// CHECK:       mp.attention {{.*}} : (tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xf32>
+mp.param @wq : tensor<16x16xf32> {file = "x.onnx"}
+mp.param @wk : tensor<16x4xf32> {file = "x.onnx"}
+mp.param @wv : tensor<16x8xf32> {file = "x.onnx"}
+mp.param @wo : tensor<16x16xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %wq = mp.get_param @wq {mp.layer = 0 : i64} : tensor<16x16xf32>
+  %wk = mp.get_param @wk {mp.layer = 0 : i64} : tensor<16x4xf32>
+  %wv = mp.get_param @wv {mp.layer = 0 : i64} : tensor<16x8xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<16x16xf32>
+  %q = mp.linear %x, %wq {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %k = mp.linear %x, %wk {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x4xf32>) -> tensor<2x4x4xf32>
+  %v = mp.linear %x, %wv {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %q4 = mp.reshape %q {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x4x4xf32>
+  %k4 = mp.reshape %k {mp.layer = 0 : i64} : tensor<2x4x4xf32> -> tensor<2x4x1x4xf32>
+  %v4 = mp.reshape %v {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %qt = mp.transpose %q4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  %kt = mp.transpose %k4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x1x4xf32> -> tensor<2x1x4x4xf32>
+  %ke = mp.expand %kt {mp.layer = 0 : i64} : tensor<2x1x4x4xf32> -> tensor<2x2x4x4xf32>
+  %vt = mp.transpose %v4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %a = mp.attention %qt, %ke, %vt {causal, mp.layer = 0 : i64, scale = 0.5 : f32} : (tensor<2x4x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x4x4xf32>
+  %at = mp.transpose %a [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  %m = mp.reshape %at {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x16xf32>
+  %o = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  return %o : tensor<2x4x16xf32>
+}

@@ -157,6 +157,22 @@ Status gatherWhole(Communicator &comm, const Tensor &local, const IOSpec &spec,
   Tensor out{whole.bytes.data(), local.dtype, {outer, inner * comm.size()}};
   if (Status s = comm.allGather(in, out, 1); !s)
     return Status::error("gathering output '" + spec.name + "': " + s.message);
+  const int64_t size = spec.shardSize;
+  if (size > whole.shape[spec.shardAxis])
+    return Status::error(
+        "output '" + spec.name + "' is " + std::to_string(size) +
+        " along dim " + std::to_string(spec.shardAxis) + ", more than its " +
+        std::to_string(whole.shape[spec.shardAxis]) + " gathered");
+  if (size > 0 && size < whole.shape[spec.shardAxis]) {
+    // A padded vocabulary: its padding dropped.
+    std::string unpadded = blockAlong(
+        std::string_view(reinterpret_cast<const char *>(whole.bytes.data()),
+                         whole.bytes.size()),
+        whole.shape, static_cast<int64_t>(dtypeSize(whole.dtype)),
+        spec.shardAxis, 0, size);
+    whole.shape[spec.shardAxis] = size;
+    whole.bytes.assign(unpadded.begin(), unpadded.end());
+  }
   return Status::success();
 }
 

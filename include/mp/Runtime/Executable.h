@@ -37,6 +37,9 @@ struct IOSpec {
   /// blocks, each split over the ranks.
   int64_t shardAxis = -1;
   int64_t shardGroups = 1;
+  /// Its size along `shardAxis` once gathered, when less than the shards
+  /// hold (a padded vocabulary); 0: all of it.
+  int64_t shardSize = 0;
   /// An output the program does not compute (a constant: the gradient of a
   /// parameter the loss does not read).
   bool constant = false;

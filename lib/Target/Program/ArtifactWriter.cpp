@@ -552,6 +552,9 @@ LogicalResult Lowering::run() {
           i, MPDialect::getShardGroupsAttrName());
       binding->mutable_sharding()->set_axis(axis.getInt());
       binding->mutable_sharding()->set_groups(groups ? groups.getInt() : 1);
+      if (auto size = func.getResultAttrOfType<IntegerAttr>(
+              i, MPDialect::getShardSizeAttrName()))
+        binding->mutable_sharding()->set_size(size.getInt());
     }
   }
   summary.unplannedBytes = plan.unplannedBytes();

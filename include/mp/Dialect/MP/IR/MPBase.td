@@ -59,6 +59,12 @@ def MP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getShardGroupsAttrName() {
       return ::llvm::StringLiteral("mp.shard_groups");
     }
+    /// Result attribute, with mp.shard_axis: the whole's size along that
+    /// axis once gathered, when less than the shards hold (a vocabulary
+    /// padded to divide by the ranks: the padding is dropped).
+    static constexpr ::llvm::StringLiteral getShardSizeAttrName() {
+      return ::llvm::StringLiteral("mp.shard_size");
+    }
     /// Parameter attribute: the other parameters holding the same data (a tied
     /// embedding and LM head), for --mp-summary and weight export.
     static constexpr ::llvm::StringLiteral getTiedCopiesAttrName() {
