@@ -73,6 +73,31 @@ bool tensor_parallel::broadcastsAlong(Value v, int64_t dim) {
          tensorType(expand.getInput()).getDimSize(dim - offset) == 1;
 }
 
+ReshapeOp tensor_parallel::headRepeat(Value v, int64_t &dim) {
+  // Through transposes (a repeated key transposed for QK^T).
+  while (auto t = v.getDefiningOp<TransposeOp>()) {
+    dim = t.getPermutation()[dim];
+    v = t.getInput();
+  }
+  auto merge = v.getDefiningOp<ReshapeOp>();
+  auto expand = merge ? merge.getInput().getDefiningOp<ExpandOp>() : ExpandOp();
+  if (!expand)
+    return {};
+  RankedTensorType in = tensorType(expand.getInput());
+  ArrayRef<int64_t> wide = expand.getType().getShape();
+  ArrayRef<int64_t> out = merge.getType().getShape();
+  // [..., n, r, ...] -> [..., n * r, ...], the r copies broadcast.
+  if (in.getRank() != expand.getType().getRank() ||
+      wide.size() != out.size() + 1 || dim < 0 ||
+      dim + 1 >= static_cast<int64_t>(wide.size()) ||
+      in.getDimSize(dim + 1) != 1 || in.getDimSize(dim) != wide[dim] ||
+      out[dim] != wide[dim] * wide[dim + 1] ||
+      out.take_front(dim) != wide.take_front(dim) ||
+      out.drop_front(dim + 1) != wide.drop_front(dim + 2))
+    return {};
+  return merge;
+}
+
 namespace {
 
 /// Whether operand `i` of `op` is an attention's additive mask: cut by
@@ -85,6 +110,13 @@ bool isAttentionMask(Operation *op, unsigned i) {
 
 /// Whether operand `i` of `op` is the key or value of an attention whose
 /// key/value heads are replicated (kReplicateKeyValueAttr).
+/// Whether `v` repeats heads along `dim` (headRepeat): its block along
+/// `dim` is a block of the copies, which hides no more computation than
+/// the repeat itself.
+bool repeatsAlong(Value v, int64_t dim) {
+  return static_cast<bool>(headRepeat(v, dim));
+}
+
 bool isReplicatedKeyValue(Operation *op, unsigned i) {
   return isa<AttentionOp>(op) && (i == 1 || i == 2) &&
          op->hasAttr(kReplicateKeyValueAttr);
@@ -111,7 +143,7 @@ std::optional<Dims> propagate(Operation *op, const Dims &in,
         !(isAttentionMask(op, static_cast<unsigned>(i)) ||
           isReplicatedKeyValue(op, static_cast<unsigned>(i)) ||
           broadcastsAlong(op->getOperand(i), d) ||
-          (*cuttable)(op->getOperand(i))))
+          repeatsAlong(op->getOperand(i), d) || (*cuttable)(op->getOperand(i))))
       return std::nullopt;
     needed.push_back({op, static_cast<unsigned>(i), d});
   }

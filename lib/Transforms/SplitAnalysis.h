@@ -73,6 +73,13 @@ inline constexpr llvm::StringLiteral kReplicateKeyValueAttr = "mp.replicate_kv";
 /// along `dim` cuts to the local block for free.
 bool broadcastsAlong(mlir::Value v, int64_t dim);
 
+/// The reshape that makes `v` (possibly through transposes) heads repeated
+/// along `dim`: [..., n, 1, ...] expanded to [..., n, r, ...] and merged
+/// into [..., n * r, ...] (HF's repeat_kv of grouped-query attention left
+/// decomposed), `dim` then being the merged dim of the reshape's result;
+/// null when `v` is not that.
+ReshapeOp headRepeat(mlir::Value v, int64_t &dim);
+
 /// Propagates splits from every linear in `allowed`; returns the linears to
 /// drop (those whose split reaches an op that cannot take it), or an empty
 /// vector when the split is consistent. The first stop of each linear

@@ -277,8 +277,9 @@ void TensorParallelPass::markReplicatedKeyValues(func::FuncOp func) {
   });
 }
 
-/// The linears whose splits reach a replicated key or value: they stay
-/// whole, so that each rank computes every key/value head.
+/// The linears whose splits reach a replicated key or value, or a repeat of
+/// key/value heads fewer than the ranks: they stay whole, so that each
+/// rank computes every key/value head.
 llvm::BitVector TensorParallelPass::replicatedKeyValueSplits(
     func::FuncOp func, const Split &split,
     llvm::DenseMap<unsigned, Stop> &stops) {
@@ -304,6 +305,30 @@ llvm::BitVector TensorParallelPass::replicatedKeyValueSplits(
                     "heads read",
                     1});
     }
+  });
+  // Decomposed attention's repeat_kv of as few heads: the repeated heads
+  // are cut instead (each rank's block of the copies).
+  int64_t t = tp;
+  func.walk([&](ReshapeOp repeat) {
+    auto it = split.dim.find(repeat.getResult());
+    auto origin = split.origin.find(repeat.getResult());
+    if (it == split.dim.end() || origin == split.origin.end())
+      return;
+    int64_t dim = it->second;
+    if (headRepeat(repeat.getResult(), dim) != repeat)
+      return;
+    int64_t heads = tensorType(repeat.getResult()).getDimSize(dim);
+    int64_t kv = tensorType(repeat.getInput()).getDimSize(dim);
+    if (kv % t == 0 || t % kv || heads % t)
+      return;
+    conflict |= origin->second;
+    Dims dims = {dim};
+    for (unsigned i : origin->second.set_bits())
+      stops.try_emplace(i, Stop{repeat, dims,
+                                "which repeats heads fewer than the ranks "
+                                "(repeat_kv): every rank computes them all "
+                                "and takes its block of the copies",
+                                dim});
   });
   return conflict;
 }

@@ -113,3 +113,42 @@ func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
   %o = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
   return %o : tensor<2x4x16xf32>
 }
+
+// -----
+
+// Tests attention left decomposed with HF's repeat_kv written out (2
+// key/value heads unsqueezed, expanded to 2 copies each and merged into 4):
+// the key linear stays whole and each rank's matmul takes its block of the
+// repeated (and transposed) key, a head (all_slice along dim 1).
+// CHECK-LABEL: module
+// CHECK:       mp.param @wk : tensor<16x8xf32> {file = "x.onnx"}
+// CHECK:       %[[R:.*]] = mp.reshape %{{.*}} : tensor<2x2x2x4x4xf32> -> tensor<2x4x4x4xf32>
+// CHECK-NEXT:  %[[KT:.*]] = mp.transpose %[[R]] [0, 1, 3, 2]
+// CHECK-NEXT:  %[[MINE:.*]] = shard.all_slice %[[KT]] on @tp grid_axes = [0] slice_axis = 1 {{.*}} -> tensor<2x1x4x4xf32>
+// CHECK-NEXT:  mp.matmul %{{.*}}, %[[MINE]] {{.*}} : (tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xf32>
+// WARN: warning: this linear stays whole (replicated on all 4 ranks): its output reaches 'mp.reshape' split along dim 1, which repeats heads fewer than the ranks (repeat_kv): every rank computes them all and takes its block of the copies
+mp.param @wq : tensor<16x16xf32> {file = "x.onnx"}
+mp.param @wk : tensor<16x8xf32> {file = "x.onnx"}
+mp.param @wo : tensor<16x16xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %wq = mp.get_param @wq {mp.layer = 0 : i64} : tensor<16x16xf32>
+  %wk = mp.get_param @wk {mp.layer = 0 : i64} : tensor<16x8xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<16x16xf32>
+  %q = mp.linear %x, %wq {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %k = mp.linear %x, %wk {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %q4 = mp.reshape %q {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x4x4xf32>
+  %k4 = mp.reshape %k {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %qt = mp.transpose %q4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  %kt = mp.transpose %k4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %k1 = mp.reshape %kt {mp.layer = 0 : i64} : tensor<2x2x4x4xf32> -> tensor<2x2x1x4x4xf32>
+  %k2 = mp.expand %k1 {mp.layer = 0 : i64} : tensor<2x2x1x4x4xf32> -> tensor<2x2x2x4x4xf32>
+  %kr = mp.reshape %k2 {mp.layer = 0 : i64} : tensor<2x2x2x4x4xf32> -> tensor<2x4x4x4xf32>
+  %ktt = mp.transpose %kr [0, 1, 3, 2] {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  %s = mp.matmul %qt, %ktt {mp.layer = 0 : i64} : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  %p = mp.softmax %s {axis = 3 : i64, mp.layer = 0 : i64} : tensor<2x4x4x4xf32>
+  %a = mp.matmul %p, %qt {mp.layer = 0 : i64} : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  %at = mp.transpose %a [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x4x4xf32>
+  %m = mp.reshape %at {mp.layer = 0 : i64} : tensor<2x4x4x4xf32> -> tensor<2x4x16xf32>
+  %o = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  return %o : tensor<2x4x16xf32>
+}
