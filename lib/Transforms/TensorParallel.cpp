@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 #include "DistributedNorm.h"
 #include "FusedLinear.h"
+#include "KeyValueHeads.h"
 #include "SplitAnalysis.h"
 #include "VocabPadding.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
@@ -94,12 +95,6 @@ struct TensorParallelPass
   LogicalResult applyParamShards(ModuleOp module);
   Value allReduce(OpBuilder &b, Location loc, Value v, Operation *like);
   void cutOperand(const Cut &cut);
-  void markReplicatedKeyValues(func::FuncOp func);
-  llvm::BitVector
-  replicatedKeyValueSplits(func::FuncOp func, const Split &split,
-                           llvm::DenseMap<unsigned, Stop> &stops);
-  bool repeatsHeads(const Cut &cut);
-  Value repeatHeads(OpBuilder &b, Value heads, int64_t times, Operation *like);
   LogicalResult rewriteRow(LinearOp linear);
   LogicalResult rewriteVocabParallel(func::FuncOp func);
   LogicalResult padHead(LinearOp head, ArrayRef<Operation *> between,
@@ -261,105 +256,6 @@ void TensorParallelPass::cutOperand(const Cut &cut) {
   if (Attribute layer = cut.op->getAttr(MPDialect::getLayerAttrName()))
     slice->setAttr(MPDialect::getLayerAttrName(), layer);
   cut.op->setOperand(cut.operand, slice.getResult());
-}
-
-/// Marks (kReplicateKeyValueAttr) each attention whose key/value heads,
-/// more than one (one is read whole by every query head already), are
-/// fewer than the ranks and divide them, its query heads dividing them too.
-void TensorParallelPass::markReplicatedKeyValues(func::FuncOp func) {
-  int64_t t = tp;
-  func.walk([&](AttentionOp attention) {
-    int64_t q = tensorType(attention.getQuery()).getDimSize(1);
-    int64_t kv = tensorType(attention.getKey()).getDimSize(1);
-    if (kv > 1 && kv < t && t % kv == 0 && q % t == 0 &&
-        tensorType(attention.getValue()).getDimSize(1) == kv)
-      attention->setAttr(kReplicateKeyValueAttr, UnitAttr::get(&getContext()));
-  });
-}
-
-/// The linears whose splits reach a replicated key or value, or a repeat of
-/// key/value heads fewer than the ranks: they stay whole, so that each
-/// rank computes every key/value head.
-llvm::BitVector TensorParallelPass::replicatedKeyValueSplits(
-    func::FuncOp func, const Split &split,
-    llvm::DenseMap<unsigned, Stop> &stops) {
-  llvm::BitVector conflict;
-  func.walk([&](AttentionOp attention) {
-    if (!attention->hasAttr(kReplicateKeyValueAttr))
-      return;
-    Dims dims;
-    for (Value operand : attention->getOperands()) {
-      auto it = split.dim.find(operand);
-      dims.push_back(it == split.dim.end() ? -1 : it->second);
-    }
-    for (Value kv : {attention.getKey(), attention.getValue()}) {
-      auto origin = split.origin.find(kv);
-      if (!split.dim.count(kv) || origin == split.origin.end())
-        continue;
-      conflict |= origin->second;
-      for (unsigned i : origin->second.set_bits())
-        stops.try_emplace(
-            i, Stop{attention, dims,
-                    "whose key/value heads are fewer than the ranks: every "
-                    "rank computes them all and takes the one its query "
-                    "heads read",
-                    1});
-    }
-  });
-  // Decomposed attention's repeat_kv of as few heads: the repeated heads
-  // are cut instead (each rank's block of the copies).
-  int64_t t = tp;
-  func.walk([&](ReshapeOp repeat) {
-    auto it = split.dim.find(repeat.getResult());
-    auto origin = split.origin.find(repeat.getResult());
-    if (it == split.dim.end() || origin == split.origin.end())
-      return;
-    int64_t dim = it->second;
-    if (headRepeat(repeat.getResult(), dim) != repeat)
-      return;
-    int64_t heads = tensorType(repeat.getResult()).getDimSize(dim);
-    int64_t kv = tensorType(repeat.getInput()).getDimSize(dim);
-    if (kv % t == 0 || t % kv || heads % t)
-      return;
-    conflict |= origin->second;
-    Dims dims = {dim};
-    for (unsigned i : origin->second.set_bits())
-      stops.try_emplace(i, Stop{repeat, dims,
-                                "which repeats heads fewer than the ranks "
-                                "(repeat_kv): every rank computes them all "
-                                "and takes its block of the copies",
-                                dim});
-  });
-  return conflict;
-}
-
-/// Whether `cut` takes a head of a replicated key or value, fewer than the
-/// ranks.
-bool TensorParallelPass::repeatsHeads(const Cut &cut) {
-  return isa<AttentionOp>(cut.op) && cut.op->hasAttr(kReplicateKeyValueAttr) &&
-         (cut.operand == 1 || cut.operand == 2) && cut.dim == 1;
-}
-
-/// `heads` [B, H, S, D] with each head repeated `times` times in place:
-/// [B, H * times, S, D], head h * times + i being head h.
-Value TensorParallelPass::repeatHeads(OpBuilder &b, Value heads, int64_t times,
-                                      Operation *like) {
-  RankedTensorType t = tensorType(heads);
-  Location loc = heads.getLoc();
-  SmallVector<int64_t> one(t.getShape()), many;
-  one.insert(one.begin() + 2, 1);
-  many = one;
-  many[2] = times;
-  SmallVector<int64_t> repeated(t.getShape());
-  repeated[1] *= times;
-  Operation *ops[3];
-  ops[0] = ReshapeOp::create(b, loc, t.clone(one), heads);
-  ops[1] = ExpandOp::create(b, loc, t.clone(many), ops[0]->getResult(0));
-  ops[2] = ReshapeOp::create(b, loc, t.clone(repeated), ops[1]->getResult(0));
-  if (Attribute layer = like->getAttr(MPDialect::getLayerAttrName()))
-    for (Operation *op : ops)
-      op->setAttr(MPDialect::getLayerAttrName(), layer);
-  return ops[2]->getResult(0);
 }
 
 /// Row-parallel: local partial product, one all-reduce, then the bias once.
@@ -623,7 +519,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
   });
   if (fusedFound.wasInterrupted())
     return failure();
-  markReplicatedKeyValues(func);
+  markReplicatedKeyValues(func, tp);
   SmallVector<LinearOp> linears;
   Split split;
   llvm::DenseMap<unsigned, Stop> stops;
@@ -642,7 +538,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
     while (true) {
       llvm::BitVector conflict =
           analyze(func, linears, allowed, pairable, split, stops);
-      conflict |= replicatedKeyValueSplits(func, split, stops);
+      conflict |= fewHeadSplits(func, tp, split, stops);
       factorized.insert(split.factorized.begin(), split.factorized.end());
       if (conflict.none())
         break;

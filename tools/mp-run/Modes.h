@@ -59,6 +59,9 @@ Status makeParents(const std::string &root, const std::string &path);
 /// says, gathered from every rank of `comm` (called by every rank).
 Status gatherWhole(Communicator &comm, const Tensor &local, const IOSpec &spec,
                    HostBuffer &whole);
+/// The executable's parameters and output names (outputsToWrite's view).
+std::vector<const Executable::Parameter *> parametersOf(const Executable &exe);
+std::vector<std::string> outputNames(const Executable &exe);
 /// The outputs to write, by name: the gradients of a cut fused weight's
 /// parts (`params` say which) joined into the gradient of the parameter
 /// the user wrote, held in `joined`.
