@@ -171,8 +171,61 @@ LogicalResult emitTile(NodeEmitter &e) {
   return success();
 }
 
-/// Pad in constant mode: a slice where a pad is negative, then the constant
-/// concatenated before and after each padded axis.
+/// Elements [start, limit) of `x` along `axis` by `step` (negative: walking
+/// back, `limit` may be -1).
+Value sliceAxis(NodeEmitter &e, Value x, int64_t axis, int64_t start,
+                int64_t limit, int64_t step) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(x.getType()).getShape();
+  const int64_t rank = shape.size();
+  SmallVector<int64_t> starts(rank, 0), limits(shape), steps(rank, 1);
+  starts[axis] = start;
+  limits[axis] = limit;
+  steps[axis] = step;
+  return SliceOp::create(e.b(), e.loc, x, e.b().getDenseI64ArrayAttr(starts),
+                         e.b().getDenseI64ArrayAttr(limits),
+                         e.b().getDenseI64ArrayAttr(steps));
+}
+
+/// `x` padded along `axis` with `before` and `after` elements taken from
+/// itself, as numpy.pad's `mode` takes them: the edge repeated ("edge") or
+/// mirrored without the edge ("reflect"). (Opset 19's "wrap" is past the
+/// opsets mp reads.)
+FailureOr<Value> padAxisFromItself(NodeEmitter &e, Value x, int64_t axis,
+                                   int64_t before, int64_t after,
+                                   StringRef mode) {
+  auto type = cast<RankedTensorType>(x.getType());
+  const int64_t n = type.getDimSize(axis);
+  const int64_t most = mode == "reflect" ? n - 1 : n;
+  if ((before > 0 || after > 0) && (std::max(before, after) > most || n == 0))
+    return e.error() << "'" << mode << "' padding of " << before << " and "
+                     << after << " along dimension " << axis << " of size " << n
+                     << " needs at most " << most << " on a side";
+  auto block = [&](int64_t count, bool first) -> Value {
+    if (mode == "edge") {
+      Value edge = first ? sliceAxis(e, x, axis, 0, 1, 1)
+                         : sliceAxis(e, x, axis, n - 1, n, 1);
+      SmallVector<int64_t> shape(type.getShape());
+      shape[axis] = count;
+      return ExpandOp::create(e.b(), e.loc, type.clone(shape), edge);
+    }
+    return first ? sliceAxis(e, x, axis, count, 0, -1)
+                 : sliceAxis(e, x, axis, n - 2, n - 2 - count, -1);
+  };
+  SmallVector<Value> parts;
+  if (before > 0)
+    parts.push_back(block(before, true));
+  parts.push_back(x);
+  if (after > 0)
+    parts.push_back(block(after, false));
+  if (parts.size() == 1)
+    return x;
+  return Value(
+      ConcatOp::create(e.b(), e.loc, parts, e.b().getI64IntegerAttr(axis)));
+}
+
+/// Pad: a slice where a pad is negative, then the constant (or the input's
+/// own edge or mirror image) concatenated before and after each padded
+/// axis.
 LogicalResult emitPad(NodeEmitter &e) {
   Value x = e.value(0);
   FailureOr<std::vector<int64_t>> pads = e.constInts(1, "pads");
@@ -180,9 +233,9 @@ LogicalResult emitPad(NodeEmitter &e) {
     return failure();
   const auto *modeAttr = findAttr(e.node, "mode");
   std::string mode = modeAttr ? modeAttr->s() : "constant";
-  if (mode != "constant")
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
     return e.error() << "mode '" << mode
-                     << "' is not supported (constant padding only)";
+                     << "' is not one of constant, edge and reflect";
   Shape in = e.shape(0);
   const int64_t rank = in.size();
   std::vector<int64_t> axes;
@@ -239,7 +292,15 @@ LogicalResult emitPad(NodeEmitter &e) {
                           e.b().getDenseI64ArrayAttr(limits),
                           e.b().getDenseI64ArrayAttr(steps));
     }
-    y = padAxis(e, y, axis, before, after, fill, fillValue);
+    if (mode == "constant") {
+      y = padAxis(e, y, axis, before, after, fill, fillValue);
+      continue;
+    }
+    FailureOr<Value> padded =
+        padAxisFromItself(e, y, axis, before, after, mode);
+    if (failed(padded))
+      return failure();
+    y = *padded;
   }
   e.setOutput(0, y);
   return success();
