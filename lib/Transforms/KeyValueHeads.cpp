@@ -36,17 +36,26 @@ tensor_parallel::fewHeadSplits(func::FuncOp func, int64_t t, const Split &split,
       auto it = split.dim.find(operand);
       dims.push_back(it == split.dim.end() ? -1 : it->second);
     }
+    auto query = split.origin.find(attention.getQuery());
     for (Value kv : {attention.getKey(), attention.getValue()}) {
       auto origin = split.origin.find(kv);
       if (!split.dim.count(kv) || origin == split.origin.end())
         continue;
       conflict |= origin->second;
+      // A fused linear that is not cut apart (Falcon-40B's QKV grouped per
+      // key/value head) takes the query heads whole with it.
+      bool withQuery = query != split.origin.end() &&
+                       query->second.anyCommon(origin->second);
       for (unsigned i : origin->second.set_bits())
         stops.try_emplace(
             i, Stop{attention, dims,
-                    "whose key/value heads are fewer than the ranks: every "
-                    "rank computes them all and takes the one its query "
-                    "heads read",
+                    withQuery
+                        ? "whose key/value heads, fewer than the ranks, come "
+                          "from the same linear as its query heads: the "
+                          "attention runs whole"
+                        : "whose key/value heads are fewer than the ranks: "
+                          "every rank computes them all and takes the one "
+                          "its query heads read",
                     1});
     }
   });
