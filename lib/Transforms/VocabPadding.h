@@ -1,5 +1,4 @@
-//===- VocabPadding.h - a vocabulary padded to divide by the ranks -*- C++
-//-*-===//
+//===- VocabPadding.h - a vocabulary padded for the ranks -------*- C++ -*-===//
 //
 // A vocabulary that does not divide by the tensor-parallel size (GPT-2's
 // 50257, RoBERTa's 50265) is padded with zero rows, as Megatron pads it
