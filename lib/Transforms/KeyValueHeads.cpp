@@ -31,11 +31,7 @@ tensor_parallel::fewHeadSplits(func::FuncOp func, int64_t t, const Split &split,
   func.walk([&](AttentionOp attention) {
     if (!attention->hasAttr(kReplicateKeyValueAttr))
       return;
-    Dims dims;
-    for (Value operand : attention->getOperands()) {
-      auto it = split.dim.find(operand);
-      dims.push_back(it == split.dim.end() ? -1 : it->second);
-    }
+    Dims dims = split.operandDims(attention);
     auto query = split.origin.find(attention.getQuery());
     for (Value kv : {attention.getKey(), attention.getValue()}) {
       auto origin = split.origin.find(kv);

@@ -352,12 +352,7 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
     for (Operation *user : out.getUsers()) {
       if (isa<SplitOp>(user))
         continue;
-      Dims dims;
-      for (Value operand : user->getOperands()) {
-        auto it = split.dim.find(operand);
-        dims.push_back(it == split.dim.end() ? -1 : it->second);
-      }
-      stopAt(user, dims, split.origin[out],
+      stopAt(user, split.operandDims(user), split.origin[out],
              "which reads whole the output of a linear sharded per part of "
              "a fused output (each rank holds a block of every part)");
     }

@@ -34,6 +34,10 @@ struct Cut {
   int64_t dim;
 };
 
+/// A split dimension seen by an op: operand i is split along dims[i] (-1:
+/// whole).
+using Dims = llvm::SmallVector<int64_t>;
+
 /// The result of propagating splits through the function.
 struct Split {
   llvm::MapVector<mlir::Value, int64_t> dim; // value -> split dimension
@@ -48,11 +52,17 @@ struct Split {
   llvm::SmallVector<Cut> cuts;
   llvm::SmallVector<mlir::Operation *>
       norms; // norms over a split dim (distributed)
-};
 
-/// A split dimension seen by an op: operand i is split along dims[i] (-1:
-/// whole).
-using Dims = llvm::SmallVector<int64_t>;
+  /// The split dimension of each of `op`'s operands (-1: whole).
+  Dims operandDims(mlir::Operation *op) const {
+    Dims dims;
+    for (mlir::Value operand : op->getOperands()) {
+      auto it = dim.find(operand);
+      dims.push_back(it == dim.end() ? -1 : it->second);
+    }
+    return dims;
+  }
+};
 
 /// Where the split of a linear that stays whole stopped, for telling the
 /// user: the op that could not take it and the dim it came split along.

@@ -35,6 +35,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Debug.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <functional>
 #include <optional>
@@ -382,7 +383,7 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
         e, e.getTable().getDefiningOp<GetParamOp>().getNameAttr());
     int64_t vocab = table.getTensorType().getDimSize(0);
     if (vocab % tp) {
-      int64_t padded = paddedSize(vocab, tp);
+      int64_t padded = static_cast<int64_t>(llvm::alignTo(vocab, tp));
       FailureOr<ParamOp> part =
           padParameter(table, 0, padded, readsAsTableOrHead);
       if (failed(part))
@@ -488,9 +489,9 @@ LogicalResult TensorParallelPass::padHead(LinearOp head,
     if (failed(pad(bias, 0)))
       return failure();
   }
-  SmallVector<Operation *> widened(between);
-  widened.insert(widened.begin(), head);
-  for (Operation *op : widened) {
+  SmallVector<Operation *> outputs(between);
+  outputs.insert(outputs.begin(), head);
+  for (Operation *op : outputs) {
     RankedTensorType t = tensorType(op->getResult(0));
     SmallVector<int64_t> shape(t.getShape());
     shape.back() = padded;

@@ -7,10 +7,6 @@
 using namespace mlir;
 using namespace mp;
 
-int64_t mp::paddedSize(int64_t size, int64_t ranks) {
-  return (size + ranks - 1) / ranks * ranks;
-}
-
 FailureOr<ParamOp> mp::padParameter(ParamOp param, int64_t axis, int64_t size,
                                     function_ref<bool(Operation *)> mayRead) {
   auto module = param->getParentOfType<ModuleOp>();

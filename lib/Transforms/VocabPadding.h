@@ -17,9 +17,6 @@
 
 namespace mp {
 
-/// `size` rounded up to a multiple of `ranks`.
-int64_t paddedSize(int64_t size, int64_t ranks);
-
 /// Pads `param` with zeros along `axis` to `size`: every mp.get_param of it
 /// reads the padded part instead, with its type (the readers' own result
 /// types are the caller's to fix). Fails, changing nothing and naming the
