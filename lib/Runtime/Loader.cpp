@@ -457,7 +457,7 @@ Status Executable::load(const std::string &dir,
             t.shape[sh.axis()] % sh.groups() != 0 || sh.size() < 0 ||
             (sh.size() > 0 && sh.groups() != 1))
           return Status::error(
-              "output '" + b.name() + "': sharding axis " +
+              "input/output '" + b.name() + "': sharding axis " +
               std::to_string(sh.axis()) + " in " + std::to_string(sh.groups()) +
               " groups (size " + std::to_string(sh.size()) +
               ") does not fit its shape " + formatShape(t.shape));

@@ -49,18 +49,11 @@ struct ShardOutputsPass
   using MPShardOutputsBase::MPShardOutputsBase;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    // A train step returns gradients, which autodiff shards itself; a
-    // pipeline's stages pass their results on to other stages.
-    if (isTrainStep(module) ||
-        module->hasAttr(MPDialect::getPipelineAttrName()))
-      return;
-    // Only entry points: a function that is called returns to its caller,
-    // which reads its results whole.
+    // (A train step's gradients autodiff shards itself; a called function
+    // returns to its caller, which reads its results whole.)
     SymbolTableCollection symbols;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal() && SymbolTable::symbolKnownUseEmpty(func, module))
-        shardResults(func, symbols);
+    for (func::FuncOp func : userFacingFunctions(getOperation()))
+      shardResults(func, symbols);
   }
 
   void shardResults(func::FuncOp func, SymbolTableCollection &symbols) {

@@ -100,6 +100,11 @@ ReshapeOp tensor_parallel::headRepeat(Value v, int64_t &dim) {
 
 namespace {
 
+const char *kReturnedOnly =
+    "and only the function's results read it (a split result that the "
+    "program also reads on, as a decoder's present keys and values, is "
+    "gathered there instead)";
+
 /// Whether operand `i` of `op` is an attention's additive mask: cut by
 /// heads whatever it is computed from (an ALiBi bias plus a padding mask
 /// read from an input), since it never carries the activations whose
@@ -108,8 +113,6 @@ bool isAttentionMask(Operation *op, unsigned i) {
   return isa<AttentionOp>(op) && i == 3; // query, key, value, mask
 }
 
-/// Whether operand `i` of `op` is the key or value of an attention whose
-/// key/value heads are replicated (kReplicateKeyValueAttr).
 /// Whether `v` repeats heads along `dim` (headRepeat): its block along
 /// `dim` is a block of the copies, which hides no more computation than
 /// the repeat itself.
@@ -117,9 +120,21 @@ bool repeatsAlong(Value v, int64_t dim) {
   return static_cast<bool>(headRepeat(v, dim));
 }
 
+/// Whether operand `i` of `op` is the key or value of an attention whose
+/// key/value heads are replicated (kReplicateKeyValueAttr).
 bool isReplicatedKeyValue(Operation *op, unsigned i) {
   return isa<AttentionOp>(op) && (i == 1 || i == 2) &&
          op->hasAttr(kReplicateKeyValueAttr);
+}
+
+/// Whether `v` is one of the function's inputs (a decoder's cached keys
+/// and values from earlier steps, concatenated with this step's): each
+/// rank reads it whole, so its block costs a local copy (or nothing, once
+/// mp-shard-inputs hands each rank its block) and hides no computation, as
+/// Megatron's inference keeps each rank's heads' cache.
+bool isFunctionInput(Value v) {
+  return isa<BlockArgument>(v) &&
+         isa<func::FuncOp>(v.getParentRegion()->getParentOp());
 }
 
 /// The split dimension of `op`'s results given its operands', by the op's
@@ -143,7 +158,8 @@ std::optional<Dims> propagate(Operation *op, const Dims &in,
         !(isAttentionMask(op, static_cast<unsigned>(i)) ||
           isReplicatedKeyValue(op, static_cast<unsigned>(i)) ||
           broadcastsAlong(op->getOperand(i), d) ||
-          repeatsAlong(op->getOperand(i), d) || (*cuttable)(op->getOperand(i))))
+          repeatsAlong(op->getOperand(i), d) ||
+          isFunctionInput(op->getOperand(i)) || (*cuttable)(op->getOperand(i))))
       return std::nullopt;
     needed.push_back({op, static_cast<unsigned>(i), d});
   }
@@ -291,6 +307,22 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
     }
     if (!anySplit)
       continue;
+    if (isa<func::ReturnOp>(op)) {
+      // A split result that the program also reads on (a decoder's present
+      // keys and values, which its attention reads) is gathered where it
+      // is returned, as by Megatron's gather_output, or left sharded for
+      // mp-run to gather once. One that only the results read stops: its
+      // linear pairs with a row-parallel one or stays whole.
+      for (auto [i, operand] : llvm::enumerate(op.getOperands()))
+        if (dims[i] >= 0 && llvm::all_of(operand.getUsers(), [&](Operation *u) {
+              return u == &op;
+            })) {
+          Dims one(dims.size(), -1);
+          one[i] = dims[i];
+          stopAt(&op, one, split.origin[operand], kReturnedOnly);
+        }
+      continue;
+    }
     // Whether the results (where split) are past a Mixing op.
     bool mixed = mixes(&op, dims) ||
                  llvm::any_of(op.getOperands(),

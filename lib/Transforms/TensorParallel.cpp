@@ -4,20 +4,20 @@
 // is split along dimension d" forward from linears: a linear is
 // column-parallel when its split output reaches only ops that can run on the
 // split (shape and elementwise ops, the heads of attention) before the
-// contracting dimension of another linear, which is then row-parallel. A
-// linear whose split output reaches anything else (a softmax over the
-// features, a residual add with a whole tensor, the function's result)
-// stays whole, and the analysis repeats without it; an op that refuses
-// some of its split operands runs on the others meanwhile, so that what
-// they feed is not dropped with them. A fused linear whose split stops
-// where its output is taken in parts (Falcon's QKV with one key/value
-// head) is cut into a linear per part first (FusedLinear.h), so each part
-// splits as it can. A norm over the split dim itself runs on each rank's
-// block with its statistics all-reduced (DistributedNorm.h). Two linears
-// with no Mixing op between them are one factorized linear (MLA's low-rank
-// projections): the second splits as a column instead, unless it finds no
-// split that way. The graph is then rewritten to local shapes with the
-// collectives written explicitly as `shard` ops.
+// contracting dimension of another linear, which is then row-parallel, or
+// the function's results, gathered there (a decoder's present keys and
+// values). A linear whose split output reaches anything else (a softmax
+// over the features, a residual add with a whole tensor) stays whole, and the
+// analysis repeats without it; an op that refuses some of its split operands
+// runs on the others meanwhile, so that what they feed is not dropped with
+// them. A fused linear whose split stops where its output is taken in parts
+// (Falcon's QKV with one key/value head) is cut into a linear per part first
+// (FusedLinear.h), so each part splits as it can. A norm over the split dim
+// itself runs on each rank's block with its statistics all-reduced
+// (DistributedNorm.h). Two linears with no Mixing op between them are one
+// factorized linear (MLA's low-rank projections): the second splits as a column
+// instead, unless it finds no split that way. The graph is then rewritten to
+// local shapes with the collectives written explicitly as `shard` ops.
 //
 //===----------------------------------------------------------------------===//
 #include "DistributedNorm.h"
@@ -97,6 +97,7 @@ struct TensorParallelPass
   Value allReduce(OpBuilder &b, Location loc, Value v, Operation *like);
   void cutOperand(const Cut &cut);
   LogicalResult rewriteRow(LinearOp linear);
+  void gatherResults(func::FuncOp func, const Split &split);
   LogicalResult rewriteVocabParallel(func::FuncOp func);
   LogicalResult padHead(LinearOp head, ArrayRef<Operation *> between,
                         int64_t padded);
@@ -321,6 +322,27 @@ static LinearOp findHead(Value result, SmallVectorImpl<Operation *> &between) {
     v = next;
   }
   return {};
+}
+
+/// A split value the function returns is gathered whole there, as by
+/// Megatron's column-parallel linear with gather_output (mp-shard-outputs
+/// then leaves it sharded until mp-run writes it): a decoder's present keys
+/// and values, split by heads.
+void TensorParallelPass::gatherResults(func::FuncOp func, const Split &split) {
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  OpBuilder b(ret);
+  for (OpOperand &operand : ret->getOpOperands()) {
+    auto it = split.dim.find(operand.get());
+    if (it == split.dim.end())
+      continue;
+    RankedTensorType local = tensorType(operand.get());
+    SmallVector<int64_t> whole(local.getShape());
+    whole[it->second] *= tp;
+    auto gather = shard::AllGatherOp::create(
+        b, operand.get().getLoc(), local.clone(whole), grid,
+        b.getDenseI16ArrayAttr({0}), operand.get(), b.getIndexAttr(it->second));
+    operand.set(gather.getResult());
+  }
 }
 
 /// Vocab-parallel token embedding and LM head.
@@ -609,6 +631,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
   }
   for (const Cut &cut : split.cuts)
     cutOperand(cut);
+  gatherResults(func, split);
   for (Operation *norm : split.norms)
     distributeNorm(norm, tp, grid);
   for (LinearOp row : split.rows)

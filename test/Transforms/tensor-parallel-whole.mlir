@@ -20,6 +20,6 @@ func.func @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   // expected-warning @below {{this linear stays whole (replicated on all 2 ranks): its output reaches 'mp.add' split along dim 2, where a whole activation spans the split}}
   %k = mp.linear %n, %w2 {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   // expected-note @below {{the split stops here}}
-  %r = mp.add %k, %x {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %r = mp.add %k, %n {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %r : tensor<2x4x8xf32>
 }

@@ -332,7 +332,8 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
       failed(printModule(*module, outputFilename, config, /*locations=*/true)))
     return 1;
   // Activations become their linears' epilogues, residual adds join their
-  // norms and outputs gathered only to be returned stay sharded, last
+  // norms, outputs gathered only to be returned stay sharded and inputs
+  // only cut are read as each rank's block, last
   // (partitioning and training are done) and before the memory plan,
   // unless this pipeline planned memory already (the plan would no longer
   // fit the program).
@@ -344,6 +345,8 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
       fuse.addPass(mp::createMPFuseResidualNorms());
     if (!gatherOutputs && !runs(pm, "mp-shard-outputs"))
       fuse.addPass(mp::createMPShardOutputs());
+    if (!runs(pm, "mp-shard-inputs"))
+      fuse.addPass(mp::createMPShardInputs());
     if (failed(runPasses(fuse, *module, config)))
       return 1;
   }

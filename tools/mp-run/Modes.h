@@ -90,6 +90,14 @@ Status readInputs(const Options &o, const std::vector<IOSpec> &specs,
 /// Every rank gets the inputs rank 0 read (`specs` size the others').
 Status shareInputs(Communicator &world, const std::vector<IOSpec> &specs,
                    std::vector<HostBuffer> &buffers);
+/// The inputs as the user gives them: one the program reads as each rank's
+/// block (mp-shard-inputs: a decoder's cache, split by heads) whole.
+std::vector<IOSpec> wholeInputs(const Executable &exe);
+/// What this rank's program reads of the whole inputs `whole`: its block of
+/// a sharded one (held in `blocks`), the others as they are.
+std::vector<Tensor> localInputs(const Executable &exe,
+                                std::vector<HostBuffer> &whole,
+                                std::vector<HostBuffer> &blocks);
 
 /// Runs a pipeline artifact: one step on the inputs (outputs written as a
 /// plain artifact's), or --train. Every rank calls it; returns the exit

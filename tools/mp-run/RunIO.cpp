@@ -217,6 +217,39 @@ Status shareInputs(Communicator &world, const std::vector<IOSpec> &specs,
   return Status::success();
 }
 
+std::vector<IOSpec> wholeInputs(const Executable &exe) {
+  std::vector<IOSpec> specs = exe.inputs();
+  for (IOSpec &spec : specs)
+    if (spec.shardAxis >= 0)
+      spec.shape[spec.shardAxis] *= exe.gridSize();
+  return specs;
+}
+
+std::vector<Tensor> localInputs(const Executable &exe,
+                                std::vector<HostBuffer> &whole,
+                                std::vector<HostBuffer> &blocks) {
+  // mp-run lays ranks out [replica][grid position].
+  const int64_t position = rankId % exe.gridSize();
+  std::vector<Tensor> local;
+  blocks.resize(whole.size());
+  for (size_t i = 0; i < whole.size(); ++i) {
+    const IOSpec &spec = exe.inputs()[i];
+    if (spec.shardAxis < 0) {
+      local.push_back(whole[i].view());
+      continue;
+    }
+    std::string block = shardOf(
+        std::string_view(reinterpret_cast<const char *>(whole[i].bytes.data()),
+                         whole[i].bytes.size()),
+        whole[i].shape, spec.shardAxis, spec.shardGroups, exe.gridSize(),
+        position);
+    blocks[i] = {spec.dtype, spec.shape,
+                 std::vector<uint8_t>(block.begin(), block.end())};
+    local.push_back(blocks[i].view());
+  }
+  return local;
+}
+
 void writeOutputs(const Options &o,
                   const std::vector<std::pair<std::string, Tensor>> &named) {
   mkdir(o.outputDir.c_str(), 0755);

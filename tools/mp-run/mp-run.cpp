@@ -549,19 +549,24 @@ int main(int argc, char **argv) {
     finalizeCommunication();
     return rc;
   }
-  std::vector<HostBuffer> inputBuffers;
+  std::vector<HostBuffer> inputBuffers, inputBlocks;
+  const std::vector<IOSpec> givenInputs = wholeInputs(*exe);
   stopIfAnyRankFailed(*comm, rankId == 0
-                                 ? readInputs(o, exe->inputs(), inputBuffers)
+                                 ? readInputs(o, givenInputs, inputBuffers)
                                  : Status::success());
-  if (Status s = shareInputs(*comm, exe->inputs(), inputBuffers); !s)
+  if (Status s = shareInputs(*comm, givenInputs, inputBuffers); !s)
     abortRun(s.message);
   // (A test hook: this rank stops responding, as a hung node would.)
   if (const char *stall = std::getenv("MP_RUN_TEST_STALL_RANK"))
     if (std::atoi(stall) == rankId && rankCount > 1)
       std::raise(SIGSTOP);
+  // The whole inputs for --verify's unpartitioned run, each rank's own
+  // for the program.
   std::vector<Tensor> inputs, outputs;
   for (HostBuffer &b : inputBuffers)
     inputs.push_back(b.view());
+  const std::vector<Tensor> localIns =
+      localInputs(*exe, inputBuffers, inputBlocks);
 
   if (!o.quiet && exe->syntheticWeights())
     std::printf("mp-run: note: synthetic (random) weights: outputs are "
@@ -594,13 +599,13 @@ int main(int argc, char **argv) {
                 deviceComm ? "MPI, NCCL" : exe->describeCollectives().c_str());
   }
   for (int i = 0; i < o.warmup; ++i)
-    if (Status s = exe->run(inputs, outputs); !s)
+    if (Status s = exe->run(localIns, outputs); !s)
       abortRun(s.message);
   std::vector<double> times;
   exe->enableProfiling(o.profile);
   for (int i = 0; i < o.iterations; ++i) {
     double start = seconds();
-    if (Status s = exe->run(inputs, outputs); !s)
+    if (Status s = exe->run(localIns, outputs); !s)
       abortRun(s.message);
     times.push_back(seconds() - start);
   }

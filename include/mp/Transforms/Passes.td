@@ -167,6 +167,31 @@ def MPShardOutputs : Pass<"mp-shard-outputs", "mlir::ModuleOp"> {
   }];
 }
 
+def MPShardInputs : Pass<"mp-shard-inputs", "mlir::ModuleOp"> {
+  let summary = "take an input that each rank only cuts as this rank's "
+                "block, handed to it by mp-run";
+  let description = [{
+    A function argument whose every user is a shard.all_slice along one
+    axis over the only axis of a one-dimensional grid (tensor parallelism's
+    cut of a decoder's cached keys and values, split by heads) becomes this
+    rank's block, marked with the slice's axis:
+
+    ```mlir
+    func.func @main(%past: tensor<2x4x5x8xf32>) ... {
+      %s = shard.all_slice %past on @tp grid_axes = [0] slice_axis = 1
+          : tensor<2x4x5x8xf32> -> tensor<2x2x5x8xf32>
+    // becomes
+    func.func @main(%past: tensor<2x2x5x8xf32> {mp.shard_axis = 1 : i64})
+    ```
+
+    mp-run reads the whole input as before and hands each rank its block,
+    so a rank's arena holds its heads' cache rather than all of it and a
+    copy of its block. `--artifact` runs this pass with mp-shard-outputs.
+    Train steps (fed from the token file) and pipeline programs are left
+    alone.
+  }];
+}
+
 def MPFoldRowParallelBias : Pass<"mp-fold-row-parallel-bias",
                                   "mlir::ModuleOp"> {
   let summary = "add a row-parallel linear's bias inside each rank's GEMM";

@@ -535,6 +535,11 @@ LogicalResult Lowering::run() {
     auto *binding = prog.add_inputs();
     binding->set_name(bindingName(func.getArgAttrDict(i), "input", i));
     binding->set_buffer(*id);
+    if (auto axis = func.getArgAttrOfType<IntegerAttr>(
+            i, MPDialect::getShardAxisAttrName())) {
+      binding->mutable_sharding()->set_axis(axis.getInt());
+      binding->mutable_sharding()->set_groups(1);
+    }
   }
   for (Operation &op : body.without_terminator())
     if (failed(lowerOp(&op)))

@@ -638,6 +638,16 @@ bool mp::isTrainStep(ModuleOp module) {
       .wasInterrupted();
 }
 
+SmallVector<func::FuncOp> mp::userFacingFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> funcs;
+  if (isTrainStep(module) || module->hasAttr(MPDialect::getPipelineAttrName()))
+    return funcs;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (!func.isExternal() && SymbolTable::symbolKnownUseEmpty(func, module))
+      funcs.push_back(func);
+  return funcs;
+}
+
 //===----------------------------------------------------------------------===//
 // Split rules (SplitOpInterface)
 //===----------------------------------------------------------------------===//

@@ -28,6 +28,13 @@ mlir::FailureOr<mlir::func::FuncOp> getEntryFunction(mlir::ModuleOp module);
 /// Whether `module` holds a backward pass (ops mp-autodiff made): a train
 /// step, whole or cut into pipeline chunks.
 bool isTrainStep(mlir::ModuleOp module);
+/// The functions whose inputs and results mp-run exchanges with the user:
+/// every defined function nothing calls, in an inference program that is
+/// not cut into pipeline stages (a train step is fed from the token file
+/// and returns its gradients; stages pass values to other stages); none
+/// otherwise.
+llvm::SmallVector<mlir::func::FuncOp>
+userFacingFunctions(mlir::ModuleOp module);
 } // namespace mp
 
 #endif // MP_DIALECT_MP_IR_MPOPS_H

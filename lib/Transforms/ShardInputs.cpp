@@ -1,0 +1,85 @@
+//===- ShardInputs.cpp - inputs read as each rank's block -----------------===//
+//
+// mp-shard-inputs: an input that every rank reads whole only to take its
+// block of it (shard.all_slice: tensor parallelism's cut of a decoder's
+// cached keys and values, split by heads) becomes that block, marked
+// `mp.shard_axis`; mp-run hands each rank its block. A rank then holds
+// only its heads' cache, as in Megatron's inference, rather than all of it
+// plus a copy of its block.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Dialect/MP/IR/MPDialect.h"
+#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+namespace mp {
+#define GEN_PASS_DEF_MPSHARDINPUTS
+#include "mp/Transforms/Passes.h.inc"
+} // namespace mp
+
+using namespace mlir;
+using namespace mp;
+
+namespace {
+
+/// The axis along which every user of `arg` takes this rank's block over
+/// the only axis of a one-dimensional grid (the communicator mp-run
+/// scatters inputs over); nullopt when some user reads it otherwise.
+std::optional<int64_t> slicedAxis(BlockArgument arg,
+                                  SymbolTableCollection &symbols) {
+  std::optional<int64_t> axis;
+  for (Operation *user : arg.getUsers()) {
+    auto slice = dyn_cast<shard::AllSliceOp>(user);
+    if (!slice)
+      return std::nullopt;
+    shard::GridOp grid = shard::getGrid(slice, symbols);
+    int64_t sliceAxis = slice.getSliceAxis().getSExtValue();
+    if (!grid || grid.getRank() != 1 || slice.getGridAxes().size() != 1 ||
+        (axis && *axis != sliceAxis))
+      return std::nullopt;
+    axis = sliceAxis;
+  }
+  return axis;
+}
+
+struct ShardInputsPass : public mp::impl::MPShardInputsBase<ShardInputsPass> {
+  using MPShardInputsBase::MPShardInputsBase;
+
+  void runOnOperation() override {
+    // (A called function's caller passes its arguments whole.)
+    SymbolTableCollection symbols;
+    for (func::FuncOp func : userFacingFunctions(getOperation()))
+      shardArguments(func, symbols);
+  }
+
+  void shardArguments(func::FuncOp func, SymbolTableCollection &symbols) {
+    bool changed = false;
+    for (BlockArgument arg : func.getArguments()) {
+      if (func.getArgAttr(arg.getArgNumber(),
+                          MPDialect::getShardAxisAttrName()))
+        continue;
+      std::optional<int64_t> axis = slicedAxis(arg, symbols);
+      if (!axis)
+        continue;
+      Type local = (*arg.getUsers().begin())->getResult(0).getType();
+      for (Operation *slice : llvm::make_early_inc_range(arg.getUsers())) {
+        slice->getResult(0).replaceAllUsesWith(arg);
+        slice->erase();
+      }
+      arg.setType(local);
+      func.setArgAttr(
+          arg.getArgNumber(), MPDialect::getShardAxisAttrName(),
+          IntegerAttr::get(IntegerType::get(&getContext(), 64), *axis));
+      changed = true;
+    }
+    if (changed)
+      func.setFunctionType(FunctionType::get(&getContext(),
+                                             func.getBody().getArgumentTypes(),
+                                             func.getResultTypes()));
+  }
+};
+
+} // namespace
