@@ -212,9 +212,24 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
   }
 
   /// The operands a mask is applied to: the product, or it scaled.
-  static bool isScores(Value v) {
-    return v.getDefiningOp<MatmulOp>() || v.getDefiningOp<DivOp>() ||
-           v.getDefiningOp<MulOp>();
+  /// Whether `v` is the scores: a matmul, perhaps scaled and masked
+  /// already (HF's GPT-2 fills the causal positions by `where`, then adds
+  /// the padding mask), as opposed to a mask computed by the same ops.
+  static bool isScores(Value v, int depth = 0) {
+    Operation *def = v.getDefiningOp();
+    if (!def || depth > 4)
+      return false;
+    if (isa<MatmulOp>(def))
+      return true;
+    if (auto where = dyn_cast<WhereOp>(def))
+      return isScores(where.getOnTrue(), depth + 1) ||
+             isScores(where.getOnFalse(), depth + 1);
+    if (isa<DivOp>(def))
+      return isScores(def->getOperand(0), depth + 1);
+    if (isa<MulOp, AddOp>(def))
+      return isScores(def->getOperand(0), depth + 1) ||
+             isScores(def->getOperand(1), depth + 1);
+    return false;
   }
 
   /// A boolean mask applied by `where`: `condition` true where keys are

@@ -234,6 +234,38 @@ func.func @attention_causal_where(%q: tensor<2x3x4x8xf32>, %k: tensor<2x4x3x8xf3
 
 // -----
 
+// Tests HF's GPT-2 with a padding mask after a cache: the causal positions
+// (queries after 2 cached keys) filled by `where`, then the padding mask,
+// computed from the attention_mask input by a multiply, added, first as
+// scores + mask and then as mask + scores. Both raise: the mask is told
+// from the scores by the matmul the scores come from, not by the op that
+// made it.
+// CHECK-LABEL: func.func @attention_where_then_padding
+// CHECK: %[[MASK:.*]] = mp.mul
+// CHECK: mp.attention %arg0, %{{.*}}, %arg2, %[[MASK]] {causal, scale = 0.353553385 : f32}
+// CHECK: mp.attention %arg0, %{{.*}}, %arg2, %[[MASK]] {causal, scale = 0.353553385 : f32}
+// CHECK-NOT: mp.softmax
+func.func @attention_where_then_padding(%q: tensor<2x3x2x8xf32>, %kt: tensor<2x3x8x4xf32>, %v: tensor<2x3x4x8xf32>, %am: tensor<2x1x1x4xf32>) -> (tensor<2x3x2x8xf32>, tensor<2x3x2x8xf32>) {
+  %one = mp.constant dense<1.0> : tensor<f32>
+  %min = mp.constant dense<-3.40282347E+38> : tensor<f32>
+  %hidden = mp.sub %one, %am : (tensor<f32>, tensor<2x1x1x4xf32>) -> tensor<2x1x1x4xf32>
+  %mask = mp.mul %hidden, %min : (tensor<2x1x1x4xf32>, tensor<f32>) -> tensor<2x1x1x4xf32>
+  %s = mp.matmul %q, %kt : (tensor<2x3x2x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x2x4xf32>
+  %c = mp.constant dense<2.82842708> : tensor<f32>
+  %d = mp.div %s, %c : (tensor<2x3x2x4xf32>, tensor<f32>) -> tensor<2x3x2x4xf32>
+  %m = mp.constant dense<[[[[true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x2x4xi1>
+  %w = mp.where %m, %d, %min : (tensor<1x1x2x4xi1>, tensor<2x3x2x4xf32>, tensor<f32>) -> tensor<2x3x2x4xf32>
+  %a = mp.add %w, %mask : (tensor<2x3x2x4xf32>, tensor<2x1x1x4xf32>) -> tensor<2x3x2x4xf32>
+  %p = mp.softmax %a {axis = 3 : i64} : tensor<2x3x2x4xf32>
+  %o = mp.matmul %p, %v : (tensor<2x3x2x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x2x8xf32>
+  %a2 = mp.add %mask, %w : (tensor<2x1x1x4xf32>, tensor<2x3x2x4xf32>) -> tensor<2x3x2x4xf32>
+  %p2 = mp.softmax %a2 {axis = 3 : i64} : tensor<2x3x2x4xf32>
+  %o2 = mp.matmul %p2, %v : (tensor<2x3x2x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x2x8xf32>
+  return %o, %o2 : tensor<2x3x2x8xf32>, tensor<2x3x2x8xf32>
+}
+
+// -----
+
 // Tests the Llama form: an additive causal mask (0 / -inf) and the
 // grouped-query head repeat (reshape, expand, reshape) folded away.
 // CHECK-LABEL: func.func @attention_gqa_additive
