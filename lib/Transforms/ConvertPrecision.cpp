@@ -83,6 +83,11 @@ struct ConvertPrecisionPass
                 APFloat f = v;
                 bool lost;
                 f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+                // A finite value past the range saturates rather than
+                // becoming infinite: HF's finfo(float32).min mask fill
+                // would give 0 * -inf = NaN where a key is kept.
+                if (f.isInfinity() && v.isFinite())
+                  f = APFloat::getLargest(sem, v.isNegative());
                 return f.bitcastToAPInt();
               });
           constant.setValueAttr(converted);

@@ -45,6 +45,37 @@ std::optional<int64_t> slicedAxis(BlockArgument arg,
   return axis;
 }
 
+/// Takes this rank's block before a cast of the input rather than after
+/// it (mp-convert-precision casts f32 inputs to bf16 first): each rank then
+/// casts only its block, and the input is read only by the slice.
+void sliceBeforeCasts(BlockArgument arg) {
+  for (Operation *user : llvm::make_early_inc_range(arg.getUsers())) {
+    auto convert = dyn_cast<CastOp>(user);
+    if (!convert)
+      continue;
+    for (Operation *castUser :
+         llvm::make_early_inc_range(convert->getUsers())) {
+      auto slice = dyn_cast<shard::AllSliceOp>(castUser);
+      if (!slice)
+        continue;
+      OpBuilder b(slice);
+      auto wholeType = cast<RankedTensorType>(arg.getType());
+      auto block = cast<RankedTensorType>(slice.getType())
+                       .clone(wholeType.getElementType());
+      auto early = shard::AllSliceOp::create(
+          b, slice.getLoc(), block, arg, slice.getGrid(), slice.getGridAxes(),
+          slice.getSliceAxis().getSExtValue());
+      early->setAttrs(slice->getAttrs());
+      auto converted = CastOp::create(b, convert.getLoc(), slice.getType(),
+                                      early.getResult());
+      slice.getResult().replaceAllUsesWith(converted.getResult());
+      slice->erase();
+    }
+    if (convert->use_empty())
+      convert->erase();
+  }
+}
+
 struct ShardInputsPass : public mp::impl::MPShardInputsBase<ShardInputsPass> {
   using MPShardInputsBase::MPShardInputsBase;
 
@@ -61,6 +92,7 @@ struct ShardInputsPass : public mp::impl::MPShardInputsBase<ShardInputsPass> {
       if (func.getArgAttr(arg.getArgNumber(),
                           MPDialect::getShardAxisAttrName()))
         continue;
+      sliceBeforeCasts(arg);
       std::optional<int64_t> axis = slicedAxis(arg, symbols);
       if (!axis)
         continue;

@@ -101,9 +101,9 @@ ReshapeOp tensor_parallel::headRepeat(Value v, int64_t &dim) {
 namespace {
 
 const char *kReturnedOnly =
-    "and only the function's results read it (a split result that the "
-    "program also reads on, as a decoder's present keys and values, is "
-    "gathered there instead)";
+    "through data movement alone (a split that the program also computes "
+    "on, as a decoder's present keys and values, is gathered there "
+    "instead)";
 
 /// Whether operand `i` of `op` is an attention's additive mask: cut by
 /// heads whatever it is computed from (an ALiBi bias plus a padding mask
@@ -128,13 +128,20 @@ bool isReplicatedKeyValue(Operation *op, unsigned i) {
 }
 
 /// Whether `v` is one of the function's inputs (a decoder's cached keys
-/// and values from earlier steps, concatenated with this step's): each
-/// rank reads it whole, so its block costs a local copy (or nothing, once
-/// mp-shard-inputs hands each rank its block) and hides no computation, as
+/// and values from earlier steps, concatenated with this step's) or a view
+/// of one, moved or converted by one-operand data movement (cast to bf16
+/// by mp-convert-precision; GPT-2's stacked cache indexed `past[0]`, a
+/// slice and a reshape): each rank reads it whole, so its block costs a
+/// local copy (or nothing, once mp-shard-inputs hands each rank its block
+/// of an input read only through casts) and hides no computation, as
 /// Megatron's inference keeps each rank's heads' cache.
 bool isFunctionInput(Value v) {
-  return isa<BlockArgument>(v) &&
-         isa<func::FuncOp>(v.getParentRegion()->getParentOp());
+  while (Operation *def = v.getDefiningOp()) {
+    if (!def->hasTrait<mp::OpTrait::MovesData>() || def->getNumOperands() != 1)
+      return false;
+    v = def->getOperand(0);
+  }
+  return isa<func::FuncOp>(v.getParentRegion()->getParentOp());
 }
 
 /// The split dimension of `op`'s results given its operands', by the op's
@@ -236,6 +243,8 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
   for (auto [i, l] : llvm::enumerate(linears))
     indexOf[l] = i;
   llvm::BitVector conflict(linears.size());
+  // Linears whose split an op computes on (not only moves).
+  llvm::BitVector computedOn(linears.size());
   InputFree cuttable;
   auto markResult = [&](Value v, int64_t d, const llvm::BitVector &from) {
     split.dim[v] = d;
@@ -294,6 +303,7 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
           continue;
         }
         split.rows.push_back(linear);
+        computedOn |= from;
         continue;
       }
       unsigned i = indexOf.lookup(linear);
@@ -308,21 +318,31 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
     if (!anySplit)
       continue;
     if (isa<func::ReturnOp>(op)) {
-      // A split result that the program also reads on (a decoder's present
-      // keys and values, which its attention reads) is gathered where it
-      // is returned, as by Megatron's gather_output, or left sharded for
-      // mp-run to gather once. One that only the results read stops: its
-      // linear pairs with a row-parallel one or stays whole.
-      for (auto [i, operand] : llvm::enumerate(op.getOperands()))
-        if (dims[i] >= 0 && llvm::all_of(operand.getUsers(), [&](Operation *u) {
-              return u == &op;
-            })) {
-          Dims one(dims.size(), -1);
-          one[i] = dims[i];
-          stopAt(&op, one, split.origin[operand], kReturnedOnly);
-        }
+      // A split result that the program also computes on (a decoder's
+      // present keys and values, which its attention reads) is gathered
+      // where it is returned, as by Megatron's gather_output, or left
+      // sharded for mp-run to gather once. A linear whose split reaches
+      // the results through data movement alone stops there: it pairs with
+      // a row-parallel one or stays whole.
+      for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+        if (dims[i] < 0)
+          continue;
+        llvm::BitVector idle = split.origin[operand];
+        idle.reset(computedOn);
+        // A factorized pair's wide factor whose split would end gathered
+        // here splits column/row with its narrow one after all.
+        for (unsigned k : split.origin[operand].set_bits())
+          if (split.factorized.contains(linears[k]))
+            idle.set(k);
+        Dims one(dims.size(), -1);
+        one[i] = dims[i];
+        if (idle.any())
+          stopAt(&op, one, idle, kReturnedOnly);
+      }
       continue;
     }
+    if (!op.hasTrait<mp::OpTrait::MovesData>())
+      computedOn |= from;
     // Whether the results (where split) are past a Mixing op.
     bool mixed = mixes(&op, dims) ||
                  llvm::any_of(op.getOperands(),
@@ -417,7 +437,8 @@ std::string tensor_parallel::describeStop(const Stop &stop) {
   if (auto rule = dyn_cast<SplitOpInterface>(stop.op);
       rule && succeeded(rule.propagateSplit(stop.dims))) {
     os << "where a whole activation spans the split (tensor parallelism "
-          "cuts only values computed from constants and parameters)";
+          "cuts only values computed from constants and parameters, and "
+          "the function's inputs)";
     return why;
   }
   os << "which cannot run on that split";

@@ -52,3 +52,23 @@ func.func @exact(%ids: tensor<2x4xi64>) -> tensor<2x4xi64> {
   %i = mp.cast %s : tensor<2x4xf32> to tensor<2x4xi64>
   return %i : tensor<2x4xi64>
 }
+
+// -----
+
+// Tests that a constant past the target's range saturates to its largest
+// finite value rather than becoming infinite (HF's finfo(float32).min
+// padding fill: (1 - mask) * min would be 0 * -inf = NaN where a key is
+// kept), while infinities stay infinite.
+// CHECK-LABEL: func.func @saturate
+// CHECK: mp.constant dense<-3.389530e+38> : tensor<bf16>
+// CHECK: mp.constant dense<0xFF80> : tensor<bf16>
+// F16-LABEL: func.func @saturate
+// F16: mp.constant dense<-6.550400e+04> : tensor<f16>
+// F16: mp.constant dense<0xFC00> : tensor<f16>
+func.func @saturate(%m: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  %min = mp.constant dense<-3.40282347E+38> : tensor<f32>
+  %inf = mp.constant dense<0xFF800000> : tensor<f32>
+  %a = mp.mul %m, %min : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  %b = mp.mul %m, %inf : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  return %a, %b : tensor<2x4xf32>, tensor<2x4xf32>
+}

@@ -21,6 +21,23 @@ func.func @cache(%past: tensor<2x2x3x4xf32> {mp.name = "past_key_values.0.key"},
 
 // -----
 
+// Tests a cache that precision conversion casts to bf16 before it is cut:
+// the block is taken before the cast, so each rank casts only its block
+// and the input becomes that block.
+// CHECK-LABEL: func.func @cast_first
+// CHECK-SAME: (%arg0: tensor<2x1x3x4xf32> {mp.shard_axis = 1 : i64})
+// CHECK-NEXT: %[[B:.*]] = mp.cast %arg0 : tensor<2x1x3x4xf32> to tensor<2x1x3x4xbf16>
+// CHECK-NEXT: mp.add %[[B]], %[[B]]
+shard.grid @tp(shape = 2)
+func.func @cast_first(%past: tensor<2x2x3x4xf32>) -> tensor<2x1x3x4xbf16> {
+  %b = mp.cast %past : tensor<2x2x3x4xf32> to tensor<2x2x3x4xbf16>
+  %s = shard.all_slice %b on @tp grid_axes = [0] slice_axis = 1 : tensor<2x2x3x4xbf16> -> tensor<2x1x3x4xbf16>
+  %a = mp.add %s, %s : (tensor<2x1x3x4xbf16>, tensor<2x1x3x4xbf16>) -> tensor<2x1x3x4xbf16>
+  return %a : tensor<2x1x3x4xbf16>
+}
+
+// -----
+
 // Tests the inputs that stay whole: one also read whole, one cut along two
 // axes, one cut over one axis of a two-dimensional grid (mp-run hands out
 // inputs over the whole grid), and the inputs of a function that is called

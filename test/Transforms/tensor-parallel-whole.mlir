@@ -7,7 +7,7 @@
 // summary lists it.
 // CHECK: replicated  2 block linears left whole by tensor parallelism:
 // CHECK-NEXT: @w1: its output reaches 'mp.softmax' split along dim 2, which cannot run on that split
-// CHECK-NEXT: @w2: its output reaches 'mp.add' split along dim 2, where a whole activation spans the split (tensor parallelism cuts only values computed from constants and parameters)
+// CHECK-NEXT: @w2: its output reaches 'mp.add' split along dim 2, where a whole activation spans the split (tensor parallelism cuts only values computed from constants and parameters, and the function's inputs)
 mp.param @w1 : tensor<8x8xf32> {file = "x.onnx"}
 mp.param @w2 : tensor<8x8xf32> {file = "x.onnx"}
 func.func @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {

@@ -32,7 +32,7 @@ func.func @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
 // -----
 
 // Tests that a linear whose output goes through a softmax over its
-// features, or is added to a whole tensor, stays whole: no shards, no
+// features, or is added to a whole activation, stays whole: no shards, no
 // collectives (the program still runs replicated on the grid's ranks).
 // CHECK-LABEL: shard.grid @tp(shape = 2)
 // CHECK-NOT: grid = @tp
@@ -51,7 +51,7 @@ func.func @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %h = mp.linear %x, %w1 {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   %n = mp.softmax %h {axis = 2 : i64, mp.layer = 0 : i64} : tensor<2x4x8xf32>
   %k = mp.linear %n, %w2 {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
-  %r = mp.add %k, %x {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %r = mp.add %k, %n {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %r : tensor<2x4x8xf32>
 }
 

@@ -289,7 +289,9 @@ def MPConvertPrecision : Pass<"mp-convert-precision", "mlir::ModuleOp"> {
     fp32 inputs and outputs stay fp32 (a cast at the boundary), and so does
     a cross-entropy loss. Parameters remember their stored type
     (`source_type`), which the artifact writer converts from (rounding to
-    nearest even).
+    nearest even). A finite constant past `dtype`'s range becomes its
+    largest finite value, not an infinity (HF's `finfo(float32).min` mask
+    fill, multiplied by 0 where keys are kept, must stay 0, not NaN).
   }];
   let options = [
     Option<"dtype", "dtype", "mp::StorageType",

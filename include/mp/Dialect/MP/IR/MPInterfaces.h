@@ -58,6 +58,11 @@ class Fused : public mlir::OpTrait::TraitBase<ConcreteType, Fused> {};
 /// factorized linear (MLA's low-rank projections), whose wide factor splits.
 template <typename ConcreteType>
 class Mixing : public mlir::OpTrait::TraitBase<ConcreteType, Mixing> {};
+
+/// Its results are its operands' elements moved, repeated or converted
+/// (reshape, transpose, slice, concat, split, expand, cast): no arithmetic.
+template <typename ConcreteType>
+class MovesData : public mlir::OpTrait::TraitBase<ConcreteType, MovesData> {};
 /// Core attention (QKᵀ, its softmax, ·V): what selective activation
 /// recompute re-runs in the backward rather than keeping its large results
 /// (Korthikanti et al. 2022; mp-recompute granularity=selective).

@@ -43,6 +43,14 @@ def MP_MixingTrait : NativeOpTrait<"Mixing"> {
   let cppNamespace = "::mp::OpTrait";
 }
 
+// Its results are its operands' elements moved, repeated or converted: no
+// arithmetic. A split that reaches the function's results through such ops
+// alone has been computed on for nothing but the results
+// (mp-tensor-parallel).
+def MP_MovesDataTrait : NativeOpTrait<"MovesData"> {
+  let cppNamespace = "::mp::OpTrait";
+}
+
 // Core attention: what selective recompute re-runs (mp-recompute).
 def MP_CoreAttentionTrait : NativeOpTrait<"CoreAttention"> {
   let cppNamespace = "::mp::OpTrait";
@@ -261,7 +269,7 @@ def MP_WhereOp : MP_Op<"where", [MP_Differentiable,
   let hasVerifier = 1;
 }
 
-def MP_CastOp : MP_Op<"cast", [MP_Differentiable,
+def MP_CastOp : MP_Op<"cast", [MP_MovesDataTrait, MP_Differentiable,
     Pure, Elementwise, SameOperandsAndResultShape,
                                MP_SplitByTraits]> {
   let summary = "elementwise element-type conversion";
@@ -580,7 +588,8 @@ def MP_TriluOp : MP_Op<"trilu", [MP_Differentiable,
 // Shape ops
 //===----------------------------------------------------------------------===//
 
-def MP_ReshapeOp : MP_Op<"reshape", [MP_Differentiable, Pure,
+def MP_ReshapeOp : MP_Op<"reshape", [MP_MovesDataTrait, MP_Differentiable,
+    Pure,
     AllElementTypesMatch<["input", "result"]>, MP_SplitByRule,
     DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
   let summary = "reinterprets a tensor with a new static shape";
@@ -591,7 +600,8 @@ def MP_ReshapeOp : MP_Op<"reshape", [MP_Differentiable, Pure,
   let hasFolder = 1;
 }
 
-def MP_TransposeOp : MP_Op<"transpose", [MP_Differentiable, Pure,
+def MP_TransposeOp : MP_Op<"transpose", [MP_MovesDataTrait,
+    MP_Differentiable, Pure,
     AllElementTypesMatch<["input", "result"]>, InferTypeOpAdaptor,
     MP_SplitByRule]> {
   let summary = "permutes dimensions: result dim i = input dim perm[i]";
@@ -604,7 +614,8 @@ def MP_TransposeOp : MP_Op<"transpose", [MP_Differentiable, Pure,
   let hasFolder = 1;
 }
 
-def MP_SliceOp : MP_Op<"slice", [MP_Differentiable, Pure,
+def MP_SliceOp : MP_Op<"slice", [MP_MovesDataTrait, MP_Differentiable,
+    Pure,
     AllElementTypesMatch<["input", "result"]>, InferTypeOpAdaptor,
     MP_SplitByRule]> {
   let summary = "static strided slice (one start, limit and stride per dim)";
@@ -619,7 +630,7 @@ def MP_SliceOp : MP_Op<"slice", [MP_Differentiable, Pure,
   let hasVerifier = 1;
 }
 
-def MP_ConcatOp : MP_Op<"concat", [MP_Differentiable,
+def MP_ConcatOp : MP_Op<"concat", [MP_MovesDataTrait, MP_Differentiable,
     Pure, InferTypeOpAdaptor, MP_SplitByRule]> {
   let summary = "concatenation along an axis";
   let arguments = (ins Variadic<MP_Tensor>:$inputs, I64Attr:$axis);
@@ -636,7 +647,8 @@ def MP_ConcatOp : MP_Op<"concat", [MP_Differentiable,
   }];
 }
 
-def MP_SplitOp : MP_Op<"split", [MP_Differentiable, Pure, MP_SplitByRule]> {
+def MP_SplitOp : MP_Op<"split", [MP_MovesDataTrait, MP_Differentiable, Pure,
+    MP_SplitByRule]> {
   let summary = "splits a tensor along an axis; sizes come from result types";
   let arguments = (ins MP_Tensor:$input, I64Attr:$axis);
   let results = (outs Variadic<MP_Tensor>:$results);
@@ -650,7 +662,8 @@ def MP_SplitOp : MP_Op<"split", [MP_Differentiable, Pure, MP_SplitByRule]> {
   }];
 }
 
-def MP_ExpandOp : MP_Op<"expand", [MP_Differentiable, Pure,
+def MP_ExpandOp : MP_Op<"expand", [MP_MovesDataTrait, MP_Differentiable,
+    Pure,
     AllElementTypesMatch<["input", "result"]>, MP_SplitByRule]> {
   let summary = "broadcasts a tensor to the result shape (numpy rules)";
   let arguments = (ins MP_Tensor:$input);
