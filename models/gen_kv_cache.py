@@ -26,6 +26,9 @@ For every model NAME this writes models/kv_cache/NAME/:
   falcon_mqa     Falcon-7B style multi-query attention: one key/value
                  head in a fused QKV, parallel attention and MLP from one
                  LayerNorm, one new token after 5 cached
+  llama_merged   llama_decode as Optimum merges it (decoder_model_merged):
+                 the first step and the cached steps in one graph, an If
+                 on the input use_cache_branch choosing; dynamic axes
 
 Usage: /usr/bin/python3 models/gen_kv_cache.py [--model NAME|all]
 """
@@ -36,9 +39,11 @@ import shutil
 import warnings
 
 import numpy as np
+import onnx
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from onnx import helper
 
 import gen_zoo as zoo
 
@@ -70,12 +75,13 @@ def rotary_cached_attention(layer, q, k, v, past_k, past_v):
     """Rotary (from the layer's cos/sin tables, at the cache's offset) on
     this step's q and k, k and v appended to the cache, causal attention;
     the attention and the present keys and values."""
-    s, p = q.shape[2], past_k.shape[2]
+    s, p = q.shape[2], 0 if past_k is None else past_k.shape[2]
     cos, sin = layer.cos[:, :, p:p + s], layer.sin[:, :, p:p + s]
     q = q * cos + zoo.rotate_half(q) * sin
     k = k * cos + zoo.rotate_half(k) * sin
-    k = torch.cat((past_k, k), dim=2)
-    v = torch.cat((past_v, v), dim=2)
+    if past_k is not None:  # (None: the first step, no cache yet)
+        k = torch.cat((past_k, k), dim=2)
+        v = torch.cat((past_v, v), dim=2)
     return softmax_attention(q, k, v, causal_additive(s, p)), k, v
 
 
@@ -260,6 +266,107 @@ def generate(name, out_root):
     print("wrote", d)
 
 
+class FirstStep(nn.Module):
+    """A decoder's first step: no cache in, this step's keys and values out."""
+
+    def __init__(self, decoder):
+        super().__init__()
+        self.decoder = decoder
+
+    def forward(self, ids):
+        return self.decoder(ids, *([None] * (2 * LAYERS)))
+
+
+def as_branch(model, prefix, outer_initializers=None):
+    """`model`'s graph as an If branch: its inputs read from the outer
+    scope, every other name prefixed (names are unique across a model's
+    graphs), its initializers kept in the branch or moved to
+    `outer_initializers`."""
+    g = model.graph
+    outer = {i.name for i in g.input}
+
+    def rename(name):
+        return name if name in outer or not name else prefix + name
+
+    branch = onnx.GraphProto(name=prefix + "branch")
+    for init in g.initializer:
+        moved = onnx.TensorProto()
+        moved.CopyFrom(init)
+        moved.name = rename(init.name)
+        (branch.initializer if outer_initializers is None else outer_initializers).append(moved)
+    for node in g.node:
+        n = onnx.NodeProto()
+        n.CopyFrom(node)
+        n.name = prefix + node.name
+        n.input[:] = [rename(x) for x in node.input]
+        n.output[:] = [rename(x) for x in node.output]
+        branch.node.append(n)
+    for out in g.output:
+        info = onnx.ValueInfoProto()
+        info.CopyFrom(out)
+        info.name = rename(out.name)
+        branch.output.append(info)
+    return branch
+
+
+def write_merged(out_root):
+    """llama_merged/: Optimum's decoder_model_merged.onnx form of
+    llama_decode (the same weights): one graph holding the first step and
+    the steps with a cache, chosen by an If on the bool input
+    use_cache_branch [1], with dynamic batch, sequence and past axes. The
+    cache branch's initializers are the outer graph's, the first step's
+    its own. inputs/, outputs/: the cache branch (llama_decode's data);
+    first/inputs, first/outputs: the first step on 4 tokens."""
+    build, seed, _, _ = MODELS["llama_decode"]
+    torch.manual_seed(seed)
+    decoder = build().eval()
+    with torch.no_grad():  # as generate() perturbs them
+        for p in decoder.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    d = os.path.join(out_root, "llama_merged")
+    shutil.rmtree(d, ignore_errors=True)
+    cached = os.path.join(out_root, "llama_decode")
+    shutil.copytree(os.path.join(cached, "inputs"), os.path.join(d, "inputs"))
+    shutil.copytree(os.path.join(cached, "outputs"), os.path.join(d, "outputs"))
+    ids = torch.randint(0, VOCAB, (BATCH, 4), generator=torch.Generator().manual_seed(seed + 11))
+    outputs = ["logits"] + [f"present.{i}.{part}" for i in range(LAYERS) for part in ("key", "value")]
+    first = os.path.join(d, "first")
+    os.makedirs(os.path.join(first, "inputs"))
+    os.makedirs(os.path.join(first, "outputs"))
+    path = os.path.join(d, "first.onnx")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = FirstStep(decoder)(ids)
+        torch.onnx.export(FirstStep(decoder), (ids,), path, opset_version=OPSET,
+                          input_names=["input_ids"], output_names=outputs)
+    np.save(os.path.join(first, "inputs", "input_ids.npy"), ids.numpy())
+    for n, value in zip(outputs, results):
+        np.save(os.path.join(first, "outputs", n + ".npy"), value.numpy())
+    first_model = onnx.load(path)
+    os.remove(path)
+    cache_model = onnx.load(os.path.join(cached, "model.onnx"))
+    outer_inits = []
+    with_cache = as_branch(cache_model, "with_past/", outer_inits)
+    without = as_branch(first_model, "first/")
+    kv = LlamaLayer.KV
+    inputs = [helper.make_tensor_value_info("input_ids", onnx.TensorProto.INT64, ["batch", "sequence"])]
+    inputs += [helper.make_tensor_value_info(f"past_key_values.{i}.{part}", onnx.TensorProto.FLOAT,
+                                             ["batch", kv, "past", HEAD_DIM])
+               for i in range(LAYERS) for part in ("key", "value")]
+    inputs.append(helper.make_tensor_value_info("use_cache_branch", onnx.TensorProto.BOOL, [1]))
+    outs = [helper.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, ["batch", "sequence", VOCAB])]
+    outs += [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, ["batch", kv, "total", HEAD_DIM])
+             for n in outputs[1:]]
+    branch = helper.make_node("If", ["use_cache_branch"], outputs, name="optimum::if",
+                              then_branch=with_cache, else_branch=without)
+    graph = helper.make_graph([branch], "merged", inputs, outs, initializer=outer_inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="gen_kv_cache.py")
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(d, "model.onnx"))
+    print("wrote", d)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -268,6 +375,8 @@ def main():
     args = parser.parse_args()
     for name in sorted(MODELS) if args.model == "all" else [args.model]:
         generate(name, args.out)
+    if args.model in ("all", "llama_decode"):
+        write_merged(args.out)
 
 
 if __name__ == "__main__":

@@ -57,8 +57,11 @@ static llvm::cl::opt<int64_t> paramPreview(
 
 static llvm::cl::opt<std::string> boundInputs(
     "mp-bind-input",
-    llvm::cl::desc("Treat graph inputs as constants read from serialized ONNX "
-                   "TensorProto files: NAME=FILE.pb[,NAME=FILE.pb]"),
+    llvm::cl::desc("Treat graph inputs as constants: NAME=VALUE[,...], VALUE "
+                   "a serialized ONNX TensorProto file or a literal (true, "
+                   "false, a number) filling the input's static shape "
+                   "(use_cache_branch=true picks an Optimum merged "
+                   "decoder's cached step)"),
     llvm::cl::value_desc("bindings"), llvm::cl::cat(importCategory));
 
 // --mp-parallelize="tp=2 sp=true dtype=bf16" is the registered pipeline

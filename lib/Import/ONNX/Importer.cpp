@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
 
+#include "BoundInputs.h"
+
 #include "ONNXOps.h"
 
 #include "mp/Support/Shape.h"
@@ -263,30 +265,11 @@ LogicalResult Importer::createFunction() {
 }
 
 LogicalResult Importer::bindInput(const onnx::ValueInfoProto &input,
-                                  const std::string &file, Location loc) {
-  onnx::TensorProto proto;
-  std::string error;
+                                  const std::string &spec, Location loc) {
   HostTensor value;
-  if (!readTensorFile(file, proto, error) ||
-      !decodeTensor(proto, nullptr, value, error))
-    return emitError(loc) << "--mp-bind-input " << input.name() << ": "
-                          << error;
-  const auto &tt = input.type().tensor_type();
-  if (tt.elem_type() != static_cast<int32_t>(value.dtype))
-    return emitError(loc) << "--mp-bind-input " << input.name() << ": '" << file
-                          << "' holds " << dtypeName(proto.data_type())
-                          << " but the input is " << dtypeName(tt.elem_type());
-  if (tt.has_shape()) {
-    bool matches = tt.shape().dim_size() == (int)value.shape.size();
-    for (int i = 0; matches && i < tt.shape().dim_size(); ++i)
-      matches = !tt.shape().dim(i).has_dim_value() ||
-                tt.shape().dim(i).dim_value() == value.shape[i];
-    if (!matches)
-      return emitError(loc)
-             << "--mp-bind-input " << input.name() << ": '" << file
-             << "' has shape " << formatShape(value.shape)
-             << ", which the input's declared shape rejects";
-  }
+  std::string error;
+  if (!readBoundInput(input, spec, value, error))
+    return emitError(loc) << error;
   RankedTensorType type = typeOf(value);
   values[input.name()] = Entry{Value(), std::move(value), "", type};
   return success();
@@ -341,6 +324,11 @@ OwningOpRef<ModuleOp> Importer::run() {
                   builder.getStringAttr(model.path));
   module->setAttr(MPDialect::getOpsetAttrName(),
                   builder.getI64IntegerAttr(model.originalOpset));
+  for (const std::string &name : model.droppedInputs)
+    emitWarning(NameLoc::get(builder.getStringAttr(name)))
+        << "graph input '" << name
+        << "' is read only by branches of an If not taken: the program "
+           "does not take it";
   if (failed(checkSupportedOps()) || failed(declareInitializers()) ||
       failed(createFunction()))
     return nullptr;
@@ -500,7 +488,8 @@ bool mp::parseInputBindings(llvm::StringRef spec,
   for (StringRef item : items) {
     auto [name, file] = item.split('=');
     if (name.trim().empty() || file.trim().empty()) {
-      error = "malformed binding '" + item.str() + "': expected NAME=FILE.pb";
+      error = "malformed binding '" + item.str() +
+              "': expected NAME=FILE.pb or NAME=true|false|NUMBER";
       return false;
     }
     bindings[name.trim().str()] = file.trim().str();

@@ -70,7 +70,7 @@ struct Importer {
   mlir::LogicalResult tieTransposedCopies();
   void nameFoldedWeights();
   mlir::LogicalResult bindInput(const onnx::ValueInfoProto &input,
-                                const std::string &file, mlir::Location loc);
+                                const std::string &spec, mlir::Location loc);
 
   // Nodes.
   mlir::LogicalResult importNode(const onnx::NodeProto &node, int index);

@@ -1,6 +1,8 @@
 //===- ModelLoader.cpp - reading and validating ONNX files ----------------===//
 #include "ModelLoader.h"
 
+#include "InlineIf.h"
+
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -439,7 +441,8 @@ bool loadModel(const std::string &path,
   if (!readModelFile(path, out.model, error))
     return false;
   onnx::GraphProto &graph = *out.model.mutable_graph();
-  if (!checkNames(graph, error) || !checkShapes(graph, error) ||
+  if (!inlineKnownIfs(graph, boundInputs, out.droppedInputs, error) ||
+      !checkNames(graph, error) || !checkShapes(graph, error) ||
       !checkDefinitions(graph, error) ||
       !pinInputShapes(graph, inputShapes, boundInputs, error) ||
       !convertOpset(out, error))
@@ -529,6 +532,25 @@ bool initializerBytes(const onnx::TensorProto &t, std::string &bytes,
 
 } // namespace mp::onnx_import
 
+/// The initializer `name` of `graph` or of a graph nested in its nodes (an
+/// If branch's own weights), or nullptr.
+static const onnx::TensorProto *findInitializer(const onnx::GraphProto &graph,
+                                                const std::string &name) {
+  for (const auto &init : graph.initializer())
+    if (init.name() == name)
+      return &init;
+  for (const auto &node : graph.node())
+    for (const auto &attr : node.attribute()) {
+      if (attr.has_g())
+        if (const onnx::TensorProto *found = findInitializer(attr.g(), name))
+          return found;
+      for (const auto &g : attr.graphs())
+        if (const onnx::TensorProto *found = findInitializer(g, name))
+          return found;
+    }
+  return nullptr;
+}
+
 bool mp::readONNXInitializer(const std::string &modelPath,
                              const std::string &name, std::string &bytes,
                              std::string &error) {
@@ -542,15 +564,15 @@ bool mp::readONNXInitializer(const std::string &modelPath,
       return false;
     }
   }
-  for (const auto &init : model->graph().initializer())
-    if (init.name() == name) {
-      if (isExternal(init)) {
-        error = "initializer '" + name + "' of '" + modelPath +
-                "' is external data; re-import to record its location";
-        return false;
-      }
-      return initializerBytes(init, bytes, error);
-    }
-  error = "'" + modelPath + "' has no initializer '" + name + "'";
-  return false;
+  const onnx::TensorProto *init = findInitializer(model->graph(), name);
+  if (!init) {
+    error = "'" + modelPath + "' has no initializer '" + name + "'";
+    return false;
+  }
+  if (isExternal(*init)) {
+    error = "initializer '" + name + "' of '" + modelPath +
+            "' is external data; re-import to record its location";
+    return false;
+  }
+  return initializerBytes(*init, bytes, error);
 }

@@ -23,9 +23,12 @@ struct LoadedModel {
   std::string directory; // where external data files are looked up
   int64_t originalOpset = 0;
   int64_t opset = 0;
+  /// Graph inputs only the branches of known Ifs not taken read, removed.
+  std::vector<std::string> droppedInputs;
 };
 
-/// Reads `path`, converts opsets older than 13 to 13, pins dynamic input
+/// Reads `path`, replaces Ifs on known conditions by the branches they take
+/// (InlineIf.h), converts opsets older than 13 to 13, pins dynamic input
 /// dimensions from `inputShapes`, checks the model and that every node input
 /// is defined. `validateExternalData` also checks that external data files
 /// exist and are long enough.

@@ -22,6 +22,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 
 using namespace mlir;
@@ -278,9 +279,20 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
       return module.emitError()
              << "cannot read the ONNX model '" << onnxPath << "'";
   }
+  // (An If branch's own weights too: Optimum's merged decoders.)
   std::map<std::string, onnx::TensorProto *> initializers;
-  for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer())
-    initializers[init.name()] = &init;
+  std::function<void(onnx::GraphProto &)> collect = [&](onnx::GraphProto &g) {
+    for (onnx::TensorProto &init : *g.mutable_initializer())
+      initializers[init.name()] = &init;
+    for (onnx::NodeProto &node : *g.mutable_node())
+      for (onnx::AttributeProto &attr : *node.mutable_attribute()) {
+        if (attr.has_g())
+          collect(*attr.mutable_g());
+        for (onnx::GraphProto &nested : *attr.mutable_graphs())
+          collect(nested);
+      }
+  };
+  collect(*model.mutable_graph());
   // Identity nodes of an initializer, by their output.
   std::map<std::string, int> identities;
   for (int i = 0; i < model.graph().node_size(); ++i) {
