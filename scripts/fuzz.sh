@@ -35,17 +35,21 @@ need_toolchain() {
   fi
 }
 
-# Seed corpora from the bundled models: the models themselves, the zoo's and
-# the bad ones, small single-node models of every supported op from ONNX's own
+# Seed corpora from the bundled models: the models themselves, the zoo's,
+# the key/value cache decoders, the bad ones, test/Import's If models, small single-node models of every supported op from ONNX's own
 # tests, the programs and parameter files of compiled artifacts, and the
 # .npy inputs and outputs.
 make_seeds() {
   local seeds=$FUZZ_BUILD/seeds
   rm -rf "$seeds" && mkdir -p "$seeds"/{onnx,program,safetensors,npy}
-  for m in models/*/model.onnx models/zoo/*/model.onnx; do
+  for m in models/*/model.onnx models/zoo/*/model.onnx models/kv_cache/*/model.onnx; do
     cp "$m" "$seeds/onnx/$(basename "$(dirname "$m")").onnx"
   done
   cp models/bad/*.onnx "$seeds/onnx/"
+  # If nodes on known conditions (inlined at load) and on unknown ones.
+  /usr/bin/python3 test/Import/ONNX/if_models.py "$seeds/if" >/dev/null &&
+    for m in "$seeds"/if/*.onnx; do mv "$m" "$seeds/onnx/if_${m##*/}"; done
+  rm -rf "$seeds/if"
   local testdata=/usr/share/libonnx-testdata/data/node
   if [ -d "$testdata" ]; then
     # The supported op types, lowercase without underscores (ReduceSum ->
