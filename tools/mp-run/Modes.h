@@ -87,17 +87,20 @@ std::string describe(const IOSpec &spec);
 /// every rank), with errors naming what was expected.
 Status readInputs(const Options &o, const std::vector<IOSpec> &specs,
                   std::vector<HostBuffer> &buffers);
-/// Every rank gets the inputs rank 0 read (`specs` size the others').
+/// Every rank gets the inputs rank 0 read (`specs` size the others'), but
+/// for those read as each rank's block (localInputs hands those out).
 Status shareInputs(Communicator &world, const std::vector<IOSpec> &specs,
                    std::vector<HostBuffer> &buffers);
 /// The inputs as the user gives them: one the program reads as each rank's
 /// block (mp-shard-inputs: a decoder's cache, split by heads) whole.
 std::vector<IOSpec> wholeInputs(const Executable &exe);
-/// What this rank's program reads of the whole inputs `whole`: its block of
-/// a sharded one (held in `blocks`), the others as they are.
-std::vector<Tensor> localInputs(const Executable &exe,
-                                std::vector<HostBuffer> &whole,
-                                std::vector<HostBuffer> &blocks);
+/// What this rank's program reads (`local`) of the inputs `whole` (shared
+/// by shareInputs): a sharded input's block, which rank 0 cuts from the
+/// whole it read and sends to each rank (held in `blocks`; no other rank
+/// holds the whole), the others as they are. Called by every rank.
+Status localInputs(Communicator &world, const Executable &exe,
+                   std::vector<HostBuffer> &whole,
+                   std::vector<HostBuffer> &blocks, std::vector<Tensor> &local);
 
 /// Runs a pipeline artifact: one step on the inputs (outputs written as a
 /// plain artifact's), or --train. Every rank calls it; returns the exit

@@ -200,7 +200,9 @@ Status readInputs(const Options &o, const std::vector<IOSpec> &specs,
 }
 
 /// Every rank gets the inputs rank 0 read, as Megatron's broadcast_data
-/// does: all ranks compute on the same data, whatever files they see.
+/// does: all ranks compute on the same data, whatever files they see. An
+/// input the program reads as each rank's block (`shardAxis`) is left to
+/// shareBlocks: only rank 0 holds it whole.
 Status shareInputs(Communicator &world, const std::vector<IOSpec> &specs,
                    std::vector<HostBuffer> &buffers) {
   if (rankId != 0)
@@ -208,12 +210,16 @@ Status shareInputs(Communicator &world, const std::vector<IOSpec> &specs,
       HostBuffer b;
       b.dtype = spec.dtype;
       b.shape = spec.shape;
-      b.bytes.resize(b.view().bytes());
+      if (spec.shardAxis < 0)
+        b.bytes.resize(b.view().bytes());
       buffers.push_back(std::move(b));
     }
-  for (HostBuffer &b : buffers)
-    if (Status s = broadcastBytes(world, b.bytes.data(), b.bytes.size(), 0); !s)
-      return s;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (specs[i].shardAxis < 0)
+      if (Status s = broadcastBytes(world, buffers[i].bytes.data(),
+                                    buffers[i].bytes.size(), 0);
+          !s)
+        return s;
   return Status::success();
 }
 
@@ -225,12 +231,13 @@ std::vector<IOSpec> wholeInputs(const Executable &exe) {
   return specs;
 }
 
-std::vector<Tensor> localInputs(const Executable &exe,
-                                std::vector<HostBuffer> &whole,
-                                std::vector<HostBuffer> &blocks) {
+Status localInputs(Communicator &world, const Executable &exe,
+                   std::vector<HostBuffer> &whole,
+                   std::vector<HostBuffer> &blocks,
+                   std::vector<Tensor> &local) {
   // mp-run lays ranks out [replica][grid position].
-  const int64_t position = rankId % exe.gridSize();
-  std::vector<Tensor> local;
+  const int64_t ranks = exe.gridSize();
+  local.clear();
   blocks.resize(whole.size());
   for (size_t i = 0; i < whole.size(); ++i) {
     const IOSpec &spec = exe.inputs()[i];
@@ -238,16 +245,33 @@ std::vector<Tensor> localInputs(const Executable &exe,
       local.push_back(whole[i].view());
       continue;
     }
-    std::string block = shardOf(
-        std::string_view(reinterpret_cast<const char *>(whole[i].bytes.data()),
-                         whole[i].bytes.size()),
-        whole[i].shape, spec.shardAxis, spec.shardGroups, exe.gridSize(),
-        position);
-    blocks[i] = {spec.dtype, spec.shape,
-                 std::vector<uint8_t>(block.begin(), block.end())};
-    local.push_back(blocks[i].view());
+    HostBuffer &mine = blocks[i];
+    mine.dtype = spec.dtype;
+    mine.shape = spec.shape;
+    if (rankId != 0) {
+      mine.bytes.resize(mine.view().bytes());
+      Tensor t = mine.view();
+      if (Status s = world.recv(t, 0); !s)
+        return Status::error("receiving input '" + spec.name +
+                             "': " + s.message);
+    } else {
+      std::string_view bytes(
+          reinterpret_cast<const char *>(whole[i].bytes.data()),
+          whole[i].bytes.size());
+      for (int r = world.size() - 1; r >= 0; --r) {
+        std::string block = shardOf(bytes, whole[i].shape, spec.shardAxis,
+                                    spec.shardGroups, ranks, r % ranks);
+        mine.bytes.assign(block.begin(), block.end());
+        if (r == 0)
+          break;
+        if (Status s = world.send(mine.view(), r); !s)
+          return Status::error("sending input '" + spec.name + "' to rank " +
+                               std::to_string(r) + ": " + s.message);
+      }
+    }
+    local.push_back(mine.view());
   }
-  return local;
+  return Status::success();
 }
 
 void writeOutputs(const Options &o,

@@ -565,8 +565,10 @@ int main(int argc, char **argv) {
   std::vector<Tensor> inputs, outputs;
   for (HostBuffer &b : inputBuffers)
     inputs.push_back(b.view());
-  const std::vector<Tensor> localIns =
-      localInputs(*exe, inputBuffers, inputBlocks);
+  std::vector<Tensor> localIns;
+  if (Status s = localInputs(*comm, *exe, inputBuffers, inputBlocks, localIns);
+      !s)
+    abortRun(s.message);
 
   if (!o.quiet && exe->syntheticWeights())
     std::printf("mp-run: note: synthetic (random) weights: outputs are "

@@ -184,8 +184,8 @@ def MPShardInputs : Pass<"mp-shard-inputs", "mlir::ModuleOp"> {
     func.func @main(%past: tensor<2x2x5x8xf32> {mp.shard_axis = 1 : i64})
     ```
 
-    mp-run reads the whole input as before and hands each rank its block,
-    so a rank's arena holds its heads' cache rather than all of it and a
+    mp-run's rank 0 reads the whole input and sends each rank only its
+    block, so a rank holds its heads' cache rather than all of it and a
     copy of its block. `--artifact` runs this pass with mp-shard-outputs.
     Train steps (fed from the token file) and pipeline programs are left
     alone.

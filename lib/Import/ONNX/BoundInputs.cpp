@@ -48,9 +48,8 @@ bool literalValue(const onnx::ValueInfoProto &input, const std::string &spec,
   for (const auto &d : tt.shape().dim()) {
     if (!d.has_dim_value()) {
       error = "the literal '" + spec + "' fills the input's declared shape, " +
-              "but dimension " + std::to_string(value.shape.size()) +
-              " of '" + input.name() +
-              "' is dynamic: bind a TensorProto file instead";
+              "but dimension " + std::to_string(value.shape.size()) + " of '" +
+              input.name() + "' is dynamic: bind a TensorProto file instead";
       return false;
     }
     value.shape.push_back(d.dim_value());

@@ -39,8 +39,8 @@ public:
       : graph(graph), bound(bound) {}
 
   /// Appends `node` to `out`, or the branch it takes when it is a known If.
-  bool append(const onnx::NodeProto &node,
-              std::vector<onnx::NodeProto> &out, std::string &error) {
+  bool append(const onnx::NodeProto &node, std::vector<onnx::NodeProto> &out,
+              std::string &error) {
     if (node.op_type() == "Constant" && node.output_size() == 1)
       constants[node.output(0)] = &node;
     if (node.op_type() != "If" || !isDefaultDomain(node)) {
@@ -90,8 +90,7 @@ public:
 
 private:
   /// The value of the If's condition, when known before the run.
-  bool condition(const onnx::NodeProto &node, bool &taken,
-                 std::string &error) {
+  bool condition(const onnx::NodeProto &node, bool &taken, std::string &error) {
     const std::string &name = node.input_size() ? node.input(0) : "";
     HostTensor value;
     bool known = false;
