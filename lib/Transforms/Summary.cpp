@@ -5,6 +5,7 @@
 #include "mp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
@@ -237,6 +238,28 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
       return func.getResultAttrOfType<StringAttr>(i,
                                                   MPDialect::getNameAttrName());
     });
+    // Inputs tensor parallelism reads as each rank's block (a decoder's
+    // cache, by heads; mp-shard-inputs then hands out only the blocks).
+    std::string sliced;
+    for (BlockArgument arg : func.getArguments()) {
+      std::optional<int64_t> axis;
+      bool onlySliced = !arg.use_empty();
+      for (Operation *user : arg.getUsers()) {
+        auto slice = dyn_cast<shard::AllSliceOp>(user);
+        int64_t a = slice ? slice.getSliceAxis().getSExtValue() : -1;
+        onlySliced &= slice && (!axis || *axis == a);
+        axis = a;
+      }
+      auto name = func.getArgAttrOfType<StringAttr>(
+          arg.getArgNumber(), MPDialect::getNameAttrName());
+      if (onlySliced)
+        sliced +=
+            (sliced.empty() ? "" : ", ") +
+            (name ? name.str() : "#" + std::to_string(arg.getArgNumber())) +
+            " along dim " + std::to_string(*axis);
+    }
+    if (!sliced.empty())
+      os << "  split in    " << sliced << " (each rank reads its block)\n";
   }
 
   /// A train step's memory per rank beyond its arena, as mp-run --train
