@@ -202,7 +202,7 @@ Status readInputs(const Options &o, const std::vector<IOSpec> &specs,
 /// Every rank gets the inputs rank 0 read, as Megatron's broadcast_data
 /// does: all ranks compute on the same data, whatever files they see. An
 /// input the program reads as each rank's block (`shardAxis`) is left to
-/// shareBlocks: only rank 0 holds it whole.
+/// localInputs: only rank 0 holds it whole.
 Status shareInputs(Communicator &world, const std::vector<IOSpec> &specs,
                    std::vector<HostBuffer> &buffers) {
   if (rankId != 0)
@@ -231,6 +231,36 @@ std::vector<IOSpec> wholeInputs(const Executable &exe) {
   return specs;
 }
 
+namespace {
+
+/// Point-to-point in pieces of at most 1 GiB: one MPI message holds at
+/// most INT_MAX bytes, and a rank's block of a long cache can pass that.
+constexpr size_t kPieceBytes = size_t(1) << 30;
+
+Status sendInPieces(Communicator &world, HostBuffer &b, int peer) {
+  for (size_t at = 0; at < b.bytes.size(); at += kPieceBytes) {
+    size_t n = std::min(kPieceBytes, b.bytes.size() - at);
+    if (Status s = world.send(
+            Tensor{b.bytes.data() + at, DType::I8, {static_cast<int64_t>(n)}},
+            peer);
+        !s)
+      return s;
+  }
+  return Status::success();
+}
+
+Status recvInPieces(Communicator &world, HostBuffer &b, int peer) {
+  for (size_t at = 0; at < b.bytes.size(); at += kPieceBytes) {
+    size_t n = std::min(kPieceBytes, b.bytes.size() - at);
+    Tensor piece{b.bytes.data() + at, DType::I8, {static_cast<int64_t>(n)}};
+    if (Status s = world.recv(piece, peer); !s)
+      return s;
+  }
+  return Status::success();
+}
+
+} // namespace
+
 Status localInputs(Communicator &world, const Executable &exe,
                    std::vector<HostBuffer> &whole,
                    std::vector<HostBuffer> &blocks,
@@ -250,8 +280,7 @@ Status localInputs(Communicator &world, const Executable &exe,
     mine.shape = spec.shape;
     if (rankId != 0) {
       mine.bytes.resize(mine.view().bytes());
-      Tensor t = mine.view();
-      if (Status s = world.recv(t, 0); !s)
+      if (Status s = recvInPieces(world, mine, 0); !s)
         return Status::error("receiving input '" + spec.name +
                              "': " + s.message);
     } else {
@@ -264,7 +293,7 @@ Status localInputs(Communicator &world, const Executable &exe,
         mine.bytes.assign(block.begin(), block.end());
         if (r == 0)
           break;
-        if (Status s = world.send(mine.view(), r); !s)
+        if (Status s = sendInPieces(world, mine, r); !s)
           return Status::error("sending input '" + spec.name + "' to rank " +
                                std::to_string(r) + ": " + s.message);
       }

@@ -9,6 +9,9 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <optional>
 #include <sys/stat.h>
 
@@ -34,7 +37,9 @@ bool fileExists(const std::string &path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-/// The input's declared value filled with `literal`.
+/// The input's declared value filled with `literal`: exactly, for an
+/// integer input (a fraction or a value its type cannot hold is an error,
+/// not rounded or wrapped).
 bool literalValue(const onnx::ValueInfoProto &input, const std::string &spec,
                   double literal, HostTensor &value, std::string &error) {
   const auto &tt = input.type().tensor_type();
@@ -60,6 +65,25 @@ bool literalValue(const onnx::ValueInfoProto &input, const std::string &spec,
     error = "input '" + input.name() + "' is bool: bind it to true or false, " +
             "not '" + spec + "'";
     return false;
+  }
+  if (!value.isFloat()) {
+    // Integers from the text itself: a double would round past 2^53.
+    llvm::StringRef text = llvm::StringRef(spec).trim();
+    long long exact;
+    if (value.dtype != DType::Bool &&
+        (text.getAsInteger(10, exact) ||
+         (value.dtype == DType::Int32 &&
+          (exact < INT32_MIN || exact > INT32_MAX)) ||
+         (value.dtype == DType::Int8 &&
+          (exact < INT8_MIN || exact > INT8_MAX)))) {
+      error = "input '" + input.name() + "' is " + dtypeName(tt.elem_type()) +
+              ": '" + spec + "' is not an integer it holds";
+      return false;
+    }
+    int64_t v = value.dtype == DType::Bool ? static_cast<int64_t>(literal)
+                                           : static_cast<int64_t>(exact);
+    std::fill(value.ints.begin(), value.ints.end(), v);
+    return true;
   }
   for (int64_t i = 0; i < value.numElements(); ++i)
     value.set(i, literal);
@@ -102,10 +126,11 @@ bool fileValue(const onnx::ValueInfoProto &input, const std::string &path,
 
 bool readBoundInput(const onnx::ValueInfoProto &input, const std::string &spec,
                     HostTensor &value, std::string &error) {
+  // A literal whenever the text reads as one (a file named `true` is
+  // ./true), so the same flag means the same thing in every directory.
   std::optional<double> literal = parseLiteral(spec);
-  bool ok = literal && !fileExists(spec)
-                ? literalValue(input, spec, *literal, value, error)
-                : fileValue(input, spec, value, error);
+  bool ok = literal ? literalValue(input, spec, *literal, value, error)
+                    : fileValue(input, spec, value, error);
   if (!ok)
     error = "--mp-bind-input " + input.name() + ": " + error;
   return ok;

@@ -17,11 +17,12 @@
 
 namespace mp::onnx_import {
 
-/// The value `spec` binds to the graph input `input`: a serialized
-/// TensorProto file, or, when no such file exists, a literal (`true`,
-/// `false` or a number) filling the input's declared shape, which must be
-/// static. Checks the element type and shape against the declaration;
-/// false with `error` (which names the input and the file or literal).
+/// The value `spec` binds to the graph input `input`: a literal when it
+/// reads as one (`true`, `false` or a number, exact for an integer input)
+/// filling the input's declared shape, which must be static; otherwise a
+/// serialized TensorProto file (`./true` for a file of that name). Checks the
+/// element type and shape against the declaration; false with `error` (which
+/// names the input and the file or literal).
 bool readBoundInput(const onnx::ValueInfoProto &input, const std::string &spec,
                     HostTensor &value, std::string &error);
 

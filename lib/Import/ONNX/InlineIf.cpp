@@ -8,6 +8,7 @@
 #include "BoundInputs.h"
 #include "HostTensor.h"
 
+#include <map>
 #include <set>
 
 namespace mp::onnx_import {
@@ -32,17 +33,77 @@ void collectReads(const onnx::GraphProto &graph, std::set<std::string> &reads) {
   }
 }
 
+/// How many times each name is defined in `graph` (an input, an
+/// initializer, a node's output), in nested graphs too, and each
+/// initializer name's count alone.
+void collectNames(const onnx::GraphProto &graph,
+                  std::map<std::string, int> &defined,
+                  std::map<std::string, int> &initializers) {
+  for (const auto &input : graph.input())
+    ++defined[input.name()];
+  for (const auto &init : graph.initializer()) {
+    ++defined[init.name()];
+    ++initializers[init.name()];
+  }
+  for (const auto &node : graph.node()) {
+    for (const auto &name : node.output())
+      ++defined[name];
+    for (const auto &attr : node.attribute()) {
+      if (attr.has_g())
+        collectNames(attr.g(), defined, initializers);
+      for (const auto &g : attr.graphs())
+        collectNames(g, defined, initializers);
+    }
+  }
+}
+
+void renameReads(onnx::GraphProto &graph,
+                 std::map<std::string, std::string> renamed);
+
+/// `renamed` applied to the names `node` reads, in its nested graphs too.
+void renameReads(onnx::NodeProto &node,
+                 const std::map<std::string, std::string> &renamed) {
+  for (auto &name : *node.mutable_input())
+    if (auto it = renamed.find(name); it != renamed.end())
+      name = it->second;
+  for (auto &attr : *node.mutable_attribute()) {
+    if (attr.has_g())
+      renameReads(*attr.mutable_g(), renamed);
+    for (auto &g : *attr.mutable_graphs())
+      renameReads(g, renamed);
+  }
+}
+
+/// `renamed` applied to the names a nested graph's nodes read from outside
+/// it (not those it defines again itself).
+void renameReads(onnx::GraphProto &graph,
+                 std::map<std::string, std::string> renamed) {
+  for (const auto &init : graph.initializer())
+    renamed.erase(init.name());
+  for (const auto &input : graph.input())
+    renamed.erase(input.name());
+  for (const auto &node : graph.node())
+    for (const auto &name : node.output())
+      renamed.erase(name);
+  for (auto &node : *graph.mutable_node())
+    renameReads(node, renamed);
+}
+
 class Inliner {
 public:
   Inliner(onnx::GraphProto &graph,
           const std::map<std::string, std::string> &bound)
-      : graph(graph), bound(bound) {}
+      : graph(graph), bound(bound) {
+    collectNames(graph, names, initializerCount);
+  }
+
+  /// The If conditions decided (inputs nothing else may read).
+  std::set<std::string> conditions;
 
   /// Appends `node` to `out`, or the branch it takes when it is a known If.
   bool append(const onnx::NodeProto &node, std::vector<onnx::NodeProto> &out,
               std::string &error) {
-    if (node.op_type() == "Constant" && node.output_size() == 1)
-      constants[node.output(0)] = &node;
+    noteKnown(node);
     if (node.op_type() != "If" || !isDefaultDomain(node)) {
       out.push_back(node);
       return true;
@@ -50,73 +111,133 @@ public:
     bool taken;
     if (!condition(node, taken, error))
       return false;
-    const onnx::AttributeProto *branchAttr =
-        findAttr(node, taken ? "then_branch" : "else_branch");
+    const char *which = taken ? "then_branch" : "else_branch";
+    const onnx::AttributeProto *branchAttr = findAttr(node, which);
     if (!branchAttr || !branchAttr->has_g()) {
-      error = "If '" + node.name() + "' has no " +
-              (taken ? "then_branch" : "else_branch") + " graph";
+      error = "If '" + node.name() + "' has no " + which + " graph";
       return false;
     }
-    const onnx::GraphProto &branch = branchAttr->g();
+    onnx::GraphProto branch = branchAttr->g();
     if (branch.output_size() != node.output_size()) {
-      error = "If '" + node.name() + "': its " +
-              (taken ? "then_branch" : "else_branch") + " has " +
+      error = "If '" + node.name() + "': its " + which + " has " +
               std::to_string(branch.output_size()) + " outputs, the If " +
               std::to_string(node.output_size());
       return false;
     }
-    for (const auto &init : branch.initializer())
+    // Weights are read from the file by name: a branch's own initializer
+    // must be the only one of its name in the model.
+    for (const auto &init : branch.initializer()) {
+      if (initializerCount[init.name()] > 1) {
+        error = "If '" + node.name() + "': the " + which + "'s initializer '" +
+                init.name() +
+                "' shares its name with another initializer of the model, "
+                "and mp reads weights by name; give them different names";
+        return false;
+      }
       *graph.add_initializer() = init;
+    }
+    // The branch's own names become unique in the one graph it joins.
+    std::map<std::string, std::string> renamed;
     for (const auto &inner : branch.node())
+      for (const auto &name : inner.output())
+        if (!name.empty())
+          renamed[name] = uniqueName(name);
+    for (auto &inner : *branch.mutable_node()) {
+      renameReads(inner, renamed);
+      for (auto &name : *inner.mutable_output())
+        if (auto it = renamed.find(name); it != renamed.end())
+          name = it->second;
       if (!append(inner, out, error))
         return false;
+    }
     for (int i = 0; i < node.output_size(); ++i) {
       if (node.output(i).empty())
         continue;
-      if (branch.output(i).name().empty()) {
+      std::string source = branch.output(i).name();
+      if (source.empty()) {
         error = "If '" + node.name() + "': output " + std::to_string(i) +
                 " of the branch it takes has no name";
         return false;
       }
+      if (auto it = renamed.find(source); it != renamed.end())
+        source = it->second;
       onnx::NodeProto identity;
       identity.set_op_type("Identity");
       identity.set_name(node.name() + "/" + node.output(i));
-      identity.add_input(branch.output(i).name());
+      identity.add_input(source);
       identity.add_output(node.output(i));
+      noteKnown(identity);
       out.push_back(std::move(identity));
     }
     return true;
   }
 
 private:
+  /// `name`, or `name` with a suffix when the model defines it elsewhere
+  /// too (two branches' `tmp`).
+  std::string uniqueName(const std::string &name) {
+    if (names[name] <= 1)
+      return name;
+    std::string unique;
+    for (int k = 1; unique.empty() || names.count(unique); ++k)
+      unique = name + "__inlined" + std::to_string(k);
+    names[unique] = 1;
+    return unique;
+  }
+
+  /// Records the value of a Constant node, or of an Identity of a known
+  /// value (an inlined If's output), for conditions that read it.
+  void noteKnown(const onnx::NodeProto &node) {
+    if (node.output_size() != 1)
+      return;
+    if (node.op_type() == "Identity" && node.input_size() == 1) {
+      if (auto it = known.find(node.input(0)); it != known.end())
+        known[node.output(0)] = it->second;
+      return;
+    }
+    if (node.op_type() != "Constant")
+      return;
+    HostTensor value;
+    std::string ignored;
+    if (const onnx::AttributeProto *attr = findAttr(node, "value");
+        attr && attr->has_t()) {
+      if (decodeTensor(attr->t(), nullptr, value, ignored))
+        known[node.output(0)] = std::move(value);
+    } else if (const onnx::AttributeProto *i = findAttr(node, "value_int")) {
+      value.dtype = DType::Int64;
+      value.ints = {i->i()};
+      known[node.output(0)] = std::move(value);
+    } else if (const onnx::AttributeProto *f = findAttr(node, "value_float")) {
+      value.dtype = DType::Float;
+      value.floats = {f->f()};
+      known[node.output(0)] = std::move(value);
+    }
+  }
+
   /// The value of the If's condition, when known before the run.
   bool condition(const onnx::NodeProto &node, bool &taken, std::string &error) {
     const std::string &name = node.input_size() ? node.input(0) : "";
     HostTensor value;
-    bool known = false;
+    bool isKnown = false;
     if (auto it = bound.find(name); it != bound.end()) {
       for (const auto &input : graph.input())
         if (input.name() == name) {
           if (!readBoundInput(input, it->second, value, error))
             return false;
-          known = true;
+          isKnown = true;
         }
     }
     for (const auto &init : graph.initializer())
-      if (!known && init.name() == name) {
+      if (!isKnown && init.name() == name) {
         if (!decodeTensor(init, nullptr, value, error))
           return false;
-        known = true;
+        isKnown = true;
       }
-    if (auto it = constants.find(name); !known && it != constants.end()) {
-      const onnx::AttributeProto *attr = findAttr(*it->second, "value");
-      if (attr && attr->has_t()) {
-        if (!decodeTensor(attr->t(), nullptr, value, error))
-          return false;
-        known = true;
-      }
+    if (auto it = known.find(name); !isKnown && it != known.end()) {
+      value = it->second;
+      isKnown = true;
     }
-    if (!known) {
+    if (!isKnown) {
       bool isInput = false;
       for (const auto &input : graph.input())
         isInput |= input.name() == name;
@@ -134,13 +255,16 @@ private:
               std::to_string(value.numElements()) + " elements, not one";
       return false;
     }
+    conditions.insert(name);
     taken = value.getDouble(0) != 0.0;
     return true;
   }
 
   onnx::GraphProto &graph;
   const std::map<std::string, std::string> &bound;
-  std::map<std::string, const onnx::NodeProto *> constants;
+  std::map<std::string, int> names;            // definitions anywhere
+  std::map<std::string, int> initializerCount; // in every graph
+  std::map<std::string, HostTensor> known;     // Constant values
 };
 
 } // namespace
@@ -181,7 +305,7 @@ bool inlineKnownIfs(onnx::GraphProto &graph,
   for (int i = inputs->size() - 1; i >= 0; --i) {
     const std::string &name = inputs->Get(i).name();
     if (readBefore.count(name) && !readAfter.count(name) &&
-        !boundInputs.count(name)) {
+        !boundInputs.count(name) && !inliner.conditions.count(name)) {
       dropped.insert(dropped.begin(), name);
       inputs->DeleteSubrange(i, 1);
     }

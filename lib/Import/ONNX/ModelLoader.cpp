@@ -441,10 +441,16 @@ bool loadModel(const std::string &path,
   if (!readModelFile(path, out.model, error))
     return false;
   onnx::GraphProto &graph = *out.model.mutable_graph();
-  if (!inlineKnownIfs(graph, boundInputs, out.droppedInputs, error) ||
-      !checkNames(graph, error) || !checkShapes(graph, error) ||
+  if (!inlineKnownIfs(graph, boundInputs, out.droppedInputs, error))
+    return false;
+  // Shapes given for inputs only an untaken branch read are moot (the same
+  // command then serves either branch; the importer says they are dropped).
+  std::map<std::string, std::vector<int64_t>> shapes = inputShapes;
+  for (const std::string &name : out.droppedInputs)
+    shapes.erase(name);
+  if (!checkNames(graph, error) || !checkShapes(graph, error) ||
       !checkDefinitions(graph, error) ||
-      !pinInputShapes(graph, inputShapes, boundInputs, error) ||
+      !pinInputShapes(graph, shapes, boundInputs, error) ||
       !convertOpset(out, error))
     return false;
   if (validateExternalData && !checkExternalFiles(out, error))

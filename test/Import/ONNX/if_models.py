@@ -8,6 +8,11 @@ and the outputs each branch computes (numpy), for test/Import/ONNX/if.test:
   constant.onnx   an If on a Constant node (false): the else branch
   computed.onnx   an If on Greater(x[0, 0], 0): known only at run time
   vector.onnx     an If on a two-element initializer
+  siblings.onnx   both branches hold an initializer named w (legal: each
+                  branch is its own scope)
+  two_ifs.onnx    y = If(c) + If(c) on a Constant with value_int, both
+                  taken branches defining `tmp`, plus Cast(n) of an int64
+                  input n
 """
 import os
 import sys
@@ -79,8 +84,37 @@ save("vector", helper.make_graph(
                       else_branch=branch("e", [helper.make_node("Abs", ["x"], ["ay"])], "ay"))],
     "vector", [X], [Y], [numpy_helper.from_array(np.array([True, False]), "pair")]))
 
+w2 = rng.standard_normal((4, 4)).astype(np.float32)
+save("siblings", helper.make_graph(
+    [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(True))),
+     helper.make_node("If", ["c"], ["y"], name="siblings_if",
+                      then_branch=branch("t", [helper.make_node("MatMul", ["x", "w"], ["t_y"])], "t_y",
+                                         [numpy_helper.from_array(w, "w")]),
+                      else_branch=branch("e", [helper.make_node("MatMul", ["x", "w"], ["e_y"])], "e_y",
+                                         [numpy_helper.from_array(w2, "w")]))],
+    "siblings", [X], [Y]))
+
+
+def tmp_branch(name, op):
+    return branch(name, [helper.make_node(op, ["x"], ["tmp"]),
+                         helper.make_node("Identity", ["tmp"], [name + "_out"])], name + "_out")
+
+
+N = helper.make_tensor_value_info("n", TensorProto.INT64, [1])
+save("two_ifs", helper.make_graph(
+    [helper.make_node("Constant", [], ["c"], value_int=1),
+     helper.make_node("If", ["c"], ["a"], name="first_if", then_branch=tmp_branch("t1", "Neg"),
+                      else_branch=tmp_branch("e1", "Relu")),
+     helper.make_node("If", ["c"], ["b"], name="second_if", then_branch=tmp_branch("t2", "Abs"),
+                      else_branch=tmp_branch("e2", "Relu")),
+     helper.make_node("Add", ["a", "b"], ["ab"]),
+     helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT),
+     helper.make_node("Add", ["ab", "nf"], ["y"])],
+    "two_ifs", [X, N], [Y]))
+
 np.save(os.path.join(out, "x.npy"), x)
 np.save(os.path.join(out, "p.npy"), p)
-for name, y in [("then", x @ w + 1), ("else", x * 2 + p), ("abs", np.abs(x))]:
+for name, y in [("then", x @ w + 1), ("else", x * 2 + p), ("abs", np.abs(x)),
+                ("two", -x + np.abs(x) + 3)]:
     os.makedirs(os.path.join(out, name), exist_ok=True)
     np.save(os.path.join(out, name, "y.npy"), y.astype(np.float32))
