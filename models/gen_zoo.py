@@ -958,6 +958,83 @@ def clip_ids(ids):
 
 
 # ----------------------------------------------------------------------------
+# DeBERTa-v2: disentangled attention. Besides content-to-content scores,
+# content-to-position (queries against projected relative-position
+# embeddings) and position-to-content terms, each read at the clamped
+# relative distance with torch.gather (ONNX GatherElements); the position
+# projections share the key and query linears (share_att_key), the
+# relative embeddings are layer-normed, the scale is sqrt(3d); post-LN
+# layers, a padding mask by masked_fill(float min), an MLM head.
+# ----------------------------------------------------------------------------
+SPAN = 4  # relative distances -SPAN .. SPAN - 1
+
+
+class DebertaAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.query_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.key_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.value_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.dense = nn.Linear(HIDDEN, HIDDEN)
+        self.LayerNorm = nn.LayerNorm(HIDDEN)
+
+    def forward(self, x, rel, hidden):
+        b, s, _ = x.shape
+        q, k, v = (split_heads(p(x), HEADS) for p in (self.query_proj, self.key_proj, self.value_proj))
+        scale = math.sqrt(HEAD_DIM * 3)
+        pos_k = split_heads(self.key_proj(rel), HEADS)  # [1, heads, 2 SPAN, d]
+        pos_q = split_heads(self.query_proj(rel), HEADS)
+        distance = torch.arange(s)[:, None] - torch.arange(s)[None, :]
+        c2p_at = torch.clamp(distance + SPAN, 0, 2 * SPAN - 1)[None, None].expand(b, HEADS, s, s)
+        p2c_at = torch.clamp(-distance + SPAN, 0, 2 * SPAN - 1)[None, None].expand(b, HEADS, s, s)
+        c2p = torch.gather(torch.matmul(q, pos_k.transpose(-1, -2)), -1, c2p_at)
+        p2c = torch.gather(torch.matmul(k, pos_q.transpose(-1, -2)), -1, p2c_at).transpose(-1, -2)
+        scores = (torch.matmul(q, k.transpose(-1, -2)) + c2p + p2c) / scale
+        scores = scores.masked_fill(hidden, torch.finfo(torch.float32).min)
+        a = torch.matmul(torch.softmax(scores, dim=-1), v)
+        return self.LayerNorm(x + self.dense(merge_heads(a)))
+
+
+class DebertaLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention = DebertaAttention()
+        self.intermediate = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.output = nn.Linear(4 * HIDDEN, HIDDEN)
+        self.LayerNorm = nn.LayerNorm(HIDDEN)
+
+    def forward(self, x, rel, hidden):
+        x = self.attention(x, rel, hidden)
+        return self.LayerNorm(x + self.output(F.gelu(self.intermediate(x))))
+
+
+class Deberta(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(VOCAB, HIDDEN)
+        self.embeddings_norm = nn.LayerNorm(HIDDEN)
+        self.rel_embeddings = nn.Embedding(2 * SPAN, HIDDEN)
+        self.rel_norm = nn.LayerNorm(HIDDEN)
+        self.layers = nn.ModuleList(DebertaLayer() for _ in range(LAYERS))
+        self.lm_head = nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, ids, attention_mask):
+        hidden = (attention_mask == 0)[:, None, None, :]
+        x = self.embeddings_norm(self.word_embeddings(ids))
+        rel = self.rel_norm(self.rel_embeddings.weight)[None]
+        for layer in self.layers:
+            x = layer(x, rel, hidden)
+        return self.lm_head(x)
+
+
+def padding_mask(ids):
+    """A padding mask: the second sequence padded after 5 tokens."""
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    return {"attention_mask": mask}
+
+
+# ----------------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------------
 # name: (constructor, seed, dynamic batch/sequence axes); models with more
@@ -984,13 +1061,14 @@ MODELS = {
     "clip_text": (CLIPText, 2018, False),
     "baichuan": (Baichuan, 2019, False),
     "deepseek_mla": (DeepSeekMLA, 2020, False),
+    "deberta": (Deberta, 2021, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # Models with a PyTorch train-step reference (train/): the labels, the
 # loss and every parameter's gradient.
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla"}
-EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs}
+EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask}
 # Models whose input is not token ids: name -> (input name, its tensor).
 PIXEL_INPUTS = {"vit": lambda g: torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g)}
 OUTPUTS = {"bert_pooler": ["last_hidden_state", "pooler_output"],

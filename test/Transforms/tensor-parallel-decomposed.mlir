@@ -170,3 +170,35 @@ func.func @main(%ids: tensor<2x4xi64>, %pids: tensor<2x4xi64>) -> tensor<2x4x16x
   %h = mp.linear %s, %e {transpose_weight} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   return %h : tensor<2x4x16xf32>
 }
+
+// -----
+
+// Tests a gather along the keys of per-head scores (DeBERTa's
+// content-to-position term, GatherElements imported as a reshape and a
+// Gather with known indices): the heads split passes it, the indices stay
+// whole.
+// CHECK-LABEL: func.func @gather_per_head
+// CHECK: %[[F:.*]] = mp.reshape %{{.*}} : tensor<2x1x4x8xf32> -> tensor<2x1x32xf32>
+// CHECK: mp.gather %[[F]], %{{.*}} {axis = 2 : i64{{.*}}} : (tensor<2x1x32xf32>, tensor<16xi64>) -> tensor<2x1x16xf32>
+// CHECK: shard.all_reduce
+mp.param @wq : tensor<8x8xf32> {file = "x.onnx"}
+mp.param @wo : tensor<8x8xf32> {file = "x.onnx"}
+func.func @gather_per_head(%x: tensor<2x4x8xf32>, %pos: tensor<2x1x8x4xf32>, %idx: tensor<16xi64>) -> tensor<2x4x8xf32> {
+  %wq = mp.get_param @wq {mp.layer = 0 : i64} : tensor<8x8xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<8x8xf32>
+  %q0 = mp.linear %x, %wq {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %q1 = mp.reshape %q0 {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+  %q = mp.transpose %q1 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+  %pk = mp.expand %pos {mp.layer = 0 : i64} : tensor<2x1x8x4xf32> -> tensor<2x2x8x4xf32>
+  %pt = mp.transpose %pk [0, 1, 3, 2] {mp.layer = 0 : i64} : tensor<2x2x8x4xf32> -> tensor<2x2x4x8xf32>
+  %c2p = mp.matmul %q, %pt {mp.layer = 0 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %flat = mp.reshape %c2p {mp.layer = 0 : i64} : tensor<2x2x4x8xf32> -> tensor<2x2x32xf32>
+  %g = mp.gather %flat, %idx {axis = 2 : i64, mp.layer = 0 : i64} : (tensor<2x2x32xf32>, tensor<16xi64>) -> tensor<2x2x16xf32>
+  %s = mp.reshape %g {mp.layer = 0 : i64} : tensor<2x2x16xf32> -> tensor<2x2x4x4xf32>
+  %p = mp.softmax %s {axis = 3 : i64, mp.layer = 0 : i64} : tensor<2x2x4x4xf32>
+  %a = mp.matmul %p, %q {mp.layer = 0 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %a1 = mp.transpose %a [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
+  %a2 = mp.reshape %a1 {mp.layer = 0 : i64} : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
+  %o = mp.linear %a2, %wo {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}

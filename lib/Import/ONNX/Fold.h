@@ -130,6 +130,7 @@ bool foldTile(Folder &f);
 bool foldConcat(Folder &f);
 bool foldSlice(Folder &f);
 bool foldGather(Folder &f);
+bool foldGatherElements(Folder &f);
 bool foldExpand(Folder &f);
 bool foldSplit(Folder &f);
 bool foldConstant(Folder &f);

@@ -299,6 +299,39 @@ bool foldGather(Folder &f) {
   return true;
 }
 
+bool foldGatherElements(Folder &f) {
+  const HostTensor &x = f.input(0), &idx = f.input(1);
+  int64_t rank = x.shape.size(), axis;
+  if (!f.axis(intAttr(f.node, "axis", 0), rank, axis))
+    return false;
+  if (static_cast<int64_t>(idx.shape.size()) != rank)
+    return f.fail("indices and data differ in rank");
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && idx.shape[d] > x.shape[d])
+      return f.fail("indices exceed the data along dim " + std::to_string(d));
+  const int64_t dim = x.shape[axis];
+  for (int64_t k = 0; k < idx.numElements(); ++k) {
+    int64_t j = idx.getInt(k);
+    if (j < -dim || j >= dim)
+      return f.fail("gather index " + std::to_string(j) + " is out of range");
+  }
+  return f.gatherInto(x, idx.shape, [&](int64_t i) {
+    // Output i's coordinates, the axis one replaced by its index.
+    int64_t rest = i, source = 0, scale = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      int64_t coord = rest % idx.shape[d];
+      rest /= idx.shape[d];
+      if (d == axis) {
+        coord = idx.getInt(i);
+        coord = coord < 0 ? coord + dim : coord;
+      }
+      source += coord * scale;
+      scale *= x.shape[d];
+    }
+    return source;
+  });
+}
+
 bool foldExpand(Folder &f) {
   std::vector<int64_t> shape;
   if (!broadcastShapes(f.input(0).shape, intsOf(f.input(1)), shape))

@@ -276,10 +276,14 @@ LogicalResult emitSlice(NodeEmitter &e) {
   return success();
 }
 
+/// The `axis` attribute of a gather node, checked against its data.
+static FailureOr<int64_t> dataAxis(NodeEmitter &e) {
+  return e.axis(intAttr(e.node, "axis", 0), e.shape(0).size());
+}
+
 LogicalResult emitGather(NodeEmitter &e) {
   Shape data = e.shape(0);
-  int64_t rank = data.size();
-  FailureOr<int64_t> axis = e.axis(intAttr(e.node, "axis", 0), rank);
+  FailureOr<int64_t> axis = dataAxis(e);
   if (failed(axis))
     return failure();
   Entry *ie = e.entry(1);
@@ -305,6 +309,95 @@ LogicalResult emitGather(NodeEmitter &e) {
   // The axis is in range: shape::gather holds.
   e.setOutput(0, GatherOp::create(e.b(), e.loc, x, indices,
                                   e.b().getI64IntegerAttr(*axis)));
+  return success();
+}
+
+/// GatherElements (torch.gather: DeBERTa's relative-position terms) with
+/// indices known at import: out[j] = data[j with its `axis` coordinate
+/// replaced by indices[j]]. The indices are the same along the leading
+/// dims (expanded over batch and heads), so the trailing dims from the
+/// first that varies are flattened, both in the data and the output, and
+/// one Gather along that flat dim picks each output element's source:
+/// splits of the leading dims (heads) pass through it.
+LogicalResult emitGatherElements(NodeEmitter &e) {
+  Shape data = e.shape(0);
+  const int64_t rank = data.size();
+  FailureOr<int64_t> axis = dataAxis(e);
+  if (failed(axis))
+    return failure();
+  Entry *ie = e.entry(1);
+  if (!ie->constant)
+    return e.error() << "indices computed at run time are not supported "
+                        "(only indices known at import, as DeBERTa's "
+                        "relative positions are)";
+  const HostTensor &idx = *ie->constant;
+  if (static_cast<int64_t>(idx.shape.size()) != rank)
+    return e.error() << "indices of rank " << idx.shape.size()
+                     << " for data of rank " << rank;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis && idx.shape[d] > data[d])
+      return e.error() << "indices are " << idx.shape[d] << " along dim " << d
+                       << ", beyond the data's " << data[d];
+  // Leading dims along which the indices do not vary: [0, lead).
+  auto strideOf = [](const Shape &shape, int64_t from) {
+    int64_t n = 1;
+    for (size_t d = from; d < shape.size(); ++d)
+      n *= shape[d];
+    return n;
+  };
+  int64_t lead = 0;
+  while (lead < std::min<int64_t>(*axis, rank - 1)) {
+    int64_t inner = strideOf(idx.shape, lead + 1);
+    bool uniform = idx.shape[lead] == data[lead];
+    for (int64_t k = inner; uniform && k < idx.numElements(); ++k)
+      uniform = idx.getInt(k) == idx.getInt(k % inner);
+    if (!uniform)
+      break;
+    ++lead;
+  }
+  for (int64_t d = 0; d < lead; ++d)
+    if (idx.shape[d] != data[d])
+      return e.error() << "indices are " << idx.shape[d] << " along dim " << d
+                       << ", less than the data's " << data[d];
+  // The flat source of each output element within the trailing dims.
+  Shape outTail(idx.shape.begin() + lead, idx.shape.end());
+  Shape dataTail(data.begin() + lead, data.end());
+  HostTensor flat;
+  flat.dtype = DType::Int64;
+  flat.shape = {strideOf(outTail, 0)};
+  std::string error;
+  if (!flat.allocate(error))
+    return e.error() << error;
+  const int64_t tailAxis = *axis - lead;
+  for (int64_t k = 0; k < flat.shape[0]; ++k) {
+    int64_t rest = k, source = 0, scale = 1;
+    for (int64_t d = outTail.size() - 1; d >= 0; --d) {
+      int64_t coord = rest % outTail[d];
+      rest /= outTail[d];
+      if (d == tailAxis) {
+        coord = idx.getInt(k); // (uniform along the leading dims)
+        if (coord < -dataTail[d] || coord >= dataTail[d])
+          return e.error() << "index " << coord << " is out of range for "
+                           << "axis " << *axis << " of size " << dataTail[d];
+        coord = coord < 0 ? coord + dataTail[d] : coord;
+      }
+      source += coord * scale;
+      scale *= dataTail[d];
+    }
+    flat.ints[k] = source;
+  }
+  Value x = e.value(0);
+  if (!x)
+    return failure();
+  Shape flatData(data.begin(), data.begin() + lead);
+  flatData.push_back(strideOf(dataTail, 0));
+  Value sources = ConstantOp::create(
+      e.b(), e.loc,
+      e.imp.toAttr(
+          flat, RankedTensorType::get(flat.shape, e.b().getIntegerType(64))));
+  Value gathered = GatherOp::create(e.b(), e.loc, reshapeValue(e, x, flatData),
+                                    sources, e.b().getI64IntegerAttr(lead));
+  e.setOutput(0, reshapeValue(e, gathered, idx.shape));
   return success();
 }
 

@@ -230,6 +230,7 @@ mlir::LogicalResult emitSplit(NodeEmitter &e);
 mlir::LogicalResult emitConcat(NodeEmitter &e);
 mlir::LogicalResult emitSlice(NodeEmitter &e);
 mlir::LogicalResult emitGather(NodeEmitter &e);
+mlir::LogicalResult emitGatherElements(NodeEmitter &e);
 mlir::LogicalResult emitExpand(NodeEmitter &e);
 mlir::LogicalResult emitIdentity(NodeEmitter &e);
 mlir::LogicalResult emitDropout(NodeEmitter &e);

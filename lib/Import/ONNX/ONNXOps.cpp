@@ -154,6 +154,7 @@ static const ONNXOpDef opDefs[] = {
     {"Concat", emitConcat, foldConcat},
     {"Slice", emitSlice, foldSlice, FoldInputs::Present},
     {"Gather", emitGather, foldGather},
+    {"GatherElements", emitGatherElements, foldGatherElements},
     {"Expand", emitExpand, foldExpand},
     {"Identity", emitIdentity, foldIdentity},
     {"Dropout", emitDropout},

@@ -775,6 +775,20 @@ FailureOr<SplitMapping> SplitOp::propagateSplit(ArrayRef<int64_t> dims) {
   });
 }
 
+/// A split of the data along a dim other than the gathered one passes, to
+/// where that dim lands in the result (the indices' dims take the axis's
+/// place); the indices are read whole (ids split on the data would pick
+/// other rows on every rank).
+FailureOr<SplitMapping> GatherOp::propagateSplit(ArrayRef<int64_t> dims) {
+  int64_t axis = getNormalizedAxis();
+  int64_t extra = tensorType(getIndices()).getRank() - 1;
+  return firstOperandSplit(*this, dims, [&](int64_t d) -> int64_t {
+    if (d == axis)
+      return -1;
+    return d < axis ? d : d + extra;
+  });
+}
+
 /// Only a dimension taken whole passes.
 FailureOr<SplitMapping> SliceOp::propagateSplit(ArrayRef<int64_t> dims) {
   return firstOperandSplit(*this, dims, [&](int64_t d) -> int64_t {

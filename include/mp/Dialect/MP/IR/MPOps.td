@@ -487,7 +487,7 @@ def MP_EmbeddingOp : MP_Op<"embedding", [MP_Differentiable,
 }
 
 def MP_GatherOp : MP_Op<"gather", [MP_Differentiable,
-    Pure, InferTypeOpAdaptor]> {
+    Pure, InferTypeOpAdaptor, MP_SplitByRule]> {
   let summary = "ONNX Gather: slices of `input` along `axis` picked by indices";
   let arguments = (ins MP_Tensor:$input, MP_IndexTensor:$indices,
                        DefaultValuedAttr<I64Attr, "0">:$axis);
