@@ -166,7 +166,8 @@ ParamOp ownParameter(Value v, Operation *user) {
       SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
   auto module = get->getParentOfType<ModuleOp>();
   if (!param || param.getPart() ||
-      param->hasAttr(MPDialect::getTiedCopiesAttrName()))
+      param->hasAttr(MPDialect::getTiedCopiesAttrName()) ||
+      param->hasAttr(MPDialect::getEqualCopiesAttrName()))
     return ParamOp();
   std::optional<SymbolTable::UseRange> uses =
       SymbolTable::getSymbolUses(param.getSymNameAttr(), module);

@@ -329,6 +329,14 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
              << " read transposed in place of '"
              << cast<StringAttr>(copy).getValue()
              << "', the copy constant folding made of it\n";
+    for (auto param : module.getOps<ParamOp>())
+      if (auto copies = param->getAttrOfType<ArrayAttr>(
+              MPDialect::getEqualCopiesAttrName()))
+        for (Attribute copy : copies)
+          os << "  tied        @" << param.getSymName() << " read in place of '"
+             << cast<StringAttr>(copy).getValue()
+             << "', an equal copy constant folding made for another call of "
+                "its module\n";
     // Fused linears tensor parallelism cut, by the parameter the user wrote.
     llvm::MapVector<StringRef, SmallVector<StringRef>> cuts;
     for (auto param : module.getOps<ParamOp>()) {

@@ -197,3 +197,28 @@ module {
 // CHECK-LABEL: func.func @main() -> (tensor<f32>, tensor<4xf32> {mp.name = "grads/used"}, tensor<3xf32> {mp.name = "grads/unused"})
 // CHECK:   %[[Z:.*]] = mp.constant {mp.backward} dense<0.000000e+00> : tensor<3xf32>
 // CHECK:   return %{{.*}}, %{{.*}}, %[[Z]]
+
+// -----
+
+// Gather along a middle axis (DeBERTa's relative-position gather, imported
+// from GatherElements): its adjoint views the data as a table whose rows are
+// the gathered axis, scatter-adds the result's rows by index into it
+// (embedding_grad), and views it back.
+module {
+  mp.param @p : tensor<2x5x3xf32>
+  func.func @main(%i: tensor<4xi64>) -> tensor<f32> {
+    %p = mp.get_param @p : tensor<2x5x3xf32>
+    %g = mp.gather %p, %i {axis = 1 : i64} : (tensor<2x5x3xf32>, tensor<4xi64>) -> tensor<2x4x3xf32>
+    %l = mp.reduce sum, %g {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<2x4x3xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @main(%arg0: tensor<4xi64>) -> (tensor<f32>, tensor<2x5x3xf32> {mp.name = "grads/p"})
+// CHECK:   %[[DG:.*]] = mp.expand {{.*}} -> tensor<2x4x3xf32>
+// CHECK:   %[[ROWS:.*]] = mp.transpose %[[DG]] [1, 0, 2] {{.*}}: tensor<2x4x3xf32> -> tensor<4x2x3xf32>
+// CHECK:   %[[FLAT:.*]] = mp.reshape %[[ROWS]] {{.*}}: tensor<4x2x3xf32> -> tensor<4x6xf32>
+// CHECK:   %[[TABLE:.*]] = mp.embedding_grad %arg0, %[[FLAT]] {{.*}}: (tensor<4xi64>, tensor<4x6xf32>) -> tensor<5x6xf32>
+// CHECK:   %[[VIEW:.*]] = mp.reshape %[[TABLE]] {{.*}}: tensor<5x6xf32> -> tensor<5x2x3xf32>
+// CHECK:   %[[DP:.*]] = mp.transpose %[[VIEW]] [1, 0, 2] {{.*}}: tensor<5x2x3xf32> -> tensor<2x5x3xf32>
+// CHECK:   return %{{.*}}, %[[DP]]

@@ -17,6 +17,7 @@
 #include "Importer.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
 #include <cstring>
@@ -70,6 +71,16 @@ ParamReads readsByParam(ModuleOp module) {
   return reads;
 }
 
+/// Notes on `source`, under `attr`, that `copy` (being dropped) held its
+/// data.
+void noteCopy(ParamOp source, ParamOp copy, StringRef attr) {
+  SmallVector<Attribute> copies;
+  if (auto old = source->getAttrOfType<ArrayAttr>(attr))
+    copies.append(old.begin(), old.end());
+  copies.push_back(copy.getSymNameAttr());
+  source->setAttr(attr, ArrayAttr::get(source.getContext(), copies));
+}
+
 /// Replaces the reads of `copy` by the transpose of `source` and drops
 /// `copy`, noting it on `source`.
 void readTransposed(ParamOp copy, ParamOp source, ArrayRef<GetParamOp> reads) {
@@ -82,13 +93,7 @@ void readTransposed(ParamOp copy, ParamOp source, ArrayRef<GetParamOp> reads) {
     get.getResult().replaceAllUsesWith(transposed);
     get.erase();
   }
-  SmallVector<Attribute> copies;
-  if (auto old = source->getAttrOfType<ArrayAttr>(
-          mp::MPDialect::getTiedCopiesAttrName()))
-    copies.append(old.begin(), old.end());
-  copies.push_back(copy.getSymNameAttr());
-  source->setAttr(mp::MPDialect::getTiedCopiesAttrName(),
-                  ArrayAttr::get(source.getContext(), copies));
+  noteCopy(source, copy, mp::MPDialect::getTiedCopiesAttrName());
   copy.erase();
 }
 
@@ -108,13 +113,116 @@ std::string moduleWeightName(Location loc) {
   return module + ".weight.T";
 }
 
+/// Weight name `call` without a module call's suffix (a.b_1.weight.T ->
+/// a.b.weight.T).
+std::string firstCall(StringRef call) {
+  StringRef suffix = ".weight.T";
+  StringRef module = call;
+  if (!module.consume_back(suffix))
+    return call.str();
+  size_t underscore = module.rfind('_');
+  StringRef digits = module.substr(underscore + 1);
+  if (underscore == StringRef::npos || digits.empty() ||
+      !llvm::all_of(digits, [](char c) { return llvm::isDigit(c); }))
+    return call.str();
+  return (module.take_front(underscore) + suffix).str();
+}
+
+/// Whether weight names `call` and `first` are of one module's calls:
+/// equal, or `call` is `first` with a call suffix (a.b_1.weight.T of
+/// a.b.weight.T).
+bool sameModule(StringRef call, StringRef first) {
+  if (call == first)
+    return true;
+  StringRef suffix = ".weight.T";
+  if (!call.consume_back(suffix) || !first.ends_with(suffix))
+    return false;
+  StringRef base = first.drop_back(suffix.size());
+  return call.consume_front(base) && call.consume_front("_") && !call.empty() &&
+         llvm::all_of(call, [](char c) { return llvm::isDigit(c); });
+}
+
+/// The weight that matmuls read as `reads`, each as its right operand:
+/// the module's (moduleWeightName), one module's calls counting as one
+/// (`key_proj` and `key_proj_1`); empty when they are of several modules
+/// or not all matmul weights.
+std::string sharedWeightName(ArrayRef<GetParamOp> reads) {
+  SmallVector<std::string> names;
+  for (GetParamOp read : reads) {
+    auto matmul = read->hasOneUse() ? dyn_cast<MatmulOp>(*read->user_begin())
+                                    : MatmulOp();
+    if (!matmul || matmul.getRhs() != read.getResult())
+      return "";
+    names.push_back(moduleWeightName(matmul->getLoc()));
+  }
+  if (names.empty())
+    return "";
+  std::string first =
+      *llvm::min_element(names, [](const std::string &a, const std::string &b) {
+        return a.size() < b.size();
+      });
+  for (const std::string &n : names)
+    if (n.empty() || !sameModule(n, first))
+      return "";
+  return first;
+}
+
 } // namespace
+
+/// Folded copies of one module's weight, read by its calls (a module called
+/// twice: DeBERTa's query and key projections, applied to the hidden states
+/// and to the relative position embeddings; folding transposed the weight
+/// once per call, and the exporter may store the second as an Identity of
+/// the first) holding the same data are one parameter: the later copies
+/// read the first, recorded in `mp.equal_copies`. Otherwise each call would
+/// train its own copy. Copies read by different modules stay apart, equal
+/// or not (zero-initialized adapters are distinct parameters).
+void Importer::tieEqualCopies(SymbolTable &symbols) {
+  ParamReads reads = readsByParam(module);
+  auto bytesOf = [&](ParamOp p, std::string &bytes) {
+    std::string source = p.getInitializer().value_or(p.getSymName()).str();
+    size_t size = (p.getTensorType().getElementTypeBitWidth() + 7) / 8;
+    for (const auto &init : model.model.graph().initializer())
+      if (init.name() == source)
+        return dataOf(init, model.directory,
+                      p.getTensorType().getNumElements() *
+                          static_cast<int64_t>(size),
+                      bytes);
+    return false;
+  };
+  std::map<std::string, ParamOp> firstOfWeight;
+  for (ParamOp p : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
+    if (!isExporterMade(p.getSymName()))
+      continue;
+    SmallVector<GetParamOp> mine = reads.lookup(p.getSymNameAttr());
+    std::string weight = firstCall(sharedWeightName(mine));
+    if (weight.empty())
+      continue;
+    auto [it, first] = firstOfWeight.try_emplace(weight, p);
+    if (first)
+      continue;
+    ParamOp kept = it->second;
+    std::string a, b;
+    bool sameSource = kept.getInitializer().value_or(kept.getSymName()) ==
+                      p.getInitializer().value_or(p.getSymName());
+    if (kept.getTensorType() != p.getTensorType() ||
+        (!sameSource && (!bytesOf(kept, a) || !bytesOf(p, b) || a != b)))
+      continue;
+    for (GetParamOp get : mine)
+      get.setNameAttr(FlatSymbolRefAttr::get(kept.getSymNameAttr()));
+    auto &keptReads = reads[kept.getSymNameAttr()];
+    keptReads.append(mine.begin(), mine.end());
+    noteCopy(kept, p, mp::MPDialect::getEqualCopiesAttrName());
+    symbols.erase(p);
+  }
+}
 
 LogicalResult Importer::tieTransposedCopies() {
   if (options.shapeOnly)
     return success();
   const auto &graph = model.model.graph();
   SymbolTable symbols(module);
+  tieEqualCopies(symbols);
   // Candidate sources by (rows, cols, type): the named 2-D float
   // parameters, each read at most once.
   std::map<std::tuple<int64_t, int64_t, int32_t>,
@@ -161,15 +269,10 @@ void Importer::nameFoldedWeights() {
     if (!isExporterMade(param.getSymName()) || param.getInitializer())
       continue;
     // Only a matmul's weight: other folded values (a norm's 1 + w, say)
-    // are not any parameter the user wrote.
+    // are not any parameter the user wrote. A module called more than
+    // once (tieEqualCopies) is named by its first call's node.
     SmallVector<GetParamOp> mine = reads.lookup(param.getSymNameAttr());
-    if (mine.size() != 1 || !mine[0]->hasOneUse())
-      continue;
-    GetParamOp read = mine[0];
-    auto matmul = dyn_cast<MatmulOp>(*read->user_begin());
-    if (!matmul || matmul.getRhs() != read.getResult())
-      continue;
-    std::string name = moduleWeightName((*read->user_begin())->getLoc());
+    std::string name = sharedWeightName(mine);
     if (name.empty() || symbols.lookup(name))
       continue;
     StringAttr old = param.getSymNameAttr();
@@ -178,8 +281,10 @@ void Importer::nameFoldedWeights() {
     symbols.insert(param);
     if (!param.getOffset())
       param.setInitializer(old);
-    read.setNameAttr(FlatSymbolRefAttr::get(module.getContext(), name));
-    read->setLoc(NameLoc::get(StringAttr::get(module.getContext(), name)));
+    for (GetParamOp read : mine) {
+      read.setNameAttr(FlatSymbolRefAttr::get(module.getContext(), name));
+      read->setLoc(NameLoc::get(StringAttr::get(module.getContext(), name)));
+    }
   }
 }
 

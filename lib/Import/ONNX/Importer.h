@@ -68,6 +68,7 @@ struct Importer {
   /// copies read as their sources' transposes, and weights named after the
   /// module of the one node reading them.
   mlir::LogicalResult tieTransposedCopies();
+  void tieEqualCopies(mlir::SymbolTable &symbols);
   void nameFoldedWeights();
   mlir::LogicalResult bindInput(const onnx::ValueInfoProto &input,
                                 const std::string &spec, mlir::Location loc);

@@ -397,6 +397,22 @@ FailureOr<int64_t> exportTrainedWeights(ModuleOp module, StringRef onnxPath,
         ++replaced;
       }
     }
+    // Equal copies folding made for other calls of its module get them
+    // as they are (one stored as an Identity of it has nothing to write).
+    if (auto copies = param->getAttrOfType<ArrayAttr>(
+            MPDialect::getEqualCopiesAttrName()))
+      for (Attribute copy : copies) {
+        auto target = initializers.find(cast<StringAttr>(copy).str());
+        if (target == initializers.end())
+          continue;
+        if (target->second->data_type() != proto.data_type() ||
+            target->second->dims_size() != proto.dims_size())
+          return param.emitError() << "cannot write the trained '"
+                                   << param.getSymName() << "' into its copy '"
+                                   << cast<StringAttr>(copy).getValue() << "'";
+        setData(*target->second, bytes);
+        ++replaced;
+      }
     setData(*init->second, std::move(bytes));
     ++replaced;
   }

@@ -69,6 +69,14 @@ struct Grad {
     return reshape(grad, target);
   }
 
+  /// `x` permuted by `perm`, or `x` itself when `perm` is the identity.
+  Value permute(Value x, ArrayRef<int64_t> perm) {
+    for (auto [i, p] : llvm::enumerate(perm))
+      if (p != static_cast<int64_t>(i))
+        return TransposeOp::create(b, loc, x, perm);
+    return x;
+  }
+
   /// `x` with its last two dims swapped.
   Value transposeLastTwo(Value x) {
     int64_t rank = tensorType(x).getRank();
@@ -401,13 +409,41 @@ LogicalResult GatherOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   operands.assign(2, Value());
   if (!results[0] || !needed[0])
     return success();
-  // Gather on axis 0 of a [V, H] table is an embedding lookup.
-  if (getNormalizedAxis() != 0 || tensorType(getInput()).getRank() != 2)
-    return emitOpError() << "has a derivative rule only for axis 0 of a "
-                            "rank-2 table";
-  operands[0] =
-      EmbeddingGradOp::create(b, getLoc(), getInput().getType(), getIndices(),
-                              results[0], FlatSymbolRefAttr(), IntegerAttr());
+  // A gather along `axis` is an embedding lookup in the data viewed as a
+  // table [data[axis], the other dims]: its adjoint is that table's
+  // gradient (rows summed by index), viewed back.
+  Grad g{b, getLoc()};
+  RankedTensorType data = tensorType(getInput());
+  const int64_t axis = getNormalizedAxis(), rank = data.getRank();
+  const int64_t idxRank = tensorType(getIndices()).getRank();
+  SmallVector<int64_t> axisFirst = {axis}; // a data permutation
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      axisFirst.push_back(d);
+  // The result's dims: data[:axis], indices, data[axis+1:]; the indices'
+  // first, then the others in order.
+  SmallVector<int64_t> indicesFirst;
+  for (int64_t d = 0; d < idxRank; ++d)
+    indicesFirst.push_back(axis + d);
+  for (int64_t d = 0; d < axis; ++d)
+    indicesFirst.push_back(d);
+  for (int64_t d = axis + idxRank; d < rank - 1 + idxRank; ++d)
+    indicesFirst.push_back(d);
+  int64_t others = data.getNumElements() / data.getDimSize(axis);
+  SmallVector<int64_t> rowsShape(tensorType(getIndices()).getShape());
+  rowsShape.push_back(others);
+  Value rows =
+      g.reshape(g.permute(results[0], indicesFirst), data.clone(rowsShape));
+  Value table = EmbeddingGradOp::create(
+      b, getLoc(), data.clone({data.getDimSize(axis), others}), getIndices(),
+      rows, FlatSymbolRefAttr(), IntegerAttr());
+  SmallVector<int64_t> permutedShape;
+  for (int64_t d : axisFirst)
+    permutedShape.push_back(data.getDimSize(d));
+  SmallVector<int64_t> inverse(rank);
+  for (auto [i, d] : llvm::enumerate(axisFirst))
+    inverse[d] = static_cast<int64_t>(i);
+  operands[0] = g.permute(g.reshape(table, data.clone(permutedShape)), inverse);
   return success();
 }
 

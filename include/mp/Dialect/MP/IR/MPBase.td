@@ -70,6 +70,12 @@ def MP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getTiedCopiesAttrName() {
       return ::llvm::StringLiteral("mp.tied_copies");
     }
+    /// Parameter attribute: exporter-made copies holding the same data, not
+    /// transposed (one per call of a module called twice: DeBERTa's shared
+    /// position projections), for --mp-summary and weight export.
+    static constexpr ::llvm::StringLiteral getEqualCopiesAttrName() {
+      return ::llvm::StringLiteral("mp.equal_copies");
+    }
     /// Module attribute: the data-parallel replica count (mp-data-parallel).
     static constexpr ::llvm::StringLiteral getDataParallelAttrName() {
       return ::llvm::StringLiteral("mp.data_parallel");
