@@ -94,6 +94,18 @@ void readTransposed(ParamOp copy, ParamOp source, ArrayRef<GetParamOp> reads) {
     get.erase();
   }
   noteCopy(source, copy, mp::MPDialect::getTiedCopiesAttrName());
+  // The copy's own equal copies are transposed copies of `source` too.
+  if (auto equal = copy->getAttrOfType<ArrayAttr>(
+          mp::MPDialect::getEqualCopiesAttrName()))
+    for (Attribute other : equal) {
+      SmallVector<Attribute> copies(
+          source
+              ->getAttrOfType<ArrayAttr>(mp::MPDialect::getTiedCopiesAttrName())
+              .getValue());
+      copies.push_back(other);
+      source->setAttr(mp::MPDialect::getTiedCopiesAttrName(),
+                      ArrayAttr::get(source.getContext(), copies));
+    }
   copy.erase();
 }
 
@@ -167,6 +179,28 @@ std::string sharedWeightName(ArrayRef<GetParamOp> reads) {
   return first;
 }
 
+/// The parameter that the matmul of every read in `reads` (each checked by
+/// sharedWeightName) is added to, as a linear's bias: one named (not
+/// exporter-made) parameter for all of them, or empty.
+std::string sharedBias(ArrayRef<GetParamOp> reads) {
+  std::string bias;
+  for (GetParamOp read : reads) {
+    Operation *matmul = *read->user_begin();
+    auto add =
+        matmul->hasOneUse() ? dyn_cast<AddOp>(*matmul->user_begin()) : AddOp();
+    if (!add)
+      return "";
+    Value other =
+        add.getLhs() == matmul->getResult(0) ? add.getRhs() : add.getLhs();
+    auto get = other.getDefiningOp<GetParamOp>();
+    if (!get || isExporterMade(get.getName()) ||
+        (!bias.empty() && bias != get.getName()))
+      return "";
+    bias = get.getName().str();
+  }
+  return bias;
+}
+
 } // namespace
 
 /// Folded copies of one module's weight, read by its calls (a module called
@@ -175,8 +209,10 @@ std::string sharedWeightName(ArrayRef<GetParamOp> reads) {
 /// once per call, and the exporter may store the second as an Identity of
 /// the first) holding the same data are one parameter: the later copies
 /// read the first, recorded in `mp.equal_copies`. Otherwise each call would
-/// train its own copy. Copies read by different modules stay apart, equal
-/// or not (zero-initialized adapters are distinct parameters).
+/// train its own copy. A call is known as the module's by the module's own
+/// bias, which it adds; copies of different modules stay apart, equal or
+/// not (zero-initialized adapters are distinct parameters), and so do
+/// those of a module without a bias called twice.
 void Importer::tieEqualCopies(SymbolTable &symbols) {
   ParamReads reads = readsByParam(module);
   auto bytesOf = [&](ParamOp p, std::string &bytes) {
@@ -190,29 +226,40 @@ void Importer::tieEqualCopies(SymbolTable &symbols) {
                       bytes);
     return false;
   };
-  std::map<std::string, ParamOp> firstOfWeight;
+  auto sameData = [&](ParamOp x, ParamOp y) {
+    if (x.getTensorType() != y.getTensorType())
+      return false;
+    if (x.getInitializer().value_or(x.getSymName()) ==
+        y.getInitializer().value_or(y.getSymName()))
+      return true;
+    std::string a, b;
+    return bytesOf(x, a) && bytesOf(y, b) && a == b;
+  };
+  // Candidates by the module's weight name (first call) and the bias all
+  // their calls add, the module's own: equal weights and names alone do
+  // not tell a second call of `fc` from a module named `fc_1` (adapters
+  // initialized to zeros are equal), its own bias does.
+  std::map<std::string, SmallVector<ParamOp>> byWeight;
   for (ParamOp p : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
     if (!isExporterMade(p.getSymName()))
       continue;
     SmallVector<GetParamOp> mine = reads.lookup(p.getSymNameAttr());
     std::string weight = firstCall(sharedWeightName(mine));
-    if (weight.empty())
+    StringRef moduleName = StringRef(weight).drop_back(strlen(".weight.T"));
+    if (weight.empty() || sharedBias(mine) != (moduleName + ".bias").str())
       continue;
-    auto [it, first] = firstOfWeight.try_emplace(weight, p);
-    if (first)
+    SmallVector<ParamOp> &candidates = byWeight[weight];
+    auto kept =
+        llvm::find_if(candidates, [&](ParamOp c) { return sameData(c, p); });
+    if (kept == candidates.end()) {
+      candidates.push_back(p);
       continue;
-    ParamOp kept = it->second;
-    std::string a, b;
-    bool sameSource = kept.getInitializer().value_or(kept.getSymName()) ==
-                      p.getInitializer().value_or(p.getSymName());
-    if (kept.getTensorType() != p.getTensorType() ||
-        (!sameSource && (!bytesOf(kept, a) || !bytesOf(p, b) || a != b)))
-      continue;
+    }
     for (GetParamOp get : mine)
-      get.setNameAttr(FlatSymbolRefAttr::get(kept.getSymNameAttr()));
-    auto &keptReads = reads[kept.getSymNameAttr()];
+      get.setNameAttr(FlatSymbolRefAttr::get(kept->getSymNameAttr()));
+    auto &keptReads = reads[kept->getSymNameAttr()];
     keptReads.append(mine.begin(), mine.end());
-    noteCopy(kept, p, mp::MPDialect::getEqualCopiesAttrName());
+    noteCopy(*kept, p, mp::MPDialect::getEqualCopiesAttrName());
     symbols.erase(p);
   }
 }

@@ -1,0 +1,38 @@
+"""Writes calls.onnx to the directory named, exported by torch with
+constant folding (each call of a linear gets its own transposed copy of
+the weight, equal copies stored once and repeated as Identity nodes):
+
+  shared   one Linear with a bias called twice (as DeBERTa's query and key
+           projections): one parameter
+  fc, fc_1 two Linears with biases, both zero-initialized (equal weights,
+           as fresh adapters): two parameters
+"""
+import os
+import sys
+import warnings
+
+import torch
+import torch.nn as nn
+
+
+class Calls(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shared = nn.Linear(4, 4)
+        self.fc = nn.Linear(4, 4)
+        self.fc_1 = nn.Linear(4, 4)
+        for m in (self.fc, self.fc_1):
+            nn.init.zeros_(m.weight)
+
+    def forward(self, x):
+        h = self.shared(x) + self.shared(2 * x)
+        return h + self.fc(h) + self.fc_1(3 * h)
+
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+torch.manual_seed(0)
+with torch.no_grad(), warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    torch.onnx.export(Calls().eval(), (torch.randn(1, 2, 4),), os.path.join(out, "calls.onnx"),
+                      opset_version=17, input_names=["x"], output_names=["y"])
