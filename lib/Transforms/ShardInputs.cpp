@@ -8,6 +8,7 @@
 // plus a copy of its block.
 //
 //===----------------------------------------------------------------------===//
+#include "ShardInputs.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
@@ -23,13 +24,8 @@ namespace mp {
 using namespace mlir;
 using namespace mp;
 
-namespace {
-
-/// The axis along which every user of `arg` takes this rank's block over
-/// the only axis of a one-dimensional grid (the communicator mp-run
-/// scatters inputs over); nullopt when some user reads it otherwise.
-std::optional<int64_t> slicedAxis(BlockArgument arg,
-                                  SymbolTableCollection &symbols) {
+std::optional<int64_t> mp::slicedInputAxis(BlockArgument arg,
+                                           SymbolTableCollection &symbols) {
   std::optional<int64_t> axis;
   for (Operation *user : arg.getUsers()) {
     auto slice = dyn_cast<shard::AllSliceOp>(user);
@@ -44,6 +40,8 @@ std::optional<int64_t> slicedAxis(BlockArgument arg,
   }
   return axis;
 }
+
+namespace {
 
 /// Takes this rank's block before a cast of the input rather than after
 /// it (mp-convert-precision casts f32 inputs to bf16 first): each rank then
@@ -93,7 +91,7 @@ struct ShardInputsPass : public mp::impl::MPShardInputsBase<ShardInputsPass> {
                           MPDialect::getShardAxisAttrName()))
         continue;
       sliceBeforeCasts(arg);
-      std::optional<int64_t> axis = slicedAxis(arg, symbols);
+      std::optional<int64_t> axis = slicedInputAxis(arg, symbols);
       if (!axis)
         continue;
       Type local = (*arg.getUsers().begin())->getResult(0).getType();

@@ -1,11 +1,11 @@
 //===- Summary.cpp - one-screen summary of an mp module -------------------===//
+#include "ShardInputs.h"
 #include "mp/Analysis/Cost.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/PipelineSchedule.h"
 #include "mp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
@@ -241,18 +241,12 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     // Inputs tensor parallelism reads as each rank's block (a decoder's
     // cache, by heads; mp-shard-inputs then hands out only the blocks).
     std::string sliced;
+    SymbolTableCollection symbols;
     for (BlockArgument arg : func.getArguments()) {
-      std::optional<int64_t> axis;
-      bool onlySliced = !arg.use_empty();
-      for (Operation *user : arg.getUsers()) {
-        auto slice = dyn_cast<shard::AllSliceOp>(user);
-        int64_t a = slice ? slice.getSliceAxis().getSExtValue() : -1;
-        onlySliced &= slice && (!axis || *axis == a);
-        axis = a;
-      }
+      std::optional<int64_t> axis = slicedInputAxis(arg, symbols);
       auto name = func.getArgAttrOfType<StringAttr>(
           arg.getArgNumber(), MPDialect::getNameAttrName());
-      if (onlySliced)
+      if (axis)
         sliced +=
             (sliced.empty() ? "" : ", ") +
             (name ? name.str() : "#" + std::to_string(arg.getArgNumber())) +

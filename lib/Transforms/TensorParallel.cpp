@@ -95,6 +95,7 @@ struct TensorParallelPass
                            Operation *user);
   LogicalResult applyParamShards(ModuleOp module);
   Value allReduce(OpBuilder &b, Location loc, Value v, Operation *like);
+  Value gatherAlong(OpBuilder &b, Location loc, Value local, int64_t dim);
   void cutOperand(const Cut &cut);
   LogicalResult rewriteRow(LinearOp linear);
   void gatherResults(func::FuncOp func, const Split &split);
@@ -324,6 +325,17 @@ static LinearOp findHead(Value result, SmallVectorImpl<Operation *> &between) {
   return {};
 }
 
+/// `local`, this rank's block along `dim`, gathered whole over the grid.
+Value TensorParallelPass::gatherAlong(OpBuilder &b, Location loc, Value local,
+                                      int64_t dim) {
+  RankedTensorType type = tensorType(local);
+  SmallVector<int64_t> whole(type.getShape());
+  whole[dim] *= tp;
+  return shard::AllGatherOp::create(b, loc, type.clone(whole), grid,
+                                    b.getDenseI16ArrayAttr({0}), local,
+                                    b.getIndexAttr(dim));
+}
+
 /// A split value the function returns is gathered whole there, as by
 /// Megatron's column-parallel linear with gather_output (mp-shard-outputs
 /// then leaves it sharded until mp-run writes it): a decoder's present keys
@@ -335,13 +347,8 @@ void TensorParallelPass::gatherResults(func::FuncOp func, const Split &split) {
     auto it = split.dim.find(operand.get());
     if (it == split.dim.end())
       continue;
-    RankedTensorType local = tensorType(operand.get());
-    SmallVector<int64_t> whole(local.getShape());
-    whole[it->second] *= tp;
-    auto gather = shard::AllGatherOp::create(
-        b, operand.get().getLoc(), local.clone(whole), grid,
-        b.getDenseI16ArrayAttr({0}), operand.get(), b.getIndexAttr(it->second));
-    operand.set(gather.getResult());
+    operand.set(
+        gatherAlong(b, operand.get().getLoc(), operand.get(), it->second));
   }
 }
 
@@ -474,16 +481,12 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
       op->getResult(0).setType(
           RankedTensorType::get(local, t.getElementType()));
     }
-    RankedTensorType local = tensorType(gatherAt->get());
-    SmallVector<int64_t> whole(local.getShape());
-    whole.back() *= tp;
     OpBuilder b(gatherAt->getOwner());
-    auto gather = shard::AllGatherOp::create(
-        b, head.getLoc(), local.clone(whole), grid, b.getDenseI16ArrayAttr({0}),
-        gatherAt->get(), b.getIndexAttr(local.getRank() - 1));
+    Value gather = gatherAlong(b, head.getLoc(), gatherAt->get(),
+                               tensorType(gatherAt->get()).getRank() - 1);
     gatherAt->set(full.getShape().back() == vocab
-                      ? gather.getResult()
-                      : unpadLogits(b, gather.getResult(), vocab));
+                      ? gather
+                      : unpadLogits(b, gather, vocab));
   }
   return success();
 }

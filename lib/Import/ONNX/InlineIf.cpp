@@ -7,6 +7,7 @@
 
 #include "BoundInputs.h"
 #include "HostTensor.h"
+#include "ModelLoader.h"
 
 #include <map>
 #include <set>
@@ -22,14 +23,9 @@ bool isDefaultDomain(const onnx::NodeProto &node) {
 /// Every name the nodes of `graph` read, in nested graphs too.
 void collectReads(const onnx::GraphProto &graph, std::set<std::string> &reads) {
   for (const auto &node : graph.node()) {
-    for (const auto &name : node.input())
-      reads.insert(name);
-    for (const auto &attr : node.attribute()) {
-      if (attr.has_g())
-        collectReads(attr.g(), reads);
-      for (const auto &g : attr.graphs())
-        collectReads(g, reads);
-    }
+    reads.insert(node.input().begin(), node.input().end());
+    forEachSubgraph(node,
+                    [&](const onnx::GraphProto &g) { collectReads(g, reads); });
   }
 }
 
@@ -48,12 +44,9 @@ void collectNames(const onnx::GraphProto &graph,
   for (const auto &node : graph.node()) {
     for (const auto &name : node.output())
       ++defined[name];
-    for (const auto &attr : node.attribute()) {
-      if (attr.has_g())
-        collectNames(attr.g(), defined, initializers);
-      for (const auto &g : attr.graphs())
-        collectNames(g, defined, initializers);
-    }
+    forEachSubgraph(node, [&](const onnx::GraphProto &g) {
+      collectNames(g, defined, initializers);
+    });
   }
 }
 
@@ -66,12 +59,7 @@ void renameReads(onnx::NodeProto &node,
   for (auto &name : *node.mutable_input())
     if (auto it = renamed.find(name); it != renamed.end())
       name = it->second;
-  for (auto &attr : *node.mutable_attribute()) {
-    if (attr.has_g())
-      renameReads(*attr.mutable_g(), renamed);
-    for (auto &g : *attr.mutable_graphs())
-      renameReads(g, renamed);
-  }
+  forEachSubgraph(node, [&](onnx::GraphProto &g) { renameReads(g, renamed); });
 }
 
 /// `renamed` applied to the names a nested graph's nodes read from outside
@@ -91,10 +79,19 @@ void renameReads(onnx::GraphProto &graph,
 
 class Inliner {
 public:
+  /// `graph`, whose `nodes` have been moved out to be appended anew.
   Inliner(onnx::GraphProto &graph,
-          const std::map<std::string, std::string> &bound)
+          const std::map<std::string, std::string> &bound,
+          const google::protobuf::RepeatedPtrField<onnx::NodeProto> &nodes)
       : graph(graph), bound(bound) {
     collectNames(graph, names, initializerCount);
+    for (const auto &node : nodes) {
+      for (const auto &name : node.output())
+        ++names[name];
+      forEachSubgraph(node, [&](const onnx::GraphProto &g) {
+        collectNames(g, names, initializerCount);
+      });
+    }
   }
 
   /// The If conditions decided (inputs nothing else may read).
@@ -279,15 +276,15 @@ bool inlineKnownIfs(onnx::GraphProto &graph,
     return true;
   std::set<std::string> readBefore;
   collectReads(graph, readBefore);
-  // The nodes are rebuilt apart: a Constant deciding an If is read from the
-  // old list while the new one grows.
+  // The nodes are rebuilt apart (moved out, not copied with the weights):
+  // the inliner reads the graph's inputs and initializers meanwhile.
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> original;
+  original.Swap(graph.mutable_node());
   std::vector<onnx::NodeProto> nodes;
-  Inliner inliner(graph, boundInputs);
-  const onnx::GraphProto original = graph;
-  for (const auto &node : original.node())
+  Inliner inliner(graph, boundInputs, original);
+  for (const auto &node : original)
     if (!inliner.append(node, nodes, error))
       return false;
-  graph.clear_node();
   for (auto &node : nodes)
     *graph.add_node() = std::move(node);
   std::set<std::string> readAfter;

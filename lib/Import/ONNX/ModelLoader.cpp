@@ -545,16 +545,13 @@ static const onnx::TensorProto *findInitializer(const onnx::GraphProto &graph,
   for (const auto &init : graph.initializer())
     if (init.name() == name)
       return &init;
+  const onnx::TensorProto *found = nullptr;
   for (const auto &node : graph.node())
-    for (const auto &attr : node.attribute()) {
-      if (attr.has_g())
-        if (const onnx::TensorProto *found = findInitializer(attr.g(), name))
-          return found;
-      for (const auto &g : attr.graphs())
-        if (const onnx::TensorProto *found = findInitializer(g, name))
-          return found;
-    }
-  return nullptr;
+    mp::onnx_import::forEachSubgraph(node, [&](const onnx::GraphProto &g) {
+      if (!found)
+        found = findInitializer(g, name);
+    });
+  return found;
 }
 
 bool mp::readONNXInitializer(const std::string &modelPath,

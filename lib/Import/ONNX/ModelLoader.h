@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace mp::onnx_import {
@@ -38,6 +39,26 @@ bool loadModel(const std::string &path,
                const std::map<std::string, std::vector<int64_t>> &inputShapes,
                const std::map<std::string, std::string> &boundInputs,
                bool validateExternalData, LoadedModel &out, std::string &error);
+
+/// Calls `f` on each graph nested in `node`'s attributes (an If's branches,
+/// a Loop's body).
+template <typename Node, typename F> void forEachSubgraph(Node &node, F f) {
+  if constexpr (std::is_const_v<Node>) {
+    for (const auto &attr : node.attribute()) {
+      if (attr.has_g())
+        f(attr.g());
+      for (const auto &g : attr.graphs())
+        f(g);
+    }
+  } else {
+    for (auto &attr : *node.mutable_attribute()) {
+      if (attr.has_g())
+        f(*attr.mutable_g());
+      for (auto &g : *attr.mutable_graphs())
+        f(g);
+    }
+  }
+}
 
 /// Reads a serialized TensorProto (the .pb files of ONNX test data).
 bool readTensorFile(const std::string &path, onnx::TensorProto &tensor,
