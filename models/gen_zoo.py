@@ -1027,6 +1027,220 @@ class Deberta(nn.Module):
         return self.lm_head(x)
 
 
+# ----------------------------------------------------------------------------
+# HF's BART, OPT and BLOOM as transformers (4.3x, before SDPA) writes their
+# attention: batch and heads merged into one dimension around the batched
+# matmuls (q [B*H, S, d] by bmm or baddbmm), the scores viewed back as
+# [B, H, S, S] only to add or fill the mask. The zoo's opt and bloom are the
+# same architectures with [B, H, S, d] attention.
+# ----------------------------------------------------------------------------
+def inverted_mask(mask, target_len):
+    """[B, S] of 1 (attend) / 0 (padding) -> [B, 1, T, S] of 0 / float min."""
+    b, s = mask.shape
+    expanded = mask[:, None, None, :].expand(b, 1, target_len, s).float()
+    inverted = 1.0 - expanded
+    return inverted.masked_fill(inverted.bool(), torch.finfo(torch.float32).min)
+
+
+def causal_additive(b, t):
+    """[B, 1, T, T]: float min above the diagonal, 0 elsewhere."""
+    mask = torch.full((t, t), torch.finfo(torch.float32).min)
+    mask = mask.masked_fill(torch.arange(t)[:, None] >= torch.arange(t)[None, :], 0.0)
+    return mask[None, None].expand(b, 1, t, t)
+
+
+class MergedHeadsAttention(nn.Module):
+    """BartAttention / OPTAttention: q scaled after its projection, k and v
+    shaped [B, H, S, d], then everything viewed as [B*H, S, d] for bmm; OPT
+    also clamps the masked scores at float min (`clamp`)."""
+
+    def __init__(self, clamp=False):
+        super().__init__()
+        self.q_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.k_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.v_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.out_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.clamp = clamp
+
+    @staticmethod
+    def _shape(t, seq, bsz):
+        return t.view(bsz, seq, HEADS, HEAD_DIM).transpose(1, 2).contiguous()
+
+    def forward(self, x, memory, mask):
+        bsz, tgt, _ = x.shape
+        src = memory.shape[1]
+        q = self._shape(self.q_proj(x) * HEAD_DIM ** -0.5, tgt, bsz)
+        k = self._shape(self.k_proj(memory), -1, bsz)
+        v = self._shape(self.v_proj(memory), -1, bsz)
+        proj = (bsz * HEADS, -1, HEAD_DIM)
+        q, k, v = q.view(*proj), k.view(*proj), v.view(*proj)
+        weights = torch.bmm(q, k.transpose(1, 2))
+        if mask is not None:
+            weights = weights.view(bsz, HEADS, tgt, src) + mask
+            if self.clamp:
+                weights = torch.max(weights, torch.tensor(torch.finfo(torch.float32).min))
+            weights = weights.view(bsz * HEADS, tgt, src)
+        out = torch.bmm(F.softmax(weights, dim=-1), v)
+        out = out.view(bsz, HEADS, tgt, HEAD_DIM).transpose(1, 2)
+        return self.out_proj(out.reshape(bsz, tgt, HIDDEN))
+
+
+class BartLayer(nn.Module):
+    """Post-LN: each sublayer's residual sum is normalized."""
+
+    def __init__(self, decoder):
+        super().__init__()
+        self.self_attn = MergedHeadsAttention()
+        self.self_attn_layer_norm = nn.LayerNorm(HIDDEN)
+        self.encoder_attn = MergedHeadsAttention() if decoder else None
+        self.encoder_attn_layer_norm = nn.LayerNorm(HIDDEN) if decoder else None
+        self.fc1 = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.fc2 = nn.Linear(4 * HIDDEN, HIDDEN)
+        self.final_layer_norm = nn.LayerNorm(HIDDEN)
+
+    def forward(self, x, mask, memory=None, memory_mask=None):
+        x = self.self_attn_layer_norm(x + self.self_attn(x, x, mask))
+        if self.encoder_attn is not None:
+            x = self.encoder_attn_layer_norm(x + self.encoder_attn(x, memory, memory_mask))
+        return self.final_layer_norm(x + self.fc2(F.gelu(self.fc1(x))))
+
+
+class Bart(nn.Module):
+    """Encoder-decoder: learned positions offset by 2 and an embedding
+    LayerNorm on each side, the encoder's padding mask on its self-attention
+    and on the decoder's cross-attention, a tied head plus a logits bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.shared = nn.Embedding(VOCAB, HIDDEN)
+        self.enc_positions = nn.Embedding(SEQ + 2, HIDDEN)
+        self.dec_positions = nn.Embedding(SEQ + 2, HIDDEN)
+        self.enc_layernorm_embedding = nn.LayerNorm(HIDDEN)
+        self.dec_layernorm_embedding = nn.LayerNorm(HIDDEN)
+        self.encoder = nn.ModuleList(BartLayer(False) for _ in range(LAYERS))
+        self.decoder = nn.ModuleList(BartLayer(True) for _ in range(LAYERS))
+        # (HF's is a buffer; an ONNX initializer either way, which mp trains)
+        self.final_logits_bias = nn.Parameter(torch.zeros(1, VOCAB))
+
+    def forward(self, input_ids, attention_mask, decoder_input_ids):
+        b, s = input_ids.shape
+        t = decoder_input_ids.shape[1]
+        x = self.shared(input_ids) + self.enc_positions(torch.arange(s) + 2)
+        x = self.enc_layernorm_embedding(x)
+        enc_mask = inverted_mask(attention_mask, s)
+        for layer in self.encoder:
+            x = layer(x, enc_mask)
+        y = self.shared(decoder_input_ids) + self.dec_positions(torch.arange(t) + 2)
+        y = self.dec_layernorm_embedding(y)
+        causal, cross = causal_additive(b, t), inverted_mask(attention_mask, t)
+        for layer in self.decoder:
+            y = layer(y, causal, x, cross)
+        return F.linear(y, self.shared.weight) + self.final_logits_bias
+
+
+class OPTMergedLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.self_attn_layer_norm = nn.LayerNorm(HIDDEN)
+        self.self_attn = MergedHeadsAttention(clamp=True)
+        self.final_layer_norm = nn.LayerNorm(HIDDEN)
+        self.fc1 = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.fc2 = nn.Linear(4 * HIDDEN, HIDDEN)
+
+    def forward(self, x, mask):
+        h = self.self_attn_layer_norm(x)
+        x = x + self.self_attn(h, h, mask)
+        return x + self.fc2(F.relu(self.fc1(self.final_layer_norm(x))))
+
+
+class OPTMerged(nn.Module):
+    """OPT as HF writes it: the causal and padding masks added (float min,
+    so a masked padding position sums to -inf) and clamped at float min."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(VOCAB, HIDDEN)
+        self.embed_positions = nn.Embedding(SEQ + 2, HIDDEN)
+        self.layers = nn.ModuleList(OPTMergedLayer() for _ in range(LAYERS))
+        self.final_layer_norm = nn.LayerNorm(HIDDEN)
+
+    def forward(self, input_ids, attention_mask):
+        b, s = input_ids.shape
+        positions = (torch.cumsum(attention_mask, dim=1) * attention_mask).long() - 1
+        x = self.embed_tokens(input_ids) + self.embed_positions(positions + 2)
+        mask = causal_additive(b, s) + inverted_mask(attention_mask, s)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return torch.matmul(self.final_layer_norm(x), self.embed_tokens.weight.t())
+
+
+class BloomMergedAttention(nn.Module):
+    """BloomAttention: the fused QKV viewed [B, S, H, 3, d], q and v as
+    [B*H, S, d], k as [B*H, d, S]; ALiBi [B*H, 1, S] added by baddbmm."""
+
+    def __init__(self):
+        super().__init__()
+        self.query_key_value = nn.Linear(HIDDEN, 3 * HIDDEN)
+        self.dense = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, x, alibi, hidden):
+        b, s, _ = x.shape
+        fused = self.query_key_value(x).view(b, s, HEADS, 3, HEAD_DIM)
+        q, k, v = fused[..., 0, :], fused[..., 1, :], fused[..., 2, :]
+        q = q.transpose(1, 2).reshape(b * HEADS, s, HEAD_DIM)
+        k = k.permute(0, 2, 3, 1).reshape(b * HEADS, HEAD_DIM, s)
+        v = v.transpose(1, 2).reshape(b * HEADS, s, HEAD_DIM)
+        scores = alibi.baddbmm(batch1=q, batch2=k, beta=1.0, alpha=1.0 / math.sqrt(HEAD_DIM))
+        scores = scores.view(b, HEADS, s, s).masked_fill(hidden, torch.finfo(torch.float32).min)
+        probs = F.softmax(scores, dim=-1, dtype=torch.float32).view(b * HEADS, s, s)
+        ctx = torch.bmm(probs, v).view(b, HEADS, s, HEAD_DIM).permute(0, 2, 1, 3)
+        return self.dense(ctx.reshape(b, s, HIDDEN))
+
+
+class BloomMergedLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.input_layernorm = nn.LayerNorm(HIDDEN)
+        self.self_attention = BloomMergedAttention()
+        self.post_attention_layernorm = nn.LayerNorm(HIDDEN)
+        self.dense_h_to_4h = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.dense_4h_to_h = nn.Linear(4 * HIDDEN, HIDDEN)
+
+    def forward(self, x, alibi, hidden):
+        x = x + self.self_attention(self.input_layernorm(x), alibi, hidden)
+        h = self.post_attention_layernorm(x)
+        return x + self.dense_4h_to_h(gelu_tanh(self.dense_h_to_4h(h)))
+
+
+class BloomMerged(nn.Module):
+    """ALiBi built from the padding mask (positions count attended tokens),
+    a boolean mask of future and padding keys."""
+
+    def __init__(self):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(VOCAB, HIDDEN)
+        self.word_embeddings_layernorm = nn.LayerNorm(HIDDEN)
+        self.h = nn.ModuleList(BloomMergedLayer() for _ in range(LAYERS))
+        self.ln_f = nn.LayerNorm(HIDDEN)
+        self.register_buffer("slopes", alibi_slopes(HEADS), persistent=False)
+
+    def forward(self, input_ids, attention_mask):
+        b, s = input_ids.shape
+        positions = ((attention_mask.cumsum(dim=-1) - 1) * attention_mask)[:, None, :]
+        alibi = (self.slopes[..., None] * positions).reshape(b * HEADS, 1, s)
+        future = torch.triu(torch.ones(s, s, dtype=torch.bool), 1)[None, None]
+        hidden = future | ~attention_mask.bool()[:, None, None, :]
+        x = self.word_embeddings_layernorm(self.word_embeddings(input_ids))
+        for layer in self.h:
+            x = layer(x, alibi, hidden)
+        return torch.matmul(self.ln_f(x), self.word_embeddings.weight.t())
+
+
+def bart_inputs(ids):
+    """A padding mask, and the decoder's input: the targets shifted right."""
+    return {**padding_mask(ids), **t5_inputs(ids)}
+
+
 def padding_mask(ids):
     """A padding mask: the second sequence padded after 5 tokens."""
     mask = torch.ones_like(ids)
@@ -1062,13 +1276,18 @@ MODELS = {
     "baichuan": (Baichuan, 2019, False),
     "deepseek_mla": (DeepSeekMLA, 2020, False),
     "deberta": (Deberta, 2021, False),
+    "bart": (Bart, 2022, True),
+    "opt_merged": (OPTMerged, 2023, True),
+    "bloom_merged": (BloomMerged, 2024, True),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # Models with a PyTorch train-step reference (train/): the labels, the
 # loss and every parameter's gradient.
-TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta"}
-EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask}
+TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
+                   "bart", "bloom_merged"}
+EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
+                "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask}
 # Models whose input is not token ids: name -> (input name, its tensor).
 PIXEL_INPUTS = {"vit": lambda g: torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g)}
 OUTPUTS = {"bert_pooler": ["last_hidden_state", "pooler_output"],

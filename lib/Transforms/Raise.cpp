@@ -566,7 +566,17 @@ struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
              NormScale, LayerNormBias, GeluFromDecomposed, SiluFromDecomposed>(
             ctx);
     populateRaiseAttentionPatterns(patterns);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+    FrozenRewritePatternSet raise(std::move(patterns));
+    RewritePatternSet sinkPatterns(ctx);
+    populateSinkLeadingMergePatterns(sinkPatterns);
+    FrozenRewritePatternSet sink(std::move(sinkPatterns));
+    // Norms and linears are raised before merged batch dimensions are
+    // sunk (a merge sunk through half of a decomposed norm would hide it),
+    // attention after.
+    bool unmerged = false;
+    if (failed(applyPatternsGreedily(getOperation(), raise)) ||
+        failed(applyPatternsGreedily(getOperation(), sink, {}, &unmerged)) ||
+        (unmerged && failed(applyPatternsGreedily(getOperation(), raise)))) {
       getOperation().emitError("mp-raise did not converge");
       return signalPassFailure();
     }

@@ -137,8 +137,10 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     BoolMask boolMask;
     double scale = 1.0;
     bool haveScale = false;
-    for (int step = 0; step < 4; ++step) {
+    for (int step = 0; step < 5; ++step) {
       Value mask;
+      if (peelFloorClamp(scores))
+        continue;
       if (peelMask(scores, sq, sk, causal, mask, boolMask)) {
         if (mask)
           additive.push_back({mask, haveScale});
@@ -297,6 +299,34 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
       return true;
     }
     return false;
+  }
+
+  /// Peels max(scores, c) for a very negative c off `scores`: HF's OPT,
+  /// BART and Whisper clamp the masked scores at the float minimum
+  /// (torch.max, imported as where(s < c, c, s)), which changes only
+  /// scores already below it; a clamp kept as a mask would read the scores
+  /// (the product computed twice). The one difference: in a query row
+  /// whose every key is masked (a padding query), the clamp makes causal
+  /// and padding positions equal where attention leaves the causal ones
+  /// out; such rows are never read.
+  static bool peelFloorClamp(Value &scores) {
+    auto where = scores.getDefiningOp<WhereOp>();
+    auto compare =
+        where ? where.getCondition().getDefiningOp<CompareOp>() : CompareOp();
+    if (!compare)
+      return false;
+    ComparePredicate pred = compare.getPredicate();
+    bool below = pred == ComparePredicate::lt || pred == ComparePredicate::le;
+    bool above = pred == ComparePredicate::gt || pred == ComparePredicate::ge;
+    Value kept = below ? where.getOnFalse() : where.getOnTrue();
+    Value floor = below ? where.getOnTrue() : where.getOnFalse();
+    std::optional<double> c = splatValue(floor);
+    if (!(below || above) || !c || !isVeryNegative(*c) ||
+        compare.getLhs() != kept || splatValue(compare.getRhs()) != c ||
+        kept.getType() != scores.getType())
+      return false;
+    scores = kept;
+    return true;
   }
 
   /// Peels a positive constant scale off `scores` (x / c or x * c).

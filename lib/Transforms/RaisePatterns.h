@@ -48,6 +48,10 @@ inline mlir::Value splatConstant(mlir::PatternRewriter &rewriter,
 /// softmax(q·kᵀ·scale [masked]) · v -> mp.attention (RaiseAttention.cpp).
 void populateRaiseAttentionPatterns(mlir::RewritePatternSet &patterns);
 
+/// op(reshape [B, H, ...] -> [B*H, ...]) -> reshape(op batched over B, H)
+/// (SinkLeadingMerges.cpp).
+void populateSinkLeadingMergePatterns(mlir::RewritePatternSet &patterns);
+
 } // namespace mp
 
 #endif // MP_TRANSFORMS_RAISEPATTERNS_H

@@ -282,10 +282,26 @@ LogicalResult TensorParallelPass::rewriteRow(LinearOp linear) {
   return success();
 }
 
+/// The parameters `op` (after an LM head) reads whole along the
+/// vocabulary of its result: a logits bias apart from the head (BART's
+/// final_logits_bias [1, V]), which is split with the head.
+static SmallVector<OpOperand *> vocabParams(Operation *op) {
+  SmallVector<OpOperand *> params;
+  int64_t vocab = tensorType(op->getResult(0)).getShape().back();
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto t = dyn_cast<RankedTensorType>(operand.get().getType());
+    if (t && t.getRank() > 0 && t.getShape().back() == vocab && vocab > 1 &&
+        operand.get().getDefiningOp<GetParamOp>())
+      params.push_back(&operand);
+  }
+  return params;
+}
+
 /// The LM head whose logits `result` is: a linear, possibly followed by
-/// ops that each take its vocabulary split and read nothing else split (a
-/// cast back to fp32, Gemma 2's soft-capping tanh(x / c) * c), every value
-/// read once; those ops, first to last, in `between`.
+/// ops that each take its vocabulary split and read nothing else split but
+/// parameters (a cast back to fp32, Gemma 2's soft-capping tanh(x / c) *
+/// c, BART's logits bias), every value read once; those ops, first to
+/// last, in `between`.
 static LinearOp findHead(Value result, SmallVectorImpl<Operation *> &between) {
   Value v = result;
   while (Operation *def = v.getDefiningOp()) {
@@ -303,12 +319,18 @@ static LinearOp findHead(Value result, SmallVectorImpl<Operation *> &between) {
     int64_t last = tensorType(v).getRank() - 1;
     Value next;
     for (auto [i, operand] : llvm::enumerate(def->getOperands())) {
+      // (A reshape may drop or add leading dims: ViT's [B, 1, C] -> [B, C].)
       auto t = dyn_cast<RankedTensorType>(operand.getType());
-      if (!t || t.getRank() != last + 1 ||
+      if (!t || (t.getRank() != last + 1 && def->getNumOperands() != 1) ||
+          t.getRank() == 0 ||
           t.getShape().back() != tensorType(v).getShape().back())
         continue;
       Dims dims(def->getNumOperands(), -1);
-      dims[i] = last;
+      dims[i] = t.getRank() - 1;
+      for (OpOperand *param : vocabParams(def))
+        if (param->getOperandNumber() != i)
+          dims[param->getOperandNumber()] =
+              tensorType(param->get()).getRank() - 1;
       FailureOr<SplitMapping> mapping = rule.propagateSplit(dims);
       if (succeeded(mapping) &&
           ArrayRef<int64_t>(mapping->operands) == ArrayRef(dims) &&
@@ -473,6 +495,11 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
       return failure();
     if (head.getBias() && failed(shardParam(head.getBias(), 0, 1, head)))
       return failure();
+    for (Operation *op : between)
+      for (OpOperand *param : vocabParams(op))
+        if (failed(shardParam(param->get(),
+                              tensorType(param->get()).getRank() - 1, 1, op)))
+          return failure();
     between.insert(between.begin(), head);
     for (Operation *op : between) {
       RankedTensorType t = tensorType(op->getResult(0));
@@ -514,6 +541,15 @@ LogicalResult TensorParallelPass::padHead(LinearOp head,
     if (failed(pad(bias, 0)))
       return failure();
   }
+  for (Operation *op : between)
+    for (OpOperand *param : vocabParams(op)) {
+      auto only = [&](Operation *user) { return user == op; };
+      auto table = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+          op, param->get().getDefiningOp<GetParamOp>().getNameAttr());
+      if (failed(padParameter(table, tensorType(param->get()).getRank() - 1,
+                              padded, only)))
+        return failure();
+    }
   SmallVector<Operation *> outputs(between);
   outputs.insert(outputs.begin(), head);
   for (Operation *op : outputs) {

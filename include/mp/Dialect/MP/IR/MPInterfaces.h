@@ -2,6 +2,7 @@
 #ifndef MP_DIALECT_MP_IR_MPINTERFACES_H
 #define MP_DIALECT_MP_IR_MPINTERFACES_H
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "llvm/ADT/SmallVector.h"
@@ -22,6 +23,16 @@ namespace detail {
 mlir::FailureOr<SplitMapping>
 propagateSplitByTraits(mlir::Operation *op,
                        llvm::ArrayRef<int64_t> operandDims);
+/// The LeadingDimOpInterface rule of `Elementwise` and
+/// `ResultsBroadcastableShape` ops; failure for any other op.
+mlir::FailureOr<llvm::SmallVector<unsigned>>
+leadingDimOperandsByTraits(mlir::Operation *op);
+/// `op` created again on `operands` with its attributes, each result's
+/// dimension 0 unfolded into `leading`.
+mlir::Operation *buildUnfoldedClone(mlir::Operation *op,
+                                    mlir::OpBuilder &builder,
+                                    mlir::ValueRange operands,
+                                    llvm::ArrayRef<int64_t> leading);
 /// `axis` of a tensor like `v` made non-negative (verifiers have checked it
 /// is in range).
 int64_t nonNegativeAxis(int64_t axis, mlir::Value v);

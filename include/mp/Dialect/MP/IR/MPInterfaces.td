@@ -93,6 +93,49 @@ def MP_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
   ];
 }
 
+def MP_LeadingDimOpInterface : OpInterface<"LeadingDimOpInterface"> {
+  let cppNamespace = "::mp";
+  let description = [{
+    Whether dimension 0 of the op's results is a batch dimension (each
+    slice along it is computed from the matching slices of some operands
+    alone), and the op rebuilt with that dimension unfolded into several.
+    Exporters of HF's BART, OPT, Whisper and BLOOM attention merge batch
+    and heads into one dimension ([B, H, S, d] -> [B*H, S, d]) around
+    batched matmuls and the softmax; mp-raise sinks such merges through
+    the ops that answer here, until each meets the reshape that undoes it,
+    so attention is raised, and split by heads, in its [B, H, S, d] form.
+
+    The default implementation answers from the op's traits: `Elementwise`
+    and `ResultsBroadcastableShape` ops are batched along every dimension;
+    an operand of the results' rank whose dimension 0 is not 1 has it, the
+    others broadcast along it.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The operands whose dimension 0 is the results' dimension 0 (they
+        are unfolded with it); the others are read as they are. Failure
+        when the results' dimension 0 is not a batch dimension of the op (a
+        softmax along it, a transpose that moves it).
+      }],
+      "::mlir::FailureOr<::llvm::SmallVector<unsigned>>",
+      "getLeadingDimOperands", (ins), [{}], [{
+        return ::mp::detail::leadingDimOperandsByTraits($_op.getOperation());
+      }]>,
+    InterfaceMethod<[{
+        Builds the op at the builder's point on `operands` (those
+        `getLeadingDimOperands` lists with dimension 0 unfolded into
+        `leading`, the others as they were), its results' dimension 0
+        unfolded into `leading` likewise.
+      }],
+      "::mlir::Operation *", "buildUnfolded",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::ValueRange":$operands,
+           "::llvm::ArrayRef<int64_t>":$leading), [{}], [{
+        return ::mp::detail::buildUnfoldedClone($_op.getOperation(), builder,
+                                                operands, leading);
+      }]>,
+  ];
+}
+
 def MP_CostOpInterface : OpInterface<"CostOpInterface"> {
   let cppNamespace = "::mp";
   let description = [{

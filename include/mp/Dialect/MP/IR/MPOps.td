@@ -23,6 +23,12 @@ def MP_SplitByTraits : DeclareOpInterfaceMethods<MP_SplitOpInterface>;
 // ... or by its own rule (propagateSplit in MPOps.cpp).
 def MP_SplitByRule
     : DeclareOpInterfaceMethods<MP_SplitOpInterface, ["propagateSplit"]>;
+// Whether dimension 0 of the results is a batch dimension, and the op built
+// with it unfolded, from the op's traits ...
+def MP_UnfoldByTraits : DeclareOpInterfaceMethods<MP_LeadingDimOpInterface>;
+// ... or by its own rule (MPUnfold.cpp).
+def MP_UnfoldByRule : DeclareOpInterfaceMethods<MP_LeadingDimOpInterface,
+    ["getLeadingDimOperands", "buildUnfolded"]>;
 // Results that are the same on every rank of the op's grid, though its
 // operands are this rank's shards (the op reduces over the grid itself).
 def MP_ReplicatedResultsTrait : NativeOpTrait<"ReplicatedResults"> {
@@ -178,7 +184,8 @@ def MP_ConstantOp : MP_Op<"constant", [ConstantLike, Pure,
 class MP_UnaryOp<string mnemonic, string desc, list<Trait> traits = []>
     : MP_Op<mnemonic, !listconcat([MP_Differentiable, Pure, Elementwise,
                                    SameOperandsAndResultType,
-                                   InferTypeOpInterface, MP_SplitByTraits],
+                                   InferTypeOpInterface, MP_SplitByTraits,
+                                   MP_UnfoldByTraits],
                                   traits)> {
   let summary = desc;
   let arguments = (ins MP_Tensor:$input);
@@ -210,6 +217,7 @@ def MP_SinOp : MP_UnaryOp<"sin", "elementwise sine">;
 def MP_GeluOp : MP_Op<"gelu", [MP_Differentiable,
     Pure, Elementwise, SameOperandsAndResultType,
                                InferTypeOpInterface, MP_SplitByTraits,
+                               MP_UnfoldByTraits,
                                MP_TransformerOpTrait, MP_MixingTrait]> {
   let summary = "Gaussian error linear unit (exact erf form or tanh form)";
   let arguments = (ins MP_FloatTensor:$input,
@@ -225,7 +233,8 @@ class MP_BinaryOp<string mnemonic, string desc, list<Trait> traits = []>
     : MP_Op<mnemonic, !listconcat([MP_Differentiable, Pure,
                        ResultsBroadcastableShape,
                        AllElementTypesMatch<["lhs", "rhs", "result"]>,
-                       InferTypeOpAdaptor, MP_SplitByTraits], traits)> {
+                       InferTypeOpAdaptor, MP_SplitByTraits,
+                       MP_UnfoldByTraits], traits)> {
   let summary = desc # " with ONNX (numpy) broadcasting";
   let arguments = (ins MP_Tensor:$lhs, MP_Tensor:$rhs);
   let results = (outs MP_Tensor:$result);
@@ -243,7 +252,8 @@ def MP_PowOp : MP_BinaryOp<"pow", "elementwise power">;
 
 def MP_CompareOp : MP_Op<"compare", [Pure, ResultsBroadcastableShape,
                                      AllElementTypesMatch<["lhs", "rhs"]>,
-                                     InferTypeOpAdaptor, MP_SplitByTraits]> {
+                                     InferTypeOpAdaptor, MP_SplitByTraits,
+                                     MP_UnfoldByTraits]> {
   let summary = "elementwise comparison with broadcasting, giving i1";
   let arguments = (ins MP_ComparePredicate:$predicate, MP_Tensor:$lhs,
                        MP_Tensor:$rhs);
@@ -257,7 +267,7 @@ def MP_CompareOp : MP_Op<"compare", [Pure, ResultsBroadcastableShape,
 def MP_WhereOp : MP_Op<"where", [MP_Differentiable,
     Pure, ResultsBroadcastableShape,
     AllElementTypesMatch<["on_true", "on_false", "result"]>,
-    InferTypeOpAdaptor, MP_SplitByTraits]> {
+    InferTypeOpAdaptor, MP_SplitByTraits, MP_UnfoldByTraits]> {
   let summary = "elementwise select: condition ? on_true : on_false";
   let arguments = (ins RankedTensorOf<[I1]>:$condition, MP_Tensor:$on_true,
                        MP_Tensor:$on_false);
@@ -271,7 +281,7 @@ def MP_WhereOp : MP_Op<"where", [MP_Differentiable,
 
 def MP_CastOp : MP_Op<"cast", [MP_MovesDataTrait, MP_Differentiable,
     Pure, Elementwise, SameOperandsAndResultShape,
-                               MP_SplitByTraits]> {
+                               MP_SplitByTraits, MP_UnfoldByTraits]> {
   let summary = "elementwise element-type conversion";
   let arguments = (ins MP_Tensor:$input);
   let results = (outs MP_Tensor:$result);
@@ -284,7 +294,9 @@ def MP_CastOp : MP_Op<"cast", [MP_MovesDataTrait, MP_Differentiable,
 
 def MP_MatmulOp : MP_Op<"matmul", [MP_Differentiable, MP_Costed, Pure,
     AllElementTypesMatch<["lhs", "rhs", "result"]>, InferTypeOpAdaptor,
-    MP_SplitByRule, MP_TransformerOpTrait]> {
+    MP_SplitByRule, MP_TransformerOpTrait,
+    DeclareOpInterfaceMethods<MP_LeadingDimOpInterface,
+                              ["getLeadingDimOperands"]>]> {
   let summary = "batched matrix product with ONNX MatMul semantics";
   let description = [{
     `lhs` is `[..., M, K]`, `rhs` is `[..., K, N]`; batch dimensions broadcast;
@@ -300,7 +312,9 @@ def MP_MatmulOp : MP_Op<"matmul", [MP_Differentiable, MP_Costed, Pure,
 
 def MP_LinearOp : MP_Op<"linear", [MP_Differentiable, MP_Costed, Pure,
                                    InferTypeOpAdaptor,
-                                   MP_TransformerOpTrait]> {
+                                   MP_TransformerOpTrait,
+    DeclareOpInterfaceMethods<MP_LeadingDimOpInterface,
+                              ["getLeadingDimOperands"]>]> {
   let summary = "x · W + b over the last dimension of x";
   let description = [{
     `input` is `[..., K]`; `weight` is `[K, N]`, or `[N, K]` with
@@ -325,7 +339,7 @@ def MP_LinearOp : MP_Op<"linear", [MP_Differentiable, MP_Costed, Pure,
 
 def MP_LayerNormOp : MP_Op<"layer_norm", [MP_Differentiable,
     Pure, InferTypeOpAdaptor,
-                                          MP_SplitByRule,
+                                          MP_SplitByRule, MP_UnfoldByRule,
                                           MP_TransformerOpTrait]> {
   let summary = "layer normalization over the trailing dims from `axis`";
   let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$scale,
@@ -348,6 +362,8 @@ def MP_LayerNormOp : MP_Op<"layer_norm", [MP_Differentiable,
 
 def MP_RMSNormOp : MP_Op<"rms_norm", [MP_Differentiable,
     Pure, InferTypeOpAdaptor, MP_SplitByRule,
+    DeclareOpInterfaceMethods<MP_LeadingDimOpInterface,
+                              ["getLeadingDimOperands"]>,
                                       MP_TransformerOpTrait]> {
   let summary = "root-mean-square normalization over the last dimension";
   let arguments = (ins MP_FloatTensor:$input, MP_FloatTensor:$scale,
@@ -412,6 +428,7 @@ def MP_SoftmaxOp : MP_Op<"softmax", [MP_Differentiable, MP_CoreAttentionTrait,
     MP_MixingTrait,
     Pure, SameOperandsAndResultType,
                                      InferTypeOpInterface, MP_SplitByRule,
+                                     MP_UnfoldByRule,
                                      MP_TransformerOpTrait]> {
   let summary = "softmax along one axis";
   let arguments = (ins MP_FloatTensor:$input,
@@ -603,7 +620,7 @@ def MP_ReshapeOp : MP_Op<"reshape", [MP_MovesDataTrait, MP_Differentiable,
 def MP_TransposeOp : MP_Op<"transpose", [MP_MovesDataTrait,
     MP_Differentiable, Pure,
     AllElementTypesMatch<["input", "result"]>, InferTypeOpAdaptor,
-    MP_SplitByRule]> {
+    MP_SplitByRule, MP_UnfoldByRule]> {
   let summary = "permutes dimensions: result dim i = input dim perm[i]";
   let arguments = (ins MP_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs MP_Tensor:$result);

@@ -1,0 +1,136 @@
+//===- MPUnfold.cpp - batch dimensions unfolded (LeadingDimOpInterface) ---===//
+//
+// Which ops compute each slice along their results' dimension 0 from the
+// matching slices of some operands, and how each is rebuilt with that
+// dimension unfolded into several ([B*H, S, d] back to [B, H, S, d]).
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Dialect/MP/IR/MPOps.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mp;
+
+static RankedTensorType typeOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// `type` with dimension 0 unfolded into `leading`.
+static RankedTensorType unfoldedType(RankedTensorType type,
+                                     ArrayRef<int64_t> leading) {
+  SmallVector<int64_t> shape(leading);
+  llvm::append_range(shape, type.getShape().drop_front());
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+FailureOr<SmallVector<unsigned>>
+mp::detail::leadingDimOperandsByTraits(Operation *op) {
+  if (!op->hasTrait<mlir::OpTrait::Elementwise>() &&
+      !op->hasTrait<mlir::OpTrait::ResultsBroadcastableShape>())
+    return failure();
+  RankedTensorType result = typeOf(op->getResult(0));
+  if (result.getRank() == 0)
+    return failure();
+  SmallVector<unsigned> operands;
+  for (OpOperand &operand : op->getOpOperands()) {
+    RankedTensorType type = typeOf(operand.get());
+    if (type.getRank() == result.getRank() && type.getDimSize(0) != 1)
+      operands.push_back(operand.getOperandNumber());
+  }
+  return operands;
+}
+
+Operation *mp::detail::buildUnfoldedClone(Operation *op, OpBuilder &builder,
+                                          ValueRange operands,
+                                          ArrayRef<int64_t> leading) {
+  OperationState state(op->getLoc(), op->getName());
+  state.addOperands(operands);
+  state.addAttributes(op->getAttrs());
+  for (Value result : op->getResults())
+    state.addTypes(unfoldedType(typeOf(result), leading));
+  return builder.create(state);
+}
+
+/// The operands of a matmul whose dimension 0 is its result's: with a
+/// batch (rank 3 or more), those of the result's rank that do not
+/// broadcast along it; without (rank 2), the rows of `lhs`.
+FailureOr<SmallVector<unsigned>> MatmulOp::getLeadingDimOperands() {
+  int64_t rank = getType().getRank();
+  int64_t lhsRank = typeOf(getLhs()).getRank();
+  int64_t rhsRank = typeOf(getRhs()).getRank();
+  if (lhsRank < 2 || rhsRank < 2)
+    return failure();
+  if (rank == 2)
+    return SmallVector<unsigned>{0};
+  SmallVector<unsigned> operands;
+  for (unsigned i : {0u, 1u}) {
+    RankedTensorType type = typeOf(getOperand(i));
+    if (type.getRank() == rank && type.getDimSize(0) != 1)
+      operands.push_back(i);
+  }
+  return operands;
+}
+
+FailureOr<SmallVector<unsigned>> SoftmaxOp::getLeadingDimOperands() {
+  if (getNormalizedAxis() == 0)
+    return failure();
+  return SmallVector<unsigned>{0};
+}
+
+Operation *SoftmaxOp::buildUnfolded(OpBuilder &builder, ValueRange operands,
+                                    ArrayRef<int64_t> leading) {
+  int64_t extra = static_cast<int64_t>(leading.size()) - 1;
+  return SoftmaxOp::create(
+      builder, getLoc(), operands[0],
+      builder.getI64IntegerAttr(getNormalizedAxis() + extra));
+}
+
+FailureOr<SmallVector<unsigned>> TransposeOp::getLeadingDimOperands() {
+  if (getPermutation().empty() || getPermutation()[0] != 0)
+    return failure();
+  return SmallVector<unsigned>{0};
+}
+
+Operation *TransposeOp::buildUnfolded(OpBuilder &builder, ValueRange operands,
+                                      ArrayRef<int64_t> leading) {
+  int64_t extra = static_cast<int64_t>(leading.size()) - 1;
+  SmallVector<int64_t> perm;
+  for (int64_t i = 0; i <= extra; ++i)
+    perm.push_back(i);
+  for (int64_t p : getPermutation().drop_front())
+    perm.push_back(p + extra);
+  return TransposeOp::create(builder, getLoc(), operands[0],
+                             builder.getDenseI64ArrayAttr(perm));
+}
+
+/// Ops over the last dimensions of their first operand: dimension 0 is a
+/// batch dimension of any input of rank 2 or more.
+static FailureOr<SmallVector<unsigned>> leadingDimOfInput(Value input) {
+  if (typeOf(input).getRank() < 2)
+    return failure();
+  return SmallVector<unsigned>{0};
+}
+
+FailureOr<SmallVector<unsigned>> LinearOp::getLeadingDimOperands() {
+  return leadingDimOfInput(getInput());
+}
+
+FailureOr<SmallVector<unsigned>> RMSNormOp::getLeadingDimOperands() {
+  return leadingDimOfInput(getInput());
+}
+
+FailureOr<SmallVector<unsigned>> LayerNormOp::getLeadingDimOperands() {
+  if (getNormalizedAxis() == 0)
+    return failure();
+  return leadingDimOfInput(getInput());
+}
+
+Operation *LayerNormOp::buildUnfolded(OpBuilder &builder, ValueRange operands,
+                                      ArrayRef<int64_t> leading) {
+  int64_t axis = getNormalizedAxis() + static_cast<int64_t>(leading.size()) - 1;
+  auto norm = cast<LayerNormOp>(
+      detail::buildUnfoldedClone(*this, builder, operands, leading));
+  norm.setAxis(axis);
+  return norm;
+}

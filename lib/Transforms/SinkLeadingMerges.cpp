@@ -1,0 +1,101 @@
+//===- SinkLeadingMerges.cpp - unmerge batch and heads for mp-raise -------===//
+//
+// HF's BART, OPT, Whisper, Marian and BLOOM attention merge batch and heads
+// into one dimension before their batched matmuls and split them again
+// after ([B, H, S, d] -> [B*H, S, d] -> ... -> [B, H, S, d]). In that form
+// attention is not recognized, and a split along the heads cannot pass the
+// merge (a rank's heads are not a contiguous block of B*H). These patterns
+// sink each reshape that merges leading dimensions below the ops whose
+// dimension 0 is a batch dimension (LeadingDimOpInterface), rebuilding
+// them with the dimensions unmerged, until it meets the reshape that
+// splits them again and the two fold away.
+//
+//===----------------------------------------------------------------------===//
+#include "RaisePatterns.h"
+
+using namespace mlir;
+using namespace mp;
+
+/// The dims a reshape merges into its result's dimension 0 when that is
+/// all it does ([a0, ..., ak, t...] -> [a0 * ... * ak, t...], k >= 1).
+static std::optional<SmallVector<int64_t>> mergedLeadingDims(ReshapeOp op) {
+  ArrayRef<int64_t> in = tensorType(op.getInput()).getShape();
+  ArrayRef<int64_t> out = tensorType(op.getResult()).getShape();
+  if (out.empty() || in.size() <= out.size())
+    return std::nullopt;
+  size_t merged = in.size() - out.size() + 1;
+  if (in.drop_front(merged) != out.drop_front())
+    return std::nullopt;
+  int64_t product = 1;
+  for (int64_t d : in.take_front(merged))
+    product *= d;
+  if (product != out[0])
+    return std::nullopt;
+  return SmallVector<int64_t>(in.take_front(merged));
+}
+
+/// `v` with dimension 0 unfolded into `leading`: the value a merging
+/// reshape read, or a reshape of `v`.
+static Value unfold(PatternRewriter &rewriter, Location loc, Value v,
+                    ArrayRef<int64_t> leading) {
+  SmallVector<int64_t> shape(leading);
+  llvm::append_range(shape, tensorType(v).getShape().drop_front());
+  auto type = RankedTensorType::get(shape, tensorType(v).getElementType());
+  if (auto reshape = v.getDefiningOp<ReshapeOp>();
+      reshape && reshape.getInput().getType() == type)
+    return reshape.getInput();
+  return ReshapeOp::create(rewriter, loc, type, v);
+}
+
+namespace {
+
+/// op(merge(x), ...) -> merge(op'(x, ...)), op' batched over the unmerged
+/// dims.
+struct SinkLeadingMerge : OpInterfaceRewritePattern<LeadingDimOpInterface> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(LeadingDimOpInterface op,
+                                PatternRewriter &rewriter) const override {
+    if (op->getNumResults() == 0)
+      return failure();
+    int64_t batch = -1;
+    for (Value result : op->getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      if (!type || type.getRank() == 0 ||
+          (batch >= 0 && type.getDimSize(0) != batch))
+        return failure();
+      batch = type.getDimSize(0);
+    }
+    FailureOr<SmallVector<unsigned>> batched = op.getLeadingDimOperands();
+    if (failed(batched))
+      return failure();
+    std::optional<SmallVector<int64_t>> leading;
+    for (unsigned i : *batched) {
+      auto merge = op->getOperand(i).getDefiningOp<ReshapeOp>();
+      if (merge && (leading = mergedLeadingDims(merge)) &&
+          tensorType(merge.getResult()).getDimSize(0) == batch)
+        break;
+      leading.reset();
+    }
+    if (!leading)
+      return failure();
+    Location loc = op->getLoc();
+    SmallVector<Value> operands(op->getOperands());
+    for (unsigned i : *batched)
+      operands[i] = unfold(rewriter, loc, operands[i], *leading);
+    Operation *unfolded = op.buildUnfolded(rewriter, operands, *leading);
+    SmallVector<Value> merged;
+    for (auto [result, value] :
+         llvm::zip(op->getResults(), unfolded->getResults()))
+      merged.push_back(
+          ReshapeOp::create(rewriter, loc, result.getType(), value));
+    rewriter.replaceOp(op, merged);
+    return success();
+  }
+};
+
+} // namespace
+
+void mp::populateSinkLeadingMergePatterns(RewritePatternSet &patterns) {
+  patterns.add<SinkLeadingMerge>(patterns.getContext());
+}

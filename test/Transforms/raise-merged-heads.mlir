@@ -1,0 +1,127 @@
+// RUN: mp-opt %s --mp-raise --split-input-file | FileCheck %s
+
+// Tests HF's BART/OPT attention, batch and heads merged for bmm
+// ([2, 4, 8, 8] -> [8, 8, 8]) and viewed back around the mask: the merges
+// sink below the matmuls and the softmax until they meet the reshapes that
+// undo them, the attention is raised in [B, H, S, d] form, and OPT's clamp
+// at float min (where(s < min, min, s)) is dropped rather than kept as a
+// mask that reads the scores.
+// CHECK-LABEL: func.func @bart_bmm
+// CHECK-NOT: tensor<8x8x8xf32>
+// CHECK-NOT: mp.matmul
+// CHECK-NOT: mp.compare
+// CHECK: %[[A:.*]] = mp.attention %arg0, %arg1, %arg2 {causal, scale = 1.000000e+00 : f32} : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+// CHECK-NEXT: return %[[A]]
+func.func @bart_bmm(%q: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %min = mp.constant dense<-3.40282347E+38> : tensor<f32>
+  %causal = mp.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38],
+      [0.0, 0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38],
+      [0.0, 0.0, 0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38],
+      [0.0, 0.0, 0.0, 0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38],
+      [0.0, 0.0, 0.0, 0.0, 0.0, -3.40282347E+38, -3.40282347E+38, -3.40282347E+38],
+      [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -3.40282347E+38, -3.40282347E+38],
+      [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -3.40282347E+38],
+      [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x8x8xf32>
+  %q3 = mp.reshape %q : tensor<2x4x8x8xf32> -> tensor<8x8x8xf32>
+  %k3 = mp.reshape %k : tensor<2x4x8x8xf32> -> tensor<8x8x8xf32>
+  %v3 = mp.reshape %v : tensor<2x4x8x8xf32> -> tensor<8x8x8xf32>
+  %kt = mp.transpose %k3 [0, 2, 1] : tensor<8x8x8xf32> -> tensor<8x8x8xf32>
+  %s = mp.matmul %q3, %kt : (tensor<8x8x8xf32>, tensor<8x8x8xf32>) -> tensor<8x8x8xf32>
+  %s4 = mp.reshape %s : tensor<8x8x8xf32> -> tensor<2x4x8x8xf32>
+  %masked = mp.add %s4, %causal : (tensor<2x4x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %below = mp.compare lt, %masked, %min : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xi1>
+  %clamped = mp.where %below, %min, %masked : (tensor<2x4x8x8xi1>, tensor<f32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %m3 = mp.reshape %clamped : tensor<2x4x8x8xf32> -> tensor<8x8x8xf32>
+  %p = mp.softmax %m3 {axis = 2 : i64} : tensor<8x8x8xf32>
+  %o3 = mp.matmul %p, %v3 : (tensor<8x8x8xf32>, tensor<8x8x8xf32>) -> tensor<8x8x8xf32>
+  %o = mp.reshape %o3 : tensor<8x8x8xf32> -> tensor<2x4x8x8xf32>
+  return %o : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests BLOOM's form: k merged already transposed ([B*H, d, S]), the
+// scores scaled and an ALiBi bias [B*H, 1, S] added in the merged form
+// (baddbmm), read as [B, H, 1, S] by the raised attention, the boolean
+// mask applied in [B, H, S, S].
+// CHECK-LABEL: func.func @bloom_baddbmm
+// CHECK-NOT: tensor<8x8x8xf32>
+// CHECK: %[[ALIBI:.*]] = mp.reshape %arg3 : tensor<8x1x8xf32> -> tensor<2x4x1x8xf32>
+// CHECK: mp.attention %arg0, %{{.*}}, %arg2, %{{.*}} {scale = 0.353553385 : f32}
+func.func @bloom_baddbmm(%q: tensor<2x4x8x8xf32>, %kt: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x8xf32>, %alibi: tensor<8x1x8xf32>, %hidden: tensor<2x1x8x8xi1>) -> tensor<2x4x8x8xf32> {
+  %min = mp.constant dense<-3.40282347E+38> : tensor<f32>
+  %scale = mp.constant dense<0.353553385> : tensor<f32>
+  %q3 = mp.reshape %q : tensor<2x4x8x8xf32> -> tensor<8x8x8xf32>
+  %k3 = mp.reshape %kt : tensor<2x4x8x8xf32> -> tensor<8x8x8xf32>
+  %v3 = mp.reshape %v : tensor<2x4x8x8xf32> -> tensor<8x8x8xf32>
+  %s = mp.matmul %q3, %k3 : (tensor<8x8x8xf32>, tensor<8x8x8xf32>) -> tensor<8x8x8xf32>
+  %scaled = mp.mul %s, %scale : (tensor<8x8x8xf32>, tensor<f32>) -> tensor<8x8x8xf32>
+  %biased = mp.add %scaled, %alibi : (tensor<8x8x8xf32>, tensor<8x1x8xf32>) -> tensor<8x8x8xf32>
+  %s4 = mp.reshape %biased : tensor<8x8x8xf32> -> tensor<2x4x8x8xf32>
+  %masked = mp.where %hidden, %min, %s4 : (tensor<2x1x8x8xi1>, tensor<f32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %p = mp.softmax %masked {axis = 3 : i64} : tensor<2x4x8x8xf32>
+  %p3 = mp.reshape %p : tensor<2x4x8x8xf32> -> tensor<8x8x8xf32>
+  %o3 = mp.matmul %p3, %v3 : (tensor<8x8x8xf32>, tensor<8x8x8xf32>) -> tensor<8x8x8xf32>
+  %o = mp.reshape %o3 : tensor<8x8x8xf32> -> tensor<2x4x8x8xf32>
+  return %o : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests where the sinking stops: at a softmax over the merged dimension
+// and at a transpose that moves it, the merge stays (after the ops it
+// sank through, now batched over [2, 4]).
+// CHECK-LABEL: func.func @stops
+// CHECK: %[[E:.*]] = mp.exp %arg0 : tensor<2x4x8xf32>
+// CHECK-NEXT: %[[M:.*]] = mp.reshape %[[E]] : tensor<2x4x8xf32> -> tensor<8x8xf32>
+// CHECK-NEXT: mp.softmax %[[M]] {axis = 0 : i64} : tensor<8x8xf32>
+// CHECK: %[[N:.*]] = mp.neg %arg0 : tensor<2x4x8xf32>
+// CHECK-NEXT: %[[R:.*]] = mp.reshape %[[N]] : tensor<2x4x8xf32> -> tensor<8x8xf32>
+// CHECK-NEXT: mp.transpose %[[R]] [1, 0]
+func.func @stops(%x: tensor<2x4x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %m = mp.reshape %x : tensor<2x4x8xf32> -> tensor<8x8xf32>
+  %e = mp.exp %m : tensor<8x8xf32>
+  %s = mp.softmax %e {axis = 0 : i64} : tensor<8x8xf32>
+  %n = mp.neg %m : tensor<8x8xf32>
+  %t = mp.transpose %n [1, 0] : tensor<8x8xf32> -> tensor<8x8xf32>
+  return %s, %t : tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
+// Tests a merge of batch and sequence before a linear (an exporter that
+// flattens to [B*S, K] for Gemm): the rows are unmerged, the linear is
+// raised on [B, S, K], and the reshape that restored [B, S, N] folds away.
+// CHECK-LABEL: func.func @flattened_rows
+// CHECK: %[[Y:.*]] = mp.linear %arg0, %{{.*}}, %{{.*}} : (tensor<2x4x32xf32>, tensor<32x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+// CHECK-NEXT: return %[[Y]]
+mp.param @w : tensor<32x16xf32>
+mp.param @b : tensor<16xf32>
+func.func @flattened_rows(%x: tensor<2x4x32xf32>) -> tensor<2x4x16xf32> {
+  %w = mp.get_param @w : tensor<32x16xf32>
+  %b = mp.get_param @b : tensor<16xf32>
+  %m = mp.reshape %x : tensor<2x4x32xf32> -> tensor<8x32xf32>
+  %y = mp.matmul %m, %w : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  %z = mp.add %y, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %r = mp.reshape %z : tensor<8x16xf32> -> tensor<2x4x16xf32>
+  return %r : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests that a where at float min whose condition compares another value
+// is a boolean mask, not a clamp: it stays a mask operand.
+// CHECK-LABEL: func.func @not_a_clamp
+// CHECK: %[[C:.*]] = mp.compare lt, %arg3, %{{.*}}
+// CHECK: %[[MASK:.*]] = mp.where %[[C]]
+// CHECK: mp.attention %arg0, %{{.*}}, %arg2, %[[MASK]]
+func.func @not_a_clamp(%q: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x8xf32>, %other: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %min = mp.constant dense<-3.40282347E+38> : tensor<f32>
+  %kt = mp.transpose %k [0, 1, 3, 2] : tensor<2x4x8x8xf32> -> tensor<2x4x8x8xf32>
+  %s = mp.matmul %q, %kt : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %below = mp.compare lt, %other, %min : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xi1>
+  %w = mp.where %below, %min, %s : (tensor<2x4x8x8xi1>, tensor<f32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %p = mp.softmax %w {axis = 3 : i64} : tensor<2x4x8x8xf32>
+  %o = mp.matmul %p, %v : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  return %o : tensor<2x4x8x8xf32>
+}
