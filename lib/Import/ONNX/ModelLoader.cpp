@@ -2,6 +2,7 @@
 #include "ModelLoader.h"
 
 #include "InlineIf.h"
+#include "NewerOpsets.h"
 
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 namespace mp::onnx_import {
 
 static constexpr int64_t kMinOpset = 13;
-static constexpr int64_t kMaxOpset = 17;
+static constexpr int64_t kMaxOpset = kNewestOpset;
 
 static int64_t defaultDomainOpset(const onnx::ModelProto &model) {
   for (const auto &imp : model.opset_import())
@@ -113,6 +114,11 @@ static bool convertOpset(LoadedModel &out, std::string &error) {
             "; supported opsets are " + std::to_string(kMinOpset) + " to " +
             std::to_string(kMaxOpset);
     return false;
+  }
+  if (opset > 17) {
+    if (!readAsOpset17(out.model, error))
+      return false;
+    opset = 17;
   }
   if (opset < kMinOpset) {
     if (!checkConvRanks(out.model.graph(), error))

@@ -1,0 +1,97 @@
+"""Writes one-node Attention models (opset 23) to OUT/NAME/ with inputs and
+NumPy outputs computed as the ONNX reference implementation does
+(scores * scale, soft-capped, + mask; the causal mask offset by the past
+length; key/value heads repeated in turn for grouped queries)."""
+import math
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def reference(q, k, v, mask=None, past_k=None, past_v=None, scale=None, softcap=0.0,
+              causal=False, q_heads=None, kv_heads=None):
+    three_d = q.ndim == 3
+    if three_d:
+        def split(x, h):
+            b, s, _ = x.shape
+            return x.reshape(b, s, h, -1).transpose(0, 2, 1, 3)
+        q, k, v = split(q, q_heads), split(k, kv_heads), split(v, kv_heads)
+    past = 0
+    if past_k is not None:
+        past = past_k.shape[2]
+        k, v = np.concatenate([past_k, k], 2), np.concatenate([past_v, v], 2)
+    present_k, present_v = k, v
+    scale = scale if scale is not None else 1 / math.sqrt(q.shape[-1])
+    rep = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+    s = q @ k.transpose(0, 1, 3, 2) * scale
+    if softcap > 0:
+        s = np.tanh(s / softcap) * softcap
+    sq, sk = s.shape[-2:]
+    if causal:
+        allowed = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + past
+        s = np.where(allowed, s, -np.inf)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+    y = softmax(s) @ v
+    if three_d:
+        y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
+    return y, present_k, present_v
+
+
+def write(out, name, inputs, attrs, outputs=("y",), **ref_args):
+    d = os.path.join(out, name)
+    os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
+    os.makedirs(os.path.join(d, "outputs"), exist_ok=True)
+    order = ["q", "k", "v", "mask", "past_k", "past_v"]
+    node_inputs = [n if n in inputs else "" for n in order]
+    while node_inputs[-1] == "":
+        node_inputs.pop()
+    names = list(outputs) + [""] * 0
+    node = helper.make_node("Attention", node_inputs, names, name="attention", **attrs)
+    results = reference(inputs["q"], inputs["k"], inputs["v"], inputs.get("mask"),
+                        inputs.get("past_k"), inputs.get("past_v"), **ref_args)
+    def info(n, a):
+        t = TensorProto.BOOL if a.dtype == bool else TensorProto.FLOAT
+        return helper.make_tensor_value_info(n, t, list(a.shape))
+    outs = [info(n, r.astype(np.float32)) for n, r in zip(outputs, results)]
+    graph = helper.make_graph([node], name, [info(n, inputs[n]) for n in order if n in inputs], outs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    for n, a in inputs.items():
+        np.save(os.path.join(d, "inputs", n + ".npy"), a)
+    for n, r in zip(outputs, results):
+        np.save(os.path.join(d, "outputs", n + ".npy"), r.astype(np.float32))
+
+
+def main(out):
+    rng = np.random.default_rng(23)
+    r = lambda *s: rng.standard_normal(s).astype(np.float32)
+    # 4D, soft-capped, an additive mask broadcast over heads.
+    write(out, "softcap", {"q": r(2, 4, 5, 8), "k": r(2, 4, 5, 8), "v": r(2, 4, 5, 8),
+                           "mask": r(2, 1, 5, 5)},
+          {"softcap": 2.0, "scale": 0.5}, softcap=2.0, scale=0.5)
+    # 3D with a cache of 3 positions, causal from the past offset, grouped
+    # queries (4 heads over 2), the presents returned.
+    write(out, "past", {"q": r(2, 2, 32), "k": r(2, 2, 16), "v": r(2, 2, 16),
+                        "past_k": r(2, 2, 3, 8), "past_v": r(2, 2, 3, 8)},
+          {"is_causal": 1, "q_num_heads": 4, "kv_num_heads": 2}, outputs=("y", "present_k", "present_v"),
+          causal=True, q_heads=4, kv_heads=2)
+    # 4D causal with a boolean padding mask.
+    keep = np.ones((2, 1, 1, 6), bool)
+    keep[1, ..., 4:] = False
+    write(out, "bool_mask", {"q": r(2, 2, 6, 4), "k": r(2, 2, 6, 4), "v": r(2, 2, 6, 4), "mask": keep},
+          {"is_causal": 1}, causal=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,45 @@
+"""Writes models in opsets 18 to 25 that mp cannot read as opset 17, each
+to OUT/NAME.onnx: what newer_opsets.test expects an error for."""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+
+def save(out, name, nodes, inputs, outputs, opset, inits=()):
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    with open(os.path.join(out, name + ".onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    axes = helper.make_tensor_value_info("axes", TensorProto.INT64, [1])
+    # ReduceMean's axes (an input since opset 18) known only at run time.
+    save(out, "runtime_axes", [helper.make_node("ReduceMean", ["x", "axes"], ["y"], name="mean")],
+         [x, axes], [y], 18)
+    # Pad's wrap mode (opset 19).
+    pads = numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads")
+    save(out, "pad_wrap", [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad", mode="wrap")],
+         [x], [y], 19, [pads])
+    # Attention with a static cache's lengths (opset 24).
+    q = helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 2, 3, 4])
+    lens = numpy_helper.from_array(np.array([3], np.int64), "lens")
+    save(out, "nonpad_kv", [helper.make_node("Attention", ["q", "q", "q", "", "", "", "lens"], ["y"],
+                                             name="attn")], [q], [y], 24, [lens])
+    # An opset past the newest read.
+    save(out, "opset25", [helper.make_node("Relu", ["x"], ["y"], name="relu")], [x], [y], 25)
+    # ReduceMean with noop_with_empty_axes and no axes: the input as it is.
+    same = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    save(out, "noop_mean", [helper.make_node("ReduceMean", ["x"], ["y"], name="mean",
+                                             noop_with_empty_axes=1)], [x], [same], 18)
+    np.save(os.path.join(out, "x.npy"), np.arange(8, dtype=np.float32).reshape(2, 4))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
