@@ -137,11 +137,15 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     BoolMask boolMask;
     double scale = 1.0;
     bool haveScale = false;
-    for (int step = 0; step < 5; ++step) {
+    // A clamp of the masked scores from below (OPT's) is kept exactly by
+    // clamping the mask instead, with no causal attribute: a row whose
+    // every key is masked then weighs every key alike, as the clamp makes
+    // it.
+    std::optional<double> floor = peelFloorClamp(scores);
+    for (int step = 0; step < 4; ++step) {
       Value mask;
-      if (peelFloorClamp(scores))
-        continue;
-      if (peelMask(scores, sq, sk, causal, mask, boolMask)) {
+      if (peelMask(scores, sq, sk, causal, mask, boolMask,
+                   /*causalAsMask=*/floor.has_value())) {
         if (mask)
           additive.push_back({mask, haveScale});
         continue;
@@ -206,6 +210,16 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
       mask = mask ? AddOp::create(rewriter, loc, mask, hidden).getResult()
                   : hidden;
     }
+    if (floor && mask) {
+      // max(s + m, c) = s + max(m, c) while |s| is far below |c| (c near
+      // the lowest float: s + c rounds to c).
+      Value c = splatConstant(
+          rewriter, loc,
+          RankedTensorType::get({}, tensorType(mask).getElementType()), *floor);
+      Value below =
+          CompareOp::create(rewriter, loc, ComparePredicate::lt, mask, c);
+      mask = WhereOp::create(rewriter, loc, below, c, mask);
+    }
     rewriter.replaceOpWithNewOp<AttentionOp>(
         op, query, key, value, mask,
         rewriter.getF32FloatAttr(static_cast<float>(scale)),
@@ -258,7 +272,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
   /// boolean mask (a sliding window, padding) `boolMask`, an additive one
   /// `mask`. Fails on a second causal pattern or boolean mask.
   static bool peelMask(Value &scores, int64_t sq, int64_t sk, bool &causal,
-                       Value &mask, BoolMask &boolMask) {
+                       Value &mask, BoolMask &boolMask, bool causalAsMask) {
     if (auto where = scores.getDefiningOp<WhereOp>()) {
       for (bool masked : {false, true}) {
         Value kept = masked ? where.getOnFalse() : where.getOnTrue();
@@ -267,7 +281,12 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
         if (!fill || !isVeryNegative(*fill) ||
             !tensorType(where.getCondition()).getElementType().isInteger(1))
           continue;
-        if (isCausalBoolMask(where.getCondition(), sq, sk, masked)) {
+        // A condition on the scores themselves (a clamp) is no mask.
+        if (auto c = where.getCondition().getDefiningOp<CompareOp>();
+            c && (c.getLhs() == kept || c.getRhs() == kept))
+          return false;
+        if (!causalAsMask &&
+            isCausalBoolMask(where.getCondition(), sq, sk, masked)) {
           if (causal)
             return false;
           causal = true;
@@ -288,7 +307,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
                         std::pair(add.getRhs(), add.getLhs())}) {
       if (!isScores(s))
         continue;
-      if (isCausalAdditiveMask(m, sq, sk)) {
+      if (!causalAsMask && isCausalAdditiveMask(m, sq, sk)) {
         if (causal)
           return false;
         causal = true;
@@ -301,32 +320,34 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     return false;
   }
 
-  /// Peels max(scores, c) for a very negative c off `scores`: HF's OPT,
-  /// BART and Whisper clamp the masked scores at the float minimum
-  /// (torch.max, imported as where(s < c, c, s)), which changes only
-  /// scores already below it; a clamp kept as a mask would read the scores
-  /// (the product computed twice). The one difference: in a query row
-  /// whose every key is masked (a padding query), the clamp makes causal
-  /// and padding positions equal where attention leaves the causal ones
-  /// out; such rows are never read.
-  static bool peelFloorClamp(Value &scores) {
+  /// Peels max(scores, c) off `scores`, c within a factor 2 of the lowest
+  /// finite float: HF's OPT, BART and Whisper clamp the masked scores at
+  /// the float minimum (torch.max, imported as where(s < c, c, s)); kept as
+  /// a mask it would read the scores (the product computed twice). Returns
+  /// c.
+  static std::optional<double> peelFloorClamp(Value &scores) {
     auto where = scores.getDefiningOp<WhereOp>();
     auto compare =
         where ? where.getCondition().getDefiningOp<CompareOp>() : CompareOp();
     if (!compare)
-      return false;
+      return std::nullopt;
     ComparePredicate pred = compare.getPredicate();
     bool below = pred == ComparePredicate::lt || pred == ComparePredicate::le;
     bool above = pred == ComparePredicate::gt || pred == ComparePredicate::ge;
     Value kept = below ? where.getOnFalse() : where.getOnTrue();
     Value floor = below ? where.getOnTrue() : where.getOnFalse();
     std::optional<double> c = splatValue(floor);
-    if (!(below || above) || !c || !isVeryNegative(*c) ||
-        compare.getLhs() != kept || splatValue(compare.getRhs()) != c ||
-        kept.getType() != scores.getType())
-      return false;
+    auto type = dyn_cast<FloatType>(tensorType(scores).getElementType());
+    if (!(below || above) || !c || !type || compare.getLhs() != kept ||
+        splatValue(compare.getRhs()) != c || kept.getType() != scores.getType())
+      return std::nullopt;
+    double lowest =
+        APFloat::getLargest(type.getFloatSemantics(), /*Negative=*/true)
+            .convertToDouble();
+    if (*c > lowest / 2)
+      return std::nullopt;
     scores = kept;
-    return true;
+    return c;
   }
 
   /// Peels a positive constant scale off `scores` (x / c or x * c).

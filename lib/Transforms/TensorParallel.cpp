@@ -282,6 +282,20 @@ LogicalResult TensorParallelPass::rewriteRow(LinearOp linear) {
   return success();
 }
 
+/// Whether `op` is the only reader of the parameter `get` reads (a
+/// parameter also read whole elsewhere keeps the head whole).
+static bool readOnlyHere(GetParamOp get, Operation *op) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  bool alone = true;
+  func.walk([&](GetParamOp other) {
+    if (other.getNameAttr() != get.getNameAttr())
+      return;
+    for (Operation *user : other->getUsers())
+      alone &= user == op;
+  });
+  return alone;
+}
+
 /// The parameters `op` (after an LM head) reads whole along the
 /// vocabulary of its result: a logits bias apart from the head (BART's
 /// final_logits_bias [1, V]), which is split with the head.
@@ -290,8 +304,9 @@ static SmallVector<OpOperand *> vocabParams(Operation *op) {
   int64_t vocab = tensorType(op->getResult(0)).getShape().back();
   for (OpOperand &operand : op->getOpOperands()) {
     auto t = dyn_cast<RankedTensorType>(operand.get().getType());
+    auto get = operand.get().getDefiningOp<GetParamOp>();
     if (t && t.getRank() > 0 && t.getShape().back() == vocab && vocab > 1 &&
-        operand.get().getDefiningOp<GetParamOp>())
+        get && readOnlyHere(get, op))
       params.push_back(&operand);
   }
   return params;

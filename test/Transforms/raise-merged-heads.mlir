@@ -3,14 +3,18 @@
 // Tests HF's BART/OPT attention, batch and heads merged for bmm
 // ([2, 4, 8, 8] -> [8, 8, 8]) and viewed back around the mask: the merges
 // sink below the matmuls and the softmax until they meet the reshapes that
-// undo them, the attention is raised in [B, H, S, d] form, and OPT's clamp
-// at float min (where(s < min, min, s)) is dropped rather than kept as a
-// mask that reads the scores.
+// undo them, and the attention is raised in [B, H, S, d] form. OPT's clamp
+// at float min (where(s < min, min, s)) moves onto the mask, which stays a
+// mask (no causal attribute), so a row whose every key is masked weighs
+// all keys alike as the clamp makes it, without reading the scores.
 // CHECK-LABEL: func.func @bart_bmm
 // CHECK-NOT: tensor<8x8x8xf32>
 // CHECK-NOT: mp.matmul
-// CHECK-NOT: mp.compare
-// CHECK: %[[A:.*]] = mp.attention %arg0, %arg1, %arg2 {causal, scale = 1.000000e+00 : f32} : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+// CHECK-DAG: %[[CAUSAL:.*]] = mp.constant dense<{{.*}}> : tensor<1x1x8x8xf32>
+// CHECK-DAG: %[[MIN:.*]] = mp.constant dense<-3.40282347E+38> : tensor<f32>
+// CHECK: %[[BELOW:.*]] = mp.compare lt, %[[CAUSAL]], %[[MIN]]
+// CHECK: %[[MASK:.*]] = mp.where %[[BELOW]], %[[MIN]], %[[CAUSAL]]
+// CHECK: %[[A:.*]] = mp.attention %arg0, %arg1, %arg2, %[[MASK]] {scale = 1.000000e+00 : f32}
 // CHECK-NEXT: return %[[A]]
 func.func @bart_bmm(%q: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
   %min = mp.constant dense<-3.40282347E+38> : tensor<f32>
@@ -124,4 +128,34 @@ func.func @not_a_clamp(%q: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x8xf32>, %v: ten
   %p = mp.softmax %w {axis = 3 : i64} : tensor<2x4x8x8xf32>
   %o = mp.matmul %p, %v : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
   return %o : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests that a clamp far above the lowest float is not peeled (moving it
+// onto the mask would not be exact): the attention stays decomposed.
+// CHECK-LABEL: func.func @high_floor
+// CHECK-NOT: mp.attention
+// CHECK: mp.softmax
+func.func @high_floor(%q: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %floor = mp.constant dense<-1.0e+04> : tensor<f32>
+  %kt = mp.transpose %k [0, 1, 3, 2] : tensor<2x4x8x8xf32> -> tensor<2x4x8x8xf32>
+  %s = mp.matmul %q, %kt : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %below = mp.compare lt, %s, %floor : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xi1>
+  %w = mp.where %below, %floor, %s : (tensor<2x4x8x8xi1>, tensor<f32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %p = mp.softmax %w {axis = 3 : i64} : tensor<2x4x8x8xf32>
+  %o = mp.matmul %p, %v : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  return %o : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests that the sunk transposes keep their attributes (mp.exact_f32 marks
+// an integer CumSum's f32 path, which bf16 conversion leaves in f32).
+// CHECK-LABEL: func.func @keeps_attributes
+// CHECK: mp.transpose %{{.*}} [0, 1, 3, 2] {mp.exact_f32}
+func.func @keeps_attributes(%x: tensor<2x4x3x5xf32>) -> tensor<8x5x3xf32> {
+  %m = mp.reshape %x : tensor<2x4x3x5xf32> -> tensor<8x3x5xf32>
+  %t = mp.transpose %m [0, 2, 1] {mp.exact_f32} : tensor<8x3x5xf32> -> tensor<8x5x3xf32>
+  return %t : tensor<8x5x3xf32>
 }

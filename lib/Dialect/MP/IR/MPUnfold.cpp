@@ -78,12 +78,38 @@ FailureOr<SmallVector<unsigned>> SoftmaxOp::getLeadingDimOperands() {
   return SmallVector<unsigned>{0};
 }
 
+/// The op cloned with dimension 0 unfolded (its other attributes, such as
+/// mp.exact_f32, kept), `axis` moved past the new dims.
+template <typename OpT>
+static Operation *unfoldAlongAxis(OpT op, OpBuilder &builder,
+                                  ValueRange operands,
+                                  ArrayRef<int64_t> leading) {
+  int64_t axis =
+      op.getNormalizedAxis() + static_cast<int64_t>(leading.size()) - 1;
+  auto unfolded =
+      cast<OpT>(mp::detail::buildUnfoldedClone(op, builder, operands, leading));
+  unfolded.setAxis(axis);
+  return unfolded;
+}
+
 Operation *SoftmaxOp::buildUnfolded(OpBuilder &builder, ValueRange operands,
                                     ArrayRef<int64_t> leading) {
-  int64_t extra = static_cast<int64_t>(leading.size()) - 1;
-  return SoftmaxOp::create(
-      builder, getLoc(), operands[0],
-      builder.getI64IntegerAttr(getNormalizedAxis() + extra));
+  return unfoldAlongAxis(*this, builder, operands, leading);
+}
+
+/// A concatenation along another dim than 0: every operand is batched.
+FailureOr<SmallVector<unsigned>> ConcatOp::getLeadingDimOperands() {
+  if (getNormalizedAxis() == 0)
+    return failure();
+  SmallVector<unsigned> operands;
+  for (unsigned i = 0; i < getNumOperands(); ++i)
+    operands.push_back(i);
+  return operands;
+}
+
+Operation *ConcatOp::buildUnfolded(OpBuilder &builder, ValueRange operands,
+                                   ArrayRef<int64_t> leading) {
+  return unfoldAlongAxis(*this, builder, operands, leading);
 }
 
 FailureOr<SmallVector<unsigned>> TransposeOp::getLeadingDimOperands() {
@@ -100,8 +126,10 @@ Operation *TransposeOp::buildUnfolded(OpBuilder &builder, ValueRange operands,
     perm.push_back(i);
   for (int64_t p : getPermutation().drop_front())
     perm.push_back(p + extra);
-  return TransposeOp::create(builder, getLoc(), operands[0],
-                             builder.getDenseI64ArrayAttr(perm));
+  auto transpose = cast<TransposeOp>(
+      detail::buildUnfoldedClone(*this, builder, operands, leading));
+  transpose.setPermutation(perm);
+  return transpose;
 }
 
 /// Ops over the last dimensions of their first operand: dimension 0 is a
@@ -128,9 +156,5 @@ FailureOr<SmallVector<unsigned>> LayerNormOp::getLeadingDimOperands() {
 
 Operation *LayerNormOp::buildUnfolded(OpBuilder &builder, ValueRange operands,
                                       ArrayRef<int64_t> leading) {
-  int64_t axis = getNormalizedAxis() + static_cast<int64_t>(leading.size()) - 1;
-  auto norm = cast<LayerNormOp>(
-      detail::buildUnfoldedClone(*this, builder, operands, leading));
-  norm.setAxis(axis);
-  return norm;
+  return unfoldAlongAxis(*this, builder, operands, leading);
 }

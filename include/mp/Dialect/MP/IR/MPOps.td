@@ -648,7 +648,7 @@ def MP_SliceOp : MP_Op<"slice", [MP_MovesDataTrait, MP_Differentiable,
 }
 
 def MP_ConcatOp : MP_Op<"concat", [MP_MovesDataTrait, MP_Differentiable,
-    Pure, InferTypeOpAdaptor, MP_SplitByRule]> {
+    Pure, InferTypeOpAdaptor, MP_SplitByRule, MP_UnfoldByRule]> {
   let summary = "concatenation along an axis";
   let arguments = (ins Variadic<MP_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs MP_Tensor:$result);
