@@ -17,7 +17,13 @@ using namespace mlir;
 using namespace mp;
 
 /// The dims a reshape merges into its result's dimension 0 when that is
-/// all it does ([a0, ..., ak, t...] -> [a0 * ... * ak, t...], k >= 1).
+/// all it does ([a0, ..., ak, t...] -> [a0 * ... * ak, t...], k >= 1),
+/// unfolded into two: [a0, a1 * ... * ak] (a1 * ... * ak > 1). Merges of
+/// one value meet in
+/// one form that way: grouped-query attention's keys and values come
+/// merged from [B, kv heads, repeats] and the scores from [B, heads], and
+/// both unfold to [B, heads] (the values' repeat is then the reshape
+/// mp-raise folds into attention).
 static std::optional<SmallVector<int64_t>> mergedLeadingDims(ReshapeOp op) {
   ArrayRef<int64_t> in = tensorType(op.getInput()).getShape();
   ArrayRef<int64_t> out = tensorType(op.getResult()).getShape();
@@ -29,9 +35,10 @@ static std::optional<SmallVector<int64_t>> mergedLeadingDims(ReshapeOp op) {
   int64_t product = 1;
   for (int64_t d : in.take_front(merged))
     product *= d;
-  if (product != out[0])
+  // (Dropping unit dims, [a0, 1] -> [a0], is no merge to undo.)
+  if (product != out[0] || in[0] == product)
     return std::nullopt;
-  return SmallVector<int64_t>(in.take_front(merged));
+  return SmallVector<int64_t>{in[0], product / in[0]};
 }
 
 /// `v` with dimension 0 unfolded into `leading`: the value a merging

@@ -159,3 +159,52 @@ func.func @keeps_attributes(%x: tensor<2x4x3x5xf32>) -> tensor<8x5x3xf32> {
   %t = mp.transpose %m [0, 2, 1] {mp.exact_f32} : tensor<8x3x5xf32> -> tensor<8x5x3xf32>
   return %t : tensor<8x5x3xf32>
 }
+
+// -----
+
+// Tests grouped-query attention merged for bmm: keys and values come merged
+// from [B, kv heads, repeats] = [2, 2, 2], the queries and scores from
+// [B, heads] = [2, 4]; both unfold to [2, 4] (the first dim, then the
+// rest), so the keys' and values' repeat is the reshape attention folds in
+// and the attention reads the 2 key/value heads.
+// CHECK-LABEL: func.func @gqa
+// CHECK: %[[A:.*]] = mp.attention %arg0, %arg1, %arg2 {scale = 1.000000e+00 : f32} : (tensor<2x4x5x6xf32>, tensor<2x2x5x6xf32>, tensor<2x2x5x6xf32>) -> tensor<2x4x5x6xf32>
+// CHECK-NEXT: return %[[A]]
+func.func @gqa(%q: tensor<2x4x5x6xf32>, %k: tensor<2x2x5x6xf32>, %v: tensor<2x2x5x6xf32>) -> tensor<2x4x5x6xf32> {
+  %k1 = mp.reshape %k : tensor<2x2x5x6xf32> -> tensor<2x2x1x5x6xf32>
+  %ke = mp.expand %k1 : tensor<2x2x1x5x6xf32> -> tensor<2x2x2x5x6xf32>
+  %v1 = mp.reshape %v : tensor<2x2x5x6xf32> -> tensor<2x2x1x5x6xf32>
+  %ve = mp.expand %v1 : tensor<2x2x1x5x6xf32> -> tensor<2x2x2x5x6xf32>
+  %q3 = mp.reshape %q : tensor<2x4x5x6xf32> -> tensor<8x5x6xf32>
+  %k3 = mp.reshape %ke : tensor<2x2x2x5x6xf32> -> tensor<8x5x6xf32>
+  %v3 = mp.reshape %ve : tensor<2x2x2x5x6xf32> -> tensor<8x5x6xf32>
+  %kt = mp.transpose %k3 [0, 2, 1] : tensor<8x5x6xf32> -> tensor<8x6x5xf32>
+  %s = mp.matmul %q3, %kt : (tensor<8x5x6xf32>, tensor<8x6x5xf32>) -> tensor<8x5x5xf32>
+  %p = mp.softmax %s {axis = 2 : i64} : tensor<8x5x5xf32>
+  %o3 = mp.matmul %p, %v3 : (tensor<8x5x5xf32>, tensor<8x5x6xf32>) -> tensor<8x5x6xf32>
+  %o = mp.reshape %o3 : tensor<8x5x6xf32> -> tensor<2x4x5x6xf32>
+  return %o : tensor<2x4x5x6xf32>
+}
+
+// -----
+
+// Tests multi-query attention merged the same way: the one key/value head
+// repeated 4 times comes merged from [2, 1, 4]; dropping its unit dim
+// ([2, 1, 4] -> [2, 4]) is no merge to sink, so the attention still forms.
+// CHECK-LABEL: func.func @mqa
+// CHECK: mp.attention %arg0, %arg1, %arg2 {{.*}} (tensor<2x4x5x6xf32>, tensor<2x1x5x6xf32>, tensor<2x1x5x6xf32>) -> tensor<2x4x5x6xf32>
+func.func @mqa(%q: tensor<2x4x5x6xf32>, %k: tensor<2x1x5x6xf32>, %v: tensor<2x1x5x6xf32>) -> tensor<2x4x5x6xf32> {
+  %k1 = mp.reshape %k : tensor<2x1x5x6xf32> -> tensor<2x1x1x5x6xf32>
+  %ke = mp.expand %k1 : tensor<2x1x1x5x6xf32> -> tensor<2x1x4x5x6xf32>
+  %v1 = mp.reshape %v : tensor<2x1x5x6xf32> -> tensor<2x1x1x5x6xf32>
+  %ve = mp.expand %v1 : tensor<2x1x1x5x6xf32> -> tensor<2x1x4x5x6xf32>
+  %q3 = mp.reshape %q : tensor<2x4x5x6xf32> -> tensor<8x5x6xf32>
+  %k3 = mp.reshape %ke : tensor<2x1x4x5x6xf32> -> tensor<8x5x6xf32>
+  %v3 = mp.reshape %ve : tensor<2x1x4x5x6xf32> -> tensor<8x5x6xf32>
+  %kt = mp.transpose %k3 [0, 2, 1] : tensor<8x5x6xf32> -> tensor<8x6x5xf32>
+  %s = mp.matmul %q3, %kt : (tensor<8x5x6xf32>, tensor<8x6x5xf32>) -> tensor<8x5x5xf32>
+  %p = mp.softmax %s {axis = 2 : i64} : tensor<8x5x5xf32>
+  %o3 = mp.matmul %p, %v3 : (tensor<8x5x5xf32>, tensor<8x5x6xf32>) -> tensor<8x5x6xf32>
+  %o = mp.reshape %o3 : tensor<8x5x6xf32> -> tensor<2x4x5x6xf32>
+  return %o : tensor<2x4x5x6xf32>
+}
