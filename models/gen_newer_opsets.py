@@ -18,6 +18,9 @@ For every model NAME this writes models/newer_opsets/NAME/:
            grouped queries (4 query heads, 2 key/value heads) and is_causal
   opset24  GPT-like: Attention on 4D inputs with is_causal, a scale and a
            boolean padding mask from an attention_mask input, Swish MLP
+  opset24_softcap  the same with soft-capped scores (softcap=5), which
+           leave the attention decomposed: its blocks are found from the
+           decomposed attention (the node names carry no layer)
 
 The ONNX library here (1.12) knows opset 17: the graphs are built node by
 node and not checked by it. Usage: /usr/bin/python3 models/gen_newer_opsets.py
@@ -88,10 +91,12 @@ def merge(x):
     return x.transpose(0, 2, 1, 3).reshape(b, s, h * d)
 
 
-def attend(q, k, v, mask=None, causal=True, scale=None):
+def attend(q, k, v, mask=None, causal=True, scale=None, softcap=0.0):
     """q [B, H, S, d], k and v [B, KV, S, d] (repeated per query head)."""
     k, v = (np.repeat(t, q.shape[1] // t.shape[1], axis=1) for t in (k, v))
     s = q @ k.transpose(0, 1, 3, 2) * (scale or 1 / math.sqrt(q.shape[-1]))
+    if softcap > 0:
+        s = np.tanh(s / softcap) * softcap
     if causal:
         s = np.where(np.tril(np.ones((s.shape[-2], s.shape[-1]), bool)), s, -np.inf)
     if mask is not None:
@@ -206,7 +211,7 @@ def opset23(g, ids, _):
     return head(g, x, table, table_)
 
 
-def opset24(g, ids, mask):
+def opset24(g, ids, mask, softcap=0.0):
     table, table_, x = embed(g, ids)
     keep = g.op("Cast", "attention_mask", to=TensorProto.BOOL)
     keep = g.op("Unsqueeze", keep, g.const(np.array([1, 2], np.int64)))  # [B, 1, 1, S]
@@ -220,10 +225,11 @@ def opset24(g, ids, mask):
         for wt, _ in ws[:3]:
             r = g.op("Reshape", g.op("MatMul", h[0], wt), g.const(np.array([0, 0, HEADS, HEAD_DIM], np.int64)))
             hs.append(g.op("Transpose", r, perm=[0, 2, 1, 3]))
-        y = g.op("Attention", hs[0], hs[1], hs[2], keep, is_causal=1, scale=0.3)
+        caps = {"softcap": softcap} if softcap else {}
+        y = g.op("Attention", hs[0], hs[1], hs[2], keep, is_causal=1, scale=0.3, **caps)
         y = g.op("Reshape", g.op("Transpose", y, perm=[0, 2, 1, 3]), g.const(np.array([0, 0, HIDDEN], np.int64)))
         q_, k_, v_ = (heads(h[1] @ wt_, HEADS) for _, wt_ in ws[:3])
-        y_ = merge(attend(q_, k_, v_, mask=keep_, scale=0.3))
+        y_ = merge(attend(q_, k_, v_, mask=keep_, scale=0.3, softcap=softcap))
         x = add(g, x, (g.op("MatMul", y, ws[3][0]), y_ @ ws[3][1]))
         w2, w2_ = g.param(f"l{i}.mlp_norm.weight", HIDDEN, value=np.ones(HIDDEN, np.float32))
         b2, b2_ = g.param(f"l{i}.mlp_norm.bias", HIDDEN)
@@ -232,7 +238,8 @@ def opset24(g, ids, mask):
     return head(g, x, table, table_)
 
 
-MODELS = {"opset18": (opset18, 18), "opset20": (opset20, 20), "opset23": (opset23, 23), "opset24": (opset24, 24)}
+MODELS = {"opset18": (opset18, 18), "opset20": (opset20, 20), "opset23": (opset23, 23), "opset24": (opset24, 24),
+          "opset24_softcap": (lambda g, ids, mask: opset24(g, ids, mask, softcap=5.0), 24)}
 
 
 def generate(name, out_root):
@@ -245,7 +252,7 @@ def generate(name, out_root):
     logits, ref = build(g, ids, mask)
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [BATCH, SEQ])]
     feeds = {"input_ids": ids}
-    if name == "opset24":
+    if name.startswith("opset24"):
         inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [BATCH, SEQ]))
         feeds["attention_mask"] = mask
     g.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits"))

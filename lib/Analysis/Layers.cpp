@@ -80,12 +80,63 @@ static llvm::SmallPtrSet<Value, 4> streamSources(Value v) {
 
 /// Self-attention (queries and keys from one stream), not cross-attention
 /// (keys from another stack, as in an encoder-decoder's decoder).
-static bool isSelfAttention(AttentionOp a) {
-  llvm::SmallPtrSet<Value, 4> q = streamSources(a.getQuery());
-  for (Value k : streamSources(a.getKey()))
+static bool isSelfAttention(Value query, Value key) {
+  llvm::SmallPtrSet<Value, 4> q = streamSources(query);
+  for (Value k : streamSources(key))
     if (q.contains(k))
       return true;
   return false;
+}
+
+/// Attention left decomposed (soft-capped scores, a mask computed from
+/// parameters): softmax(scores) · v, the scores computed through
+/// elementwise ops (scale, mask, cap) from a product of two activations.
+/// Returns that product, q · kᵀ.
+static MatmulOp decomposedScores(MatmulOp op) {
+  Value p = op.getLhs();
+  while (auto cast = p.getDefiningOp<CastOp>())
+    p = cast.getInput();
+  auto softmax = p.getDefiningOp<SoftmaxOp>();
+  if (!softmax)
+    return {};
+  Value v = softmax.getInput();
+  for (int depth = 0; depth < 16; ++depth) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return {};
+    if (auto scores = dyn_cast<MatmulOp>(def))
+      return scores.getLhs().getDefiningOp<GetParamOp>() ? MatmulOp() : scores;
+    if (!def->hasTrait<mlir::OpTrait::Elementwise>() &&
+        !def->hasTrait<mlir::OpTrait::ResultsBroadcastableShape>())
+      return {};
+    // The operand of the scores' shape (a mask broadcasts: it is smaller
+    // or a constant).
+    Value next;
+    for (Value operand : def->getOperands())
+      if (operand.getType() == def->getResult(0).getType() &&
+          !operand.getDefiningOp<ConstantOp>())
+        next = next ? next : operand;
+    if (!next)
+      return {};
+    v = next;
+  }
+  return {};
+}
+
+/// The ops that start a block: each self-attention, or, with `decomposed`,
+/// each decomposed self-attention's product with v.
+static SmallVector<Operation *> blockAnchors(Block &body, bool decomposed) {
+  SmallVector<Operation *> anchors;
+  for (Operation &op : body.without_terminator()) {
+    if (auto a = dyn_cast<AttentionOp>(&op);
+        a && !decomposed && isSelfAttention(a.getQuery(), a.getKey()))
+      anchors.push_back(a);
+    if (auto m = dyn_cast<MatmulOp>(&op); m && decomposed)
+      if (MatmulOp scores = decomposedScores(m);
+          scores && isSelfAttention(scores.getLhs(), scores.getRhs()))
+        anchors.push_back(m);
+  }
+  return anchors;
 }
 
 // Each self-attention starts a block. Its block input is the stream operand
@@ -93,14 +144,11 @@ static bool isSelfAttention(AttentionOp a) {
 // residual stream through further residual adds (the MLP's; a parallel
 // residual's second add) and norms (post-LN) until the next self-attention.
 SmallVector<std::pair<int64_t, int64_t>>
-mp::findTransformerBlocks(Block &body) {
+mp::findTransformerBlocks(Block &body, bool decomposed) {
   llvm::DenseMap<Operation *, int64_t> pos;
-  SmallVector<AttentionOp> attentions;
-  for (auto [i, op] : llvm::enumerate(body.without_terminator())) {
+  for (auto [i, op] : llvm::enumerate(body.without_terminator()))
     pos[&op] = static_cast<int64_t>(i);
-    if (auto a = dyn_cast<AttentionOp>(&op); a && isSelfAttention(a))
-      attentions.push_back(a);
-  }
+  SmallVector<Operation *> attentions = blockAnchors(body, decomposed);
   auto posOf = [&](Value v) -> int64_t {
     Operation *def = v.getDefiningOp();
     return def && pos.count(def) ? pos.lookup(def) : -1;
@@ -113,7 +161,7 @@ mp::findTransformerBlocks(Block &body) {
         k + 1 < attentions.size() ? pos.lookup(attentions[k + 1]) : endOfBody;
     // What depends on the attention, in program order.
     llvm::DenseSet<Value> after;
-    after.insert(attention.getResult());
+    after.insert(attention->getResult(0));
     AddOp residual;
     for (Operation &op : body.without_terminator()) {
       if (pos.lookup(&op) <= pos.lookup(attention))
@@ -176,6 +224,14 @@ void mp::tagLayers(func::FuncOp func) {
   Builder b(func.getContext());
   Block &body = func.getBody().front();
   SmallVector<std::pair<int64_t, int64_t>> blocks = findTransformerBlocks(body);
+  // Without named attention: the layers the names give, else blocks started
+  // by attention left decomposed (an export with plain node names whose
+  // scores are soft-capped).
+  bool named = llvm::any_of(body.without_terminator(), [](Operation &op) {
+    return isa<MPDialect>(op.getDialect()) && layerOf(&op);
+  });
+  if (blocks.empty() && !named)
+    blocks = findTransformerBlocks(body, /*decomposed=*/true);
   for (auto [i, op] : llvm::enumerate(body.without_terminator())) {
     if (!isa<MPDialect>(op.getDialect()))
       continue;

@@ -23,13 +23,16 @@ namespace mp {
 
 /// The transformer blocks of a body, in order, as ranges (begin, end] of op
 /// positions (the op at `begin` defines the block's input; -1 for a block
-/// argument). Empty when the body has no self-attention.
+/// argument), each started by a self-attention (mp.attention; with
+/// `decomposed`, softmax(q · kᵀ ...) · v left as ops). Empty when the body
+/// has none.
 llvm::SmallVector<std::pair<int64_t, int64_t>>
-findTransformerBlocks(mlir::Block &body);
+findTransformerBlocks(mlir::Block &body, bool decomposed = false);
 
 /// Sets mp.layer on every mp op of a transformer block to the block's index:
 /// blocks by findTransformerBlocks, or, in a body without self-attention,
-/// from ONNX node and parameter names ("h.3", "layers.3", "block_3").
+/// from ONNX node and parameter names ("h.3", "layers.3", "block_3"), or,
+/// without those either, blocks started by decomposed self-attention.
 void tagLayers(mlir::func::FuncOp func);
 
 /// The ops of `func`'s body that depend on its arguments (what a pipeline
