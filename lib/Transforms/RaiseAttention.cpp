@@ -164,12 +164,16 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     if (!qk || tensorType(qk.getLhs()).getRank() != 4 ||
         tensorType(qk.getRhs()).getRank() != 4)
       return failure();
-    Value query = qk.getLhs();
+    // A scale on q or on kᵀ themselves (PyTorch's SDPA decomposition scales
+    // both by sqrt(scale)) joins the attention's; it does not scale masks.
+    double operandScale = 1.0;
+    Value query = peelOperandScale(qk.getLhs(), operandScale);
     Value value = stripHeadRepeat(op.getRhs());
     // Matmuls broadcast batch and heads where attention does not (queries
     // shared across the batch): such a pattern stays decomposed. Checked
     // before any op is created.
-    KeySource keySource = keyFromTransposed(qk.getRhs());
+    KeySource keySource =
+        keyFromTransposed(peelOperandScale(qk.getRhs(), operandScale));
     Value key = keySource.perm ? Value() : stripHeadRepeat(keySource.source);
     Shape keyShape = key ? shapeOf(key) : keySource.shape;
     std::vector<Shape> maskShapes;
@@ -222,7 +226,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     }
     rewriter.replaceOpWithNewOp<AttentionOp>(
         op, query, key, value, mask,
-        rewriter.getF32FloatAttr(static_cast<float>(scale)),
+        rewriter.getF32FloatAttr(static_cast<float>(scale * operandScale)),
         causal ? rewriter.getUnitAttr() : nullptr);
     return success();
   }
@@ -348,6 +352,17 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
       return std::nullopt;
     scores = kept;
     return c;
+  }
+
+  /// `v` without a positive constant factor (x * c, x / c), which
+  /// multiplies into `scale`.
+  static Value peelOperandScale(Value v, double &scale) {
+    Value x = v;
+    double s = 1.0;
+    if (!peelScale(x, s) || x.getType() != v.getType())
+      return v;
+    scale *= s;
+    return x;
   }
 
   /// Peels a positive constant scale off `scores` (x / c or x * c).

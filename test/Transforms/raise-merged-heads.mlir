@@ -208,3 +208,24 @@ func.func @mqa(%q: tensor<2x4x5x6xf32>, %k: tensor<2x1x5x6xf32>, %v: tensor<2x1x
   %o = mp.reshape %o3 : tensor<8x5x6xf32> -> tensor<2x4x5x6xf32>
   return %o : tensor<2x4x5x6xf32>
 }
+
+// -----
+
+// Tests PyTorch's decomposition of scaled_dot_product_attention (its
+// dynamo exporter): q and kᵀ each scaled by sqrt(scale) before their
+// product; both factors join the attention's scale, and the mask added
+// after the product is not scaled.
+// CHECK-LABEL: func.func @sdpa_split_scale
+// CHECK-NOT: mp.mul
+// CHECK: mp.attention %arg0, %arg1, %arg2, %arg3 {scale = 2.500000e-01 : f32}
+func.func @sdpa_split_scale(%q: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x8xf32>, %mask: tensor<2x1x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %root = mp.constant dense<0.5> : tensor<f32>
+  %qs = mp.mul %q, %root : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+  %kt = mp.transpose %k [0, 1, 3, 2] : tensor<2x4x8x8xf32> -> tensor<2x4x8x8xf32>
+  %kts = mp.mul %kt, %root : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+  %s = mp.matmul %qs, %kts : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %m = mp.add %s, %mask : (tensor<2x4x8x8xf32>, tensor<2x1x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %p = mp.softmax %m {axis = 3 : i64} : tensor<2x4x8x8xf32>
+  %o = mp.matmul %p, %v : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  return %o : tensor<2x4x8x8xf32>
+}
