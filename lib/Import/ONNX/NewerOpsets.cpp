@@ -100,6 +100,11 @@ public:
     return outputs.front();
   }
 
+  /// A fresh value name (for a node with several outputs).
+  std::string name(const std::string &hint) const {
+    return original.name() + "/" + hint + "_" + std::to_string(count);
+  }
+
   std::string ints(const std::vector<int64_t> &values) {
     onnx::AttributeProto value;
     value.set_name("value");
@@ -209,6 +214,8 @@ private:
       return rmsNorm(r, node, error);
     if (op == "Attention")
       return attention(r, node, error);
+    if (op == "RotaryEmbedding")
+      return rotary(r, node, error);
     *out.Add() = node;
     return true;
   }
@@ -436,6 +443,74 @@ private:
     std::string merged =
         r.add("Transpose", {y}, {makeIntsAttr("perm", {0, 2, 1, 3})});
     r.add("Reshape", {merged, r.ints({0, 0, -1})}, {}, {node.output(0)});
+    return true;
+  }
+
+  /// RotaryEmbedding (opset 23) as the reference computes it, in the
+  /// [B, S, heads, d] frame: the first rotary_embedding_dim channels of
+  /// each head (all without it) rotated by the cos and sin rows of each
+  /// position (position_ids into the caches, or the caches [B, S, r/2]
+  /// themselves), as halves or interleaved pairs.
+  bool rotary(Rewriter &r, const onnx::NodeProto &node, std::string &error) {
+    int64_t heads = intAttr(node, "num_heads", 0);
+    int64_t dim = intAttr(node, "rotary_embedding_dim", 0);
+    bool interleaved = intAttr(node, "interleaved", 0) != 0;
+    std::string x = node.input(0);
+    auto rank = ranks.find(x);
+    bool threeD = heads > 0;
+    if (rank != ranks.end() && (rank->second == 3) != threeD) {
+      error = where(node) + "num_heads is given for 3D inputs, and only for "
+                            "them";
+      return false;
+    }
+    std::string frame =
+        threeD ? r.add("Reshape", {x, r.ints({0, 0, heads, -1})})
+               : r.add("Transpose", {x}, {makeIntsAttr("perm", {0, 2, 1, 3})});
+    std::string rotated = frame, kept;
+    if (dim > 0) {
+      rotated =
+          r.add("Slice", {frame, r.ints({0}), r.ints({dim}), r.ints({-1})});
+      kept = r.add("Slice",
+                   {frame, r.ints({dim}), r.ints({INT64_MAX}), r.ints({-1})});
+    }
+    auto table = [&](const std::string &cache) {
+      std::string rows =
+          hasInput(node, 3) ? r.add("Gather", {cache, node.input(3)}) : cache;
+      return r.add("Unsqueeze", {rows, r.ints({2})});
+    };
+    std::string cos = table(node.input(1)), sin = table(node.input(2));
+    std::string x1, x2;
+    if (interleaved) {
+      x1 = r.add("Slice", {rotated, r.ints({0}), r.ints({INT64_MAX}),
+                           r.ints({-1}), r.ints({2})});
+      x2 = r.add("Slice", {rotated, r.ints({1}), r.ints({INT64_MAX}),
+                           r.ints({-1}), r.ints({2})});
+    } else {
+      x1 = r.name("first_half");
+      x2 = r.name("second_half");
+      r.add("Split", {rotated}, {makeIntAttr("axis", -1)}, {x1, x2});
+    }
+    std::string real =
+        r.add("Sub", {r.add("Mul", {cos, x1}), r.add("Mul", {sin, x2})});
+    std::string imag =
+        r.add("Add", {r.add("Mul", {sin, x1}), r.add("Mul", {cos, x2})});
+    std::string out;
+    if (interleaved) {
+      std::string pairs = r.add("Concat",
+                                {r.add("Unsqueeze", {real, r.ints({-1})}),
+                                 r.add("Unsqueeze", {imag, r.ints({-1})})},
+                                {makeIntAttr("axis", -1)});
+      out = r.add("Reshape", {pairs, r.add("Shape", {rotated})});
+    } else {
+      out = r.add("Concat", {real, imag}, {makeIntAttr("axis", -1)});
+    }
+    if (!kept.empty())
+      out = r.add("Concat", {out, kept}, {makeIntAttr("axis", -1)});
+    if (threeD)
+      r.add("Reshape", {out, r.add("Shape", {x})}, {}, {node.output(0)});
+    else
+      r.add("Transpose", {out}, {makeIntsAttr("perm", {0, 2, 1, 3})},
+            {node.output(0)});
     return true;
   }
 

@@ -1,7 +1,10 @@
-"""Writes one-node Attention models (opset 23) to OUT/NAME/ with inputs and
-NumPy outputs computed as the ONNX reference implementation does
-(scores * scale, soft-capped, + mask; the causal mask offset by the past
-length; key/value heads repeated in turn for grouped queries)."""
+"""Writes one-node Attention and RotaryEmbedding models (opset 23) to
+OUT/NAME/ with inputs and NumPy outputs computed as the ONNX reference
+implementation does (Attention: scores * scale, soft-capped, + mask; the
+causal mask offset by the past length; key/value heads repeated in turn for
+grouped queries. RotaryEmbedding: in the [B, S, heads, d] frame, the first
+rotary_embedding_dim channels rotated as halves or interleaved pairs by
+the cache rows at position_ids)."""
 import math
 import os
 import sys
@@ -73,6 +76,43 @@ def write(out, name, inputs, attrs, outputs=("y",), **ref_args):
         np.save(os.path.join(d, "outputs", n + ".npy"), r.astype(np.float32))
 
 
+def rotary_reference(x, cos_cache, sin_cache, position_ids=None, interleaved=0, dim=0, heads=0):
+    shape = x.shape
+    x = x.transpose(0, 2, 1, 3) if x.ndim == 4 else x.reshape(shape[0], shape[1], heads, -1)
+    dim = dim or x.shape[3]
+    rot, keep = x[..., :dim], x[..., dim:]
+    cos = cos_cache[position_ids] if position_ids is not None else cos_cache
+    sin = sin_cache[position_ids] if position_ids is not None else sin_cache
+    cos, sin = cos[:, :, None], sin[:, :, None]
+    x1, x2 = (rot[..., 0::2], rot[..., 1::2]) if interleaved else np.split(rot, 2, axis=-1)
+    real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
+    rot = np.stack([real, imag], -1).reshape(rot.shape) if interleaved else np.concatenate([real, imag], -1)
+    y = np.concatenate([rot, keep], -1)
+    return y.reshape(shape) if len(shape) == 3 else y.transpose(0, 2, 1, 3)
+
+
+def write_rotary(out, name, inputs, attrs):
+    d = os.path.join(out, name)
+    os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
+    os.makedirs(os.path.join(d, "outputs"), exist_ok=True)
+    order = [n for n in ["x", "cos", "sin", "pos"] if n in inputs]
+    node = helper.make_node("RotaryEmbedding", order, ["y"], name="rotary", **attrs)
+    y = rotary_reference(inputs["x"], inputs["cos"], inputs["sin"], inputs.get("pos"),
+                         attrs.get("interleaved", 0), attrs.get("rotary_embedding_dim", 0),
+                         attrs.get("num_heads", 0)).astype(np.float32)
+    def info(n, a):
+        t = TensorProto.INT64 if a.dtype == np.int64 else TensorProto.FLOAT
+        return helper.make_tensor_value_info(n, t, list(a.shape))
+    graph = helper.make_graph([node], name, [info(n, inputs[n]) for n in order], [info("y", y)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    for n, a in inputs.items():
+        np.save(os.path.join(d, "inputs", n + ".npy"), a)
+    np.save(os.path.join(d, "outputs", "y.npy"), y)
+
+
 def main(out):
     rng = np.random.default_rng(23)
     r = lambda *s: rng.standard_normal(s).astype(np.float32)
@@ -91,6 +131,13 @@ def main(out):
     keep[1, ..., 4:] = False
     write(out, "bool_mask", {"q": r(2, 2, 6, 4), "k": r(2, 2, 6, 4), "v": r(2, 2, 6, 4), "mask": keep},
           {"is_causal": 1}, causal=True)
+    # RotaryEmbedding: 4D halves over whole heads with position_ids into
+    # the caches; 3D interleaved over the first 4 of 8 channels, the
+    # caches given per position.
+    pos = np.array([[0, 1, 2, 3, 4], [3, 4, 5, 6, 7]], np.int64)
+    write_rotary(out, "rotary_halves", {"x": r(2, 3, 5, 8), "cos": r(10, 4), "sin": r(10, 4), "pos": pos}, {})
+    write_rotary(out, "rotary_interleaved", {"x": r(2, 5, 24), "cos": r(2, 5, 2), "sin": r(2, 5, 2)},
+                 {"interleaved": 1, "rotary_embedding_dim": 4, "num_heads": 3})
 
 
 if __name__ == "__main__":
