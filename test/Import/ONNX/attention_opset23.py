@@ -57,23 +57,29 @@ def write(out, name, inputs, attrs, outputs=("y",), **ref_args):
     node_inputs = [n if n in inputs else "" for n in order]
     while node_inputs[-1] == "":
         node_inputs.pop()
-    names = list(outputs) + [""] * 0
-    node = helper.make_node("Attention", node_inputs, names, name="attention", **attrs)
+    node = helper.make_node("Attention", node_inputs, list(outputs), name="attention", **attrs)
     results = reference(inputs["q"], inputs["k"], inputs["v"], inputs.get("mask"),
                         inputs.get("past_k"), inputs.get("past_v"), **ref_args)
+    save(d, node, {n: inputs[n] for n in order if n in inputs},
+         {n: r.astype(np.float32) for n, r in zip(outputs, results)})
+
+
+def save(d, node, inputs, outputs):
+    """The one-node model (opset 23) in d/model.onnx, its inputs and
+    expected outputs as .npy files."""
     def info(n, a):
-        t = TensorProto.BOOL if a.dtype == bool else TensorProto.FLOAT
+        t = {np.dtype(bool): TensorProto.BOOL, np.dtype(np.int64): TensorProto.INT64}.get(a.dtype, TensorProto.FLOAT)
         return helper.make_tensor_value_info(n, t, list(a.shape))
-    outs = [info(n, r.astype(np.float32)) for n, r in zip(outputs, results)]
-    graph = helper.make_graph([node], name, [info(n, inputs[n]) for n in order if n in inputs], outs)
+    graph = helper.make_graph([node], node.name, [info(n, a) for n, a in inputs.items()],
+                              [info(n, a) for n, a in outputs.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
     model.ir_version = 10
     with open(os.path.join(d, "model.onnx"), "wb") as f:
         f.write(model.SerializeToString())
     for n, a in inputs.items():
         np.save(os.path.join(d, "inputs", n + ".npy"), a)
-    for n, r in zip(outputs, results):
-        np.save(os.path.join(d, "outputs", n + ".npy"), r.astype(np.float32))
+    for n, a in outputs.items():
+        np.save(os.path.join(d, "outputs", n + ".npy"), a)
 
 
 def rotary_reference(x, cos_cache, sin_cache, position_ids=None, interleaved=0, dim=0, heads=0):
@@ -100,17 +106,7 @@ def write_rotary(out, name, inputs, attrs):
     y = rotary_reference(inputs["x"], inputs["cos"], inputs["sin"], inputs.get("pos"),
                          attrs.get("interleaved", 0), attrs.get("rotary_embedding_dim", 0),
                          attrs.get("num_heads", 0)).astype(np.float32)
-    def info(n, a):
-        t = TensorProto.INT64 if a.dtype == np.int64 else TensorProto.FLOAT
-        return helper.make_tensor_value_info(n, t, list(a.shape))
-    graph = helper.make_graph([node], name, [info(n, inputs[n]) for n in order], [info("y", y)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
-    model.ir_version = 10
-    with open(os.path.join(d, "model.onnx"), "wb") as f:
-        f.write(model.SerializeToString())
-    for n, a in inputs.items():
-        np.save(os.path.join(d, "inputs", n + ".npy"), a)
-    np.save(os.path.join(d, "outputs", "y.npy"), y)
+    save(d, node, {n: inputs[n] for n in order}, {"y": y})
 
 
 def main(out):
