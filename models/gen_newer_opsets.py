@@ -21,6 +21,8 @@ For every model NAME this writes models/newer_opsets/NAME/:
   opset24_softcap  the same with soft-capped scores (softcap=5), which
            leave the attention decomposed: its blocks are found from the
            decomposed attention (the node names carry no layer)
+  opset24_mixed  layer 0 plain (raised to attention), layer 1 soft-capped
+           (left decomposed): both start a block
 
 The ONNX library here (1.12) knows opset 17: the graphs are built node by
 node and not checked by it. Usage: /usr/bin/python3 models/gen_newer_opsets.py
@@ -211,7 +213,7 @@ def opset23(g, ids, _):
     return head(g, x, table, table_)
 
 
-def opset24(g, ids, mask, softcap=0.0):
+def opset24(g, ids, mask, softcap=(0.0, 0.0)):
     table, table_, x = embed(g, ids)
     keep = g.op("Cast", "attention_mask", to=TensorProto.BOOL)
     keep = g.op("Unsqueeze", keep, g.const(np.array([1, 2], np.int64)))  # [B, 1, 1, S]
@@ -225,11 +227,11 @@ def opset24(g, ids, mask, softcap=0.0):
         for wt, _ in ws[:3]:
             r = g.op("Reshape", g.op("MatMul", h[0], wt), g.const(np.array([0, 0, HEADS, HEAD_DIM], np.int64)))
             hs.append(g.op("Transpose", r, perm=[0, 2, 1, 3]))
-        caps = {"softcap": softcap} if softcap else {}
+        caps = {"softcap": softcap[i]} if softcap[i] else {}
         y = g.op("Attention", hs[0], hs[1], hs[2], keep, is_causal=1, scale=0.3, **caps)
         y = g.op("Reshape", g.op("Transpose", y, perm=[0, 2, 1, 3]), g.const(np.array([0, 0, HIDDEN], np.int64)))
         q_, k_, v_ = (heads(h[1] @ wt_, HEADS) for _, wt_ in ws[:3])
-        y_ = merge(attend(q_, k_, v_, mask=keep_, scale=0.3, softcap=softcap))
+        y_ = merge(attend(q_, k_, v_, mask=keep_, scale=0.3, softcap=softcap[i]))
         x = add(g, x, (g.op("MatMul", y, ws[3][0]), y_ @ ws[3][1]))
         w2, w2_ = g.param(f"l{i}.mlp_norm.weight", HIDDEN, value=np.ones(HIDDEN, np.float32))
         b2, b2_ = g.param(f"l{i}.mlp_norm.bias", HIDDEN)
@@ -239,7 +241,8 @@ def opset24(g, ids, mask, softcap=0.0):
 
 
 MODELS = {"opset18": (opset18, 18), "opset20": (opset20, 20), "opset23": (opset23, 23), "opset24": (opset24, 24),
-          "opset24_softcap": (lambda g, ids, mask: opset24(g, ids, mask, softcap=5.0), 24)}
+          "opset24_softcap": (lambda g, ids, mask: opset24(g, ids, mask, softcap=(5.0, 5.0)), 24),
+          "opset24_mixed": (lambda g, ids, mask: opset24(g, ids, mask, softcap=(0.0, 5.0)), 24)}
 
 
 def generate(name, out_root):

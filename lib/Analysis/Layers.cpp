@@ -6,6 +6,8 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/Regex.h"
 
+#include <functional>
+
 using namespace mlir;
 using namespace mp;
 
@@ -99,37 +101,35 @@ static MatmulOp decomposedScores(MatmulOp op) {
   auto softmax = p.getDefiningOp<SoftmaxOp>();
   if (!softmax)
     return {};
-  Value v = softmax.getInput();
-  for (int depth = 0; depth < 16; ++depth) {
+  // Back through elementwise ops, along operands of the scores' type (a
+  // mask added either side may have it too: each is tried).
+  std::function<MatmulOp(Value, int)> find = [&](Value v,
+                                                 int depth) -> MatmulOp {
     Operation *def = v.getDefiningOp();
-    if (!def)
+    if (!def || depth > 12)
       return {};
     if (auto scores = dyn_cast<MatmulOp>(def))
       return scores.getLhs().getDefiningOp<GetParamOp>() ? MatmulOp() : scores;
     if (!def->hasTrait<mlir::OpTrait::Elementwise>() &&
         !def->hasTrait<mlir::OpTrait::ResultsBroadcastableShape>())
       return {};
-    // The operand of the scores' shape (a mask broadcasts: it is smaller
-    // or a constant).
-    Value next;
     for (Value operand : def->getOperands())
       if (operand.getType() == def->getResult(0).getType() &&
           !operand.getDefiningOp<ConstantOp>())
-        next = next ? next : operand;
-    if (!next)
-      return {};
-    v = next;
-  }
-  return {};
+        if (MatmulOp scores = find(operand, depth + 1))
+          return scores;
+    return {};
+  };
+  return find(softmax.getInput(), 0);
 }
 
-/// The ops that start a block: each self-attention, or, with `decomposed`,
-/// each decomposed self-attention's product with v.
+/// The ops that start a block: each self-attention, and with `decomposed`
+/// each one left decomposed too (its product with v).
 static SmallVector<Operation *> blockAnchors(Block &body, bool decomposed) {
   SmallVector<Operation *> anchors;
   for (Operation &op : body.without_terminator()) {
     if (auto a = dyn_cast<AttentionOp>(&op);
-        a && !decomposed && isSelfAttention(a.getQuery(), a.getKey()))
+        a && isSelfAttention(a.getQuery(), a.getKey()))
       anchors.push_back(a);
     if (auto m = dyn_cast<MatmulOp>(&op); m && decomposed)
       if (MatmulOp scores = decomposedScores(m);
@@ -157,8 +157,9 @@ mp::findTransformerBlocks(Block &body, bool decomposed) {
   SmallVector<std::pair<int64_t, int64_t>> blocks;
   bool postNorm = false;
   for (auto [k, attention] : llvm::enumerate(attentions)) {
-    int64_t limit =
-        k + 1 < attentions.size() ? pos.lookup(attentions[k + 1]) : endOfBody;
+    // Heads written one by one: the block's later heads start no block.
+    if (!blocks.empty() && pos.lookup(attention) <= blocks.back().second)
+      continue;
     // What depends on the attention, in program order.
     llvm::DenseSet<Value> after;
     after.insert(attention->getResult(0));
@@ -182,6 +183,13 @@ mp::findTransformerBlocks(Block &body, bool decomposed) {
       continue;
     Value input = after.contains(residual.getLhs()) ? residual.getRhs()
                                                     : residual.getLhs();
+    // The block ends before the next attention after its residual add.
+    int64_t limit = endOfBody;
+    for (Operation *next : attentions)
+      if (pos.lookup(next) > pos.lookup(residual)) {
+        limit = pos.lookup(next);
+        break;
+      }
     // Follow the stream: residual adds whose other operand comes from this
     // block, and, in a post-LN model (the norm is the only use of the first
     // residual add: BERT), the norms after them.
@@ -223,14 +231,18 @@ void mp::tagLayers(func::FuncOp func) {
     return;
   Builder b(func.getContext());
   Block &body = func.getBody().front();
-  SmallVector<std::pair<int64_t, int64_t>> blocks = findTransformerBlocks(body);
-  // Without named attention: the layers the names give, else blocks started
-  // by attention left decomposed (an export with plain node names whose
-  // scores are soft-capped).
+  // Blocks by structure, from raised attention and the attention left
+  // decomposed beside it (a model alternating soft-capped and plain
+  // layers); a model whose attention is all decomposed takes the layers its
+  // names give, when they give any.
+  bool raised = llvm::any_of(body.without_terminator(), [](Operation &op) {
+    return isa<AttentionOp>(op);
+  });
   bool named = llvm::any_of(body.without_terminator(), [](Operation &op) {
     return isa<MPDialect>(op.getDialect()) && layerOf(&op);
   });
-  if (blocks.empty() && !named)
+  SmallVector<std::pair<int64_t, int64_t>> blocks;
+  if (raised || !named)
     blocks = findTransformerBlocks(body, /*decomposed=*/true);
   for (auto [i, op] : llvm::enumerate(body.without_terminator())) {
     if (!isa<MPDialect>(op.getDialect()))

@@ -73,3 +73,51 @@ func.func @decoder_block(%x: tensor<1x4x8xf32>, %enc: tensor<1x6x8xf32>, %g: ten
   %r3 = mp.add %r2, %u : (tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
   return %r3 : tensor<1x4x8xf32>
 }
+
+// -----
+
+// Tests blocks started by attention left decomposed (soft-capped scores:
+// tanh(s / 5) * 5) in a model without layer names: two blocks, one per
+// layer, though each layer computes its 2 heads one by one (a block's later
+// heads start no block of their own), and the mask added before the scores
+// (mask + s) does not hide them.
+// CHECK-LABEL: func.func @decomposed_per_head
+// CHECK: %[[R1:.*]] = mp.add %arg0, {{.*}}{mp.layer = 0 : i64}
+// CHECK: mp.softmax {{.*}}mp.layer = 1 : i64
+// CHECK: mp.add %[[R1]], {{.*}}{mp.layer = 1 : i64}
+func.func @decomposed_per_head(%x: tensor<1x4x8xf32>, %g: tensor<8xf32>, %w: tensor<8x8xf32>, %mask: tensor<1x4x4xf32>) -> tensor<1x4x8xf32> {
+  %cap = mp.constant dense<5.0> : tensor<f32>
+  %n1 = mp.layer_norm %x, %g : (tensor<1x4x8xf32>, tensor<8xf32>) -> tensor<1x4x8xf32>
+  %q1 = mp.slice %n1 {starts = array<i64: 0, 0, 0>, limits = array<i64: 1, 4, 4>, strides = array<i64: 1, 1, 1>} : tensor<1x4x8xf32> -> tensor<1x4x4xf32>
+  %k1 = mp.transpose %q1 [0, 2, 1] : tensor<1x4x4xf32> -> tensor<1x4x4xf32>
+  %s1 = mp.matmul %q1, %k1 : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+  %c1 = mp.div %s1, %cap : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x4x4xf32>
+  %t1 = mp.tanh %c1 : tensor<1x4x4xf32>
+  %m1 = mp.mul %t1, %cap : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x4x4xf32>
+  %mm1 = mp.add %mask, %m1 : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+  %p1 = mp.softmax %mm1 {axis = 2 : i64} : tensor<1x4x4xf32>
+  %h1 = mp.matmul %p1, %q1 : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+  %q2 = mp.slice %n1 {starts = array<i64: 0, 0, 4>, limits = array<i64: 1, 4, 8>, strides = array<i64: 1, 1, 1>} : tensor<1x4x8xf32> -> tensor<1x4x4xf32>
+  %k2 = mp.transpose %q2 [0, 2, 1] : tensor<1x4x4xf32> -> tensor<1x4x4xf32>
+  %s2 = mp.matmul %q2, %k2 : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+  %c2 = mp.div %s2, %cap : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x4x4xf32>
+  %t2 = mp.tanh %c2 : tensor<1x4x4xf32>
+  %m2 = mp.mul %t2, %cap : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x4x4xf32>
+  %mm2 = mp.add %mask, %m2 : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+  %p2 = mp.softmax %mm2 {axis = 2 : i64} : tensor<1x4x4xf32>
+  %h2 = mp.matmul %p2, %q2 : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+  %o1 = mp.concat %h1, %h2 {axis = 2 : i64} : (tensor<1x4x4xf32>, tensor<1x4x4xf32>) -> tensor<1x4x8xf32>
+  %l1 = mp.linear %o1, %w : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+  %r1 = mp.add %x, %l1 : (tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  %n2 = mp.layer_norm %r1, %g : (tensor<1x4x8xf32>, tensor<8xf32>) -> tensor<1x4x8xf32>
+  %kt = mp.transpose %n2 [0, 2, 1] : tensor<1x4x8xf32> -> tensor<1x8x4xf32>
+  %s3 = mp.matmul %n2, %kt : (tensor<1x4x8xf32>, tensor<1x8x4xf32>) -> tensor<1x4x4xf32>
+  %c3 = mp.div %s3, %cap : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x4x4xf32>
+  %t3 = mp.tanh %c3 : tensor<1x4x4xf32>
+  %m3 = mp.mul %t3, %cap : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x4x4xf32>
+  %p3 = mp.softmax %m3 {axis = 2 : i64} : tensor<1x4x4xf32>
+  %h3 = mp.matmul %p3, %n2 : (tensor<1x4x4xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  %l2 = mp.linear %h3, %w : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+  %r2 = mp.add %r1, %l2 : (tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  return %r2 : tensor<1x4x8xf32>
+}

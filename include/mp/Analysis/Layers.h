@@ -23,9 +23,9 @@ namespace mp {
 
 /// The transformer blocks of a body, in order, as ranges (begin, end] of op
 /// positions (the op at `begin` defines the block's input; -1 for a block
-/// argument), each started by a self-attention (mp.attention; with
-/// `decomposed`, softmax(q · kᵀ ...) · v left as ops). Empty when the body
-/// has none.
+/// argument), each started by a self-attention (mp.attention, and with
+/// `decomposed` softmax(q · kᵀ ...) · v left as ops; heads written one by
+/// one start one block). Empty when the body has none.
 llvm::SmallVector<std::pair<int64_t, int64_t>>
 findTransformerBlocks(mlir::Block &body, bool decomposed = false);
 

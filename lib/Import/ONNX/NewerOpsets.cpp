@@ -75,9 +75,14 @@ const std::set<std::string> &reductionsWithAxesInput() {
 /// Builds the opset 17 nodes that replace one node, named after it.
 class Rewriter {
 public:
-  Rewriter(const onnx::NodeProto &node,
+  /// `index`, the node's place in the graph, makes the new names unique
+  /// (ONNX does not require node names, nor distinct ones).
+  Rewriter(const onnx::NodeProto &node, int index,
            google::protobuf::RepeatedPtrField<onnx::NodeProto> &out)
-      : original(node), out(out) {}
+      : original(node),
+        base((node.name().empty() ? node.op_type() : node.name()) + "#" +
+             std::to_string(index)),
+        out(out) {}
 
   /// A new node `op` on `inputs`; returns its (first) output, or writes to
   /// `outputs` when given (the replaced node's names).
@@ -86,12 +91,11 @@ public:
                   std::vector<std::string> outputs = {}) {
     onnx::NodeProto *node = out.Add();
     node->set_op_type(op);
-    node->set_name(original.name() + "/" + op + "_" + std::to_string(count));
+    node->set_name(base + "/" + op + "_" + std::to_string(count));
     for (const auto &in : inputs)
       node->add_input(in);
     if (outputs.empty())
-      outputs.push_back(original.name() + "/" + op + "_" +
-                        std::to_string(count) + "_out");
+      outputs.push_back(node->name() + "_out");
     for (const auto &o : outputs)
       node->add_output(o);
     for (auto &a : attrs)
@@ -102,7 +106,7 @@ public:
 
   /// A fresh value name (for a node with several outputs).
   std::string name(const std::string &hint) const {
-    return original.name() + "/" + hint + "_" + std::to_string(count);
+    return base + "/" + hint + "_" + std::to_string(count);
   }
 
   std::string ints(const std::vector<int64_t> &values) {
@@ -117,8 +121,7 @@ public:
     return add("Constant", {}, {value});
   }
 
-  /// An f32 scalar (mp's newer-opset rewrites assume f32 activations; a
-  /// model in another type is refused where the types meet).
+  /// A scalar of the node's element type (`elementType`).
   std::string scalar(double v) {
     onnx::AttributeProto value;
     value.set_name("value");
@@ -126,8 +129,15 @@ public:
     onnx::TensorProto *t = value.mutable_t();
     t->set_data_type(onnx::TensorProto::FLOAT);
     t->add_float_data(static_cast<float>(v));
-    return add("Constant", {}, {value});
+    std::string f32 = add("Constant", {}, {value});
+    if (elementType == onnx::TensorProto::FLOAT)
+      return f32;
+    return add("Cast", {f32}, {makeIntAttr("to", elementType)});
   }
+
+  /// The element type of the values the node computes on (f32 unless the
+  /// model says otherwise).
+  int elementType = onnx::TensorProto::FLOAT;
 
   /// Dims [from, to) of `x`'s shape, an int64 vector.
   std::string dims(const std::string &x, int64_t from, int64_t to) {
@@ -138,6 +148,7 @@ public:
   const onnx::NodeProto &original;
 
 private:
+  std::string base;
   google::protobuf::RepeatedPtrField<onnx::NodeProto> &out;
   int count = 0;
 };
@@ -164,12 +175,16 @@ public:
 
   bool run(std::string &error) {
     google::protobuf::RepeatedPtrField<onnx::NodeProto> out;
+    int index = 0;
     for (const auto &node : graph.node()) {
       if (!isDefaultDomain(node)) {
         *out.Add() = node;
         continue;
       }
-      Rewriter r(node, out);
+      Rewriter r(node, index++, out);
+      if (node.input_size() > 0)
+        r.elementType =
+            elementTypeOf(node.input(0)).value_or(onnx::TensorProto::FLOAT);
       if (!rewrite(r, node, out, error))
         return false;
     }
@@ -182,7 +197,22 @@ private:
     return "node '" + node.name() + "' (" + node.op_type() + "): ";
   }
 
-  std::optional<std::vector<int64_t>> constantInts(const std::string &name) {
+  /// The integers `name` holds when known here: an initializer, a Constant
+  /// (value, value_ints, value_int), through Identity nodes.
+  std::optional<std::vector<int64_t>> constantInts(const std::string &name,
+                                                   int depth = 0) {
+    if (auto producer = producers.find(name);
+        producer != producers.end() && depth < 16) {
+      const onnx::NodeProto &node = *producer->second;
+      if (node.op_type() == "Identity" && node.input_size() == 1)
+        return constantInts(node.input(0), depth + 1);
+      if (node.op_type() == "Constant") {
+        if (const auto *a = findAttr(node, "value_ints"))
+          return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+        if (const auto *a = findAttr(node, "value_int"))
+          return std::vector<int64_t>{a->i()};
+      }
+    }
     auto it = constants.find(name);
     if (it == constants.end())
       return std::nullopt;
@@ -347,15 +377,11 @@ private:
     }
     int64_t qHeads = intAttr(node, "q_num_heads", 0);
     int64_t kvHeads = intAttr(node, "kv_num_heads", 0);
-    auto rank = ranks.find(node.input(0));
-    bool threeD = qHeads > 0 || kvHeads > 0;
+    // 3D inputs need the head counts; 4D ones may carry them too.
+    std::optional<int64_t> rank = rankOf(node.input(0));
+    bool threeD = rank ? *rank == 3 : qHeads > 0 || kvHeads > 0;
     if (threeD && (qHeads <= 0 || kvHeads <= 0)) {
       error = where(node) + "3D inputs need both q_num_heads and kv_num_heads";
-      return false;
-    }
-    if (rank != ranks.end() && (rank->second == 3) != threeD) {
-      error = where(node) + "q_num_heads and kv_num_heads are given for 3D "
-                            "inputs, and only for them";
       return false;
     }
     std::string q = node.input(0), k = node.input(1), v = node.input(2);
@@ -402,11 +428,10 @@ private:
     if (scaleAttr)
       scale = r.scalar(scaleAttr->f());
     else
-      scale = r.add(
-          "Reciprocal",
-          {r.add("Sqrt",
-                 {r.add("Cast", {r.dims(q, 3, 4)},
-                        {makeIntAttr("to", onnx::TensorProto::FLOAT)})})});
+      scale =
+          r.add("Reciprocal",
+                {r.add("Sqrt", {r.add("Cast", {r.dims(q, 3, 4)},
+                                      {makeIntAttr("to", r.elementType)})})});
     scores = r.add("Mul", {scores, scale});
     float softcap = floatAttribute(node, "softcap", 0.0f);
     if (softcap > 0)
@@ -456,11 +481,10 @@ private:
     int64_t dim = intAttr(node, "rotary_embedding_dim", 0);
     bool interleaved = intAttr(node, "interleaved", 0) != 0;
     std::string x = node.input(0);
-    auto rank = ranks.find(x);
-    bool threeD = heads > 0;
-    if (rank != ranks.end() && (rank->second == 3) != threeD) {
-      error = where(node) + "num_heads is given for 3D inputs, and only for "
-                            "them";
+    std::optional<int64_t> rank = rankOf(x);
+    bool threeD = rank ? *rank == 3 : heads > 0;
+    if (threeD && heads <= 0) {
+      error = where(node) + "3D inputs need num_heads";
       return false;
     }
     std::string frame =
@@ -522,6 +546,91 @@ private:
     return r.add("Add", {scores, mask});
   }
 
+  /// The rank of `name` where the model says or implies it: declared,
+  /// stored, or carried through the ops that keep or combine ranks.
+  std::optional<int64_t> rankOf(const std::string &name, int depth = 0) const {
+    if (auto it = ranks.find(name); it != ranks.end())
+      return it->second;
+    if (auto it = constants.find(name); it != constants.end())
+      return it->second->dims_size();
+    auto producer = producers.find(name);
+    if (producer == producers.end() || depth > 64)
+      return std::nullopt;
+    const onnx::NodeProto &node = *producer->second;
+    const std::string &op = node.op_type();
+    static const std::set<std::string> keep = {"Identity",
+                                               "Cast",
+                                               "Relu",
+                                               "Gelu",
+                                               "Erf",
+                                               "Tanh",
+                                               "Sigmoid",
+                                               "Softmax",
+                                               "LayerNormalization",
+                                               "RMSNormalization",
+                                               "Swish",
+                                               "Neg",
+                                               "Sqrt",
+                                               "Exp",
+                                               "Transpose",
+                                               "Slice",
+                                               "Concat",
+                                               "Dropout",
+                                               "Attention",
+                                               "RotaryEmbedding",
+                                               "Reciprocal",
+                                               "Abs",
+                                               "Log",
+                                               "Clip"};
+    static const std::set<std::string> widest = {"Add", "Sub",   "Mul",   "Div",
+                                                 "Pow", "Where", "MatMul"};
+    if (keep.count(op) && node.input_size() > 0)
+      return rankOf(node.input(0), depth + 1);
+    if (widest.count(op)) {
+      int64_t most = 0;
+      for (const auto &input : node.input()) {
+        std::optional<int64_t> r = rankOf(input, depth + 1);
+        if (!r)
+          return std::nullopt;
+        most = std::max(most, *r);
+      }
+      return most;
+    }
+    if (op == "Reshape" && node.input_size() > 1) {
+      auto it = constants.find(node.input(1));
+      if (it != constants.end() && it->second->dims_size() == 1)
+        return it->second->dims(0);
+    }
+    return std::nullopt;
+  }
+
+  /// The element type of `name` where the model says or implies it.
+  std::optional<int> elementTypeOf(const std::string &name,
+                                   int depth = 0) const {
+    for (const auto &input : graph.input())
+      if (input.name() == name && input.type().tensor_type().elem_type())
+        return input.type().tensor_type().elem_type();
+    for (const auto &info : graph.value_info())
+      if (info.name() == name && info.type().tensor_type().elem_type())
+        return info.type().tensor_type().elem_type();
+    if (auto it = constants.find(name); it != constants.end())
+      return it->second->data_type();
+    auto producer = producers.find(name);
+    if (producer == producers.end() || depth > 64)
+      return std::nullopt;
+    const onnx::NodeProto &node = *producer->second;
+    if (node.op_type() == "Cast")
+      return static_cast<int>(intAttr(node, "to", onnx::TensorProto::FLOAT));
+    if (isBool(name))
+      return onnx::TensorProto::BOOL;
+    if (node.op_type() == "Where" && node.input_size() > 1)
+      return elementTypeOf(node.input(1), depth + 1);
+    if (node.op_type() == "Gather" || node.input_size() == 0)
+      return node.input_size() ? elementTypeOf(node.input(0), depth + 1)
+                               : std::nullopt;
+    return elementTypeOf(node.input(0), depth + 1);
+  }
+
   /// Whether `name` holds booleans: declared so, or made by an op that
   /// gives booleans (a comparison, a logical op, a cast to bool), or moved
   /// from such a value by shape ops. (The graph has no inferred types yet.)
@@ -549,6 +658,10 @@ private:
       return true;
     if (node.op_type() == "Cast")
       return intAttr(node, "to", 0) == onnx::TensorProto::BOOL;
+    if (node.op_type() == "ConstantOfShape") {
+      const auto *value = findAttr(node, "value");
+      return value && value->t().data_type() == onnx::TensorProto::BOOL;
+    }
     if (movers.count(node.op_type()) && node.input_size() > 0)
       return isBool(node.input(0), depth + 1);
     if (node.op_type() == "Where" && node.input_size() > 1)

@@ -1,5 +1,8 @@
-"""Writes models in opsets 18 to 25 that mp cannot read as opset 17, each
-to OUT/NAME.onnx: what newer_opsets.test expects an error for."""
+"""Writes models in opsets 18 to 25 to OUT/NAME.onnx: those mp cannot read
+as opset 17 (what newer_opsets.test expects an error for), and corner
+cases it must read (nodes without names, axes from value_ints through an
+Identity, f16, a boolean mask from ConstantOfShape, 4D Attention inputs
+with head counts through an Identity)."""
 import os
 import sys
 
@@ -38,6 +41,30 @@ def main(out):
     same = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
     save(out, "noop_mean", [helper.make_node("ReduceMean", ["x"], ["y"], name="mean",
                                              noop_with_empty_axes=1)], [x], [same], 18)
+    # Two unnamed Gelu nodes (opset 20): the rewrites' names stay distinct.
+    save(out, "unnamed_gelus", [helper.make_node("Gelu", ["x"], ["h"]), helper.make_node("Gelu", ["h"], ["y"])],
+         [x], [same], 20)
+    # Axes from Constant(value_ints) through an Identity.
+    mean = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1])
+    save(out, "value_ints_axes", [helper.make_node("Constant", [], ["a0"], value_ints=[-1]),
+                                  helper.make_node("Identity", ["a0"], ["a"]),
+                                  helper.make_node("ReduceMean", ["x", "a"], ["y"], name="mean")],
+         [x], [mean], 18)
+    # Gelu on f16: the rewrite's constants take the input's type.
+    x16 = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 4])
+    y16 = helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 4])
+    save(out, "gelu_f16", [helper.make_node("Gelu", ["x"], ["y"], name="gelu")], [x16], [y16], 20)
+    # 4D Attention whose inputs pass an Identity (rank not declared) with
+    # head counts given, and a boolean mask made by ConstantOfShape.
+    q4 = helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 2, 3, 4])
+    y4 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 4])
+    true = helper.make_tensor("true", TensorProto.BOOL, [1], [True])
+    shape = numpy_helper.from_array(np.array([3, 3], np.int64), "mask_shape")
+    save(out, "attention_4d_heads", [helper.make_node("Identity", ["q"], ["qi"]),
+                                     helper.make_node("ConstantOfShape", ["mask_shape"], ["m"], value=true),
+                                     helper.make_node("Attention", ["qi", "qi", "qi", "m"], ["y"], name="attn",
+                                                      q_num_heads=2, kv_num_heads=2)],
+         [q4], [y4], 23, [shape])
     np.save(os.path.join(out, "x.npy"), np.arange(8, dtype=np.float32).reshape(2, 4))
 
 
