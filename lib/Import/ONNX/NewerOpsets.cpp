@@ -229,6 +229,8 @@ private:
     const std::string &op = node.op_type();
     if (reductionsWithAxesInput().count(op))
       return reduction(r, node, out, error);
+    if (op == "Split" && findAttr(node, "num_outputs") && !hasInput(node, 1))
+      return splitInParts(r, node), true;
     if (op == "Split" || op == "Cast" || op == "Pad")
       return retouched(node, out, error);
     if (op == "Gelu")
@@ -278,10 +280,28 @@ private:
     return true;
   }
 
+  /// Split(num_outputs = k) (opset 18): parts of ceil(n / k), the last one
+  /// what remains, as sizes computed from the input's shape.
+  static void splitInParts(Rewriter &r, const onnx::NodeProto &node) {
+    int64_t axis = intAttr(node, "axis", 0);
+    int64_t parts = node.output_size();
+    std::string x = node.input(0);
+    std::string n =
+        axis == -1 ? r.dims(x, -1, INT64_MAX) : r.dims(x, axis, axis + 1);
+    std::string each =
+        r.add("Div", {r.add("Add", {n, r.ints({parts - 1})}), r.ints({parts})});
+    std::string rest =
+        r.add("Sub", {n, r.add("Mul", {each, r.ints({parts - 1})})});
+    std::vector<std::string> sizes(parts - 1, each);
+    sizes.push_back(rest);
+    std::string split = r.add("Concat", sizes, {makeIntAttr("axis", 0)});
+    r.add("Split", {x, split}, {makeIntAttr("axis", axis)},
+          std::vector<std::string>(node.output().begin(), node.output().end()));
+  }
+
   /// Attributes opset 17 does not have, where they change nothing mp
-  /// reads: Split's num_outputs (its outputs say as much; an uneven last
-  /// part is refused when the split is imported), Cast's saturate (float8
-  /// only). Pad's axes input and wrap mode are refused.
+  /// reads: Cast's saturate (float8 only). Pad's axes input and wrap mode
+  /// are refused.
   bool retouched(const onnx::NodeProto &node,
                  google::protobuf::RepeatedPtrField<onnx::NodeProto> &out,
                  std::string &error) {
@@ -458,7 +478,7 @@ private:
       scores = r.add("Where", {allowed, scores, r.scalar(-INFINITY)});
     }
     if (hasInput(node, 3))
-      scores = maskScores(r, scores, node.input(3));
+      scores = maskScores(r, scores, node.input(3), k);
     std::string probs = r.add("Softmax", {scores}, {makeIntAttr("axis", -1)});
     std::string y = r.add("MatMul", {probs, v});
     if (!threeD) {
@@ -539,11 +559,23 @@ private:
   }
 
   /// A boolean mask (true: attend) applied by Where, a float one added.
+  /// A mask shorter than the keys (the cache's length not counted) is
+  /// padded with masked positions to `keys`' length, as the reference does.
   std::string maskScores(Rewriter &r, const std::string &scores,
-                         const std::string &mask) {
-    if (isBool(mask))
-      return r.add("Where", {mask, scores, r.scalar(-INFINITY)});
-    return r.add("Add", {scores, mask});
+                         const std::string &mask, const std::string &keys) {
+    std::string additive =
+        isBool(mask)
+            ? r.add("Where", {mask, r.scalar(0.0), r.scalar(-INFINITY)})
+            : mask;
+    if (std::optional<int64_t> rank = rankOf(mask)) {
+      std::string missing =
+          r.add("Sub", {r.dims(keys, 2, 3), r.dims(mask, *rank - 1, *rank)});
+      std::vector<int64_t> zeros(2 * *rank - 1, 0);
+      std::string pads =
+          r.add("Concat", {r.ints(zeros), missing}, {makeIntAttr("axis", 0)});
+      additive = r.add("Pad", {additive, pads, r.scalar(-INFINITY)});
+    }
+    return r.add("Add", {scores, additive});
   }
 
   /// The rank of `name` where the model says or implies it: declared,

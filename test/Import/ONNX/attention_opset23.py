@@ -42,6 +42,9 @@ def reference(q, k, v, mask=None, past_k=None, past_v=None, scale=None, softcap=
         allowed = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + past
         s = np.where(allowed, s, -np.inf)
     if mask is not None:
+        missing = sk - mask.shape[-1]  # a short mask: the rest is masked
+        fill = False if mask.dtype == bool else -np.inf
+        mask = np.pad(mask, [(0, 0)] * (mask.ndim - 1) + [(0, missing)], constant_values=fill)
         s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
     y = softmax(s) @ v
     if three_d:
@@ -127,6 +130,11 @@ def main(out):
     keep[1, ..., 4:] = False
     write(out, "bool_mask", {"q": r(2, 2, 6, 4), "k": r(2, 2, 6, 4), "v": r(2, 2, 6, 4), "mask": keep},
           {"is_causal": 1}, causal=True)
+    # A float mask shorter than the keys (the cache's 2 positions not
+    # counted): padded with masked positions.
+    write(out, "short_mask", {"q": r(1, 2, 3, 4), "k": r(1, 2, 3, 4), "v": r(1, 2, 3, 4),
+                              "mask": r(1, 1, 3, 3), "past_k": r(1, 2, 2, 4), "past_v": r(1, 2, 2, 4)},
+          {})
     # RotaryEmbedding: 4D halves over whole heads with position_ids into
     # the caches; 3D interleaved over the first 4 of 8 channels, the
     # caches given per position.

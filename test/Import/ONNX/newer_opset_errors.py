@@ -65,6 +65,11 @@ def main(out):
                                      helper.make_node("Attention", ["qi", "qi", "qi", "m"], ["y"], name="attn",
                                                       q_num_heads=2, kv_num_heads=2)],
          [q4], [y4], 23, [shape])
+    # Split(num_outputs=3) of 10: parts of 4, 4 and 2.
+    x10 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 10])
+    parts = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, w]) for n, w in (("a", 4), ("b", 4), ("c", 2))]
+    save(out, "split_uneven", [helper.make_node("Split", ["x"], ["a", "b", "c"], name="split", axis=1,
+                                                num_outputs=3)], [x10], parts, 18)
     np.save(os.path.join(out, "x.npy"), np.arange(8, dtype=np.float32).reshape(2, 4))
 
 
