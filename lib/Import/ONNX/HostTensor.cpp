@@ -54,7 +54,18 @@ int64_t HostTensor::numElements() const {
 }
 
 int64_t HostTensor::getInt(int64_t i) const {
-  return isFloat() ? static_cast<int64_t>(floats[i]) : ints[i];
+  if (!isFloat())
+    return ints[i];
+  // Saturated as a cast is (NaN as 0): a float's int64 conversion out of
+  // range is undefined.
+  double f = floats[i];
+  if (std::isnan(f))
+    return 0;
+  if (f >= 9.2233720368547758e18)
+    return std::numeric_limits<int64_t>::max();
+  if (f <= -9.2233720368547758e18)
+    return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(f);
 }
 
 std::string knownShapeProblem(const std::vector<int64_t> &shape) {

@@ -357,6 +357,11 @@ FailureOr<std::vector<int64_t>> NodeEmitter::constInts(int i,
                "static shapes";
     return failure();
   }
+  if (e->constant->isFloat()) {
+    error() << what << " (input " << i << ", '" << node.input(i)
+            << "') must hold integers, not floating-point values";
+    return failure();
+  }
   std::vector<int64_t> v(e->constant->numElements());
   for (size_t k = 0; k < v.size(); ++k)
     v[k] = e->constant->getInt(k);
