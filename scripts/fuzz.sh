@@ -43,7 +43,7 @@ make_seeds() {
   local seeds=$FUZZ_BUILD/seeds
   rm -rf "$seeds" && mkdir -p "$seeds"/{onnx,program,safetensors,npy}
   for m in models/*/model.onnx models/zoo/*/model.onnx \
-    models/kv_cache/*/model.onnx; do
+    models/kv_cache/*/model.onnx models/newer_opsets/*/model.onnx; do
     cp "$m" "$seeds/onnx/$(basename "$(dirname "$m")").onnx"
   done
   cp models/bad/*.onnx "$seeds/onnx/"
