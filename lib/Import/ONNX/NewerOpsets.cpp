@@ -162,12 +162,17 @@ public:
       if (node.op_type() == "Constant" && isDefaultDomain(node))
         if (const auto *v = findAttr(node, "value"); v && v->has_t())
           constants[node.output(0)] = &v->t();
+    auto declare = [&](const onnx::ValueInfoProto &info) {
+      const auto &tensor = info.type().tensor_type();
+      if (tensor.has_shape())
+        ranks[info.name()] = tensor.shape().dim_size();
+      if (tensor.elem_type())
+        elementTypes[info.name()] = tensor.elem_type();
+    };
     for (const auto &input : graph.input())
-      if (input.type().tensor_type().has_shape())
-        ranks[input.name()] = input.type().tensor_type().shape().dim_size();
+      declare(input);
     for (const auto &info : graph.value_info())
-      if (info.type().tensor_type().has_shape())
-        ranks[info.name()] = info.type().tensor_type().shape().dim_size();
+      declare(info);
     for (const auto &node : graph.node())
       for (const auto &output : node.output())
         producers[output] = &node;
@@ -639,12 +644,8 @@ private:
   /// The element type of `name` where the model says or implies it.
   std::optional<int> elementTypeOf(const std::string &name,
                                    int depth = 0) const {
-    for (const auto &input : graph.input())
-      if (input.name() == name && input.type().tensor_type().elem_type())
-        return input.type().tensor_type().elem_type();
-    for (const auto &info : graph.value_info())
-      if (info.name() == name && info.type().tensor_type().elem_type())
-        return info.type().tensor_type().elem_type();
+    if (auto it = elementTypes.find(name); it != elementTypes.end())
+      return it->second;
     if (auto it = constants.find(name); it != constants.end())
       return it->second->data_type();
     auto producer = producers.find(name);
@@ -657,9 +658,8 @@ private:
       return onnx::TensorProto::BOOL;
     if (node.op_type() == "Where" && node.input_size() > 1)
       return elementTypeOf(node.input(1), depth + 1);
-    if (node.op_type() == "Gather" || node.input_size() == 0)
-      return node.input_size() ? elementTypeOf(node.input(0), depth + 1)
-                               : std::nullopt;
+    if (node.input_size() == 0)
+      return std::nullopt;
     return elementTypeOf(node.input(0), depth + 1);
   }
 
@@ -667,13 +667,8 @@ private:
   /// gives booleans (a comparison, a logical op, a cast to bool), or moved
   /// from such a value by shape ops. (The graph has no inferred types yet.)
   bool isBool(const std::string &name, int depth = 0) const {
-    for (const auto &input : graph.input())
-      if (input.name() == name)
-        return input.type().tensor_type().elem_type() ==
-               onnx::TensorProto::BOOL;
-    for (const auto &info : graph.value_info())
-      if (info.name() == name)
-        return info.type().tensor_type().elem_type() == onnx::TensorProto::BOOL;
+    if (auto it = elementTypes.find(name); it != elementTypes.end())
+      return it->second == onnx::TensorProto::BOOL;
     if (auto it = constants.find(name); it != constants.end())
       return it->second->data_type() == onnx::TensorProto::BOOL;
     auto producer = producers.find(name);
@@ -703,7 +698,9 @@ private:
 
   onnx::GraphProto &graph;
   std::map<std::string, const onnx::TensorProto *> constants;
+  // What the graph's inputs and value_info declare.
   std::map<std::string, int64_t> ranks;
+  std::map<std::string, int> elementTypes;
   std::map<std::string, const onnx::NodeProto *> producers;
 };
 
