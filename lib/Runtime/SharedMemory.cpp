@@ -30,7 +30,7 @@ struct Region {
 struct PeerMapping {
   uint64_t inode = 0;
   size_t bytes = 0;
-  const uint8_t *base = nullptr;
+  uint8_t *base = nullptr;
 };
 
 /// This process's shareable regions by base address, and the peers'
@@ -141,7 +141,7 @@ bool locateShared(const void *p, size_t bytes, SharedLocation &out) {
   return true;
 }
 
-Status mapShared(const SharedLocation &where, const void *&ptr) {
+Status mapShared(const SharedLocation &where, void *&ptr) {
   if (where.offset > where.regionBytes ||
       where.bytes > where.regionBytes - where.offset)
     return Status::error("a range beyond its shared region");
@@ -150,11 +150,11 @@ Status mapShared(const SharedLocation &where, const void *&ptr) {
   PeerMapping &m = r.mapped[std::make_pair(where.pid, where.fd)];
   if (!m.base || m.inode != where.inode || m.bytes < where.regionBytes) {
     if (m.base) // the owner freed that region: its descriptor is reused
-      munmap(const_cast<uint8_t *>(m.base), m.bytes);
+      munmap(m.base, m.bytes);
     m = PeerMapping{};
     const std::string path = "/proc/" + std::to_string(where.pid) + "/fd/" +
                              std::to_string(where.fd);
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
       return Status::error(systemError("cannot open " + path));
     struct stat st;
@@ -166,12 +166,12 @@ Status mapShared(const SharedLocation &where, const void *&ptr) {
                            std::to_string(where.regionBytes) +
                            "-byte region its process announced");
     }
-    void *p = mmap(nullptr, where.regionBytes, PROT_READ, MAP_SHARED, fd, 0);
+    void *p = mmap(nullptr, where.regionBytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED)
       return Status::error(systemError("cannot map " + path));
-    m = PeerMapping{where.inode, where.regionBytes,
-                    static_cast<const uint8_t *>(p)};
+    m = PeerMapping{where.inode, where.regionBytes, static_cast<uint8_t *>(p)};
   }
   ptr = m.base + where.offset;
   return Status::success();

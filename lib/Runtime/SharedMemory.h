@@ -5,7 +5,8 @@
 // MPI. For that, the runtime's host allocations (allocateHost: arena,
 // scratch, gradients) are memfd mappings when several ranks share the host:
 // a peer opens the owner's descriptor through /proc/PID/fd/N and maps it
-// read-only. Nothing is named in the file system, so nothing outlives the
+// (writable: an all_reduce writes each summed slice into every rank's
+// buffer). Nothing is named in the file system, so nothing outlives the
 // processes.
 //
 //===----------------------------------------------------------------------===//
@@ -44,11 +45,11 @@ Status allocateShared(size_t bytes, void **ptr);
 /// this process.
 bool locateShared(const void *p, size_t bytes, SharedLocation &out);
 
-/// A read-only view of another process's shareable range; `ptr` points at
+/// A view of another process's shareable range; `ptr` points at
 /// `where.offset`. A region is mapped once and kept until its descriptor
 /// shows another inode (the owner freed it and reused the number), so
 /// mappings do not accumulate.
-Status mapShared(const SharedLocation &where, const void *&ptr);
+Status mapShared(const SharedLocation &where, void *&ptr);
 
 } // namespace mp::rt
 

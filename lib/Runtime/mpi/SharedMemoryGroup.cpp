@@ -57,7 +57,7 @@ const char *kindName(uint32_t kind) {
 /// dst[i] = the sum over ranks, in rank order, of element i at
 /// `byteOffset` of each operand (dst may be one of them).
 template <typename T>
-void sumInRankOrder(T *dst, const std::vector<const uint8_t *> &operands,
+void sumInRankOrder(T *dst, const std::vector<uint8_t *> &operands,
                     uint64_t byteOffset, int64_t count) {
   constexpr int64_t kChunk = 1024;
   T acc[kChunk];
@@ -74,8 +74,7 @@ void sumInRankOrder(T *dst, const std::vector<const uint8_t *> &operands,
   }
 }
 
-Status sumInto(DType dtype, void *dst,
-               const std::vector<const uint8_t *> &operands,
+Status sumInto(DType dtype, void *dst, const std::vector<uint8_t *> &operands,
                uint64_t byteOffset, int64_t count, const char *what) {
   switch (dtype) {
   case DType::F32:
@@ -179,7 +178,7 @@ Status SharedMemoryGroup::connect(MPI_Comm comm,
     } else if (r == me) {
       group->controls[r] = group->control;
     } else {
-      const void *peer = nullptr;
+      void *peer = nullptr;
       able = mapShared(cards[r].control, peer) &&
              static_cast<const Control *>(peer)->token == cards[r].token;
       group->controls[r] = static_cast<const Control *>(peer);
@@ -305,9 +304,9 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
           dtypeName(static_cast<DType>(theirs.dtype)) +
           " (do the ranks run one artifact with the same options?)");
     if (r == me)
-      operands[r] = static_cast<const uint8_t *>(operand);
+      operands[r] = static_cast<uint8_t *>(const_cast<void *>(operand));
     else if (bytes > 0) {
-      const void *peer = nullptr;
+      void *peer = nullptr;
       // A rank that abandoned the collective may already have freed its
       // operand: say that rather than the mapping's failure.
       if (Status s = mapShared(theirs.operand, peer); !s)
@@ -316,7 +315,7 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
                 ? peerFailed(r, what)
                 : Status::error(std::string(what) + ": cannot read rank " +
                                 std::to_string(r) + "'s memory: " + s.message));
-      operands[r] = static_cast<const uint8_t *>(peer);
+      operands[r] = static_cast<uint8_t *>(peer);
     }
   }
   return Status::success();
@@ -330,25 +329,24 @@ Status SharedMemoryGroup::allReduceSum(void *data, int64_t count, DType dtype) {
                       "all_reduce");
       !s)
     return s;
-  // The sum is written in place into this rank's operand (`data`, or its
-  // staging copy): rank r sums slice r (whole cache lines), the others
-  // copy it.
-  auto *work = const_cast<uint8_t *>(operands[me]);
+  // Rank r sums slice r (whole cache lines) and writes it into every
+  // rank's operand (`data`, or its staging copy), so one more meeting ends
+  // the collective: after it no rank touches another's memory.
   const int64_t per = ((count + ranks - 1) / ranks + 15) & ~int64_t(15);
-  auto begin = [&](int r) { return std::min<int64_t>(count, r * per); };
-  auto end = [&](int r) { return std::min<int64_t>(count, (r + 1) * per); };
-  if (bytes > 0)
-    if (Status s = sumInto(dtype, work + begin(me) * size, operands,
-                           begin(me) * size, end(me) - begin(me), "all_reduce");
+  const int64_t begin = std::min<int64_t>(count, me * per);
+  const int64_t end = std::min<int64_t>(count, (me + 1) * per);
+  uint8_t *work = operands[me];
+  if (end > begin) {
+    if (Status s = sumInto(dtype, work + begin * size, operands, begin * size,
+                           end - begin, "all_reduce");
         !s)
       return abandon(s);
+    for (int r = 0; r < ranks; ++r)
+      if (r != me)
+        std::memcpy(operands[r] + begin * size, work + begin * size,
+                    (end - begin) * size);
+  }
   if (Status s = signalAndWait(kReduced, "all_reduce"); !s)
-    return s;
-  for (int r = 0; r < ranks; ++r)
-    if (r != me && end(r) > begin(r))
-      std::memcpy(work + begin(r) * size, operands[r] + begin(r) * size,
-                  (end(r) - begin(r)) * size);
-  if (Status s = signalAndWait(kDone, "all_reduce"); !s)
     return s;
   if (bytes > 0 && work != data)
     std::memcpy(data, work, bytes);

@@ -3,10 +3,11 @@
 // Private to the MPI backend. When every rank of a communicator runs on one
 // host, its collectives skip MPI's copies: each rank announces where its
 // operand lies (in memory it allocated shareable, ../SharedMemory.h, or in a
-// staging block when not), the others map that memory read-only and read it
-// where it is. An all_gather is one copy, written straight into the layout
-// of the gathered axis; an all_reduce sums a 1/n slice per rank then copies
-// the other slices, each element summed in rank order by one rank, so every
+// staging block when not), the others map that memory and read it where it
+// is. An all_gather is one copy, written straight into the layout of the
+// gathered axis; in an all_reduce each rank sums a 1/n slice and writes it
+// into every rank's operand (two meetings, not three: no rank reads another
+// after the sums), each element summed in rank order by one rank, so every
 // rank gets bitwise the same result whatever the thread or rank timing.
 //
 // Ranks meet at flags in a small control block per rank: a sequence number
@@ -86,7 +87,7 @@ private:
   uint64_t sequence = 0;
   Control *control = nullptr;            // this rank's, shared
   std::vector<const Control *> controls; // every rank's, this one included
-  std::vector<const uint8_t *> operands; // of the current collective
+  std::vector<uint8_t *> operands;       // of the current collective
   void *staging = nullptr;
   uint64_t stagingBytes = 0;
 };

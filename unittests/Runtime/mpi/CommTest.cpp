@@ -126,8 +126,10 @@ template <typename T> void checkAllReduce(Communicator &group, DType dtype) {
   Tensor x{a.data(), dtype, {n}}, y{b.data(), dtype, {n}};
   ASSERT_TRUE(group.allReduceSum(x, y));
   ASSERT_TRUE(group.allReduceSum(x, x));
+  // Every rank writes the slice it summed into every other rank's buffer.
+  const int ranks = group.size();
   for (int64_t i = 0; i < n; ++i) {
-    T expected = static_cast<T>(2 * (i % 97) + 1);
+    T expected = static_cast<T>(ranks * (i % 97) + ranks * (ranks - 1) / 2);
     ASSERT_EQ(b[i], expected) << dtypeName(dtype) << " element " << i;
     ASSERT_EQ(a[i], expected) << dtypeName(dtype) << " element " << i;
   }
@@ -140,6 +142,7 @@ TEST(MPIComm, CollectivesOfEveryTypeOnTheRuntimesMemory) {
   checkAllReduce<double>(*group, DType::F64);
   checkAllReduce<int32_t>(*group, DType::I32);
   checkAllReduce<int64_t>(*group, DType::I64);
+  checkAllReduce<float>(*world, DType::F32);
   // A gather and a reduce-scatter along the middle axis of [3, 2*5, 7].
   const int r = group->rank();
   HostArray<float> local(3 * 5 * 7), full(3 * 10 * 7), shard(3 * 5 * 7);
