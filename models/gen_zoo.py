@@ -1236,6 +1236,64 @@ class BloomMerged(nn.Module):
         return torch.matmul(self.ln_f(x), self.word_embeddings.weight.t())
 
 
+class BigCodeAttention(nn.Module):
+    """GPTBigCodeAttention, eager, multi_query: q [B, S, H*d] viewed
+    [B, S*H, d] (positions and heads merged into the rows), one key/value
+    head [B, S, d]; the scores [B, S*H, S] from baddbmm on a zero-filled
+    tensor (its CPU path), viewed [B, S, H, S] for the mask and softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.c_attn = nn.Linear(HIDDEN, HIDDEN + 2 * HEAD_DIM)
+        self.c_proj = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, x, allowed):
+        b, s, _ = x.shape
+        query, key_value = self.c_attn(x).split((HIDDEN, 2 * HEAD_DIM), dim=2)
+        key, value = key_value.split((HEAD_DIM, HEAD_DIM), dim=-1)
+        q = query.reshape(b, s * HEADS, HEAD_DIM)
+        scores = torch.baddbmm(torch.zeros(b, s * HEADS, s), q, key.transpose(-1, -2),
+                               beta=1, alpha=1.0 / math.sqrt(HEAD_DIM)).view(b, s, HEADS, s)
+        scores = torch.where(allowed, scores, torch.full([], torch.finfo(torch.float32).min))
+        probs = F.softmax(scores, dim=-1).view(b, s * HEADS, s)
+        return self.c_proj(torch.bmm(probs, value).view(query.shape))
+
+
+class BigCodeLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(HIDDEN)
+        self.attn = BigCodeAttention()
+        self.ln_2 = nn.LayerNorm(HIDDEN)
+        self.c_fc = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.c_proj = nn.Linear(4 * HIDDEN, HIDDEN)
+
+    def forward(self, x, allowed):
+        x = x + self.attn(self.ln_1(x), allowed)
+        return x + self.c_proj(gelu_tanh(self.c_fc(self.ln_2(x))))
+
+
+class BigCode(nn.Module):
+    """GPT-BigCode (SantaCoder, StarCoder): learned positions, a boolean
+    mask of allowed keys [B, S, 1, S] (causal and padding), tied head."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(VOCAB, HIDDEN)
+        self.wpe = nn.Embedding(SEQ, HIDDEN)
+        self.h = nn.ModuleList(BigCodeLayer() for _ in range(LAYERS))
+        self.ln_f = nn.LayerNorm(HIDDEN)
+
+    def forward(self, input_ids, attention_mask):
+        s = input_ids.shape[1]
+        causal = torch.tril(torch.ones(s, s, dtype=torch.bool))
+        allowed = (causal[None] & attention_mask.bool()[:, None, :])[:, :, None, :]
+        x = self.wte(input_ids) + self.wpe(torch.arange(s)[None])
+        for layer in self.h:
+            x = layer(x, allowed)
+        return torch.matmul(self.ln_f(x), self.wte.weight.t())
+
+
 def bart_inputs(ids):
     """A padding mask, and the decoder's input: the targets shifted right."""
     return {**padding_mask(ids), **t5_inputs(ids)}
@@ -1279,15 +1337,17 @@ MODELS = {
     "bart": (Bart, 2022, True),
     "opt_merged": (OPTMerged, 2023, True),
     "bloom_merged": (BloomMerged, 2024, True),
+    "gpt_bigcode": (BigCode, 2025, True),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # Models with a PyTorch train-step reference (train/): the labels, the
 # loss and every parameter's gradient.
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
-                   "bart", "bloom_merged"}
+                   "bart", "bloom_merged", "gpt_bigcode"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
-                "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask}
+                "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
+                "gpt_bigcode": padding_mask}
 # Models whose input is not token ids: name -> (input name, its tensor).
 PIXEL_INPUTS = {"vit": lambda g: torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g)}
 OUTPUTS = {"bert_pooler": ["last_hidden_state", "pooler_output"],

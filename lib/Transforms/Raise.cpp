@@ -569,6 +569,7 @@ struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
     FrozenRewritePatternSet raise(std::move(patterns));
     RewritePatternSet sinkPatterns(ctx);
     populateSinkLeadingMergePatterns(sinkPatterns);
+    populateUnmergeHeadRowsPatterns(sinkPatterns);
     FrozenRewritePatternSet sink(std::move(sinkPatterns));
     // Norms and linears are raised before merged batch dimensions are
     // sunk (a merge sunk through half of a decomposed norm would hide it),

@@ -52,6 +52,11 @@ void populateRaiseAttentionPatterns(mlir::RewritePatternSet &patterns);
 /// (SinkLeadingMerges.cpp).
 void populateSinkLeadingMergePatterns(mlir::RewritePatternSet &patterns);
 
+/// matmul(reshape [P, S, H*K] -> [P, S*H, K], y) -> batched over H, and
+/// the reshapes and transposes that then undo each other folded
+/// (UnmergeHeadRows.cpp).
+void populateUnmergeHeadRowsPatterns(mlir::RewritePatternSet &patterns);
+
 } // namespace mp
 
 #endif // MP_TRANSFORMS_RAISEPATTERNS_H
