@@ -16,6 +16,17 @@ std::string tempPath(const std::string &name) {
   return ::testing::TempDir() + "/" + std::to_string(getpid()) + "_" + name;
 }
 
+/// A file name in the test's temporary directory, removed when the test
+/// ends (each run would otherwise leave its files behind).
+struct TempFile {
+  explicit TempFile(const std::string &name) : path(tempPath(name)) {}
+  ~TempFile() { std::remove(path.c_str()); }
+  TempFile(const TempFile &) = delete;
+  TempFile &operator=(const TempFile &) = delete;
+  operator const std::string &() const { return path; }
+  const std::string path;
+};
+
 TEST(Npy, RoundTripsEveryDType) {
   for (DType dtype : {DType::F32, DType::F64, DType::I64, DType::I32, DType::I8,
                       DType::Bool, DType::F16}) {
@@ -25,7 +36,7 @@ TEST(Npy, RoundTripsEveryDType) {
     in.bytes.resize(6 * dtypeSize(dtype));
     for (size_t i = 0; i < in.bytes.size(); ++i)
       in.bytes[i] = static_cast<uint8_t>(dtype == DType::Bool ? i % 2 : i * 7);
-    std::string path = tempPath("rt.npy");
+    TempFile path("rt.npy");
     ASSERT_TRUE(writeNpy(path, in.view())) << dtypeName(dtype);
     HostBuffer out;
     Status s = readNpy(path, out);
@@ -38,7 +49,7 @@ TEST(Npy, RoundTripsEveryDType) {
 
 TEST(Npy, ScalarAndVectorShapes) {
   float x = 3.5f;
-  std::string path = tempPath("scalar.npy");
+  TempFile path("scalar.npy");
   ASSERT_TRUE(writeNpy(path, Tensor{&x, DType::F32, {}}));
   HostBuffer out;
   ASSERT_TRUE(readNpy(path, out));
@@ -54,7 +65,7 @@ TEST(Npy, ErrorsNameTheFile) {
   Status s = readNpy(tempPath("absent.npy"), out);
   EXPECT_FALSE(s);
   EXPECT_NE(s.message.find("cannot open"), std::string::npos);
-  std::string path = tempPath("garbage.npy");
+  TempFile path("garbage.npy");
   std::ofstream(path) << "not numpy";
   s = readNpy(path, out);
   EXPECT_NE(s.message.find("is not a .npy file"), std::string::npos);
@@ -142,7 +153,7 @@ TEST(Npy, HostileHeadersAreErrors) {
 }
 
 TEST(Safetensors, RoundTripAndCorruption) {
-  std::string path = tempPath("p.safetensors");
+  TempFile path("p.safetensors");
   SafetensorsWriter writer(path);
   std::string a(4 * 6, '\x01'), b(8 * 2, '\x02');
   writer.add("a.weight", DType::F32, {2, 3}, a);
