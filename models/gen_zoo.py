@@ -1294,6 +1294,88 @@ class BigCode(nn.Module):
         return torch.matmul(self.ln_f(x), self.wte.weight.t())
 
 
+def glm_rope(seq, dim, base=10000.0):
+    """ChatGLM's rotary table [S, dim / 2, 2] (cos, sin) over `dim` channels."""
+    theta = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+    angles = torch.outer(torch.arange(seq, dtype=torch.float), theta)
+    return torch.stack([torch.cos(angles), torch.sin(angles)], dim=-1)
+
+
+def glm_rotary(x, rope):
+    """ChatGLM's rotary on the first half of each head of x [S, B, heads, d],
+    interleaved pairs."""
+    s, heads, rot = x.size(0), x.size(2), rope.shape[-2] * 2
+    x, rest = x[..., :rot], x[..., rot:]
+    pairs = x.reshape(s, -1, heads, rot // 2, 2)
+    rope = rope[:s].view(s, -1, 1, rot // 2, 2)
+    out = torch.stack([pairs[..., 0] * rope[..., 0] - pairs[..., 1] * rope[..., 1],
+                       pairs[..., 1] * rope[..., 0] + pairs[..., 0] * rope[..., 1]], -1)
+    return torch.cat((out.flatten(3), rest), dim=-1)
+
+
+class GLMBlock(nn.Module):
+    """ChatGLM2/3's block, sequence first ([S, B, H]): a fused QKV with 2
+    key/value groups, rotary on half of each head, and attention as its
+    PyTorch < 2 path computes it: q and k viewed [S, B*H, d], transposed
+    to [B*H, S, d] for baddbmm (scaled by 1/(sqrt(d) * layer), then by the
+    layer number), a boolean causal mask, bmm with v; SwiGLU from one fused
+    linear."""
+
+    FFN = 40
+
+    def __init__(self, number):
+        super().__init__()
+        self.number = number
+        self.input_layernorm = RMSNorm(HIDDEN)
+        self.query_key_value = nn.Linear(HIDDEN, HIDDEN + 2 * 2 * HEAD_DIM)
+        self.dense = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.post_attention_layernorm = RMSNorm(HIDDEN)
+        self.dense_h_to_4h = nn.Linear(HIDDEN, 2 * self.FFN, bias=False)
+        self.dense_4h_to_h = nn.Linear(self.FFN, HIDDEN, bias=False)
+
+    def attention(self, q, k, v, hidden):
+        s, b = q.size(0), q.size(1)
+        q = q.view(s, b * HEADS, -1)
+        k = k.view(s, b * HEADS, -1)
+        scores = torch.baddbmm(torch.empty(b * HEADS, s, s), q.transpose(0, 1),
+                               k.transpose(0, 1).transpose(1, 2), beta=0.0,
+                               alpha=1.0 / (math.sqrt(HEAD_DIM) * self.number))
+        scores = scores.view(b, HEADS, s, s) * self.number
+        probs = F.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1)
+        ctx = torch.bmm(probs.view(b * HEADS, s, -1), v.view(s, b * HEADS, -1).transpose(0, 1))
+        return ctx.view(b, HEADS, s, HEAD_DIM).permute(2, 0, 1, 3).contiguous().view(s, b, HIDDEN)
+
+    def forward(self, x, hidden, rope):
+        q, k, v = self.query_key_value(self.input_layernorm(x)).split(
+            [HIDDEN, 2 * HEAD_DIM, 2 * HEAD_DIM], dim=-1)
+        q = glm_rotary(q.view(q.size()[:-1] + (HEADS, HEAD_DIM)), rope)
+        k = glm_rotary(k.view(k.size()[:-1] + (2, HEAD_DIM)), rope)
+        v = v.view(v.size()[:-1] + (2, HEAD_DIM))
+        k, v = (t.unsqueeze(-2).expand(-1, -1, -1, HEADS // 2, -1).contiguous()
+                .view(t.size()[:2] + (HEADS, HEAD_DIM)) for t in (k, v))
+        x = x + self.dense(self.attention(q, k, v, hidden))
+        gate, up = self.dense_h_to_4h(self.post_attention_layernorm(x)).chunk(2, dim=-1)
+        return x + self.dense_4h_to_h(F.silu(gate) * up)
+
+
+class ChatGLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(VOCAB, HIDDEN)
+        self.layers = nn.ModuleList(GLMBlock(i + 1) for i in range(LAYERS))
+        self.final_layernorm = RMSNorm(HIDDEN)
+        self.output_layer = nn.Linear(HIDDEN, VOCAB, bias=False)
+
+    def forward(self, input_ids):
+        b, s = input_ids.shape
+        hidden = (torch.ones(b, s, s).tril_() < 0.5).unsqueeze(1)
+        rope = glm_rope(s, HEAD_DIM // 2)
+        x = self.word_embeddings(input_ids).transpose(0, 1).contiguous()
+        for layer in self.layers:
+            x = layer(x, hidden, rope)
+        return self.output_layer(self.final_layernorm(x)).transpose(0, 1).contiguous()
+
+
 def bart_inputs(ids):
     """A padding mask, and the decoder's input: the targets shifted right."""
     return {**padding_mask(ids), **t5_inputs(ids)}
@@ -1338,13 +1420,14 @@ MODELS = {
     "opt_merged": (OPTMerged, 2023, True),
     "bloom_merged": (BloomMerged, 2024, True),
     "gpt_bigcode": (BigCode, 2025, True),
+    "chatglm": (ChatGLM, 2026, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # Models with a PyTorch train-step reference (train/): the labels, the
 # loss and every parameter's gradient.
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
-                   "bart", "bloom_merged", "gpt_bigcode"}
+                   "bart", "bloom_merged", "gpt_bigcode", "chatglm"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
                 "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
                 "gpt_bigcode": padding_mask}

@@ -17,26 +17,45 @@
 using namespace mlir;
 using namespace mp;
 
-/// Undoes the head repeat of grouped-query attention:
-/// reshape(expand(reshape(x: [B,Hkv,S,D] -> [B,Hkv,1,S,D])) -> [B,H,S,D]).
-static Value stripHeadRepeat(Value v) {
+/// The key/value heads grouped-query attention repeats:
+/// reshape(expand(x: [B,Hkv,1,S,D]) -> [B,H,S,D]), x usually a reshape of
+/// [B,Hkv,S,D] (HF's repeat_kv) or a transpose of the heads with a unit
+/// dim (ChatGLM repeats them sequence first). Without a repeat, v itself.
+struct HeadRepeat {
+  Value heads;      // [B,Hkv,S,D], or null when x must be reshaped to it
+  Value unsqueezed; // x
+  Shape shape;      // [B,Hkv,S,D]
+  /// The heads, x reshaped when it is not a reshape of them.
+  Value materialize(PatternRewriter &rewriter, Location loc) const {
+    if (heads)
+      return heads;
+    auto type =
+        RankedTensorType::get(shape, tensorType(unsqueezed).getElementType());
+    return ReshapeOp::create(rewriter, loc, type, unsqueezed);
+  }
+};
+
+static HeadRepeat stripHeadRepeat(Value v) {
+  HeadRepeat none{v, Value(), shapeOf(v)};
   auto outer = v.getDefiningOp<ReshapeOp>();
   auto expand = outer ? outer.getInput().getDefiningOp<ExpandOp>() : ExpandOp();
-  auto inner =
-      expand ? expand.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
-  if (!inner)
-    return v;
-  ArrayRef<int64_t> x = tensorType(inner.getInput()).getShape();
-  ArrayRef<int64_t> unsq = tensorType(inner.getResult()).getShape();
+  if (!expand)
+    return none;
+  ArrayRef<int64_t> unsq = tensorType(expand.getInput()).getShape();
   ArrayRef<int64_t> exp = tensorType(expand.getResult()).getShape();
   ArrayRef<int64_t> out = tensorType(outer.getResult()).getShape();
-  if (x.size() != 4 || unsq.size() != 5 || out.size() != 4)
-    return v;
-  bool repeat = unsq == ArrayRef<int64_t>{x[0], x[1], 1, x[2], x[3]} &&
-                exp[0] == x[0] && exp[1] == x[1] && exp[3] == x[2] &&
+  if (unsq.size() != 5 || exp.size() != 5 || out.size() != 4 || unsq[2] != 1)
+    return none;
+  Shape x = {unsq[0], unsq[1], unsq[3], unsq[4]};
+  bool repeat = exp[0] == x[0] && exp[1] == x[1] && exp[3] == x[2] &&
                 exp[4] == x[3] &&
                 out == ArrayRef<int64_t>{x[0], x[1] * exp[2], x[2], x[3]};
-  return repeat ? inner.getInput() : v;
+  if (!repeat)
+    return none;
+  auto inner = expand.getInput().getDefiningOp<ReshapeOp>();
+  if (inner && shapeOf(inner.getInput()) == x)
+    return {inner.getInput(), Value(), x};
+  return {Value(), expand.getInput(), x};
 }
 
 /// True when `attr` (broadcastable to [..., Sq, Sk]) masks exactly the keys
@@ -130,33 +149,34 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     int64_t sq = tensorType(scores).getDimSize(2);
     int64_t sk = tensorType(scores).getDimSize(3);
 
-    // Masks and the scale, in any order: each mask peeled after the scale
-    // was added before it, so is scaled with the scores.
+    // Masks and scales, in any order (ChatGLM scales by 1/(sqrt(d) * l)
+    // then by l): each mask is scaled by the scales peeled before it, which
+    // were applied after it.
     bool causal = false;
-    SmallVector<std::pair<Value, bool>> additive; // (mask, scaled)
+    SmallVector<std::pair<Value, double>> additive; // (mask, its scale)
     BoolMask boolMask;
     double scale = 1.0;
-    bool haveScale = false;
     // A clamp of the masked scores from below (OPT's) is kept exactly by
     // clamping the mask instead, with no causal attribute: a row whose
     // every key is masked then weighs every key alike, as the clamp makes
     // it.
     std::optional<double> floor = peelFloorClamp(scores);
-    for (int step = 0; step < 4; ++step) {
+    for (int step = 0; step < 6; ++step) {
       Value mask;
       if (peelMask(scores, sq, sk, causal, mask, boolMask,
                    /*causalAsMask=*/floor.has_value())) {
         if (mask)
-          additive.push_back({mask, haveScale});
+          additive.push_back({mask, scale});
         continue;
       }
-      if (!haveScale && peelScale(scores, scale)) {
-        haveScale = true;
+      double factor = 1.0;
+      if (peelScale(scores, factor)) {
+        scale *= factor;
         continue;
       }
       break;
     }
-    for (auto [mask, scaled] : additive)
+    for (auto [mask, maskScale] : additive)
       if (computedFromParameter(mask))
         return rewriter.notifyMatchFailure(
             op, "a mask computed from parameters stays decomposed");
@@ -168,16 +188,26 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     // both by sqrt(scale)) joins the attention's; it does not scale masks.
     double operandScale = 1.0;
     Value query = peelOperandScale(qk.getLhs(), operandScale);
-    Value value = stripHeadRepeat(op.getRhs());
+    HeadRepeat value = stripHeadRepeat(op.getRhs());
     // Matmuls broadcast batch and heads where attention does not (queries
     // shared across the batch): such a pattern stays decomposed. Checked
     // before any op is created.
-    KeySource keySource =
-        keyFromTransposed(peelOperandScale(qk.getRhs(), operandScale));
-    Value key = keySource.perm ? Value() : stripHeadRepeat(keySource.source);
-    Shape keyShape = key ? shapeOf(key) : keySource.shape;
+    Value keyT = peelOperandScale(qk.getRhs(), operandScale);
+    // Heads repeated after the key was transposed (ChatGLM's) are stripped
+    // from kᵀ; otherwise from the key.
+    HeadRepeat keyTRepeat = stripHeadRepeat(keyT);
+    bool repeatedKeyT = keyTRepeat.heads != keyT;
+    KeySource keySource = keyFromTransposed(keyT);
+    std::optional<HeadRepeat> key;
+    if (!keySource.perm && !repeatedKeyT)
+      key = stripHeadRepeat(keySource.source);
+    Shape keyShape = key ? key->shape : keySource.shape;
+    if (repeatedKeyT) {
+      keyShape = keyTRepeat.shape;
+      std::swap(keyShape[2], keyShape[3]);
+    }
     std::vector<Shape> maskShapes;
-    for (auto [mask, scaled] : additive)
+    for (auto [mask, maskScale] : additive)
       maskShapes.push_back(shapeOf(mask));
     if (boolMask.condition)
       maskShapes.push_back(shapeOf(boolMask.condition));
@@ -186,26 +216,35 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     std::string error;
     if (haveMaskOperand && !shape::broadcast(maskShapes, maskShape, error))
       return rewriter.notifyMatchFailure(op, error);
-    if (!shape::attention(shapeOf(query), keyShape, shapeOf(value),
+    if (!shape::attention(shapeOf(query), keyShape, value.shape,
                           haveMaskOperand ? &maskShape : nullptr, expected,
                           error) ||
         expected != shapeOf(op.getResult()))
       return rewriter.notifyMatchFailure(
           op, error.empty() ? "attention shape differs" : error);
-    if (!key)
-      key = TransposeOp::create(rewriter, op.getLoc(), keySource.source,
-                                rewriter.getDenseI64ArrayAttr(*keySource.perm));
+    Value keyHeads;
+    if (repeatedKeyT)
+      keyHeads = TransposeOp::create(
+          rewriter, op.getLoc(), keyTRepeat.materialize(rewriter, op.getLoc()),
+          rewriter.getDenseI64ArrayAttr({0, 1, 3, 2}));
+    else if (key)
+      keyHeads = key->materialize(rewriter, op.getLoc());
+    else
+      keyHeads =
+          TransposeOp::create(rewriter, op.getLoc(), keySource.source,
+                              rewriter.getDenseI64ArrayAttr(*keySource.perm));
+    Value valueHeads = value.materialize(rewriter, op.getLoc());
     // attention adds its mask after scaling; one added before is scaled too.
     Value mask;
     Location loc = op.getLoc();
-    for (auto [term, scaled] : additive) {
-      if (scaled)
+    for (auto [term, maskScale] : additive) {
+      if (maskScale != 1.0)
         term = MulOp::create(
             rewriter, loc, term,
             splatConstant(
                 rewriter, loc,
                 RankedTensorType::get({}, tensorType(term).getElementType()),
-                scale));
+                maskScale));
       mask = mask ? AddOp::create(rewriter, loc, mask, term).getResult() : term;
     }
     if (boolMask.condition) {
@@ -225,7 +264,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
       mask = WhereOp::create(rewriter, loc, below, c, mask);
     }
     rewriter.replaceOpWithNewOp<AttentionOp>(
-        op, query, key, value, mask,
+        op, query, keyHeads, valueHeads, mask,
         rewriter.getF32FloatAttr(static_cast<float>(scale * operandScale)),
         causal ? rewriter.getUnitAttr() : nullptr);
     return success();

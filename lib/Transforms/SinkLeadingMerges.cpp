@@ -24,9 +24,8 @@ using namespace mp;
 /// merged from [B, kv heads, repeats] and the scores from [B, heads], and
 /// both unfold to [B, heads] (the values' repeat is then the reshape
 /// mp-raise folds into attention).
-static std::optional<SmallVector<int64_t>> mergedLeadingDims(ReshapeOp op) {
-  ArrayRef<int64_t> in = tensorType(op.getInput()).getShape();
-  ArrayRef<int64_t> out = tensorType(op.getResult()).getShape();
+static std::optional<SmallVector<int64_t>>
+mergedLeadingDims(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
   if (out.empty() || in.size() <= out.size())
     return std::nullopt;
   size_t merged = in.size() - out.size() + 1;
@@ -39,6 +38,11 @@ static std::optional<SmallVector<int64_t>> mergedLeadingDims(ReshapeOp op) {
   if (product != out[0] || in[0] == product)
     return std::nullopt;
   return SmallVector<int64_t>{in[0], product / in[0]};
+}
+
+static std::optional<SmallVector<int64_t>> mergedLeadingDims(ReshapeOp op) {
+  return mergedLeadingDims(tensorType(op.getInput()).getShape(),
+                           tensorType(op.getResult()).getShape());
 }
 
 /// `v` with dimension 0 unfolded into `leading`: the value a merging
@@ -54,7 +58,99 @@ static Value unfold(PatternRewriter &rewriter, Location loc, Value v,
   return ReshapeOp::create(rewriter, loc, type, v);
 }
 
+/// The dims of `in` each dim of `out` collapses, when a reshape from `in`
+/// to `out` only merges runs of adjacent dims (unit dims join a run).
+static std::optional<SmallVector<SmallVector<int64_t>>>
+collapsedGroups(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
+  SmallVector<SmallVector<int64_t>> groups;
+  size_t i = 0;
+  for (int64_t size : out) {
+    if (i == in.size() || size <= 0)
+      return std::nullopt;
+    SmallVector<int64_t> group = {static_cast<int64_t>(i)};
+    int64_t product = in[i++];
+    while (product < size && i < in.size()) {
+      group.push_back(static_cast<int64_t>(i));
+      product *= in[i++];
+    }
+    if (product != size)
+      return std::nullopt;
+    groups.push_back(std::move(group));
+  }
+  for (; i < in.size(); ++i) {
+    if (in[i] != 1 || groups.empty())
+      return std::nullopt;
+    groups.back().push_back(static_cast<int64_t>(i));
+  }
+  return groups;
+}
+
 namespace {
+
+/// transpose(merge(x)) -> merge'(transpose'(x)) when the merge then joins
+/// leading dims: ChatGLM views its [S, B, H, d] heads as [S, B*H, d] and
+/// transposes them to [B*H, S, d] for bmm; moved below the transpose, the
+/// merge is one SinkLeadingMerge unfolds.
+struct SinkMergeBelowTranspose : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto merge = op.getInput().getDefiningOp<ReshapeOp>();
+    if (!merge)
+      return failure();
+    ArrayRef<int64_t> in = tensorType(merge.getInput()).getShape();
+    std::optional<SmallVector<SmallVector<int64_t>>> groups =
+        collapsedGroups(in, tensorType(merge.getResult()).getShape());
+    if (!groups)
+      return failure();
+    SmallVector<int64_t> perm, shape;
+    for (int64_t p : op.getPermutation())
+      for (int64_t d : (*groups)[p]) {
+        perm.push_back(d);
+        shape.push_back(in[d]);
+      }
+    // Only where the merge then joins leading dims, for SinkLeadingMerge.
+    if (!mergedLeadingDims(shape, op.getType().getShape()))
+      return failure();
+    auto transposedType =
+        RankedTensorType::get(shape, op.getType().getElementType());
+    Value moved = TransposeOp::create(rewriter, op.getLoc(), transposedType,
+                                      merge.getInput(),
+                                      rewriter.getDenseI64ArrayAttr(perm));
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), moved);
+    return success();
+  }
+};
+
+/// transpose(expand(x)) -> expand(transpose(x)) (same rank): a repeat of
+/// key/value heads written sequence first (ChatGLM's, [S, B, kv, 1, d]
+/// expanded) then reaches the transposes' [B, kv, 1, S, d] form that
+/// mp-raise reads as grouped-query attention.
+struct SinkExpandBelowTranspose : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto expand = op.getInput().getDefiningOp<ExpandOp>();
+    if (!expand || !expand->hasOneUse() ||
+        tensorType(expand.getInput()).getRank() != op.getType().getRank())
+      return failure();
+    ArrayRef<int64_t> in = tensorType(expand.getInput()).getShape();
+    SmallVector<int64_t> shape;
+    for (int64_t p : op.getPermutation())
+      shape.push_back(in[p]);
+    Value moved = TransposeOp::create(
+        rewriter, op.getLoc(),
+        RankedTensorType::get(shape, op.getType().getElementType()),
+        expand.getInput(), op.getPermutationAttr());
+    auto replacement =
+        ExpandOp::create(rewriter, expand.getLoc(), op.getType(), moved);
+    replacement->setDiscardableAttrs(expand->getDiscardableAttrDictionary());
+    rewriter.replaceOp(op, replacement.getResult());
+    return success();
+  }
+};
 
 /// op(merge(x), ...) -> merge(op'(x, ...)), op' batched over the unmerged
 /// dims.
@@ -104,5 +200,7 @@ struct SinkLeadingMerge : OpInterfaceRewritePattern<LeadingDimOpInterface> {
 } // namespace
 
 void mp::populateSinkLeadingMergePatterns(RewritePatternSet &patterns) {
-  patterns.add<SinkLeadingMerge>(patterns.getContext());
+  patterns
+      .add<SinkLeadingMerge, SinkMergeBelowTranspose, SinkExpandBelowTranspose>(
+          patterns.getContext());
 }

@@ -229,3 +229,47 @@ func.func @sdpa_split_scale(%q: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x8xf32>, %v
   %o = mp.matmul %p, %v : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
   return %o : tensor<2x4x8x8xf32>
 }
+
+// -----
+
+// Tests ChatGLM's sequence-first form: q [S, B, H, d] viewed [S, B*H, d]
+// and transposed to [B*H, S, d] for bmm (the merge moves below the
+// transpose, where it joins leading dims), 2 key/value groups repeated
+// sequence first (the expand moves below the transposes too, so the
+// repeat is stripped, from kᵀ for the key), and the scores scaled twice
+// (1/(sqrt(d) * layer), then the layer): grouped-query attention with the
+// two scales' product.
+// CHECK-LABEL: func.func @chatglm_seq_first
+// CHECK-NOT: mp.matmul
+// CHECK-NOT: mp.expand
+// CHECK: %[[Q:.*]] = mp.transpose %arg0 [1, 2, 0, 3] : tensor<6x2x4x8xf32> -> tensor<2x4x6x8xf32>
+// CHECK: %[[A:.*]] = mp.attention %[[Q]], %{{.*}}, %{{.*}} {scale = 0.353553385 : f32} : (tensor<2x4x6x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>) -> tensor<2x4x6x8xf32>
+// CHECK: %[[T:.*]] = mp.transpose %[[A]] [2, 0, 1, 3] : tensor<2x4x6x8xf32> -> tensor<6x2x4x8xf32>
+// CHECK: %[[O:.*]] = mp.reshape %[[T]] : tensor<6x2x4x8xf32> -> tensor<6x2x32xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @chatglm_seq_first(%q: tensor<6x2x4x8xf32>, %k: tensor<6x2x2x8xf32>, %v: tensor<6x2x2x8xf32>) -> tensor<6x2x32xf32> {
+  %scale = mp.constant dense<0.176776695> : tensor<f32>
+  %layer = mp.constant dense<2.0> : tensor<f32>
+  %k5 = mp.reshape %k : tensor<6x2x2x8xf32> -> tensor<6x2x2x1x8xf32>
+  %ke = mp.expand %k5 : tensor<6x2x2x1x8xf32> -> tensor<6x2x2x2x8xf32>
+  %k3 = mp.reshape %ke : tensor<6x2x2x2x8xf32> -> tensor<6x8x8xf32>
+  %v5 = mp.reshape %v : tensor<6x2x2x8xf32> -> tensor<6x2x2x1x8xf32>
+  %ve = mp.expand %v5 : tensor<6x2x2x1x8xf32> -> tensor<6x2x2x2x8xf32>
+  %v3 = mp.reshape %ve : tensor<6x2x2x2x8xf32> -> tensor<6x8x8xf32>
+  %q3 = mp.reshape %q : tensor<6x2x4x8xf32> -> tensor<6x8x8xf32>
+  %qt = mp.transpose %q3 [1, 0, 2] : tensor<6x8x8xf32> -> tensor<8x6x8xf32>
+  %kb = mp.transpose %k3 [1, 0, 2] : tensor<6x8x8xf32> -> tensor<8x6x8xf32>
+  %kt = mp.transpose %kb [0, 2, 1] : tensor<8x6x8xf32> -> tensor<8x8x6xf32>
+  %s = mp.matmul %qt, %kt : (tensor<8x6x8xf32>, tensor<8x8x6xf32>) -> tensor<8x6x6xf32>
+  %s1 = mp.mul %s, %scale : (tensor<8x6x6xf32>, tensor<f32>) -> tensor<8x6x6xf32>
+  %s4 = mp.reshape %s1 : tensor<8x6x6xf32> -> tensor<2x4x6x6xf32>
+  %s2 = mp.mul %s4, %layer : (tensor<2x4x6x6xf32>, tensor<f32>) -> tensor<2x4x6x6xf32>
+  %p = mp.softmax %s2 {axis = 3 : i64} : tensor<2x4x6x6xf32>
+  %p3 = mp.reshape %p : tensor<2x4x6x6xf32> -> tensor<8x6x6xf32>
+  %vt = mp.transpose %v3 [1, 0, 2] : tensor<6x8x8xf32> -> tensor<8x6x8xf32>
+  %o3 = mp.matmul %p3, %vt : (tensor<8x6x6xf32>, tensor<8x6x8xf32>) -> tensor<8x6x8xf32>
+  %o4 = mp.reshape %o3 : tensor<8x6x8xf32> -> tensor<2x4x6x8xf32>
+  %ot = mp.transpose %o4 [2, 0, 1, 3] : tensor<2x4x6x8xf32> -> tensor<6x2x4x8xf32>
+  %o = mp.reshape %ot : tensor<6x2x4x8xf32> -> tensor<6x2x32xf32>
+  return %o : tensor<6x2x32xf32>
+}
