@@ -574,9 +574,17 @@ struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
     // Norms and linears are raised before merged batch dimensions are
     // sunk (a merge sunk through half of a decomposed norm would hide it),
     // attention after.
+    // The sinking patterns move shape ops both down and up; should two of
+    // them ever undo each other, a bound on the rewrites (far above what a
+    // model needs: a few per op) turns the cycle into an error.
+    int64_t ops = 0;
+    getOperation()->walk([&](Operation *) { ++ops; });
+    GreedyRewriteConfig sinkConfig;
+    sinkConfig.setMaxNumRewrites(64 * ops + 1024);
     bool unmerged = false;
     if (failed(applyPatternsGreedily(getOperation(), raise)) ||
-        failed(applyPatternsGreedily(getOperation(), sink, {}, &unmerged)) ||
+        failed(applyPatternsGreedily(getOperation(), sink, sinkConfig,
+                                     &unmerged)) ||
         (unmerged && failed(applyPatternsGreedily(getOperation(), raise)))) {
       getOperation().emitError("mp-raise did not converge");
       return signalPassFailure();

@@ -145,12 +145,25 @@ struct ShapeMap {
     if (!isTranspose())
       return other->getOperand(0).getType() == op->getResult(0).getType();
     ArrayRef<int64_t> first = cast<TransposeOp>(other).getPermutation();
+    if (first.size() != perm().size())
+      return false;
     for (auto [i, p] : llvm::enumerate(perm()))
       if (first[p] != static_cast<int64_t>(i))
         return false;
     return true;
   }
 };
+
+/// Whether a reshape merges leading dims ([a0, .., ak, t..] -> [a0*..*ak,
+/// t..]): SinkLeadingMerge sinks those, hoisting them back would cycle.
+static bool mergesLeadingDims(const ShapeMap &map) {
+  ArrayRef<int64_t> in = map.inputType().getShape();
+  ArrayRef<int64_t> out = map.resultType().getShape();
+  if (out.empty() || in.size() <= out.size())
+    return false;
+  size_t merged = in.size() - out.size() + 1;
+  return in.drop_front(merged) == out.drop_front();
+}
 
 /// op2(e(..., op1(x), ...)) -> e'(..., x, ...) where op1 and op2 are
 /// reshapes, or transposes, that undo each other and e is a chain of
@@ -183,13 +196,22 @@ struct HoistToInverse : OpRewritePattern<ShapeOpT> {
       return v;
     if (map.undoes(v.getDefiningOp()))
       return v.getDefiningOp()->getOperand(0);
-    if (std::optional<double> splat = splatValue(v)) {
-      if (type.getShape() != map.inputType().getShape())
-        return splatConstant(rewriter, loc,
-                             RankedTensorType::get({}, type.getElementType()),
-                             *splat);
-      return splatConstant(rewriter, loc,
-                           withShape(v, map.resultType().getShape()), *splat);
+    if (splatValue(v)) {
+      DenseElementsAttr attr;
+      matchPattern(v, m_Constant(&attr));
+      SmallVector<int64_t> shape;
+      if (type.getShape() == map.inputType().getShape()) {
+        llvm::append_range(shape, map.resultType().getShape());
+      } else if (map.isTranspose()) {
+        SmallVector<int64_t> full(rank - type.getRank(), 1);
+        llvm::append_range(full, type.getShape());
+        for (int64_t p : map.perm())
+          shape.push_back(full[p]);
+      } // else: a reshape's broadcast splat becomes a scalar
+      return ConstantOp::create(
+          rewriter, loc,
+          DenseElementsAttr::get(withShape(v, shape),
+                                 attr.getSplatValue<Attribute>()));
     }
     if (!map.isTranspose())
       return type.getShape() == map.inputType().getShape()
@@ -205,6 +227,8 @@ struct HoistToInverse : OpRewritePattern<ShapeOpT> {
   LogicalResult matchAndRewrite(ShapeOpT op,
                                 PatternRewriter &rewriter) const override {
     ShapeMap map{op.getOperation()};
+    if (!map.isTranspose() && mergesLeadingDims(map))
+      return failure();
     Operation *e = op->getOperand(0).getDefiningOp();
     if (!hoistable(e, map.isTranspose()) || !reachesInverse(map, e, 0))
       return failure();

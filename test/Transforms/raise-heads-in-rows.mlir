@@ -95,3 +95,50 @@ func.func @transpose_meets_inverse(%x: tensor<2x4x8x6xf32>, %bias: tensor<4x1xf3
   %back = mp.transpose %s [0, 2, 1, 3] : tensor<2x8x4x6xf32> -> tensor<2x4x8x6xf32>
   return %back : tensor<2x4x8x6xf32>
 }
+
+// -----
+
+// Tests splats taken along by a hoisted transpose: an integer splat keeps
+// its value, and one whose broadcast widens the result keeps its shape
+// (permuted), so the result type stays.
+// CHECK-LABEL: func.func @hoisted_splats
+// CHECK-DAG: %[[SEVEN:.*]] = mp.constant dense<7> : tensor<2x4x8x6xi64>
+// CHECK-DAG: %[[HALF:.*]] = mp.constant dense<5.000000e-01> : tensor<2x1x1x1xf32>
+// CHECK: mp.add %arg0, %[[SEVEN]] : (tensor<2x4x8x6xi64>, tensor<2x4x8x6xi64>)
+// CHECK: mp.add %arg1, %[[HALF]] : (tensor<1x4x8x8xf32>, tensor<2x1x1x1xf32>) -> tensor<2x4x8x8xf32>
+func.func @hoisted_splats(%x: tensor<2x4x8x6xi64>, %y: tensor<1x4x8x8xf32>) -> (tensor<2x4x8x6xi64>, tensor<2x4x8x8xf32>) {
+  %t1 = mp.transpose %x [0, 2, 1, 3] : tensor<2x4x8x6xi64> -> tensor<2x8x4x6xi64>
+  %c = mp.constant dense<7> : tensor<2x8x4x6xi64>
+  %a = mp.add %t1, %c : (tensor<2x8x4x6xi64>, tensor<2x8x4x6xi64>) -> tensor<2x8x4x6xi64>
+  %back = mp.transpose %a [0, 2, 1, 3] : tensor<2x8x4x6xi64> -> tensor<2x4x8x6xi64>
+  %u = mp.transpose %y [0, 2, 1, 3] : tensor<1x4x8x8xf32> -> tensor<1x8x4x8xf32>
+  %z = mp.constant dense<0.5> : tensor<2x1x1x1xf32>
+  %b = mp.add %u, %z : (tensor<1x8x4x8xf32>, tensor<2x1x1x1xf32>) -> tensor<2x8x4x8xf32>
+  %e = mp.exp %b : tensor<2x8x4x8xf32>
+  %ub = mp.transpose %e [0, 2, 1, 3] : tensor<2x8x4x8xf32> -> tensor<2x4x8x8xf32>
+  return %back, %ub : tensor<2x4x8x6xi64>, tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests that a merge of leading dims is not hoisted back above what
+// SinkLeadingMerge sank it below (the two cycled): batch and heads merged,
+// added to a merged-shape value, then reduced, which the merge cannot
+// pass; and a transpose whose broadcast operand is a transpose of another
+// rank.
+// CHECK-LABEL: func.func @no_cycle
+// CHECK: %[[Y:.*]] = mp.reshape %arg1 : tensor<8x8x8xf32> -> tensor<2x4x8x8xf32>
+// CHECK: %[[A:.*]] = mp.add %arg0, %[[Y]] : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>)
+// CHECK: %[[M:.*]] = mp.reshape %[[A]] : tensor<2x4x8x8xf32> -> tensor<8x8x8xf32>
+// CHECK: mp.reduce sum, %[[M]]
+// CHECK: mp.add %arg0, %{{.*}} : (tensor<2x4x8x8xf32>, tensor<1x4x8x8xf32>)
+func.func @no_cycle(%x: tensor<2x4x8x8xf32>, %y: tensor<8x8x8xf32>, %b: tensor<8x8x4xf32>) -> (tensor<8x8x1xf32>, tensor<2x4x8x8xf32>) {
+  %m = mp.reshape %x : tensor<2x4x8x8xf32> -> tensor<8x8x8xf32>
+  %a = mp.add %m, %y : (tensor<8x8x8xf32>, tensor<8x8x8xf32>) -> tensor<8x8x8xf32>
+  %r = mp.reduce sum, %a {axes = array<i64: 2>} : tensor<8x8x8xf32> -> tensor<8x8x1xf32>
+  %t1 = mp.transpose %x [0, 2, 1, 3] : tensor<2x4x8x8xf32> -> tensor<2x8x4x8xf32>
+  %bt = mp.transpose %b [0, 2, 1] : tensor<8x8x4xf32> -> tensor<8x4x8xf32>
+  %c = mp.add %t1, %bt : (tensor<2x8x4x8xf32>, tensor<8x4x8xf32>) -> tensor<2x8x4x8xf32>
+  %back = mp.transpose %c [0, 2, 1, 3] : tensor<2x8x4x8xf32> -> tensor<2x4x8x8xf32>
+  return %r, %back : tensor<8x8x1xf32>, tensor<2x4x8x8xf32>
+}
