@@ -115,7 +115,10 @@ LogicalResult SequenceParallelPass::scatter(shard::AllReduceOp reduce) {
     return reduce.emitError()
            << "sequence length (" << t.getDimSize(dim)
            << ") is not divisible by the tensor-parallel size " << ranks
-           << ", which sequence parallelism splits it by";
+           << ", which sequence parallelism splits it by (it splits dimension "
+           << dim
+           << " of the activations, the one before the hidden size: the "
+              "batch in a sequence-first layout)";
   OpBuilder b(reduce);
   SmallVector<int64_t> shape(t.getShape());
   shape[dim] /= ranks;
