@@ -1376,6 +1376,71 @@ class ChatGLM(nn.Module):
         return self.output_layer(self.final_layernorm(x)).transpose(0, 1).contiguous()
 
 
+def transpose_for_scores(x, heads):
+    x = x.view(x.size()[:-1] + (heads, -1))
+    return x.permute(0, 2, 1, 3).contiguous().view(-1, x.size(1), x.size(-1))
+
+class DebertaV2Attention(nn.Module):
+    """HF's DisentangledSelfAttention: heads merged with the batch
+    ([B*H, S, d]) for bmm, the relative keys and queries [H, 2 span, d]
+    repeated over the batch (Tile), c2p/p2c gathered at clamped relative
+    distances in the merged form, XSoftmax in [B, H, S, S]."""
+    def __init__(self):
+        super().__init__()
+        self.query_proj = nn.Linear(HIDDEN, HIDDEN); self.key_proj = nn.Linear(HIDDEN, HIDDEN)
+        self.value_proj = nn.Linear(HIDDEN, HIDDEN); self.dense = nn.Linear(HIDDEN, HIDDEN)
+        self.LayerNorm = nn.LayerNorm(HIDDEN)
+    def forward(self, x, rel, relative_pos, hidden):
+        q = transpose_for_scores(self.query_proj(x), HEADS)
+        k = transpose_for_scores(self.key_proj(x), HEADS)
+        v = transpose_for_scores(self.value_proj(x), HEADS)
+        scale = torch.sqrt(torch.tensor(q.size(-1), dtype=torch.float) * 3)
+        scores = torch.bmm(q, k.transpose(-1, -2) / scale)
+        repeat = q.size(0) // HEADS
+        pos_q = transpose_for_scores(self.query_proj(rel), HEADS).repeat(repeat, 1, 1)
+        pos_k = transpose_for_scores(self.key_proj(rel), HEADS).repeat(repeat, 1, 1)
+        c2p = torch.bmm(q, pos_k.transpose(-1, -2))
+        c2p_pos = torch.clamp(relative_pos + SPAN, 0, SPAN * 2 - 1)
+        c2p = torch.gather(c2p, dim=-1, index=c2p_pos.squeeze(0).expand([q.size(0), q.size(1), relative_pos.size(-1)]))
+        p2c_pos = torch.clamp(-relative_pos + SPAN, 0, SPAN * 2 - 1)
+        p2c = torch.bmm(k, pos_q.transpose(-1, -2))
+        p2c = torch.gather(p2c, dim=-1, index=p2c_pos.squeeze(0).expand([q.size(0), k.size(-2), k.size(-2)])).transpose(-1, -2)
+        scores = scores + c2p / scale + p2c / scale
+        scores = scores.view(-1, HEADS, scores.size(-2), scores.size(-1))
+        probs = torch.softmax(scores.masked_fill(hidden, torch.finfo(torch.float32).min), -1)
+        ctx = torch.bmm(probs.view(-1, probs.size(-2), probs.size(-1)), v)
+        ctx = ctx.view(-1, HEADS, ctx.size(-2), ctx.size(-1)).permute(0, 2, 1, 3).contiguous()
+        ctx = ctx.view(ctx.size()[:-2] + (-1,))
+        return self.LayerNorm(x + self.dense(ctx))
+
+class DebertaV2Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention = DebertaV2Attention()
+        self.intermediate = nn.Linear(HIDDEN, 4 * HIDDEN); self.output = nn.Linear(4 * HIDDEN, HIDDEN)
+        self.LayerNorm = nn.LayerNorm(HIDDEN)
+    def forward(self, x, rel, relative_pos, hidden):
+        x = self.attention(x, rel, relative_pos, hidden)
+        return self.LayerNorm(x + self.output(F.gelu(self.intermediate(x))))
+
+class DebertaV2(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(VOCAB, HIDDEN); self.embeddings_norm = nn.LayerNorm(HIDDEN)
+        self.rel_embeddings = nn.Embedding(2 * SPAN, HIDDEN); self.rel_norm = nn.LayerNorm(HIDDEN)
+        self.layers = nn.ModuleList(DebertaV2Layer() for _ in range(LAYERS))
+        self.lm_head = nn.Linear(HIDDEN, VOCAB)
+    def forward(self, ids, attention_mask):
+        s = ids.shape[1]
+        hidden = (attention_mask == 0)[:, None, None, :]
+        relative_pos = (torch.arange(s)[:, None] - torch.arange(s)[None, :])[None, None]  # [1, 1, S, S]
+        x = self.embeddings_norm(self.word_embeddings(ids))
+        rel = self.rel_norm(self.rel_embeddings.weight)[None]
+        for layer in self.layers:
+            x = layer(x, rel, relative_pos, hidden)
+        return self.lm_head(x)
+
+
 def bart_inputs(ids):
     """A padding mask, and the decoder's input: the targets shifted right."""
     return {**padding_mask(ids), **t5_inputs(ids)}
@@ -1421,16 +1486,17 @@ MODELS = {
     "bloom_merged": (BloomMerged, 2024, True),
     "gpt_bigcode": (BigCode, 2025, True),
     "chatglm": (ChatGLM, 2026, False),
+    "deberta_v2": (DebertaV2, 2029, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # Models with a PyTorch train-step reference (train/): the labels, the
 # loss and every parameter's gradient.
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
-                   "bart", "bloom_merged", "gpt_bigcode", "chatglm"}
+                   "bart", "bloom_merged", "gpt_bigcode", "chatglm", "deberta_v2"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
                 "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
-                "gpt_bigcode": padding_mask}
+                "gpt_bigcode": padding_mask, "deberta_v2": padding_mask}
 # Models whose input is not token ids: name -> (input name, its tensor).
 PIXEL_INPUTS = {"vit": lambda g: torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g)}
 OUTPUTS = {"bert_pooler": ["last_hidden_state", "pooler_output"],

@@ -37,6 +37,14 @@ struct HeadRepeat {
 
 static HeadRepeat stripHeadRepeat(Value v) {
   HeadRepeat none{v, Value(), shapeOf(v)};
+  // One key/value head expanded to every query head (multi-query attention
+  // written as Falcon's expand of [.., 1, d]).
+  if (auto broadcast = v.getDefiningOp<ExpandOp>()) {
+    Shape x = shapeOf(broadcast.getInput()), out = shapeOf(v);
+    if (x.size() == 4 && out.size() == 4 && x[1] == 1 && out[1] > 1 &&
+        x[0] == out[0] && x[2] == out[2] && x[3] == out[3])
+      return {broadcast.getInput(), Value(), x};
+  }
   auto outer = v.getDefiningOp<ReshapeOp>();
   auto expand = outer ? outer.getInput().getDefiningOp<ExpandOp>() : ExpandOp();
   if (!expand)
@@ -92,7 +100,10 @@ static bool isCausalBoolMask(Value mask, int64_t sq, int64_t sk,
 
 static bool isVeryNegative(double v) { return v <= -1e4; }
 
-static bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk) {
+/// `scale`: what multiplies the mask after it is added (the scales applied
+/// to the scores after it); a -1e4 mask scaled by 1e-4 masks nothing.
+static bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk,
+                                 double scale) {
   DenseElementsAttr attr;
   if (!matchPattern(mask, m_Constant(&attr)) ||
       !isa<FloatType>(attr.getElementType()))
@@ -103,7 +114,7 @@ static bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk) {
   return isCausalPattern(attr, sq, sk, [&](int64_t i) -> std::optional<bool> {
     if (values[i] == 0.0)
       return true;
-    if (isVeryNegative(values[i]))
+    if (isVeryNegative(values[i] * scale))
       return false;
     return std::nullopt;
   });
@@ -164,7 +175,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     for (int step = 0; step < 6; ++step) {
       Value mask;
       if (peelMask(scores, sq, sk, causal, mask, boolMask,
-                   /*causalAsMask=*/floor.has_value())) {
+                   /*causalAsMask=*/floor.has_value(), scale)) {
         if (mask)
           additive.push_back({mask, scale});
         continue;
@@ -205,6 +216,16 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
     if (repeatedKeyT) {
       keyShape = keyTRepeat.shape;
       std::swap(keyShape[2], keyShape[3]);
+    }
+    // Keys and values of different head counts (a repeat seen on one of
+    // them only) are both taken repeated.
+    if (keyShape.size() == 4 && value.shape.size() == 4 &&
+        keyShape[1] != value.shape[1]) {
+      value = HeadRepeat{op.getRhs(), Value(), shapeOf(op.getRhs())};
+      repeatedKeyT = false;
+      if (key)
+        key = HeadRepeat{keySource.source, Value(), shapeOf(keySource.source)};
+      keyShape = key ? key->shape : keySource.shape;
     }
     std::vector<Shape> maskShapes;
     for (auto [mask, maskScale] : additive)
@@ -314,13 +335,18 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
   /// constant causal pattern becomes the causal attribute; any other
   /// boolean mask (a sliding window, padding) `boolMask`, an additive one
   /// `mask`. Fails on a second causal pattern or boolean mask.
+  /// `scale` multiplies the scores after the mask (the scales peeled so
+  /// far): a fill is very negative, so masks, only once scaled.
   static bool peelMask(Value &scores, int64_t sq, int64_t sk, bool &causal,
-                       Value &mask, BoolMask &boolMask, bool causalAsMask) {
+                       Value &mask, BoolMask &boolMask, bool causalAsMask,
+                       double scale) {
     if (auto where = scores.getDefiningOp<WhereOp>()) {
       for (bool masked : {false, true}) {
         Value kept = masked ? where.getOnFalse() : where.getOnTrue();
         std::optional<double> fill =
             splatValue(masked ? where.getOnTrue() : where.getOnFalse());
+        if (fill)
+          *fill *= scale;
         if (!fill || !isVeryNegative(*fill) ||
             !tensorType(where.getCondition()).getElementType().isInteger(1))
           continue;
@@ -350,7 +376,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
                         std::pair(add.getRhs(), add.getLhs())}) {
       if (!isScores(s))
         continue;
-      if (!causalAsMask && isCausalAdditiveMask(m, sq, sk)) {
+      if (!causalAsMask && isCausalAdditiveMask(m, sq, sk, scale)) {
         if (causal)
           return false;
         causal = true;

@@ -16,26 +16,33 @@
 using namespace mlir;
 using namespace mp;
 
-/// The dims a reshape merges into its result's dimension 0 when that is
-/// all it does ([a0, ..., ak, t...] -> [a0 * ... * ak, t...], k >= 1),
-/// unfolded into two: [a0, a1 * ... * ak] (a1 * ... * ak > 1). Merges of
-/// one value meet in
-/// one form that way: grouped-query attention's keys and values come
+/// The dims a reshape merges into its result's dimension 0 ([a0, ..., ak,
+/// t...] -> [a0 * ... * ak, u...], k >= 1, the dims after regrouped or
+/// not), unfolded into two: [a0, a1 * ... * ak]. Merges of one value meet
+/// in one form that way: grouped-query attention's keys and values come
 /// merged from [B, kv heads, repeats] and the scores from [B, heads], and
 /// both unfold to [B, heads] (the values' repeat is then the reshape
 /// mp-raise folds into attention).
 static std::optional<SmallVector<int64_t>>
 mergedLeadingDims(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
-  if (out.empty() || in.size() <= out.size())
+  if (out.empty() || in.empty() || in[0] == out[0])
     return std::nullopt;
-  size_t merged = in.size() - out.size() + 1;
-  if (in.drop_front(merged) != out.drop_front())
-    return std::nullopt;
-  int64_t product = 1;
-  for (int64_t d : in.take_front(merged))
-    product *= d;
+  // out[0] is the product of in's first dims (at least two); the dims
+  // after may be regrouped too ([B, H, S, S] -> [B*H, S*S], a flattened
+  // gather's), since each row of out[0] holds the same elements.
+  int64_t product = in[0];
+  for (size_t k = 1; k < in.size() && product < out[0]; ++k)
+    product *= in[k];
   // (Dropping unit dims, [a0, 1] -> [a0], is no merge to undo.)
-  if (product != out[0] || in[0] == product)
+  if (product != out[0] || product <= 0)
+    return std::nullopt;
+  // Dropping a leading unit dim ([1, H, ...] -> [H, ...], batch 1) is one
+  // only where nothing else changes: with the rest regrouped as well it is
+  // a view of one head's data (Baichuan's squeezed q, k and v).
+  size_t merged = 1;
+  for (int64_t p = in[0]; p < out[0]; p *= in[merged++])
+    ;
+  if (in[0] == 1 && in.drop_front(merged) != out.drop_front())
     return std::nullopt;
   return SmallVector<int64_t>{in[0], product / in[0]};
 }
@@ -85,6 +92,36 @@ collapsedGroups(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
   return groups;
 }
 
+/// The coarsest shape both `a` and `b` merge runs of (their common
+/// refinement: [S, B, H*d] and [S, B*H, d] give [S, B, H, d]).
+static std::optional<SmallVector<int64_t>>
+commonRefinement(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  SmallVector<int64_t> shape;
+  size_t i = 0, j = 0;
+  int64_t x = 0, y = 0; // what is left of a[i] and b[j]
+  while (true) {
+    if (x == 0 && i < a.size())
+      x = a[i++];
+    if (y == 0 && j < b.size())
+      y = b[j++];
+    if (x == 0 && y == 0)
+      return shape;
+    if (x <= 0 || y <= 0)
+      return std::nullopt;
+    if (x == 1 || y == 1) { // a unit dim of either joins the refinement
+      shape.push_back(1);
+      (x == 1 ? x : y) = 0;
+      continue;
+    }
+    int64_t step = std::min(x, y);
+    if (std::max(x, y) % step != 0)
+      return std::nullopt;
+    shape.push_back(step);
+    x = x == step ? 0 : x / step;
+    y = y == step ? 0 : y / step;
+  }
+}
+
 namespace {
 
 /// transpose(merge(x)) -> merge'(transpose'(x)) when the merge then joins
@@ -99,9 +136,17 @@ struct SinkMergeBelowTranspose : OpRewritePattern<TransposeOp> {
     auto merge = op.getInput().getDefiningOp<ReshapeOp>();
     if (!merge)
       return failure();
-    ArrayRef<int64_t> in = tensorType(merge.getInput()).getShape();
+    // A reshape that splits some dims and merges others ([S, B, H*d] ->
+    // [S, B*H, d], two views an exporter folded into one) merges the
+    // dims of the shapes' common refinement.
+    ArrayRef<int64_t> out = tensorType(merge.getResult()).getShape();
+    std::optional<SmallVector<int64_t>> refined =
+        commonRefinement(tensorType(merge.getInput()).getShape(), out);
+    if (!refined)
+      return failure();
+    ArrayRef<int64_t> in = *refined;
     std::optional<SmallVector<SmallVector<int64_t>>> groups =
-        collapsedGroups(in, tensorType(merge.getResult()).getShape());
+        collapsedGroups(in, out);
     if (!groups)
       return failure();
     SmallVector<int64_t> perm, shape;
@@ -110,14 +155,22 @@ struct SinkMergeBelowTranspose : OpRewritePattern<TransposeOp> {
         perm.push_back(d);
         shape.push_back(in[d]);
       }
-    // Only where the merge then joins leading dims, for SinkLeadingMerge.
-    if (!mergedLeadingDims(shape, op.getType().getShape()))
+    // Only where the merge then joins leading dims, for SinkLeadingMerge
+    // (dropping a leading unit dim is no merge: Baichuan squeezes its q, k
+    // and v that way).
+    if (shape.empty() || shape[0] == 1 ||
+        !mergedLeadingDims(shape, op.getType().getShape()))
       return failure();
     auto transposedType =
         RankedTensorType::get(shape, op.getType().getElementType());
-    Value moved = TransposeOp::create(rewriter, op.getLoc(), transposedType,
-                                      merge.getInput(),
-                                      rewriter.getDenseI64ArrayAttr(perm));
+    Value source = merge.getInput();
+    if (tensorType(source).getShape() != in)
+      source = ReshapeOp::create(
+          rewriter, op.getLoc(),
+          RankedTensorType::get(in, op.getType().getElementType()), source);
+    Value moved =
+        TransposeOp::create(rewriter, op.getLoc(), transposedType, source,
+                            rewriter.getDenseI64ArrayAttr(perm));
     rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), moved);
     return success();
   }

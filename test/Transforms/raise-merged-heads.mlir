@@ -273,3 +273,75 @@ func.func @chatglm_seq_first(%q: tensor<6x2x4x8xf32>, %k: tensor<6x2x2x8xf32>, %
   %o = mp.reshape %ot : tensor<6x2x4x8xf32> -> tensor<6x2x32xf32>
   return %o : tensor<6x2x32xf32>
 }
+
+// -----
+
+// Tests HF DeBERTa-v2's relative-position terms in the merged form: the
+// relative keys [1, H, 2k, d] repeated over the batch as PyTorch exports
+// `repeat` (Tile: every dim unsqueezed, the leading one expanded, then
+// merged), and the c2p scores gathered along the flattened [B*H, S*2k] (a
+// merge of leading dims that regroups the rest too). The merges sink
+// through the transpose, the matmul and the gather to meet the view back
+// to [B, H, S, S]: nothing stays merged.
+// CHECK-LABEL: func.func @deberta_c2p
+// CHECK-NOT: tensor<8x
+// CHECK: %[[E:.*]] = mp.expand %{{.*}} : tensor<1x4x1x6x1x8xf32> -> tensor<2x4x1x6x1x8xf32>
+// CHECK: %[[K:.*]] = mp.reshape %[[E]] : tensor<2x4x1x6x1x8xf32> -> tensor<2x4x6x8xf32>
+// CHECK: %[[KT:.*]] = mp.transpose %[[K]] [0, 1, 3, 2] : tensor<2x4x6x8xf32> -> tensor<2x4x8x6xf32>
+// CHECK: %[[S:.*]] = mp.matmul %arg0, %[[KT]] : (tensor<2x4x5x8xf32>, tensor<2x4x8x6xf32>) -> tensor<2x4x5x6xf32>
+// CHECK: %[[F:.*]] = mp.reshape %[[S]] : tensor<2x4x5x6xf32> -> tensor<2x4x30xf32>
+// CHECK: %[[G:.*]] = mp.gather %[[F]], %arg2 {axis = 2 : i64} : (tensor<2x4x30xf32>, tensor<25xi64>) -> tensor<2x4x25xf32>
+// CHECK: %[[R:.*]] = mp.reshape %[[G]] : tensor<2x4x25xf32> -> tensor<2x4x5x5xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @deberta_c2p(%q: tensor<2x4x5x8xf32>, %pk: tensor<1x4x6x8xf32>, %at: tensor<25xi64>) -> tensor<2x4x5x5xf32> {
+  %q3 = mp.reshape %q : tensor<2x4x5x8xf32> -> tensor<8x5x8xf32>
+  %u = mp.reshape %pk : tensor<1x4x6x8xf32> -> tensor<1x4x1x6x1x8xf32>
+  %e = mp.expand %u : tensor<1x4x1x6x1x8xf32> -> tensor<2x4x1x6x1x8xf32>
+  %k3 = mp.reshape %e : tensor<2x4x1x6x1x8xf32> -> tensor<8x6x8xf32>
+  %kt = mp.transpose %k3 [0, 2, 1] : tensor<8x6x8xf32> -> tensor<8x8x6xf32>
+  %s = mp.matmul %q3, %kt : (tensor<8x5x8xf32>, tensor<8x8x6xf32>) -> tensor<8x5x6xf32>
+  %f = mp.reshape %s : tensor<8x5x6xf32> -> tensor<8x30xf32>
+  %g = mp.gather %f, %at {axis = 1 : i64} : (tensor<8x30xf32>, tensor<25xi64>) -> tensor<8x25xf32>
+  %g3 = mp.reshape %g : tensor<8x25xf32> -> tensor<8x5x5xf32>
+  %r = mp.reshape %g3 : tensor<8x5x5xf32> -> tensor<2x4x5x5xf32>
+  return %r : tensor<2x4x5x5xf32>
+}
+
+// -----
+
+// Tests a sequence-first query viewed [S, B, H*d] -> [S, B*H, d] in one
+// reshape (it splits H*d and merges B and H: the merge is read on the
+// shapes' common refinement [S, B, H, d]), keys and values of one head
+// expanded to every head (Falcon's multi-query form, stripped to the one
+// head), and a padding mask of -1e4 applied between two scales, the later
+// of 1e-4: it masks nothing once scaled, so it stays an additive mask of
+// its scaled value instead of becoming a mask of hidden keys.
+// CHECK-LABEL: func.func @seq_first_mqa
+// CHECK-NOT: mp.matmul
+// CHECK: %[[Q4:.*]] = mp.reshape %arg0 : tensor<6x2x32xf32> -> tensor<6x2x4x8xf32>
+// CHECK: %[[Q:.*]] = mp.transpose %[[Q4]] [1, 2, 0, 3] : tensor<6x2x4x8xf32> -> tensor<2x4x6x8xf32>
+// CHECK: %[[M:.*]] = mp.mul %arg3, %{{.*}} : (tensor<2x1x1x6xf32>, tensor<f32>)
+// CHECK: mp.attention %[[Q]], %{{.*}}, %{{.*}}, %[[M]] {{{.*}}} : (tensor<2x4x6x8xf32>, tensor<2x1x6x8xf32>, tensor<2x1x6x8xf32>, tensor<2x1x1x6xf32>)
+func.func @seq_first_mqa(%q: tensor<6x2x32xf32>, %k: tensor<6x2x1x8xf32>, %v: tensor<6x2x1x8xf32>, %pad: tensor<2x1x1x6xf32>) -> tensor<2x4x6x8xf32> {
+  %a = mp.constant dense<0.25> : tensor<f32>
+  %b = mp.constant dense<1.0e-04> : tensor<f32>
+  %ke = mp.expand %k : tensor<6x2x1x8xf32> -> tensor<6x2x4x8xf32>
+  %ve = mp.expand %v : tensor<6x2x1x8xf32> -> tensor<6x2x4x8xf32>
+  %q3 = mp.reshape %q : tensor<6x2x32xf32> -> tensor<6x8x8xf32>
+  %k3 = mp.reshape %ke : tensor<6x2x4x8xf32> -> tensor<6x8x8xf32>
+  %v3 = mp.reshape %ve : tensor<6x2x4x8xf32> -> tensor<6x8x8xf32>
+  %qt = mp.transpose %q3 [1, 0, 2] : tensor<6x8x8xf32> -> tensor<8x6x8xf32>
+  %kb = mp.transpose %k3 [1, 0, 2] : tensor<6x8x8xf32> -> tensor<8x6x8xf32>
+  %kt = mp.transpose %kb [0, 2, 1] : tensor<8x6x8xf32> -> tensor<8x8x6xf32>
+  %vt = mp.transpose %v3 [1, 0, 2] : tensor<6x8x8xf32> -> tensor<8x6x8xf32>
+  %s = mp.matmul %qt, %kt : (tensor<8x6x8xf32>, tensor<8x8x6xf32>) -> tensor<8x6x6xf32>
+  %s4 = mp.reshape %s : tensor<8x6x6xf32> -> tensor<2x4x6x6xf32>
+  %s1 = mp.mul %s4, %a : (tensor<2x4x6x6xf32>, tensor<f32>) -> tensor<2x4x6x6xf32>
+  %sm = mp.add %s1, %pad : (tensor<2x4x6x6xf32>, tensor<2x1x1x6xf32>) -> tensor<2x4x6x6xf32>
+  %s2 = mp.mul %sm, %b : (tensor<2x4x6x6xf32>, tensor<f32>) -> tensor<2x4x6x6xf32>
+  %p = mp.softmax %s2 {axis = 3 : i64} : tensor<2x4x6x6xf32>
+  %p3 = mp.reshape %p : tensor<2x4x6x6xf32> -> tensor<8x6x6xf32>
+  %o3 = mp.matmul %p3, %vt : (tensor<8x6x6xf32>, tensor<8x6x8xf32>) -> tensor<8x6x8xf32>
+  %o = mp.reshape %o3 : tensor<8x6x8xf32> -> tensor<2x4x6x8xf32>
+  return %o : tensor<2x4x6x8xf32>
+}

@@ -599,9 +599,20 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor) {
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  // transpose(transpose(x)) -> one transpose of x, the permutations
+  // composed (in place).
+  bool composed = false;
+  if (auto producer = getInput().getDefiningOp<TransposeOp>()) {
+    SmallVector<int64_t> perm;
+    for (int64_t p : getPermutation())
+      perm.push_back(producer.getPermutation()[p]);
+    getInputMutable().assign(producer.getInput());
+    setPermutation(perm);
+    composed = true;
+  }
   for (auto [i, p] : llvm::enumerate(getPermutation()))
     if (static_cast<int64_t>(i) != p)
-      return {};
+      return composed ? OpFoldResult(getResult()) : OpFoldResult();
   return getInput();
 }
 

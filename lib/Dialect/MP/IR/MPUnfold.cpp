@@ -112,6 +112,19 @@ Operation *ConcatOp::buildUnfolded(OpBuilder &builder, ValueRange operands,
   return unfoldAlongAxis(*this, builder, operands, leading);
 }
 
+/// A gather along another dim than 0 (HF DeBERTa's relative positions,
+/// taken from [B*H, ...] scores): dimension 0 is its input's.
+FailureOr<SmallVector<unsigned>> GatherOp::getLeadingDimOperands() {
+  if (getNormalizedAxis() == 0 || typeOf(getInput()).getRank() < 2)
+    return failure();
+  return SmallVector<unsigned>{0};
+}
+
+Operation *GatherOp::buildUnfolded(OpBuilder &builder, ValueRange operands,
+                                   ArrayRef<int64_t> leading) {
+  return unfoldAlongAxis(*this, builder, operands, leading);
+}
+
 FailureOr<SmallVector<unsigned>> TransposeOp::getLeadingDimOperands() {
   if (getPermutation().empty() || getPermutation()[0] != 0)
     return failure();

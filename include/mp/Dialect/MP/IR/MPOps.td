@@ -504,7 +504,7 @@ def MP_EmbeddingOp : MP_Op<"embedding", [MP_Differentiable,
 }
 
 def MP_GatherOp : MP_Op<"gather", [MP_Differentiable,
-    Pure, InferTypeOpAdaptor, MP_SplitByRule]> {
+    Pure, InferTypeOpAdaptor, MP_SplitByRule, MP_UnfoldByRule]> {
   let summary = "ONNX Gather: slices of `input` along `axis` picked by indices";
   let arguments = (ins MP_Tensor:$input, MP_IndexTensor:$indices,
                        DefaultValuedAttr<I64Attr, "0">:$axis);
