@@ -100,6 +100,14 @@ static bool isCausalBoolMask(Value mask, int64_t sq, int64_t sk,
 
 static bool isVeryNegative(double v) { return v <= -1e4; }
 
+/// Whether a mask value `v`, multiplied by `scale` after it is applied,
+/// still hides its key: very negative, and at most -100 once scaled (e^-100
+/// is below float's smallest normal number; a -1e4 fill then divided by 8,
+/// or by sqrt(d), still hides, one scaled by 1e-4 does not).
+static bool hidesAfterScale(double v, double scale) {
+  return isVeryNegative(v) && v * scale <= -100.0;
+}
+
 /// `scale`: what multiplies the mask after it is added (the scales applied
 /// to the scores after it); a -1e4 mask scaled by 1e-4 masks nothing.
 static bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk,
@@ -114,7 +122,7 @@ static bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk,
   return isCausalPattern(attr, sq, sk, [&](int64_t i) -> std::optional<bool> {
     if (values[i] == 0.0)
       return true;
-    if (isVeryNegative(values[i] * scale))
+    if (hidesAfterScale(values[i], scale))
       return false;
     return std::nullopt;
   });
@@ -345,9 +353,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
         Value kept = masked ? where.getOnFalse() : where.getOnTrue();
         std::optional<double> fill =
             splatValue(masked ? where.getOnTrue() : where.getOnFalse());
-        if (fill)
-          *fill *= scale;
-        if (!fill || !isVeryNegative(*fill) ||
+        if (!fill || !hidesAfterScale(*fill, scale) ||
             !tensorType(where.getCondition()).getElementType().isInteger(1))
           continue;
         // A condition on the scores themselves (a clamp) is no mask.
@@ -362,7 +368,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
         } else if (boolMask.condition) {
           return false; // one boolean mask per attention
         } else {
-          boolMask = {where.getCondition(), masked, *fill};
+          boolMask = {where.getCondition(), masked, *fill * scale};
         }
         scores = kept;
         return true;

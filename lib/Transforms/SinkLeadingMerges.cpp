@@ -156,9 +156,10 @@ struct SinkMergeBelowTranspose : OpRewritePattern<TransposeOp> {
         shape.push_back(in[d]);
       }
     // Only where the merge then joins leading dims, for SinkLeadingMerge
-    // (dropping a leading unit dim is no merge: Baichuan squeezes its q, k
-    // and v that way).
-    if (shape.empty() || shape[0] == 1 ||
+    // (dropping a unit dim that was leading already is no merge: Baichuan
+    // squeezes its q, k and v that way; a batch of 1 that the transpose
+    // brings to the front is one).
+    if (shape.empty() || (shape[0] == 1 && perm[0] == 0) ||
         !mergedLeadingDims(shape, op.getType().getShape()))
       return failure();
     auto transposedType =

@@ -345,3 +345,36 @@ func.func @seq_first_mqa(%q: tensor<6x2x32xf32>, %k: tensor<6x2x1x8xf32>, %v: te
   %o = mp.reshape %o3 : tensor<8x6x8xf32> -> tensor<2x4x6x8xf32>
   return %o : tensor<2x4x6x8xf32>
 }
+
+// -----
+
+// Tests a sequence-first batch of 1 ([S, 1, H*d] viewed [S, H, d] and
+// transposed to [H, S, d]: the transpose brings the batch of 1 to the
+// front, so the view is unmerged all the same), and a boolean mask filled
+// with -1e4 then divided by 8: -1250 once scaled still hides its keys, so
+// attention is raised with the fill scaled.
+// CHECK-LABEL: func.func @batch1_fill_then_scale
+// CHECK-NOT: mp.matmul
+// CHECK-DAG: %[[FILL:.*]] = mp.constant dense<-1.250000e+03> : tensor<f32>
+// CHECK-DAG: %[[Q:.*]] = mp.transpose %{{.*}} [1, 2, 0, 3] : tensor<6x1x4x8xf32> -> tensor<1x4x6x8xf32>
+// CHECK: %[[M:.*]] = mp.where %arg3, %[[FILL]], %{{.*}}
+// CHECK: mp.attention %[[Q]], %{{.*}}, %{{.*}}, %[[M]] {scale = 1.250000e-01 : f32}
+func.func @batch1_fill_then_scale(%q: tensor<6x1x32xf32>, %k: tensor<6x1x32xf32>, %v: tensor<6x1x32xf32>, %pad: tensor<1x1x1x6xi1>) -> tensor<1x4x6x8xf32> {
+  %fill = mp.constant dense<-1.0e+04> : tensor<f32>
+  %eight = mp.constant dense<8.0> : tensor<f32>
+  %q3 = mp.reshape %q : tensor<6x1x32xf32> -> tensor<6x4x8xf32>
+  %k3 = mp.reshape %k : tensor<6x1x32xf32> -> tensor<6x4x8xf32>
+  %v3 = mp.reshape %v : tensor<6x1x32xf32> -> tensor<6x4x8xf32>
+  %qt = mp.transpose %q3 [1, 0, 2] : tensor<6x4x8xf32> -> tensor<4x6x8xf32>
+  %kt = mp.transpose %k3 [1, 2, 0] : tensor<6x4x8xf32> -> tensor<4x8x6xf32>
+  %vt = mp.transpose %v3 [1, 0, 2] : tensor<6x4x8xf32> -> tensor<4x6x8xf32>
+  %s = mp.matmul %qt, %kt : (tensor<4x6x8xf32>, tensor<4x8x6xf32>) -> tensor<4x6x6xf32>
+  %s4 = mp.reshape %s : tensor<4x6x6xf32> -> tensor<1x4x6x6xf32>
+  %f = mp.where %pad, %fill, %s4 : (tensor<1x1x1x6xi1>, tensor<f32>, tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32>
+  %d = mp.div %f, %eight : (tensor<1x4x6x6xf32>, tensor<f32>) -> tensor<1x4x6x6xf32>
+  %p = mp.softmax %d {axis = 3 : i64} : tensor<1x4x6x6xf32>
+  %p3 = mp.reshape %p : tensor<1x4x6x6xf32> -> tensor<4x6x6xf32>
+  %o3 = mp.matmul %p3, %vt : (tensor<4x6x6xf32>, tensor<4x6x8xf32>) -> tensor<4x6x8xf32>
+  %o = mp.reshape %o3 : tensor<4x6x8xf32> -> tensor<1x4x6x8xf32>
+  return %o : tensor<1x4x6x8xf32>
+}
