@@ -107,8 +107,10 @@ struct HeadsInRows : OpRewritePattern<MatmulOp> {
     if (static_cast<int64_t>(in.size()) < rank ||
         in.take_front(rank - 2) != batch)
       return failure();
+    // (outer 1: one query position, a decode step's [B, 1, H*d] viewed
+    // [B, H, d].)
     int64_t outer = in[rank - 2];
-    if (outer <= 1 || outer >= rows || rows % outer != 0)
+    if (outer < 1 || outer >= rows || rows % outer != 0)
       return failure();
     int64_t inner = rows / outer;
 

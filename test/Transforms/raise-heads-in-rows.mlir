@@ -142,3 +142,23 @@ func.func @no_cycle(%x: tensor<2x4x8x8xf32>, %y: tensor<8x8x8xf32>, %b: tensor<8
   %back = mp.transpose %c [0, 2, 1, 3] : tensor<2x8x4x8xf32> -> tensor<2x4x8x8xf32>
   return %r, %back : tensor<8x8x1xf32>, tensor<2x4x8x8xf32>
 }
+
+// -----
+
+// Tests GPT-BigCode's decode step: one query position, q [B, 1, H*d]
+// viewed [B, H, d] (the rows are the heads alone), against the cached key
+// and value heads: attention over one query row per head.
+// CHECK-LABEL: func.func @bigcode_decode
+// CHECK-NOT: mp.matmul
+// CHECK: mp.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f32} : (tensor<2x4x1x8xf32>, tensor<2x1x6x8xf32>, tensor<2x1x6x8xf32>) -> tensor<2x4x1x8xf32>
+func.func @bigcode_decode(%q: tensor<2x1x32xf32>, %k: tensor<2x6x8xf32>, %v: tensor<2x6x8xf32>) -> tensor<2x1x32xf32> {
+  %kt = mp.transpose %k [0, 2, 1] : tensor<2x6x8xf32> -> tensor<2x8x6xf32>
+  %q3 = mp.reshape %q : tensor<2x1x32xf32> -> tensor<2x4x8xf32>
+  %s = mp.matmul %q3, %kt : (tensor<2x4x8xf32>, tensor<2x8x6xf32>) -> tensor<2x4x6xf32>
+  %s4 = mp.reshape %s : tensor<2x4x6xf32> -> tensor<2x1x4x6xf32>
+  %p = mp.softmax %s4 {axis = 3 : i64} : tensor<2x1x4x6xf32>
+  %p3 = mp.reshape %p : tensor<2x1x4x6xf32> -> tensor<2x4x6xf32>
+  %o3 = mp.matmul %p3, %v : (tensor<2x4x6xf32>, tensor<2x6x8xf32>) -> tensor<2x4x8xf32>
+  %o = mp.reshape %o3 : tensor<2x4x8xf32> -> tensor<2x1x32xf32>
+  return %o : tensor<2x1x32xf32>
+}
