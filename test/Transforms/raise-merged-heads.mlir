@@ -378,3 +378,19 @@ func.func @batch1_fill_then_scale(%q: tensor<6x1x32xf32>, %k: tensor<6x1x32xf32>
   %o = mp.reshape %o3 : tensor<4x6x8xf32> -> tensor<1x4x6x8xf32>
   return %o : tensor<1x4x6x8xf32>
 }
+
+// -----
+
+// Tests a slice that keeps the merged dimension whole (`x[:, 3]` on merged
+// [B*H, S, S] scores): the merge sinks through it.
+// CHECK-LABEL: func.func @slice_of_merged
+// CHECK-NOT: tensor<8x
+// CHECK: %[[S:.*]] = mp.slice %arg0 {limits = array<i64: 2, 4, 4, 6>, starts = array<i64: 0, 0, 3, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x6x6xf32> -> tensor<2x4x1x6xf32>
+// CHECK: mp.exp %[[S]] : tensor<2x4x1x6xf32>
+func.func @slice_of_merged(%x: tensor<2x4x6x6xf32>) -> tensor<2x4x6xf32> {
+  %m = mp.reshape %x : tensor<2x4x6x6xf32> -> tensor<8x6x6xf32>
+  %s = mp.slice %m {starts = array<i64: 0, 3, 0>, limits = array<i64: 8, 4, 6>, strides = array<i64: 1, 1, 1>} : tensor<8x6x6xf32> -> tensor<8x1x6xf32>
+  %e = mp.exp %s : tensor<8x1x6xf32>
+  %r = mp.reshape %e : tensor<8x1x6xf32> -> tensor<2x4x6xf32>
+  return %r : tensor<2x4x6xf32>
+}

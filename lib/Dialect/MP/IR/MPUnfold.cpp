@@ -125,6 +125,31 @@ Operation *GatherOp::buildUnfolded(OpBuilder &builder, ValueRange operands,
   return unfoldAlongAxis(*this, builder, operands, leading);
 }
 
+/// A slice that keeps dimension 0 whole (`x[:, 3]` on merged [B*H, S, S]
+/// scores) is batched along it.
+FailureOr<SmallVector<unsigned>> SliceOp::getLeadingDimOperands() {
+  RankedTensorType input = typeOf(getInput());
+  if (input.getRank() < 2 || getStarts()[0] != 0 || getStrides()[0] != 1 ||
+      getLimits()[0] != input.getDimSize(0))
+    return failure();
+  return SmallVector<unsigned>{0};
+}
+
+Operation *SliceOp::buildUnfolded(OpBuilder &builder, ValueRange operands,
+                                  ArrayRef<int64_t> leading) {
+  auto slice = cast<SliceOp>(
+      detail::buildUnfoldedClone(*this, builder, operands, leading));
+  SmallVector<int64_t> starts(leading.size(), 0), strides(leading.size(), 1);
+  SmallVector<int64_t> limits(leading);
+  llvm::append_range(starts, getStarts().drop_front());
+  llvm::append_range(limits, getLimits().drop_front());
+  llvm::append_range(strides, getStrides().drop_front());
+  slice.setStarts(starts);
+  slice.setLimits(limits);
+  slice.setStrides(strides);
+  return slice;
+}
+
 FailureOr<SmallVector<unsigned>> TransposeOp::getLeadingDimOperands() {
   if (getPermutation().empty() || getPermutation()[0] != 0)
     return failure();

@@ -634,7 +634,7 @@ def MP_TransposeOp : MP_Op<"transpose", [MP_MovesDataTrait,
 def MP_SliceOp : MP_Op<"slice", [MP_MovesDataTrait, MP_Differentiable,
     Pure,
     AllElementTypesMatch<["input", "result"]>, InferTypeOpAdaptor,
-    MP_SplitByRule]> {
+    MP_SplitByRule, MP_UnfoldByRule]> {
   let summary = "static strided slice (one start, limit and stride per dim)";
   let description = [{
     Result dim `i` has `ceil((limits[i] - starts[i]) / strides[i])` elements;
