@@ -231,7 +231,8 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
         keyShape[1] != value.shape[1]) {
       value = HeadRepeat{op.getRhs(), Value(), shapeOf(op.getRhs())};
       repeatedKeyT = false;
-      if (key)
+      key.reset();
+      if (!keySource.perm) // kᵀ's source is the key itself
         key = HeadRepeat{keySource.source, Value(), shapeOf(keySource.source)};
       keyShape = key ? key->shape : keySource.shape;
     }

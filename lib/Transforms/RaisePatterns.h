@@ -45,6 +45,16 @@ inline mlir::Value splatConstant(mlir::PatternRewriter &rewriter,
   return ConstantOp::create(rewriter, loc, attr);
 }
 
+/// `v` reshaped to `shape` (`v` itself when it has that shape already).
+inline mlir::Value reshaped(mlir::PatternRewriter &rewriter, mlir::Location loc,
+                            mlir::Value v, llvm::ArrayRef<int64_t> shape) {
+  if (tensorType(v).getShape() == shape)
+    return v;
+  auto type =
+      mlir::RankedTensorType::get(shape, tensorType(v).getElementType());
+  return ReshapeOp::create(rewriter, loc, type, v);
+}
+
 /// softmax(q·kᵀ·scale [masked]) · v -> mp.attention (RaiseAttention.cpp).
 void populateRaiseAttentionPatterns(mlir::RewritePatternSet &patterns);
 

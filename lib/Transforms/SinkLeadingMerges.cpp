@@ -31,17 +31,15 @@ mergedLeadingDims(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
   // after may be regrouped too ([B, H, S, S] -> [B*H, S*S], a flattened
   // gather's), since each row of out[0] holds the same elements.
   int64_t product = in[0];
-  for (size_t k = 1; k < in.size() && product < out[0]; ++k)
-    product *= in[k];
+  size_t merged = 1;
+  while (merged < in.size() && product < out[0])
+    product *= in[merged++];
   // (Dropping unit dims, [a0, 1] -> [a0], is no merge to undo.)
   if (product != out[0] || product <= 0)
     return std::nullopt;
   // Dropping a leading unit dim ([1, H, ...] -> [H, ...], batch 1) is one
   // only where nothing else changes: with the rest regrouped as well it is
   // a view of one head's data (Baichuan's squeezed q, k and v).
-  size_t merged = 1;
-  for (int64_t p = in[0]; p < out[0]; p *= in[merged++])
-    ;
   if (in[0] == 1 && in.drop_front(merged) != out.drop_front())
     return std::nullopt;
   return SmallVector<int64_t>{in[0], product / in[0]};
@@ -164,11 +162,7 @@ struct SinkMergeBelowTranspose : OpRewritePattern<TransposeOp> {
       return failure();
     auto transposedType =
         RankedTensorType::get(shape, op.getType().getElementType());
-    Value source = merge.getInput();
-    if (tensorType(source).getShape() != in)
-      source = ReshapeOp::create(
-          rewriter, op.getLoc(),
-          RankedTensorType::get(in, op.getType().getElementType()), source);
+    Value source = reshaped(rewriter, op.getLoc(), merge.getInput(), in);
     Value moved =
         TransposeOp::create(rewriter, op.getLoc(), transposedType, source,
                             rewriter.getDenseI64ArrayAttr(perm));

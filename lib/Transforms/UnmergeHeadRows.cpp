@@ -33,14 +33,6 @@ static RankedTensorType withShape(Value v, ArrayRef<int64_t> shape) {
   return RankedTensorType::get(shape, tensorType(v).getElementType());
 }
 
-/// `v` reshaped to `shape` (no op when it has that shape already).
-static Value reshaped(PatternRewriter &rewriter, Location loc, Value v,
-                      ArrayRef<int64_t> shape) {
-  if (tensorType(v).getShape() == shape)
-    return v;
-  return ReshapeOp::create(rewriter, loc, withShape(v, shape), v);
-}
-
 static Value transposed(PatternRewriter &rewriter, Location loc, Value v,
                         ArrayRef<int64_t> perm) {
   return TransposeOp::create(rewriter, loc, v,
