@@ -61,6 +61,7 @@ struct SequenceParallelPass
   }
 
   FailureOr<shard::GridOp> findGrid(ModuleOp module);
+  std::optional<int64_t> splitDim(shard::AllReduceOp reduce) const;
   LogicalResult visit(Operation *op);
   std::optional<SplitMapping> carry(Operation *op);
   LogicalResult scatter(shard::AllReduceOp reduce);
@@ -106,19 +107,64 @@ void SequenceParallelPass::markLocal(Value v, int64_t dim) {
   seqDim[v] = dim;
 }
 
+/// The all-reduces of residual-stream activations, which become
+/// reduce-scatters.
+static bool scatters(Operation *op) {
+  auto reduce = dyn_cast<shard::AllReduceOp>(op);
+  return reduce && !reduce->hasAttr(MPDialect::getNormStatisticsAttrName()) &&
+         cast<RankedTensorType>(reduce.getType()).getRank() >= 2;
+}
+
+/// The dim `reduce`'s reduce-scatter splits. Megatron splits the sequence,
+/// the dim before the hidden size in [batch, sequence, hidden]. A reduce
+/// whose sum meets a value split already (the residual stream, within a few
+/// ops) takes that value's dim, so that a sequence-first [S, B, H] layer
+/// matches its embedding's split (sequence-first after a transpose).
+/// Otherwise the dim before the hidden size, else any other that divides by
+/// the ranks: everything between a reduce-scatter and its all-gather works
+/// position by position.
+std::optional<int64_t>
+SequenceParallelPass::splitDim(shard::AllReduceOp reduce) const {
+  RankedTensorType t = tensorType(reduce.getResult());
+  auto divides = [&](int64_t d) { return t.getDimSize(d) % ranks == 0; };
+  SmallVector<Value> frontier = {reduce.getResult()};
+  for (int depth = 0; depth < 4 && !frontier.empty(); ++depth) {
+    SmallVector<Value> next;
+    for (Value v : frontier)
+      for (Operation *user : v.getUsers())
+        for (Value operand : user->getOperands()) {
+          auto it = seqDim.find(operand);
+          if (it != seqDim.end() &&
+              tensorType(operand).getRank() == t.getRank() &&
+              divides(it->second))
+            return it->second;
+          if (operand == v)
+            llvm::append_range(next, user->getResults());
+        }
+    frontier = std::move(next);
+  }
+  for (int64_t d = t.getRank() - 2; d >= 0; --d)
+    if (divides(d))
+      return d;
+  return std::nullopt;
+}
+
 LogicalResult SequenceParallelPass::scatter(shard::AllReduceOp reduce) {
   RankedTensorType t = cast<RankedTensorType>(reduce.getType());
-  if (t.getRank() < 2)
-    return success();
-  int64_t dim = t.getRank() - 2;
-  if (t.getDimSize(dim) % ranks)
-    return reduce.emitError()
-           << "sequence length (" << t.getDimSize(dim)
-           << ") is not divisible by the tensor-parallel size " << ranks
-           << ", which sequence parallelism splits it by (it splits dimension "
-           << dim
-           << " of the activations, the one before the hidden size: the "
-              "batch in a sequence-first layout)";
+  std::optional<int64_t> found = splitDim(reduce);
+  if (!found) {
+    int64_t before = t.getRank() - 2;
+    InFlightDiagnostic error = reduce.emitError();
+    error << "sequence length (" << t.getDimSize(before)
+          << ") is not divisible by the tensor-parallel size " << ranks
+          << ", which sequence parallelism splits it by (it splits dimension "
+          << before << " of the activations " << t
+          << ", the one before the hidden size";
+    if (t.getRank() > 2)
+      error << ", or else another that divides: none does";
+    return error << ")";
+  }
+  int64_t dim = *found;
   OpBuilder b(reduce);
   SmallVector<int64_t> shape(t.getShape());
   shape[dim] /= ranks;
@@ -200,9 +246,8 @@ std::optional<SplitMapping> SequenceParallelPass::carry(Operation *op) {
 LogicalResult SequenceParallelPass::visit(Operation *op) {
   // (A distributed norm's statistics stay all-reduced: they are not
   // activations of the residual stream.)
-  if (auto reduce = dyn_cast<shard::AllReduceOp>(op);
-      reduce && !reduce->hasAttr(MPDialect::getNormStatisticsAttrName()))
-    return scatter(reduce);
+  if (scatters(op))
+    return scatter(cast<shard::AllReduceOp>(op));
   bool anySplit =
       llvm::any_of(op->getOperands(), [&](Value v) { return seqDim.count(v); });
   if (!anySplit)

@@ -134,3 +134,59 @@ func.func @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %out = mp.add %r, %y {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %out : tensor<2x4x8xf32>
 }
+
+// -----
+
+// Tests a sequence-first model ([S, B, H], as ChatGLM): the embedding's
+// all-reduce, batch first, splits its sequence (dim 1); the transpose to
+// sequence first carries the split to dim 0, and the layer's all-reduce,
+// whose sum meets that residual, splits dim 0 too, though its dim before
+// the hidden size (the batch, 2) divides: one split meets the other in the
+// residual add, no all-gather between them.
+// CHECK-LABEL: func.func @sequence_first
+// CHECK: %[[E:.*]] = shard.reduce_scatter {{.*}} scatter_axis = 1 {{.*}} -> tensor<2x2x8xf32>
+// CHECK: %[[T:.*]] = mp.transpose %[[E]] [1, 0, 2] {{.*}} : tensor<2x2x8xf32> -> tensor<2x2x8xf32>
+// CHECK: %[[G:.*]] = shard.all_gather %[[T]] on @tp grid_axes = [0] gather_axis = 0 {{.*}} -> tensor<4x2x8xf32>
+// CHECK: %[[RS:.*]] = shard.reduce_scatter {{.*}} scatter_axis = 0 {{.*}} -> tensor<2x2x8xf32>
+// CHECK-NOT: shard.all_gather
+// CHECK: mp.add %[[RS]], %[[T]] {{.*}} -> tensor<2x2x8xf32>
+// CHECK: shard.all_gather {{.*}} gather_axis = 0 {{.*}} -> tensor<4x2x8xf32>
+mp.param @up0 : tensor<8x16xf32> {file = "x.onnx"}
+mp.param @down0 : tensor<16x8xf32> {file = "x.onnx"}
+mp.param @up : tensor<8x16xf32> {file = "x.onnx"}
+mp.param @down : tensor<16x8xf32> {file = "x.onnx"}
+func.func @sequence_first(%x: tensor<2x4x8xf32>) -> tensor<4x2x8xf32> {
+  %up0 = mp.get_param @up0 {mp.layer = 0 : i64} : tensor<8x16xf32>
+  %down0 = mp.get_param @down0 {mp.layer = 0 : i64} : tensor<16x8xf32>
+  %up = mp.get_param @up {mp.layer = 1 : i64} : tensor<8x16xf32>
+  %down = mp.get_param @down {mp.layer = 1 : i64} : tensor<16x8xf32>
+  %e0 = mp.linear %x, %up0 {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %e = mp.linear %e0, %down0 {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %s = mp.transpose %e [1, 0, 2] {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<4x2x8xf32>
+  %h = mp.linear %s, %up {mp.layer = 1 : i64} : (tensor<4x2x8xf32>, tensor<8x16xf32>) -> tensor<4x2x16xf32>
+  %p = mp.linear %h, %down {mp.layer = 1 : i64} : (tensor<4x2x16xf32>, tensor<16x8xf32>) -> tensor<4x2x8xf32>
+  %r = mp.add %p, %s {mp.layer = 1 : i64} : (tensor<4x2x8xf32>, tensor<4x2x8xf32>) -> tensor<4x2x8xf32>
+  return %r : tensor<4x2x8xf32>
+}
+
+// -----
+
+// Tests a sequence-first batch of one ([S, 1, H]): the dim before the
+// hidden size does not divide, so the reduce-scatter splits the sequence,
+// dim 0.
+// CHECK-LABEL: func.func @batch_of_one
+// CHECK: %[[RS:.*]] = shard.reduce_scatter {{.*}} scatter_axis = 0 {{.*}} -> tensor<2x1x8xf32>
+// CHECK: %[[N:.*]] = mp.layer_norm %[[RS]], {{.*}} -> tensor<2x1x8xf32>
+// CHECK: shard.all_gather %[[N]] on @tp grid_axes = [0] gather_axis = 0 {{.*}} -> tensor<4x1x8xf32>
+mp.param @up : tensor<8x16xf32> {file = "x.onnx"}
+mp.param @down : tensor<16x8xf32> {file = "x.onnx"}
+mp.param @g : tensor<8xf32> {file = "x.onnx"}
+func.func @batch_of_one(%x: tensor<4x1x8xf32>) -> tensor<4x1x8xf32> {
+  %up = mp.get_param @up {mp.layer = 0 : i64} : tensor<8x16xf32>
+  %down = mp.get_param @down {mp.layer = 0 : i64} : tensor<16x8xf32>
+  %g = mp.get_param @g {mp.layer = 0 : i64} : tensor<8xf32>
+  %h = mp.linear %x, %up {mp.layer = 0 : i64} : (tensor<4x1x8xf32>, tensor<8x16xf32>) -> tensor<4x1x16xf32>
+  %p = mp.linear %h, %down {mp.layer = 0 : i64} : (tensor<4x1x16xf32>, tensor<16x8xf32>) -> tensor<4x1x8xf32>
+  %n = mp.layer_norm %p, %g {mp.layer = 0 : i64} : (tensor<4x1x8xf32>, tensor<8xf32>) -> tensor<4x1x8xf32>
+  return %n : tensor<4x1x8xf32>
+}
