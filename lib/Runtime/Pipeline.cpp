@@ -598,7 +598,9 @@ Status PipelineStage::sumTiedGradients() {
   if (!train)
     return Status::success();
   // Every stage holding a tied parameter takes part, with its term (zeros
-  // when its chunks' gradient of it is not computed).
+  // when its chunks do not compute one), and keeps the sum: each updates
+  // its copy (DeBERTa's relative embeddings, read by every stage, get
+  // their whole gradient in the first stage's backward).
   for (const auto &[name, stages] : tiedStages) {
     if (std::find(stages.begin(), stages.end(), stageId) == stages.end())
       continue;
@@ -611,12 +613,21 @@ Status PipelineStage::sumTiedGradients() {
     if (param == params.end())
       return Status::error("tied parameter '" + name + "' is not on stage " +
                            std::to_string(stageId));
-    std::vector<float> zeros;
-    std::vector<float> &term =
-        i < outputSpecs.size() && resultHere[i] && resultIsGradient[i]
-            ? sums[i]
-            : (zeros.assign(static_cast<size_t>(param->copies[0].numel()), 0),
-               zeros);
+    if (i == outputSpecs.size())
+      return Status::error("tied parameter '" + name +
+                           "' has no gradient among the step's results");
+    if (!resultHere[i]) {
+      const Tensor &copy = param->copies[0];
+      resultHere[i] = resultIsGradient[i] = true;
+      results[i].dtype = copy.dtype;
+      results[i].shape = copy.shape;
+      results[i].bytes.assign(results[i].view().bytes(), 0);
+      sums[i].assign(static_cast<size_t>(copy.numel()), 0.0f);
+    }
+    if (!resultIsGradient[i])
+      return Status::error("tied parameter '" + name +
+                           "': its gradient result is not a gradient");
+    std::vector<float> &term = sums[i];
     Tensor t{term.data(), DType::F32, {static_cast<int64_t>(term.size())}};
     if (Status s = tiedComms[stages]->allReduceSum(t, t); !s)
       return s;

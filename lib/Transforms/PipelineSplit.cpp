@@ -95,6 +95,11 @@ private:
   /// checks the data flows the way the pipeline runs.
   LogicalResult findNeeds();
   void build(OpBuilder &b, Place fn);
+  /// The function a result no chunk computes comes from: a parameter's
+  /// gradient (a constant: the loss does not read the parameter), the
+  /// backward of the first chunk reading the parameter, whose stage holds
+  /// and updates it; anything else, the last function built.
+  Place homeOfFreeResult(unsigned result);
 
   /// The ops placed in `fn`, in program order.
   SmallVector<Operation *> opsIn(Place fn) {
@@ -311,8 +316,8 @@ void Splitter::build(OpBuilder &b, Place fn) {
     for (auto &[v, need] : needs)
       if (need.def.phase == Forward && need.stashAt.count(k))
         addResult(v, idAttr(MPDialect::getStashAttrName(), need.id), {});
-  // A result no chunk computes (a constant gradient) comes from the last
-  // function built: the first chunk's backward, or the last chunk's forward.
+  // A term no chunk computes comes from the last function built: the
+  // first chunk's backward, or the last chunk's forward.
   bool lastBuilt =
       training ? (!forward && k == 0) : (forward && k == chunks - 1);
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
@@ -336,10 +341,8 @@ void Splitter::build(OpBuilder &b, Place fn) {
       continue;
     }
     auto def = placeOf.find(v.getDefiningOp());
-    bool here = def != placeOf.end()
-                    ? def->second.stage == k && def->second.phase == fn.phase
-                    : lastBuilt;
-    if (here)
+    Place home = def != placeOf.end() ? def->second : homeOfFreeResult(i);
+    if (home.stage == k && home.phase == fn.phase)
       addResult(v, idAttr(MPDialect::getOutputAttrName(), i),
                 main.getResultAttrDict(i));
   }
@@ -381,6 +384,25 @@ void Splitter::build(OpBuilder &b, Place fn) {
     returned.push_back(map.lookup(v));
   }
   func::ReturnOp::create(inner, main.getLoc(), returned);
+}
+
+Place Splitter::homeOfFreeResult(unsigned result) {
+  Place last = training ? Place{0, Backward} : Place{chunks - 1, Forward};
+  auto name = main.getResultAttrOfType<StringAttr>(
+      result, MPDialect::getNameAttrName());
+  if (!training || !name || !name.getValue().starts_with("grads/"))
+    return last;
+  StringRef param = name.getValue().drop_front(strlen("grads/"));
+  std::optional<int64_t> first;
+  main.walk([&](GetParamOp get) {
+    if (get.getName() != param)
+      return;
+    for (Operation *user : get->getUsers())
+      if (auto at = placeOf.find(user);
+          at != placeOf.end() && at->second.phase == Forward)
+        first = std::min(first.value_or(at->second.stage), at->second.stage);
+  });
+  return first ? Place{*first, Backward} : last;
 }
 
 struct PipelineSplitPass

@@ -55,13 +55,13 @@ std::vector<std::vector<Tensor>> microbatchesOf(const PipelineStage &stage,
 /// The pipeline's train step: the schedule over this replica's batch.
 class PipelineStep : public StepRunner {
 public:
-  PipelineStep(PipelineStage &stage, size_t ids, size_t labels, size_t loss)
-      : stage(stage), idsInput(ids), labelsInput(labels), lossOutput(loss) {}
-  Status run(HostBuffer &ids, HostBuffer &labels, int64_t seed, int64_t step,
+  PipelineStep(PipelineStage &stage, size_t loss)
+      : stage(stage), lossOutput(loss) {}
+  Status run(std::vector<HostBuffer> &inputs, int64_t seed, int64_t step,
              double &loss) override {
-    std::vector<Tensor> batch(2);
-    batch[idsInput] = ids.view();
-    batch[labelsInput] = labels.view();
+    std::vector<Tensor> batch;
+    for (HostBuffer &b : inputs)
+      batch.push_back(b.view());
     stage.setRandomState(static_cast<uint64_t>(seed),
                          static_cast<uint64_t>(step));
     if (Status s = stage.run(microbatchesOf(stage, batch)); !s)
@@ -78,7 +78,7 @@ public:
 
 private:
   PipelineStage &stage;
-  size_t idsInput, labelsInput, lossOutput;
+  size_t lossOutput;
 };
 
 /// This stage's trained parameters, each with its gradient among the
@@ -115,6 +115,10 @@ Status bindStage(PipelineStage &stage, std::vector<Slot> &slots,
     for (size_t i = 0; i < outs.size(); ++i)
       if (outs[i].name == "grads/" + p.name)
         slot.gradIndex = i;
+    // A parameter several stages hold gets its gradient summed over them
+    // (zeros from a stage not computing one).
+    if (!grad && p.stages.size() > 1 && slot.gradIndex < outs.size())
+      grad = &outs[slot.gradIndex];
     if (!grad || slot.gradIndex == outs.size())
       return Status::error(notTraining + ": no gradient of parameter '" +
                            p.name + "'");
@@ -484,10 +488,9 @@ int runPipeline(const Options &o, Communicator &world, Device device) {
   layout.pipeline = &stage->pipelineComm();
   layout.stage = stage->stage();
   layout.stages = stage->dims().stages;
-  PipelineStep runner(*stage, idsInput, labelsInput, lossOutput);
-  const std::vector<IOSpec> specs = stepInputs(*stage);
-  int rc = trainLoop(o.train, o.quiet, layout, slots, runner, specs[idsInput],
-                     specs[labelsInput], world);
+  PipelineStep runner(*stage, lossOutput);
+  int rc = trainLoop(o.train, o.quiet, layout, slots, runner,
+                     stepInputs(*stage), idsInput, labelsInput, world);
   if (rc == 0 && !o.timeline.empty())
     writeTimeline(o, *stage, world);
   return rc;

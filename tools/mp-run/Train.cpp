@@ -10,6 +10,7 @@
 #include "Train.h"
 #include "Modes.h"
 #include "Run.h"
+#include "TrainBatch.h"
 #include "TrainState.h"
 
 #include "mp/Runtime/Npy.h"
@@ -37,6 +38,10 @@ launch D times the grid's ranks):
   --data TOKENS.npy       integer tokens [N, S+1]: step i takes rows i*G ...
                           i*G+G-1 (wrapping; G = batch x replicas, each
                           replica its block); inputs [:, :-1], labels [:, 1:]
+  --input NAME=FILE.npy   a train step's other input (attention mask, token
+                          types, decoder ids): the step's shape, given every
+                          step, or [N, ...], a row per row of --data, taken
+                          with the tokens' rows
   --steps N               the total number of steps
   --optimizer adamw|sgd   default adamw (torch.optim.AdamW; fp32 master
                           weights and moments)
@@ -301,14 +306,15 @@ bool isTrainStep(const std::vector<IOSpec> &ins,
                  const std::vector<IOSpec> &outs, size_t &idsInput,
                  size_t &labelsInput) {
   idsInput = labelsInput = ins.size();
-  for (size_t i = 0; i < ins.size(); ++i) {
+  for (size_t i = 0; i < ins.size(); ++i)
     if (ins[i].name == "labels")
       labelsInput = i;
-    else if (isIndex(ins[i].dtype) && idsInput == ins.size())
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (i != labelsInput && isIndex(ins[i].dtype) &&
+        (idsInput == ins.size() || ins[i].name == "input_ids"))
       idsInput = i;
-  }
-  return ins.size() == 2 && idsInput != ins.size() &&
-         labelsInput != ins.size() && !outs.empty() && outs[0].name == "loss";
+  return idsInput != ins.size() && labelsInput != ins.size() && !outs.empty() &&
+         outs[0].name == "loss";
 }
 
 namespace {
@@ -320,23 +326,8 @@ Status bindTrainStep(Executable &exe, std::vector<Slot> &slots,
   const std::string notTraining =
       "this artifact is not a train step (compile it with mp-opt "
       "MODEL.onnx ... --mp-train --artifact DIR)";
-  if (!isTrainStep(exe.inputs(), exe.outputs(), idsInput, labelsInput)) {
-    // A train step of a model with more inputs than the token ids (an
-    // attention mask, decoder ids): --train feeds only ids and labels.
-    const bool train =
-        !exe.outputs().empty() && exe.outputs()[0].name == "loss";
-    if (train && exe.inputs().size() > 2) {
-      std::string names;
-      for (const IOSpec &in : exe.inputs())
-        names += (names.empty() ? "" : ", ") + describe(in);
-      return Status::error(
-          "--train feeds a train step its token ids and labels only, but "
-          "this one takes " +
-          std::to_string(exe.inputs().size()) + " inputs: " + names +
-          " (run its steps with --input NAME=FILE.npy instead)");
-    }
+  if (!isTrainStep(exe.inputs(), exe.outputs(), idsInput, labelsInput))
     return Status::error(notTraining);
-  }
   const auto &ins = exe.inputs();
   const auto &outs = exe.outputs();
   if (ins[idsInput].shape.size() != 2 ||
@@ -372,49 +363,6 @@ Status bindTrainStep(Executable &exe, std::vector<Slot> &slots,
     slots.push_back(std::move(slot));
   }
   return Status::success();
-}
-
-/// Reads the token file: integers [N, S+1].
-Status readTokens(const std::string &path, int64_t sequence,
-                  HostBuffer &tokens) {
-  if (Status s = readNpy(path, tokens); !s)
-    return Status::error("--data: " + s.message);
-  if (!isIndex(tokens.dtype) || tokens.shape.size() != 2 ||
-      tokens.shape[1] != sequence + 1 || tokens.shape[0] < 1)
-    return Status::error(
-        "--data '" + path + "' holds " + dtypeName(tokens.dtype) + " " +
-        formatShape(tokens.shape) + ": expected integer tokens [N, " +
-        std::to_string(sequence + 1) +
-        "] (the model's sequence plus one, for the labels)");
-  return Status::success();
-}
-
-int64_t tokenAt(const HostBuffer &t, int64_t i) {
-  return t.dtype == DType::I64
-             ? reinterpret_cast<const int64_t *>(t.bytes.data())[i]
-             : reinterpret_cast<const int32_t *>(t.bytes.data())[i];
-}
-
-void setIndex(HostBuffer &b, int64_t i, int64_t v) {
-  if (b.dtype == DType::I64)
-    reinterpret_cast<int64_t *>(b.bytes.data())[i] = v;
-  else
-    reinterpret_cast<int32_t *>(b.bytes.data())[i] = static_cast<int32_t>(v);
-}
-
-/// Replica `replica`'s rows of step `step` (from 1) of a global batch of
-/// `replicas` micro-batches: inputs [:, :-1] and labels [:, 1:].
-void fillBatch(const HostBuffer &tokens, int64_t step, int64_t replica,
-               int64_t replicas, HostBuffer &ids, HostBuffer &labels) {
-  const int64_t batch = ids.shape[0], seq = ids.shape[1];
-  const int64_t rows = tokens.shape[0], width = tokens.shape[1];
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t row = ((step - 1) * batch * replicas + replica * batch + b) % rows;
-    for (int64_t s = 0; s < seq; ++s) {
-      setIndex(ids, b * seq + s, tokenAt(tokens, row * width + s));
-      setIndex(labels, b * seq + s, tokenAt(tokens, row * width + s + 1));
-    }
-  }
 }
 
 /// Lays the slots out in the flat vectors and reads the weights: this
@@ -625,14 +573,14 @@ void progressBar(int64_t step, int64_t steps) {
 /// The plain artifact's train step: one run of the program.
 class ProgramStep : public StepRunner {
 public:
-  ProgramStep(Executable &exe, size_t idsInput, size_t labelsInput)
-      : exe(exe), idsInput(idsInput), labelsInput(labelsInput), in(2) {}
-  Status run(HostBuffer &ids, HostBuffer &labels, int64_t seed, int64_t step,
+  explicit ProgramStep(Executable &exe) : exe(exe) {}
+  Status run(std::vector<HostBuffer> &batch, int64_t seed, int64_t step,
              double &loss) override {
     exe.setRandomState(static_cast<uint64_t>(seed),
                        static_cast<uint64_t>(step));
-    in[idsInput] = ids.view();
-    in[labelsInput] = labels.view();
+    in.clear();
+    for (HostBuffer &b : batch)
+      in.push_back(b.view());
     if (Status st = exe.run(in, out); !st)
       return st;
     loss = out[0].as<float>()[0];
@@ -644,7 +592,6 @@ public:
 
 private:
   Executable &exe;
-  size_t idsInput, labelsInput;
   std::vector<Tensor> in, out;
 };
 
@@ -652,8 +599,9 @@ private:
 
 int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
               std::vector<Slot> &slots, StepRunner &runner,
-              const IOSpec &idsSpec, const IOSpec &labelsSpec,
-              Communicator &world) {
+              const std::vector<IOSpec> &stepInputs, size_t idsInput,
+              size_t labelsInput, Communicator &world) {
+  const IOSpec &idsSpec = stepInputs[idsInput];
   const int64_t batch = idsSpec.shape[0], seq = idsSpec.shape[1];
   const int64_t replicas = layout.replicas;
   layout.rowsPerStep = batch * replicas;
@@ -663,8 +611,10 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
     std::printf("mp-run: note: synthetic (random) initial weights "
                 "(--mp-synthetic-weights): training starts from them, not "
                 "from the model's; checkpoints say so\n");
-  HostBuffer tokens;
-  stopIfAnyRankFailed(world, readTokens(t.data, seq, tokens));
+  TrainBatches batches;
+  stopIfAnyRankFailed(world,
+                      TrainBatches::open(t, stepInputs, idsInput, labelsInput,
+                                         replicas, batches));
   if (!t.save.empty())
     stopIfAnyRankFailed(world, checkSaveDirectory(t.save));
   Flat flat;
@@ -703,13 +653,6 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
                 static_cast<long long>(firstStep - 1),
                 static_cast<long long>(t.steps));
 
-  HostBuffer ids, labels;
-  ids.dtype = idsSpec.dtype;
-  ids.shape = idsSpec.shape;
-  ids.bytes.resize(ids.view().bytes());
-  labels.dtype = labelsSpec.dtype;
-  labels.shape = labelsSpec.shape;
-  labels.bytes.resize(labels.view().bytes());
   // Under mpirun a rank's stdout is a pty even when mpirun's own output is
   // piped to a file, so only a single process draws the bar.
   const bool terminal = !quiet && ::isatty(1) && world.size() == 1;
@@ -720,9 +663,9 @@ int trainLoop(const TrainOptions &t, bool quiet, TrainLayout &layout,
   double started = seconds(), lastLoss = 0;
   for (int64_t step = firstStep; step <= t.steps; ++step) {
     const double stepStart = seconds();
-    fillBatch(tokens, step, replica, replicas, ids, labels);
+    batches.fill(step, replica);
     double loss = 0;
-    if (Status st = runner.run(ids, labels, seed, step, loss); !st)
+    if (Status st = runner.run(batches.batch(), seed, step, loss); !st)
       abortRun(st.message);
     // The replicas' mean loss (each is the mean over its batch).
     if (Status st = sumOver(layout.data, loss); !st)
@@ -806,9 +749,9 @@ int train(const TrainOptions &t, bool quiet, Executable &exe,
   size_t idsInput, labelsInput;
   stopIfAnyRankFailed(world, bindTrainStep(exe, slots, idsInput, labelsInput));
   TrainLayout layout = TrainLayout::of(exe, world);
-  ProgramStep runner(exe, idsInput, labelsInput);
-  return trainLoop(t, quiet, layout, slots, runner, exe.inputs()[idsInput],
-                   exe.inputs()[labelsInput], world);
+  ProgramStep runner(exe);
+  return trainLoop(t, quiet, layout, slots, runner, exe.inputs(), idsInput,
+                   labelsInput, world);
 }
 
 } // namespace mprun

@@ -16,6 +16,9 @@ namespace mprun {
 struct TrainOptions {
   bool enabled = false;
   std::string data, log, save, resume;
+  /// The train step's inputs other than token ids and labels (an attention
+  /// mask, token types, a decoder's ids): --input NAME=FILE.npy.
+  std::vector<std::pair<std::string, std::string>> inputs;
   int64_t saveEvery = 0; // also save every this many steps (0: at the end)
   int64_t seed = 1234;   // dropout streams (a resumed run takes the saved)
   bool sgd = false;      // else AdamW

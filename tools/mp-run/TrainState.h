@@ -76,20 +76,22 @@ struct TrainLayout {
   std::unique_ptr<Communicator> hostGrid, hostData;
 };
 
-/// Runs one train step on a batch (token ids and labels, the whole batch
-/// of this replica): sets `loss` (the mean over it) and `gradient(slot)`
-/// to each slot's gradient (the parameter's dtype, valid until the next
-/// step).
+/// Runs one train step on a batch (every input of the step in its order:
+/// token ids, labels and any others, the whole batch of this replica):
+/// sets `loss` (the mean over it) and `gradient(slot)` to each slot's
+/// gradient (the parameter's dtype, valid until the next step).
 class StepRunner {
 public:
   virtual ~StepRunner() = default;
-  virtual Status run(HostBuffer &ids, HostBuffer &labels, int64_t seed,
-                     int64_t step, double &loss) = 0;
+  virtual Status run(std::vector<HostBuffer> &batch, int64_t seed, int64_t step,
+                     double &loss) = 0;
   virtual const void *gradient(const Slot &slot) = 0;
 };
 
 /// Whether `ins` and `outs` are a train step's (token ids and labels in,
-/// the loss first out), and which inputs are which.
+/// maybe others, the loss first out), and which inputs are which: the
+/// labels are named so; the ids are `input_ids`, else the first other
+/// integer input.
 bool isTrainStep(const std::vector<IOSpec> &ins,
                  const std::vector<IOSpec> &outs, size_t &idsInput,
                  size_t &labelsInput);
@@ -100,8 +102,8 @@ bool isTrainStep(const std::vector<IOSpec> &ins,
 /// calls it; returns the process's exit code.
 int trainLoop(const TrainOptions &options, bool quiet, TrainLayout &layout,
               std::vector<Slot> &slots, StepRunner &runner,
-              const IOSpec &idsSpec, const IOSpec &labelsSpec,
-              Communicator &world);
+              const std::vector<IOSpec> &stepInputs, size_t idsInput,
+              size_t labelsInput, Communicator &world);
 
 /// The optimizer's state: every parameter value of this rank in one flat
 /// fp32 vector (slot order), which data parallelism reduces in one

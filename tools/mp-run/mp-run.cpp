@@ -391,8 +391,9 @@ Status parseArgs(int argc, char **argv, Options &o) {
   for (const auto &input : o.inputs)
     if (!inputNames.insert(input.first).second)
       return Status::error("--input " + input.first + " is given twice");
-  if (o.train.enabled && !o.inputs.empty())
-    return Status::error("--train reads its inputs from --data, not --input");
+  // Under --train, --input gives the step's inputs other than the tokens.
+  if (o.train.enabled)
+    o.train.inputs = o.inputs;
   if (o.train.enabled && (o.profile || !o.verify.empty() ||
                           !o.outputDir.empty() || o.timedRunsGiven))
     return Status::error(
