@@ -118,15 +118,18 @@ static bool scatters(Operation *op) {
 /// The dim `reduce`'s reduce-scatter splits. Megatron splits the sequence,
 /// the dim before the hidden size in [batch, sequence, hidden]. A reduce
 /// whose sum meets a value split already (the residual stream, within a few
-/// ops) takes that value's dim, so that a sequence-first [S, B, H] layer
-/// matches its embedding's split (sequence-first after a transpose).
+/// ops that keep its shape) takes that value's dim, so that a
+/// sequence-first [S, B, H] layer matches its embedding's split
+/// (sequence-first after a transpose). Never the hidden size.
 /// Otherwise the dim before the hidden size, else any other that divides by
 /// the ranks: everything between a reduce-scatter and its all-gather works
 /// position by position.
 std::optional<int64_t>
 SequenceParallelPass::splitDim(shard::AllReduceOp reduce) const {
   RankedTensorType t = tensorType(reduce.getResult());
-  auto divides = [&](int64_t d) { return t.getDimSize(d) % ranks == 0; };
+  auto divides = [&](int64_t d) {
+    return d < t.getRank() - 1 && t.getDimSize(d) % ranks == 0;
+  };
   SmallVector<Value> frontier = {reduce.getResult()};
   for (int depth = 0; depth < 4 && !frontier.empty(); ++depth) {
     SmallVector<Value> next;
@@ -139,7 +142,10 @@ SequenceParallelPass::splitDim(shard::AllReduceOp reduce) const {
               divides(it->second))
             return it->second;
           if (operand == v)
-            llvm::append_range(next, user->getResults());
+            for (Value result : user->getResults())
+              if (auto type = dyn_cast<RankedTensorType>(result.getType());
+                  type && type.getShape() == t.getShape())
+                next.push_back(result);
         }
     frontier = std::move(next);
   }

@@ -52,9 +52,10 @@ HostBuffer bufferFor(const IOSpec &spec) {
 }
 
 /// Reads --input `file` for the step's input `spec`: the step's own shape
-/// (`every` step), or one row per token row (`rows` of them).
-Status readStepInput(const std::string &file, const IOSpec &spec, int64_t rows,
-                     HostBuffer &out, bool &perRow) {
+/// (every step), or, for an input whose first dim is the step's `batch`,
+/// one row per token row (`rows` of them).
+Status readStepInput(const std::string &file, const IOSpec &spec, int64_t batch,
+                     int64_t rows, HostBuffer &out, bool &perRow) {
   std::string rowShape = "[" + std::to_string(rows);
   for (size_t d = 1; d < spec.shape.size(); ++d)
     rowShape += ", " + std::to_string(spec.shape[d]);
@@ -69,14 +70,20 @@ Status readStepInput(const std::string &file, const IOSpec &spec, int64_t rows,
                         !spec.shape.empty() &&
                         std::equal(out.shape.begin() + 1, out.shape.end(),
                                    spec.shape.begin() + 1);
+  // Rows follow the tokens only along a batch dim.
+  const bool batched = !spec.shape.empty() && spec.shape[0] == batch;
   perRow = out.shape != spec.shape;
   if (out.dtype != spec.dtype ||
-      (perRow && (!sameTail || out.shape[0] != rows)))
+      (perRow && (!batched || !sameTail || out.shape[0] != rows)))
     return Status::error(
         "input '" + spec.name + "' expects " + dtypeName(spec.dtype) + " " +
-        formatShape(spec.shape) + " (every step) or " + rowShape +
-        " (a row per row of --data, taken with the tokens) but '" + file +
-        "' holds " + dtypeName(out.dtype) + " " + formatShape(out.shape));
+        formatShape(spec.shape) + " (every step)" +
+        (batched ? " or " + rowShape +
+                       " (a row per row of --data, taken with the tokens)"
+                 : std::string(" (its first dim is not the batch, so no row "
+                               "per token row)")) +
+        " but '" + file + "' holds " + dtypeName(out.dtype) + " " +
+        formatShape(out.shape));
   return Status::success();
 }
 
@@ -125,8 +132,8 @@ Status TrainBatches::open(const TrainOptions &t,
           std::to_string(out.tokens.shape[0]) + ")");
     HostBuffer file;
     bool perRow = false;
-    if (Status s = readStepInput(it->second, specs[i], out.tokens.shape[0],
-                                 file, perRow);
+    if (Status s = readStepInput(it->second, specs[i], specs[idsInput].shape[0],
+                                 out.tokens.shape[0], file, perRow);
         !s)
       return s;
     if (perRow)
