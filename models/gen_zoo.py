@@ -1453,6 +1453,59 @@ def padding_mask(ids):
     return {"attention_mask": mask}
 
 
+class LectureHead(nn.Module):
+    """One head of Karpathy's "Let's build GPT" (ng-video-lecture gpt.py):
+    its own key, query and value linears, a causal tril buffer, softmax
+    attention on [B, T, head_size]."""
+    def __init__(self):
+        super().__init__()
+        self.key = nn.Linear(HIDDEN, HEAD_DIM, bias=False)
+        self.query = nn.Linear(HIDDEN, HEAD_DIM, bias=False)
+        self.value = nn.Linear(HIDDEN, HEAD_DIM, bias=False)
+        self.register_buffer("tril", torch.tril(torch.ones(SEQ, SEQ)))
+
+    def forward(self, x):
+        t = x.shape[1]
+        k, q = self.key(x), self.query(x)
+        wei = q @ k.transpose(-2, -1) * k.shape[-1] ** -0.5
+        wei = wei.masked_fill(self.tril[:t, :t] == 0, float("-inf"))
+        return F.softmax(wei, dim=-1) @ self.value(x)
+
+
+class LectureBlock(nn.Module):
+    """Pre-LN block: the heads as a ModuleList concatenated, then a
+    projection; a ReLU MLP."""
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList(LectureHead() for _ in range(HEADS))
+        self.proj = nn.Linear(HIDDEN, HIDDEN)
+        self.ffwd = nn.Sequential(nn.Linear(HIDDEN, 4 * HIDDEN), nn.ReLU(),
+                                  nn.Linear(4 * HIDDEN, HIDDEN))
+        self.ln1, self.ln2 = nn.LayerNorm(HIDDEN), nn.LayerNorm(HIDDEN)
+
+    def forward(self, x):
+        a = self.ln1(x)
+        x = x + self.proj(torch.cat([h(a) for h in self.heads], dim=-1))
+        return x + self.ffwd(self.ln2(x))
+
+
+class LectureGPT(nn.Module):
+    """Learned positions added to the token embeddings, blocks, a final
+    LayerNorm, an untied head with a bias."""
+    def __init__(self):
+        super().__init__()
+        self.token_embedding_table = nn.Embedding(VOCAB, HIDDEN)
+        self.position_embedding_table = nn.Embedding(SEQ, HIDDEN)
+        self.blocks = nn.Sequential(*[LectureBlock() for _ in range(LAYERS)])
+        self.ln_f = nn.LayerNorm(HIDDEN)
+        self.lm_head = nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        x = self.token_embedding_table(idx) + self.position_embedding_table(torch.arange(t))
+        return self.lm_head(self.ln_f(self.blocks(x)))
+
+
 # ----------------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------------
@@ -1487,13 +1540,15 @@ MODELS = {
     "gpt_bigcode": (BigCode, 2025, True),
     "chatglm": (ChatGLM, 2026, False),
     "deberta_v2": (DebertaV2, 2029, False),
+    "gpt_lecture": (LectureGPT, 2030, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # Models with a PyTorch train-step reference (train/): the labels, the
 # loss and every parameter's gradient.
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
-                   "bart", "bloom_merged", "gpt_bigcode", "chatglm", "deberta_v2"}
+                   "bart", "bloom_merged", "gpt_bigcode", "chatglm", "deberta_v2",
+                   "gpt_lecture"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
                 "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
                 "gpt_bigcode": padding_mask, "deberta_v2": padding_mask}

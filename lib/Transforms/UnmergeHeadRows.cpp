@@ -122,6 +122,108 @@ struct HeadsInRows : OpRewritePattern<MatmulOp> {
   }
 };
 
+/// Single-head attention on [B, S, d] (a model written with one module
+/// per head, Karpathy's: q·kᵀ, scaled and masked, softmax, times v) is
+/// rebuilt with a unit head dim, [B, 1, S, d], the scales, masks and
+/// softmax between the matmuls included, then reshaped back: the
+/// [B, H, S, d] form (H = 1) that RaiseAttention reads. Batch dims that
+/// are merges already (HF's BART [B*H, S, d]) are left to SinkLeadingMerge.
+struct SingleHeadAttention : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static bool isMerge(Value v) { return v.getDefiningOp<ReshapeOp>(); }
+
+  /// The ops from q·kᵀ (first) to the softmax's input (last), each with
+  /// the operand the scores come in: scales and masks, each used once,
+  /// their other operands of rank 3 at most (a mask [B, S, S] or [B, 1, S]).
+  using Chain = SmallVector<std::pair<Operation *, unsigned>>;
+  static bool scoresChain(Value scores, Chain &chain, int depth = 0) {
+    Operation *def = scores.getDefiningOp();
+    if (!def || depth > 8 || !def->getResult(0).hasOneUse())
+      return false;
+    if (isa<MatmulOp>(def)) {
+      chain.push_back({def, 0});
+      return true;
+    }
+    if (!isa<MulOp, DivOp, AddOp, SubOp, WhereOp>(def))
+      return false;
+    for (Value operand : def->getOperands())
+      if (auto t = dyn_cast<RankedTensorType>(operand.getType());
+          !t || t.getRank() > 3)
+        return false;
+    for (OpOperand &operand : def->getOpOperands()) {
+      if (operand.get().getType() != scores.getType())
+        continue;
+      size_t size = chain.size();
+      if (scoresChain(operand.get(), chain, depth + 1)) {
+        chain.push_back({def, operand.getOperandNumber()});
+        return true;
+      }
+      chain.resize(size);
+    }
+    return false;
+  }
+
+  static SmallVector<int64_t> withUnitHead(Value v) {
+    SmallVector<int64_t> shape(tensorType(v).getShape());
+    shape.insert(shape.begin() + 1, 1);
+    return shape;
+  }
+
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto softmax = op.getLhs().getDefiningOp<SoftmaxOp>();
+    Value v = op.getRhs();
+    if (!softmax || tensorType(op.getLhs()).getRank() != 3 ||
+        tensorType(v).getRank() != 3 || softmax.getNormalizedAxis() != 2 ||
+        !softmax->hasOneUse() || isMerge(v))
+      return failure();
+    Chain chain;
+    if (!scoresChain(softmax.getInput(), chain))
+      return failure();
+    auto qk = cast<MatmulOp>(chain.front().first);
+    auto keyT = qk.getRhs().getDefiningOp<TransposeOp>();
+    if (tensorType(qk.getLhs()).getRank() != 3 ||
+        tensorType(qk.getRhs()).getRank() != 3 || isMerge(qk.getLhs()) ||
+        isMerge(keyT ? keyT.getInput() : qk.getRhs()))
+      return failure();
+
+    Location loc = op.getLoc();
+    Value scores = MatmulOp::create(
+        rewriter, qk.getLoc(),
+        reshaped(rewriter, loc, qk.getLhs(), withUnitHead(qk.getLhs())),
+        withUnitBatch(rewriter, loc, qk.getRhs()));
+    scores.getDefiningOp()->setDiscardableAttrs(
+        qk->getDiscardableAttrDictionary());
+    // Scalars and masks of rank 2 or less broadcast as they did; masks of
+    // rank 3 take the unit head dim too.
+    for (auto [e, scoresOperand] : ArrayRef(chain).drop_front()) {
+      SmallVector<Value> operands;
+      for (OpOperand &operand : e->getOpOperands()) {
+        Value x = operand.get();
+        if (operand.getOperandNumber() == scoresOperand)
+          x = scores;
+        else if (tensorType(x).getRank() == 3)
+          x = reshaped(rewriter, loc, x, withUnitHead(x));
+        operands.push_back(x);
+      }
+      OperationState state(e->getLoc(), e->getName());
+      state.addOperands(operands);
+      state.addAttributes(e->getAttrs());
+      state.addTypes(scores.getType());
+      scores = rewriter.create(state)->getResult(0);
+    }
+    auto probabilities = SoftmaxOp::create(rewriter, softmax.getLoc(), scores,
+                                           rewriter.getI64IntegerAttr(3));
+    probabilities->setDiscardableAttrs(softmax->getDiscardableAttrDictionary());
+    auto out = MatmulOp::create(rewriter, loc, probabilities,
+                                reshaped(rewriter, loc, v, withUnitHead(v)));
+    out->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), out);
+    return success();
+  }
+};
+
 /// A reshape or a transpose, and how it maps a shape.
 struct ShapeMap {
   Operation *op;
@@ -275,6 +377,6 @@ struct AddZero : OpRewritePattern<AddOp> {
 } // namespace
 
 void mp::populateUnmergeHeadRowsPatterns(RewritePatternSet &patterns) {
-  patterns.add<HeadsInRows, HoistToInverse<ReshapeOp>,
+  patterns.add<HeadsInRows, SingleHeadAttention, HoistToInverse<ReshapeOp>,
                HoistToInverse<TransposeOp>, AddZero>(patterns.getContext());
 }

@@ -162,3 +162,65 @@ func.func @bigcode_decode(%q: tensor<2x1x32xf32>, %k: tensor<2x6x8xf32>, %v: ten
   %o = mp.reshape %o3 : tensor<2x4x8xf32> -> tensor<2x1x32xf32>
   return %o : tensor<2x1x32xf32>
 }
+
+// -----
+
+// Tests single-head attention on [B, S, d], as a model written with a
+// module per head computes it (Karpathy's "Let's build GPT": q·kᵀ scaled,
+// masked_fill by a tril buffer, softmax, times v): computed with a unit
+// head dim, it raises to attention [B, 1, S, d], causal.
+// CHECK-LABEL: func.func @head_module
+// CHECK-NOT: mp.matmul
+// CHECK-NOT: mp.softmax
+// CHECK-DAG: %[[Q:.*]] = mp.reshape %arg0 : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
+// CHECK-DAG: %[[K:.*]] = mp.reshape %arg1 : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
+// CHECK-DAG: %[[V:.*]] = mp.reshape %arg2 : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
+// CHECK: %[[A:.*]] = mp.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 0.353553385 : f32} : (tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x1x4x8xf32>
+// CHECK: %[[OUT:.*]] = mp.reshape %[[A]] : tensor<2x1x4x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: return %[[OUT]]
+func.func @head_module(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %future = mp.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
+  %ninf = mp.constant dense<0xFF800000> : tensor<f32>
+  %scale = mp.constant dense<0.353553385> : tensor<f32>
+  %kt = mp.transpose %k [0, 2, 1] : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
+  %s = mp.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %scaled = mp.mul %s, %scale : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %masked = mp.where %future, %ninf, %scaled : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %p = mp.softmax %masked {axis = 2 : i64} : tensor<2x4x4xf32>
+  %o = mp.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests a single head with a padding mask per sequence ([B, 1, S], rank 3,
+// added after the scale): the mask takes the unit head dim too, [B, 1, 1, S].
+// CHECK-LABEL: func.func @head_module_padding
+// CHECK-NOT: mp.softmax
+// CHECK: %[[M:.*]] = mp.reshape %arg3 : tensor<2x1x4xf32> -> tensor<2x1x1x4xf32>
+// CHECK: mp.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[M]] {scale = 0.353553385 : f32} : (tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x1x4xf32>) -> tensor<2x1x4x8xf32>
+func.func @head_module_padding(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>, %pad: tensor<2x1x4xf32>) -> tensor<2x4x8xf32> {
+  %scale = mp.constant dense<0.353553385> : tensor<f32>
+  %kt = mp.transpose %k [0, 2, 1] : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
+  %s = mp.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %scaled = mp.mul %s, %scale : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %masked = mp.add %scaled, %pad : (tensor<2x4x4xf32>, tensor<2x1x4xf32>) -> tensor<2x4x4xf32>
+  %p = mp.softmax %masked {axis = 2 : i64} : tensor<2x4x4xf32>
+  %o = mp.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests that a softmax over products that are not attention's (the
+// probabilities read twice) is left as it is.
+// CHECK-LABEL: func.func @probabilities_read_twice
+// CHECK: mp.softmax
+// CHECK: mp.matmul {{.*}} -> tensor<2x4x8xf32>
+func.func @probabilities_read_twice(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>) {
+  %kt = mp.transpose %k [0, 2, 1] : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
+  %s = mp.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %p = mp.softmax %s {axis = 2 : i64} : tensor<2x4x4xf32>
+  %o = mp.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o, %p : tensor<2x4x8xf32>, tensor<2x4x4xf32>
+}

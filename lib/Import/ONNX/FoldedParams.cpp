@@ -111,7 +111,10 @@ void readTransposed(ParamOp copy, ParamOp source, ArrayRef<GetParamOp> reads) {
 
 /// The name of the transposed weight of the module that node `/a/b/Op`
 /// belongs to ("a.b.weight.T": folding stored nn.Linear's weight, [out,
-/// in], transposed); empty for a node outside any module.
+/// in], transposed); empty for a node outside any module. PyTorch scopes
+/// a container's child by its attribute and index ("/blocks/blocks.0/ffwd/
+/// ffwd.0/MatMul" in nn.Sequential), which names the parameter
+/// "blocks.0.ffwd.0.weight": a segment extending the one before replaces it.
 std::string moduleWeightName(Location loc) {
   auto name = dyn_cast<NameLoc>(loc);
   if (!name)
@@ -120,8 +123,19 @@ std::string moduleWeightName(Location loc) {
   size_t last = node.rfind('/');
   if (!node.starts_with("/") || last == 0 || last == StringRef::npos)
     return "";
-  std::string module = node.substr(1, last - 1).str();
-  std::replace(module.begin(), module.end(), '/', '.');
+  SmallVector<StringRef> segments;
+  node.substr(1, last - 1).split(segments, '/');
+  std::string module;
+  StringRef previous;
+  for (StringRef segment : segments) {
+    if (!previous.empty() && segment.size() > previous.size() &&
+        segment.starts_with(previous) && segment[previous.size()] == '.')
+      module.resize(module.size() - previous.size());
+    else if (!module.empty())
+      module += '.';
+    module += segment.str();
+    previous = segment;
+  }
   return module + ".weight.T";
 }
 
