@@ -112,9 +112,11 @@ void readTransposed(ParamOp copy, ParamOp source, ArrayRef<GetParamOp> reads) {
 /// The name of the transposed weight of the module that node `/a/b/Op`
 /// belongs to ("a.b.weight.T": folding stored nn.Linear's weight, [out,
 /// in], transposed); empty for a node outside any module. PyTorch scopes
-/// a container's child by its attribute and index ("/blocks/blocks.0/ffwd/
-/// ffwd.0/MatMul" in nn.Sequential), which names the parameter
-/// "blocks.0.ffwd.0.weight": a segment extending the one before replaces it.
+/// a called container's child by the container's attribute and the index
+/// ("/blocks/blocks.0/ffwd/ffwd.0/MatMul" in nn.Sequential), which names
+/// the parameter "blocks.0.ffwd.0.weight": a segment that is the one before
+/// plus indices replaces it (not "/layers.0/layers.0.0", a ModuleList's
+/// child inside layers.0: "layers.0.layers.0.0").
 std::string moduleWeightName(Location loc) {
   auto name = dyn_cast<NameLoc>(loc);
   if (!name)
@@ -127,9 +129,17 @@ std::string moduleWeightName(Location loc) {
   node.substr(1, last - 1).split(segments, '/');
   std::string module;
   StringRef previous;
+  auto withoutIndices = [](StringRef segment) {
+    while (true) {
+      auto [head, index] = segment.rsplit('.');
+      if (index.empty() || head.empty() || !llvm::all_of(index, llvm::isDigit))
+        return segment;
+      segment = head;
+    }
+  };
   for (StringRef segment : segments) {
-    if (!previous.empty() && segment.size() > previous.size() &&
-        segment.starts_with(previous) && segment[previous.size()] == '.')
+    if (!previous.empty() && segment != previous &&
+        withoutIndices(segment) == previous)
       module.resize(module.size() - previous.size());
     else if (!module.empty())
       module += '.';

@@ -40,21 +40,26 @@ np.save(os.path.join(out, "expected", "logits.npy"), table[ids] @ table.T)
 # the name of that node's module; one read by two matmuls, and a folded
 # value that is no matmul's weight (a norm's 1 + w), keep their names. A
 # module inside nn.Sequential is scoped by attribute and index
-# (/blocks/blocks.0/ffwd/ffwd.0): its weight is blocks.0.ffwd.0.weight.
+# (/blocks/blocks.0/ffwd/ffwd.0): its weight is blocks.0.ffwd.0.weight; a
+# ModuleList's child inside layers.0 (/layers.0/layers.0.0) is
+# layers.0.layers.0.0.
 w = rng.standard_normal((4, 4)).astype(np.float32)
 shared = rng.standard_normal((4, 4)).astype(np.float32)
 nodes = [helper.make_node("MatMul", ["x", "onnx::MatMul_3"], ["a"], name="/layers.0/fc/MatMul"),
          helper.make_node("MatMul", ["a", "onnx::MatMul_4"], ["b"], name="/layers.0/up/MatMul"),
          helper.make_node("MatMul", ["b", "onnx::MatMul_4"], ["c"], name="/layers.0/down/MatMul"),
          helper.make_node("Mul", ["c", "onnx::Mul_5"], ["m"], name="/layers.0/norm/Mul"),
-         helper.make_node("MatMul", ["m", "onnx::MatMul_6"], ["y"],
-                          name="/blocks/blocks.0/ffwd/ffwd.0/MatMul")]
+         helper.make_node("MatMul", ["m", "onnx::MatMul_6"], ["f"],
+                          name="/blocks/blocks.0/ffwd/ffwd.0/MatMul"),
+         helper.make_node("MatMul", ["f", "onnx::MatMul_7"], ["y"],
+                          name="/layers.0/layers.0.0/MatMul")]
 graph = helper.make_graph(
     nodes, "named", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
     [numpy_helper.from_array(w, "onnx::MatMul_3"), numpy_helper.from_array(shared, "onnx::MatMul_4"),
      numpy_helper.from_array(1 + rng.standard_normal(4).astype(np.float32), "onnx::Mul_5"),
-     numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_6")])
+     numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_6"),
+     numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_7")])
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 onnx.checker.check_model(model)
 onnx.save(model, os.path.join(out, "named.onnx"))
