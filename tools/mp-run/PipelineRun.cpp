@@ -83,15 +83,19 @@ private:
 
 /// This stage's trained parameters, each with its gradient among the
 /// pipeline's outputs (found in its chunks' backward programs).
-Status bindStage(PipelineStage &stage, std::vector<Slot> &slots,
-                 size_t &idsInput, size_t &labelsInput, size_t &lossOutput) {
+Status bindStage(PipelineStage &stage, const TrainOptions &t,
+                 std::vector<Slot> &slots, size_t &idsInput,
+                 size_t &labelsInput, size_t &lossOutput) {
   const std::string notTraining =
       "this pipeline artifact is not a train step (compile it with mp-opt "
       "MODEL.onnx --mp-parallelize=\"pp=N ...\" --mp-train --artifact DIR)";
   const auto &outs = stage.outputs();
-  if (!stage.training() ||
-      !isTrainStep(stage.inputs(), outs, idsInput, labelsInput))
+  if (!stage.training())
     return Status::error(notTraining);
+  if (Status s = findTrainStep(stage.inputs(), outs, t.inputs, notTraining,
+                               idsInput, labelsInput);
+      !s)
+    return s;
   if (stage.inputs()[idsInput].shape.size() != 2 ||
       stage.inputs()[idsInput].shape != stage.inputs()[labelsInput].shape)
     return Status::error("the train step's token ids must be [batch, "
@@ -477,8 +481,8 @@ int runPipeline(const Options &o, Communicator &world, Device device) {
 
   std::vector<Slot> slots;
   size_t idsInput = 0, labelsInput = 0, lossOutput = 0;
-  stopIfAnyRankFailed(
-      world, bindStage(*stage, slots, idsInput, labelsInput, lossOutput));
+  stopIfAnyRankFailed(world, bindStage(*stage, o.train, slots, idsInput,
+                                       labelsInput, lossOutput));
   TrainLayout layout;
   layout.exe = &stage->function(0, false);
   layout.grid = &stage->gridComm();
