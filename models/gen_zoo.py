@@ -1506,6 +1506,30 @@ class LectureGPT(nn.Module):
         return self.lm_head(self.ln_f(self.blocks(x)))
 
 
+class TorchEncoderLM(nn.Module):
+    """PyTorch's own nn.TransformerEncoder (sequence first, pre-LN, GELU)
+    as a causal LM: nn.MultiheadAttention's packed in_proj_weight and its
+    multi_head_attention_forward, which views q, k and v [S, B*H, d],
+    transposes them to [B*H, S, d] for bmm and views the result back
+    [S*B, H*d] for the output projection (a Gemm on the flattened rows)."""
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HIDDEN)
+        self.positions = nn.Parameter(torch.randn(SEQ, HIDDEN) * 0.1)
+        layer = nn.TransformerEncoderLayer(HIDDEN, HEADS, 4 * HIDDEN, dropout=0.0,
+                                           activation="gelu", norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, LAYERS)
+        self.norm = nn.LayerNorm(HIDDEN)
+        self.head = nn.Linear(HIDDEN, VOCAB, bias=False)
+
+    def forward(self, input_ids):
+        s = input_ids.shape[1]
+        causal = torch.triu(torch.full((s, s), float("-inf")), 1)
+        x = (self.embed(input_ids) + self.positions[:s]).transpose(0, 1)
+        x = self.encoder(x, mask=causal).transpose(0, 1)
+        return self.head(self.norm(x))
+
+
 # ----------------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------------
@@ -1541,6 +1565,7 @@ MODELS = {
     "chatglm": (ChatGLM, 2026, False),
     "deberta_v2": (DebertaV2, 2029, False),
     "gpt_lecture": (LectureGPT, 2030, False),
+    "torch_encoder": (TorchEncoderLM, 2031, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
@@ -1548,7 +1573,7 @@ INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # loss and every parameter's gradient.
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
                    "bart", "bloom_merged", "gpt_bigcode", "chatglm", "deberta_v2",
-                   "gpt_lecture"}
+                   "gpt_lecture", "torch_encoder"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
                 "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
                 "gpt_bigcode": padding_mask, "deberta_v2": padding_mask}

@@ -156,9 +156,17 @@ struct SinkMergeBelowTranspose : OpRewritePattern<TransposeOp> {
     // Only where the merge then joins leading dims, for SinkLeadingMerge
     // (dropping a unit dim that was leading already is no merge: Baichuan
     // squeezes its q, k and v that way; a batch of 1 that the transpose
-    // brings to the front is one).
+    // brings to the front is one), or where a reshape follows that it
+    // folds into: PyTorch's multi_head_attention_forward views its
+    // [B*H, S, d] result [S, B*H, d] then [S*B, H*d], which becomes
+    // [B, H, S, d] transposed to [S, B, H, d] and viewed [S*B, H*d], where
+    // a split of the heads reaches the output projection's features.
+    bool reshapedAfter =
+        op->hasOneUse() && isa<ReshapeOp>(*op->user_begin()) &&
+        tensorType(merge.getInput()).getShape() == ArrayRef(in) &&
+        mergedLeadingDims(merge); // [B, H, S, d] -> [B*H, S, d]
     if (shape.empty() || (shape[0] == 1 && perm[0] == 0) ||
-        !mergedLeadingDims(shape, op.getType().getShape()))
+        (!reshapedAfter && !mergedLeadingDims(shape, op.getType().getShape())))
       return failure();
     auto transposedType =
         RankedTensorType::get(shape, op.getType().getElementType());

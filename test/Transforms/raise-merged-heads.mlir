@@ -394,3 +394,22 @@ func.func @slice_of_merged(%x: tensor<2x4x6x6xf32>) -> tensor<2x4x6xf32> {
   %r = mp.reshape %e : tensor<8x1x6xf32> -> tensor<2x4x6xf32>
   return %r : tensor<2x4x6xf32>
 }
+
+// -----
+
+// Tests PyTorch's multi_head_attention_forward's view of its result:
+// [B*H, S, d] (heads merged with the batch) transposed to [S, B*H, d] and
+// viewed [S*B, H*d] for the output projection. The merge moves below the
+// transpose and folds into the view: [B, H, S, d] transposed to
+// [S, B, H, d], then viewed [S*B, H*d], where the heads stay a dim of
+// their own.
+// CHECK-LABEL: func.func @mha_output_view
+// CHECK: %[[T:.*]] = mp.transpose %arg0 [2, 0, 1, 3] : tensor<2x4x6x8xf32> -> tensor<6x2x4x8xf32>
+// CHECK-NEXT: %[[O:.*]] = mp.reshape %[[T]] : tensor<6x2x4x8xf32> -> tensor<12x32xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @mha_output_view(%o: tensor<2x4x6x8xf32>) -> tensor<12x32xf32> {
+  %merged = mp.reshape %o : tensor<2x4x6x8xf32> -> tensor<8x6x8xf32>
+  %t = mp.transpose %merged [1, 0, 2] : tensor<8x6x8xf32> -> tensor<6x8x8xf32>
+  %rows = mp.reshape %t : tensor<6x8x8xf32> -> tensor<12x32xf32>
+  return %rows : tensor<12x32xf32>
+}

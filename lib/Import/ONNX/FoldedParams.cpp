@@ -225,6 +225,23 @@ std::string sharedBias(ArrayRef<GetParamOp> reads) {
   return bias;
 }
 
+/// `weight` (a.b.weight.T) named after the bias its matmuls add when that
+/// is the module's under another name: nn.MultiheadAttention's packed
+/// projection adds a.b.in_proj_bias to a.b.in_proj_weight, so its folded
+/// weight is a.b.in_proj_weight.T.
+std::string biasPartnerName(const std::string &weight,
+                            ArrayRef<GetParamOp> reads) {
+  StringRef module = weight;
+  if (!module.consume_back(".weight.T"))
+    return weight;
+  std::string bias = sharedBias(reads);
+  StringRef tail = bias;
+  if (!tail.consume_front(module) || !tail.consume_front(".") ||
+      !tail.consume_back("bias") || tail.contains('.'))
+    return weight;
+  return (module + "." + tail + "weight.T").str();
+}
+
 } // namespace
 
 /// Folded copies of one module's weight, read by its calls (a module called
@@ -343,7 +360,7 @@ void Importer::nameFoldedWeights() {
     // are not any parameter the user wrote. A module called more than
     // once (tieEqualCopies) is named by its first call's node.
     SmallVector<GetParamOp> mine = reads.lookup(param.getSymNameAttr());
-    std::string name = sharedWeightName(mine);
+    std::string name = biasPartnerName(sharedWeightName(mine), mine);
     if (name.empty() || symbols.lookup(name))
       continue;
     StringAttr old = param.getSymNameAttr();

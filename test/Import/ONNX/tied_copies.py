@@ -42,7 +42,8 @@ np.save(os.path.join(out, "expected", "logits.npy"), table[ids] @ table.T)
 # module inside nn.Sequential is scoped by attribute and index
 # (/blocks/blocks.0/ffwd/ffwd.0): its weight is blocks.0.ffwd.0.weight; a
 # ModuleList's child inside layers.0 (/layers.0/layers.0.0) is
-# layers.0.layers.0.0.
+# layers.0.layers.0.0. nn.MultiheadAttention's packed projection, whose
+# bias is attn.in_proj_bias, is attn.in_proj_weight.
 w = rng.standard_normal((4, 4)).astype(np.float32)
 shared = rng.standard_normal((4, 4)).astype(np.float32)
 nodes = [helper.make_node("MatMul", ["x", "onnx::MatMul_3"], ["a"], name="/layers.0/fc/MatMul"),
@@ -51,15 +52,19 @@ nodes = [helper.make_node("MatMul", ["x", "onnx::MatMul_3"], ["a"], name="/layer
          helper.make_node("Mul", ["c", "onnx::Mul_5"], ["m"], name="/layers.0/norm/Mul"),
          helper.make_node("MatMul", ["m", "onnx::MatMul_6"], ["f"],
                           name="/blocks/blocks.0/ffwd/ffwd.0/MatMul"),
-         helper.make_node("MatMul", ["f", "onnx::MatMul_7"], ["y"],
-                          name="/layers.0/layers.0.0/MatMul")]
+         helper.make_node("MatMul", ["f", "onnx::MatMul_7"], ["g"],
+                          name="/layers.0/layers.0.0/MatMul"),
+         helper.make_node("MatMul", ["g", "onnx::MatMul_8"], ["h"], name="/attn/MatMul"),
+         helper.make_node("Add", ["h", "attn.in_proj_bias"], ["y"], name="/attn/Add")]
 graph = helper.make_graph(
     nodes, "named", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
     [numpy_helper.from_array(w, "onnx::MatMul_3"), numpy_helper.from_array(shared, "onnx::MatMul_4"),
      numpy_helper.from_array(1 + rng.standard_normal(4).astype(np.float32), "onnx::Mul_5"),
      numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_6"),
-     numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_7")])
+     numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_7"),
+     numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_8"),
+     numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "attn.in_proj_bias")])
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 onnx.checker.check_model(model)
 onnx.save(model, os.path.join(out, "named.onnx"))
