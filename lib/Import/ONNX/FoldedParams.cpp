@@ -225,21 +225,17 @@ std::string sharedBias(ArrayRef<GetParamOp> reads) {
   return bias;
 }
 
-/// `weight` (a.b.weight.T) named after the bias its matmuls add when that
-/// is the module's under another name: nn.MultiheadAttention's packed
-/// projection adds a.b.in_proj_bias to a.b.in_proj_weight, so its folded
-/// weight is a.b.in_proj_weight.T.
+/// `weight` (a.b.weight.T) as nn.MultiheadAttention names its packed
+/// projection: a matmul that adds a.b.in_proj_bias reads
+/// a.b.in_proj_weight (a module's other weight and bias names are its own:
+/// a `weight` with a `qkv_bias` stays a.b.weight).
 std::string biasPartnerName(const std::string &weight,
                             ArrayRef<GetParamOp> reads) {
   StringRef module = weight;
-  if (!module.consume_back(".weight.T"))
+  if (!module.consume_back(".weight.T") ||
+      sharedBias(reads) != (module + ".in_proj_bias").str())
     return weight;
-  std::string bias = sharedBias(reads);
-  StringRef tail = bias;
-  if (!tail.consume_front(module) || !tail.consume_front(".") ||
-      !tail.consume_back("bias") || tail.contains('.'))
-    return weight;
-  return (module + "." + tail + "weight.T").str();
+  return (module + ".in_proj_weight.T").str();
 }
 
 } // namespace
