@@ -43,7 +43,8 @@ np.save(os.path.join(out, "expected", "logits.npy"), table[ids] @ table.T)
 # (/blocks/blocks.0/ffwd/ffwd.0): its weight is blocks.0.ffwd.0.weight; a
 # ModuleList's child inside layers.0 (/layers.0/layers.0.0) is
 # layers.0.layers.0.0. nn.MultiheadAttention's packed projection, whose
-# bias is attn.in_proj_bias, is attn.in_proj_weight.
+# bias is attn.in_proj_bias, is attn.in_proj_weight; a module's own
+# weight added to a bias of another name (proj.qkv_bias) stays proj.weight.
 w = rng.standard_normal((4, 4)).astype(np.float32)
 shared = rng.standard_normal((4, 4)).astype(np.float32)
 nodes = [helper.make_node("MatMul", ["x", "onnx::MatMul_3"], ["a"], name="/layers.0/fc/MatMul"),
@@ -55,7 +56,9 @@ nodes = [helper.make_node("MatMul", ["x", "onnx::MatMul_3"], ["a"], name="/layer
          helper.make_node("MatMul", ["f", "onnx::MatMul_7"], ["g"],
                           name="/layers.0/layers.0.0/MatMul"),
          helper.make_node("MatMul", ["g", "onnx::MatMul_8"], ["h"], name="/attn/MatMul"),
-         helper.make_node("Add", ["h", "attn.in_proj_bias"], ["y"], name="/attn/Add")]
+         helper.make_node("Add", ["h", "attn.in_proj_bias"], ["i"], name="/attn/Add"),
+         helper.make_node("MatMul", ["i", "onnx::MatMul_9"], ["j"], name="/proj/MatMul"),
+         helper.make_node("Add", ["j", "proj.qkv_bias"], ["y"], name="/proj/Add")]
 graph = helper.make_graph(
     nodes, "named", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
@@ -64,7 +67,9 @@ graph = helper.make_graph(
      numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_6"),
      numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_7"),
      numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_8"),
-     numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "attn.in_proj_bias")])
+     numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "attn.in_proj_bias"),
+     numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_9"),
+     numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "proj.qkv_bias")])
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 onnx.checker.check_model(model)
 onnx.save(model, os.path.join(out, "named.onnx"))
