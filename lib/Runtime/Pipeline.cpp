@@ -618,11 +618,9 @@ Status PipelineStage::sumTiedGradients() {
                            "' has no gradient among the step's results");
     if (!resultHere[i]) {
       const Tensor &copy = param->copies[0];
-      resultHere[i] = resultIsGradient[i] = true;
-      results[i].dtype = copy.dtype;
-      results[i].shape = copy.shape;
-      results[i].bytes.assign(results[i].view().bytes(), 0);
-      sums[i].assign(static_cast<size_t>(copy.numel()), 0.0f);
+      HostBuffer none = HostBuffer::zeros(copy.dtype, copy.shape);
+      if (Status s = accumulate(i, none.view(), 0, /*gradient=*/true); !s)
+        return s;
     }
     if (!resultIsGradient[i])
       return Status::error("tied parameter '" + name +

@@ -27,6 +27,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <functional>
 #include <set>
@@ -69,6 +70,7 @@ public:
       return failure();
     for (auto &[op, place] : placeOf)
       training |= place.phase == Backward;
+    findFirstReaders();
     OpBuilder b(main);
     for (int64_t k = 0; k < chunks; ++k)
       build(b, {k, Forward});
@@ -95,11 +97,13 @@ private:
   /// checks the data flows the way the pipeline runs.
   LogicalResult findNeeds();
   void build(OpBuilder &b, Place fn);
+  /// The first chunk whose forward reads each parameter.
+  void findFirstReaders();
   /// The function a result no chunk computes comes from: a parameter's
   /// gradient (a constant: the loss does not read the parameter), the
   /// backward of the first chunk reading the parameter, whose stage holds
   /// and updates it; anything else, the last function built.
-  Place homeOfFreeResult(unsigned result);
+  Place homeOfFreeResult(unsigned result) const;
 
   /// The ops placed in `fn`, in program order.
   SmallVector<Operation *> opsIn(Place fn) {
@@ -129,7 +133,8 @@ private:
   // summed them (not run).
   std::map<unsigned, SmallVector<Value>> partialOutputs;
   llvm::DenseSet<Operation *> dissolved;
-  llvm::MapVector<Value, Need> needs; // in definition order
+  llvm::MapVector<Value, Need> needs;   // in definition order
+  llvm::StringMap<int64_t> firstReader; // parameter -> chunk
 };
 
 void Splitter::findPartialOutputs() {
@@ -386,23 +391,27 @@ void Splitter::build(OpBuilder &b, Place fn) {
   func::ReturnOp::create(inner, main.getLoc(), returned);
 }
 
-Place Splitter::homeOfFreeResult(unsigned result) {
+void Splitter::findFirstReaders() {
+  main.walk([&](GetParamOp get) {
+    for (Operation *user : get->getUsers()) {
+      auto at = placeOf.find(user);
+      if (at == placeOf.end() || at->second.phase != Forward)
+        continue;
+      auto [it, inserted] =
+          firstReader.try_emplace(get.getName(), at->second.stage);
+      it->second = std::min(it->second, at->second.stage);
+    }
+  });
+}
+
+Place Splitter::homeOfFreeResult(unsigned result) const {
   Place last = training ? Place{0, Backward} : Place{chunks - 1, Forward};
-  auto name = main.getResultAttrOfType<StringAttr>(
+  auto name = func::FuncOp(main).getResultAttrOfType<StringAttr>(
       result, MPDialect::getNameAttrName());
   if (!training || !name || !name.getValue().starts_with("grads/"))
     return last;
-  StringRef param = name.getValue().drop_front(strlen("grads/"));
-  std::optional<int64_t> first;
-  main.walk([&](GetParamOp get) {
-    if (get.getName() != param)
-      return;
-    for (Operation *user : get->getUsers())
-      if (auto at = placeOf.find(user);
-          at != placeOf.end() && at->second.phase == Forward)
-        first = std::min(first.value_or(at->second.stage), at->second.stage);
-  });
-  return first ? Place{*first, Backward} : last;
+  auto first = firstReader.find(name.getValue().drop_front(strlen("grads/")));
+  return first != firstReader.end() ? Place{first->second, Backward} : last;
 }
 
 struct PipelineSplitPass

@@ -429,16 +429,14 @@ std::string tensor_parallel::describeStop(const Stop &stop) {
     return why;
   }
   if (auto attention = dyn_cast<AttentionOp>(stop.op);
-      attention && tensorType(attention.getQuery()).getDimSize(1) == 1) {
-    os << "and that attention has one head, with nothing to split by heads "
-          "(a model written with a module per head computes each head's "
-          "attention apart)";
-    return why;
-  }
-  if (auto attention = dyn_cast<AttentionOp>(stop.op);
       attention && tensorType(attention.getKey()).getDimSize(1) == 1) {
-    os << "and multi-query attention reads its one key/value head whole on "
-          "every rank";
+    if (tensorType(attention.getQuery()).getDimSize(1) == 1)
+      os << "and that attention has one head, with nothing to split by "
+            "heads (a model written with a module per head computes each "
+            "head's attention apart)";
+    else
+      os << "and multi-query attention reads its one key/value head whole "
+            "on every rank";
     return why;
   }
   if (auto rule = dyn_cast<SplitOpInterface>(stop.op);

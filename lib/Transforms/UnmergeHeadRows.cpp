@@ -46,15 +46,28 @@ static bool swapsLastTwo(ArrayRef<int64_t> perm) {
          SmallVector<int64_t>(perm) == swapping(rank, rank - 2, rank - 1);
 }
 
+/// `v`'s shape with a unit dim before its last two ([P, K, N] ->
+/// [P, 1, K, N]).
+static SmallVector<int64_t> shapeWithUnit(Value v) {
+  SmallVector<int64_t> shape(tensorType(v).getShape());
+  shape.insert(shape.end() - 2, 1);
+  return shape;
+}
+
+/// `e` built again on `operands`, with result type `type`.
+static Value rebuilt(PatternRewriter &rewriter, Operation *e,
+                     ValueRange operands, Type type) {
+  OperationState state(e->getLoc(), e->getName());
+  state.addOperands(operands);
+  state.addAttributes(e->getAttrs());
+  state.addTypes(type);
+  return rewriter.create(state)->getResult(0);
+}
+
 /// The rhs [P, K, N] of a matmul with a unit dim before its last two:
 /// [P, 1, K, N]. A transposed key stays a transpose (of its source with
 /// the unit dim), the form RaiseAttention reads keys from.
 static Value withUnitBatch(PatternRewriter &rewriter, Location loc, Value rhs) {
-  auto shapeWithUnit = [](Value v) {
-    SmallVector<int64_t> shape(tensorType(v).getShape());
-    shape.insert(shape.end() - 2, 1);
-    return shape;
-  };
   auto t = rhs.getDefiningOp<TransposeOp>();
   if (t && swapsLastTwo(t.getPermutation())) {
     Value source = t.getInput();
@@ -164,12 +177,6 @@ struct SingleHeadAttention : OpRewritePattern<MatmulOp> {
     return false;
   }
 
-  static SmallVector<int64_t> withUnitHead(Value v) {
-    SmallVector<int64_t> shape(tensorType(v).getShape());
-    shape.insert(shape.begin() + 1, 1);
-    return shape;
-  }
-
   LogicalResult matchAndRewrite(MatmulOp op,
                                 PatternRewriter &rewriter) const override {
     auto softmax = op.getLhs().getDefiningOp<SoftmaxOp>();
@@ -191,7 +198,7 @@ struct SingleHeadAttention : OpRewritePattern<MatmulOp> {
     Location loc = op.getLoc();
     Value scores = MatmulOp::create(
         rewriter, qk.getLoc(),
-        reshaped(rewriter, loc, qk.getLhs(), withUnitHead(qk.getLhs())),
+        reshaped(rewriter, loc, qk.getLhs(), shapeWithUnit(qk.getLhs())),
         withUnitBatch(rewriter, loc, qk.getRhs()));
     scores.getDefiningOp()->setDiscardableAttrs(
         qk->getDiscardableAttrDictionary());
@@ -204,20 +211,16 @@ struct SingleHeadAttention : OpRewritePattern<MatmulOp> {
         if (operand.getOperandNumber() == scoresOperand)
           x = scores;
         else if (tensorType(x).getRank() == 3)
-          x = reshaped(rewriter, loc, x, withUnitHead(x));
+          x = reshaped(rewriter, loc, x, shapeWithUnit(x));
         operands.push_back(x);
       }
-      OperationState state(e->getLoc(), e->getName());
-      state.addOperands(operands);
-      state.addAttributes(e->getAttrs());
-      state.addTypes(scores.getType());
-      scores = rewriter.create(state)->getResult(0);
+      scores = rebuilt(rewriter, e, operands, scores.getType());
     }
     auto probabilities = SoftmaxOp::create(rewriter, softmax.getLoc(), scores,
                                            rewriter.getI64IntegerAttr(3));
     probabilities->setDiscardableAttrs(softmax->getDiscardableAttrDictionary());
     auto out = MatmulOp::create(rewriter, loc, probabilities,
-                                reshaped(rewriter, loc, v, withUnitHead(v)));
+                                reshaped(rewriter, loc, v, shapeWithUnit(v)));
     out->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), out);
     return success();
@@ -339,13 +342,10 @@ struct HoistToInverse : OpRewritePattern<ShapeOpT> {
     SmallVector<Value> operands;
     for (Value v : e->getOperands())
       operands.push_back(mapped(rewriter, loc, map, v));
-    OperationState state(loc, e->getName());
-    state.addOperands(operands);
-    state.addAttributes(e->getAttrs());
-    state.addTypes(
-        RankedTensorType::get(map.resultType().getShape(),
-                              tensorType(e->getResult(0)).getElementType()));
-    Operation *hoisted = rewriter.create(state);
+    Operation *hoisted =
+        rebuilt(rewriter, e, operands,
+                withShape(e->getResult(0), map.resultType().getShape()))
+            .getDefiningOp();
     if (auto softmax = dyn_cast<SoftmaxOp>(hoisted)) {
       int64_t axis = cast<SoftmaxOp>(e).getNormalizedAxis();
       softmax.setAxis(llvm::find(map.perm(), axis) - map.perm().begin());

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Modes.h"
+#include "TrainBatch.h"
 #include "TrainState.h"
 
 #include "mp/Runtime/Pipeline.h"

@@ -298,54 +298,6 @@ bool isFloat(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16;
 }
 
-bool isIndex(DType t) { return t == DType::I64 || t == DType::I32; }
-
-} // namespace
-
-Status
-findTrainStep(const std::vector<IOSpec> &ins, const std::vector<IOSpec> &outs,
-              const std::vector<std::pair<std::string, std::string>> &given,
-              const std::string &notTraining, size_t &idsInput,
-              size_t &labelsInput) {
-  idsInput = labelsInput = ins.size();
-  for (size_t i = 0; i < ins.size(); ++i)
-    if (ins[i].name == "labels")
-      labelsInput = i;
-  if (labelsInput == ins.size() || outs.empty() || outs[0].name != "loss")
-    return Status::error(notTraining);
-  std::vector<size_t> candidates;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    if (ins[i].name == "input_ids") {
-      idsInput = i;
-      return Status::success();
-    }
-    bool givenHere = std::any_of(given.begin(), given.end(), [&](auto &g) {
-      return g.first == ins[i].name;
-    });
-    if (i != labelsInput && isIndex(ins[i].dtype) && !givenHere)
-      candidates.push_back(i);
-  }
-  if (candidates.size() == 1) {
-    idsInput = candidates.front();
-    return Status::success();
-  }
-  if (candidates.empty())
-    return Status::error(notTraining + ": no integer input for the token "
-                                       "ids besides the labels and those "
-                                       "--input gives");
-  std::string names;
-  for (size_t i : candidates)
-    names += (names.empty() ? "" : ", ") + ins[i].name;
-  return Status::error(
-      "the train step takes several integer inputs that --input does not "
-      "give (" +
-      names +
-      ") and none is named input_ids: give all but the token ids with "
-      "--input NAME=FILE.npy");
-}
-
-namespace {
-
 /// Finds the train step's inputs and outputs and every parameter's
 /// gradient; an artifact that is not a train step is an error saying so.
 Status bindTrainStep(Executable &exe, const TrainOptions &t,

@@ -43,14 +43,6 @@ void setIndex(HostBuffer &b, int64_t i, int64_t v) {
     reinterpret_cast<int32_t *>(b.bytes.data())[i] = static_cast<int32_t>(v);
 }
 
-HostBuffer bufferFor(const IOSpec &spec) {
-  HostBuffer b;
-  b.dtype = spec.dtype;
-  b.shape = spec.shape;
-  b.bytes.resize(b.view().bytes());
-  return b;
-}
-
 /// Reads --input `file` for the step's input `spec`: the step's own shape
 /// (every step), or, for an input whose first dim is the step's `batch`,
 /// one row per token row (`rows` of them).
@@ -89,6 +81,48 @@ Status readStepInput(const std::string &file, const IOSpec &spec, int64_t batch,
 
 } // namespace
 
+Status
+findTrainStep(const std::vector<IOSpec> &ins, const std::vector<IOSpec> &outs,
+              const std::vector<std::pair<std::string, std::string>> &given,
+              const std::string &notTraining, size_t &idsInput,
+              size_t &labelsInput) {
+  idsInput = labelsInput = ins.size();
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i].name == "labels")
+      labelsInput = i;
+  if (labelsInput == ins.size() || outs.empty() || outs[0].name != "loss")
+    return Status::error(notTraining);
+  std::vector<size_t> candidates;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (ins[i].name == "input_ids") {
+      idsInput = i;
+      return Status::success();
+    }
+    bool givenHere = std::any_of(given.begin(), given.end(), [&](auto &g) {
+      return g.first == ins[i].name;
+    });
+    if (i != labelsInput && isIndex(ins[i].dtype) && !givenHere)
+      candidates.push_back(i);
+  }
+  if (candidates.size() == 1) {
+    idsInput = candidates.front();
+    return Status::success();
+  }
+  if (candidates.empty())
+    return Status::error(notTraining + ": no integer input for the token "
+                                       "ids besides the labels and those "
+                                       "--input gives");
+  std::string names;
+  for (size_t i : candidates)
+    names += (names.empty() ? "" : ", ") + ins[i].name;
+  return Status::error(
+      "the train step takes several integer inputs that --input does not "
+      "give (" +
+      names +
+      ") and none is named input_ids: give all but the token ids with "
+      "--input NAME=FILE.npy");
+}
+
 Status TrainBatches::open(const TrainOptions &t,
                           const std::vector<IOSpec> &specs, size_t idsInput,
                           size_t labelsInput, int64_t replicaCount,
@@ -119,7 +153,7 @@ Status TrainBatches::open(const TrainOptions &t,
   out.inputs.clear();
   out.perRow.assign(specs.size(), HostBuffer());
   for (size_t i = 0; i < specs.size(); ++i) {
-    out.inputs.push_back(bufferFor(specs[i]));
+    out.inputs.push_back(HostBuffer::zeros(specs[i].dtype, specs[i].shape));
     if (i == idsInput || i == labelsInput)
       continue;
     auto it = given.find(specs[i].name);

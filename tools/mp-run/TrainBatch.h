@@ -5,6 +5,8 @@
 // --input files: one the step's own shape is given every step, one with a
 // row per row of the token file follows the tokens.
 //
+// Which of the step's inputs are the ids and labels is found here too.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MP_TOOLS_MP_RUN_TRAINBATCH_H
 #define MP_TOOLS_MP_RUN_TRAINBATCH_H
@@ -17,6 +19,18 @@
 #include <vector>
 
 namespace mprun {
+
+/// Whether `ins` and `outs` are a train step's (token ids and labels in,
+/// maybe others, the loss first out; else the error `notTraining`), and
+/// which inputs are which: the labels are named so; the ids are
+/// `input_ids`, else the one other integer input --input does not give
+/// (`given`; several are an error naming them).
+mp::rt::Status
+findTrainStep(const std::vector<mp::rt::IOSpec> &ins,
+              const std::vector<mp::rt::IOSpec> &outs,
+              const std::vector<std::pair<std::string, std::string>> &given,
+              const std::string &notTraining, size_t &idsInput,
+              size_t &labelsInput);
 
 class TrainBatches {
 public:

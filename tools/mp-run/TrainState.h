@@ -88,17 +88,6 @@ public:
   virtual const void *gradient(const Slot &slot) = 0;
 };
 
-/// Whether `ins` and `outs` are a train step's (token ids and labels in,
-/// maybe others, the loss first out; else the error `notTraining`), and
-/// which inputs are which: the labels are named so; the ids are
-/// `input_ids`, else the one other integer input --input does not give
-/// (`given`; several are an error naming them).
-Status
-findTrainStep(const std::vector<IOSpec> &ins, const std::vector<IOSpec> &outs,
-              const std::vector<std::pair<std::string, std::string>> &given,
-              const std::string &notTraining, size_t &idsInput,
-              size_t &labelsInput);
-
 /// The training loop: `options.steps` steps of `runner` over the token
 /// file, each replica taking its `batch` rows, the optimizer updating
 /// `slots`; `exe` writes and reads checkpoints (null: none). Every rank

@@ -18,6 +18,15 @@ struct HostBuffer {
   std::vector<uint8_t> bytes;
 
   Tensor view() { return Tensor{bytes.data(), dtype, shape}; }
+
+  /// A buffer of zeros of `dtype` and `shape`.
+  static HostBuffer zeros(DType dtype, std::vector<int64_t> shape) {
+    HostBuffer b;
+    b.dtype = dtype;
+    b.shape = std::move(shape);
+    b.bytes.assign(b.view().bytes(), 0);
+    return b;
+  }
 };
 
 /// Reads a C-order .npy file (versions 1-3) of a supported dtype.
