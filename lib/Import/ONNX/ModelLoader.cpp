@@ -78,9 +78,17 @@ static bool readModelFile(const std::string &path, onnx::ModelProto &model,
   return true;
 }
 
-/// libonnx's Conv shape inference (run by opset conversion) reads the
-/// weight's dims by the input's rank unchecked: a Conv whose declared input
-/// and weight ranks differ would crash it, so it is refused first.
+/// "node 'NAME' (OpType)", a nameless node named as the importer names it.
+static std::string describeNode(const onnx::GraphProto &graph, int index) {
+  const onnx::NodeProto &node = graph.node(index);
+  std::string name = node.name().empty()
+                         ? node.op_type() + "_" + std::to_string(index)
+                         : node.name();
+  return "node '" + name + "' (" + node.op_type() + ")";
+}
+
+/// A Conv whose declared input and weight ranks differ: libonnx's Conv shape
+/// inference reads the weight's dims by the input's rank unchecked.
 static bool checkConvRanks(const onnx::GraphProto &graph, std::string &error) {
   std::map<std::string, int> ranks;
   for (const auto &v : graph.input())
@@ -88,18 +96,49 @@ static bool checkConvRanks(const onnx::GraphProto &graph, std::string &error) {
       ranks[v.name()] = v.type().tensor_type().shape().dim_size();
   for (const auto &t : graph.initializer())
     ranks[t.name()] = t.dims_size();
-  for (const auto &node : graph.node()) {
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto &node = graph.node(i);
     if (node.op_type() != "Conv" || node.input_size() < 2)
       continue;
     auto x = ranks.find(node.input(0)), w = ranks.find(node.input(1));
     if (x != ranks.end() && w != ranks.end() && x->second != w->second) {
-      error = "node '" + node.name() + "' (Conv): input of rank " +
+      error = describeNode(graph, i) + ": input of rank " +
               std::to_string(x->second) + " and weight of rank " +
               std::to_string(w->second) + " must have one rank";
       return false;
     }
   }
   return true;
+}
+
+/// A stride below 1 (on any node, subgraphs included): libonnx's conv and
+/// pool shape inference divides by the strides unchecked.
+static bool checkStrides(const onnx::GraphProto &graph, std::string &error) {
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto &node = graph.node(i);
+    for (const auto &attr : node.attribute())
+      if (attr.name() == "strides")
+        for (int64_t s : attr.ints())
+          if (s < 1) {
+            error = describeNode(graph, i) + ": strides entry " +
+                    std::to_string(s) + " is below 1";
+            return false;
+          }
+    bool ok = true;
+    forEachSubgraph(node, [&](const onnx::GraphProto &g) {
+      ok = ok && checkStrides(g, error);
+    });
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+/// Refuses what would crash libonnx's shape inference, which opset
+/// conversion runs, instead of letting it fault.
+static bool checkBeforeShapeInference(const onnx::GraphProto &graph,
+                                      std::string &error) {
+  return checkConvRanks(graph, error) && checkStrides(graph, error);
 }
 
 static bool convertOpset(LoadedModel &out, std::string &error) {
@@ -121,7 +160,7 @@ static bool convertOpset(LoadedModel &out, std::string &error) {
     opset = 17;
   }
   if (opset < kMinOpset) {
-    if (!checkConvRanks(out.model.graph(), error))
+    if (!checkBeforeShapeInference(out.model.graph(), error))
       return false;
     try {
       // Some adapters (Softmax 12->13) need inferred shapes.

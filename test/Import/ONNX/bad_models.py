@@ -1,22 +1,25 @@
 #!/usr/bin/python3
 """Writes ONNX models that are malformed as a whole (not at one node) into
 the directory given, for model-errors.test: shapes no tensor can have, names
-that are not UTF-8, a graph with nothing to compute.
+that are not UTF-8, a graph with nothing to compute, old-opset models that
+would crash libonnx's shape inference.
 
 Usage: bad_models.py OUT_DIR
 """
 import os
 import sys
 
-from onnx import TensorProto, helper
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
 
 F = TensorProto.FLOAT
 
 
-def save(out, name, nodes, inputs, outputs, inits=()):
+def save(out, name, nodes, inputs, outputs, inits=(), opset=17):
     graph = helper.make_graph(nodes, name, inputs, outputs,
                               initializer=list(inits))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     data = model.SerializeToString()
     with open(os.path.join(out, name + ".onnx"), "wb") as f:
@@ -52,6 +55,34 @@ def main():
                 [helper.make_tensor_value_info("X", F, [2])], [y])
     with open(os.path.join(out, "utf8_input.onnx"), "wb") as f:
         f.write(data.replace(b"\n\x01X", b"\n\x01\xff"))
+
+    # A zero stride in an opset-11 model: converting it to opset 13 runs
+    # libonnx's conv/pool shape inference, which divides by the strides.
+    image = helper.make_tensor_value_info("x", F, [1, 2, 8, 8])
+    pooled = helper.make_tensor_value_info("y", F, [1, 2, 7, 7])
+    kernel = numpy_helper.from_array(np.ones((2, 2, 3, 3), np.float32), "w")
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], name="conv",
+                            strides=[1, 0])
+    save(out, "zero_stride_conv", [conv], [image], [pooled], [kernel],
+         opset=11)
+    # The same in a Loop's body, on a nameless node: libonnx infers the
+    # body's shapes before mp would refuse the Loop.
+    pool = helper.make_node("MaxPool", ["v"], ["out"], kernel_shape=[1, 1],
+                            strides=[0, 1])
+    body = helper.make_graph(
+        [pool, helper.make_node("Identity", ["cond"], ["cond_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v", F, [1, 2, 8, 8])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("out", F, [1, 2, 8, 8])])
+    trips = numpy_helper.from_array(np.array(2, np.int64), "trips")
+    go = numpy_helper.from_array(np.array(True), "go")
+    loop = helper.make_node("Loop", ["trips", "go", "x"], ["y"], name="loop",
+                            body=body)
+    save(out, "zero_stride_pool_in_loop", [loop], [image],
+         [helper.make_tensor_value_info("y", F, [1, 2, 8, 8])], [trips, go],
+         opset=11)
 
 
 if __name__ == "__main__":
