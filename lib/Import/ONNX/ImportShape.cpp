@@ -281,10 +281,21 @@ static FailureOr<int64_t> dataAxis(NodeEmitter &e) {
   return e.axis(intAttr(e.node, "axis", 0), e.shape(0).size());
 }
 
+/// Input `i` holds integers, as indices must (ONNX's Tind).
+static LogicalResult integerIndices(NodeEmitter &e, int i) {
+  Type elem = e.type(i).getElementType();
+  if (isa<IntegerType>(elem))
+    return success();
+  std::string name;
+  llvm::raw_string_ostream(name) << elem;
+  return e.error() << "indices (input " << i << ", '" << e.node.input(i)
+                   << "') must be integers, not " << name;
+}
+
 LogicalResult emitGather(NodeEmitter &e) {
   Shape data = e.shape(0);
   FailureOr<int64_t> axis = dataAxis(e);
-  if (failed(axis))
+  if (failed(axis) || failed(integerIndices(e, 1)))
     return failure();
   Entry *ie = e.entry(1);
   Value indices;
@@ -323,7 +334,7 @@ LogicalResult emitGatherElements(NodeEmitter &e) {
   Shape data = e.shape(0);
   const int64_t rank = data.size();
   FailureOr<int64_t> axis = dataAxis(e);
-  if (failed(axis))
+  if (failed(axis) || failed(integerIndices(e, 1)))
     return failure();
   Entry *ie = e.entry(1);
   if (!ie->constant)

@@ -62,6 +62,11 @@ def main():
                  ints("steps", [-1])])
     write(out, "gather", "Gather", [("a", [2, 3])], {"axis": 1},
           inits=[ints("i", [3])])
+    floats = numpy_helper.from_array(np.array([0.0, 1.0], np.float32), "i")
+    write(out, "gather_float", "Gather", [("a", [2, 3])], {"axis": 1},
+          inits=[floats])
+    write(out, "gather_float_input", "Gather",
+          [("a", [2, 3]), ("i", [2])], {"axis": 1})
     write(out, "reshape", "Reshape", [("a", [2, 3])], inits=[ints("shape", [4])])
     write(out, "split", "Split", [("a", [6, 3])], {"axis": 0},
           inits=[ints("split", [2, 3])], outputs=("y", "z"))
@@ -98,6 +103,7 @@ def main():
           inits=[data, ints("w", [[1, 2]])])
     write(out, "fold_gather", "Gather", [], {"axis": 3},
           inits=[data, ints("i", [0])])
+    write(out, "fold_gather_float", "Gather", [], inits=[data, floats])
     write(out, "fold_softmax", "Softmax", [], {"axis": 3},
           inits=[numpy_helper.from_array(np.ones(4, np.float32), "x")])
     write(out, "fold_reduce", "ReduceSum", [], inits=[data, ints("axes", [2])])
