@@ -1530,6 +1530,29 @@ class TorchEncoderLM(nn.Module):
         return self.head(self.norm(x))
 
 
+class AlbertLM(nn.Module):
+    """ALBERT's cross-layer sharing: one nn.TransformerEncoderLayer (batch
+    first, post-LN, GELU) applied LAYERS times, after a factorized
+    embedding (a small embedding projected up to the hidden size). The
+    exporter folds the packed in_proj_weight per call: the calls must train
+    one weight, as PyTorch does, not a copy each."""
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HIDDEN // 2)
+        self.project = nn.Linear(HIDDEN // 2, HIDDEN)
+        self.layer = nn.TransformerEncoderLayer(HIDDEN, HEADS, 4 * HIDDEN, dropout=0.0,
+                                                activation="gelu", batch_first=True)
+        self.head = nn.Linear(HIDDEN, VOCAB, bias=False)
+
+    def forward(self, input_ids):
+        s = input_ids.shape[1]
+        causal = torch.triu(torch.full((s, s), float("-inf")), 1)
+        x = self.project(self.embed(input_ids))
+        for _ in range(LAYERS):
+            x = self.layer(x, src_mask=causal)
+        return self.head(x)
+
+
 # ----------------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------------
@@ -1566,6 +1589,7 @@ MODELS = {
     "deberta_v2": (DebertaV2, 2029, False),
     "gpt_lecture": (LectureGPT, 2030, False),
     "torch_encoder": (TorchEncoderLM, 2031, False),
+    "albert": (AlbertLM, 2032, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
@@ -1573,7 +1597,7 @@ INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # loss and every parameter's gradient.
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
                    "bart", "bloom_merged", "gpt_bigcode", "chatglm", "deberta_v2",
-                   "gpt_lecture", "torch_encoder"}
+                   "gpt_lecture", "torch_encoder", "albert"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
                 "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
                 "gpt_bigcode": padding_mask, "deberta_v2": padding_mask}

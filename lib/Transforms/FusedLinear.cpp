@@ -156,31 +156,77 @@ std::optional<Parts> partsOf(LinearOp linear) {
   return parts;
 }
 
-/// The parameter `v` reads, when only `user` reads it (a part of it read
-/// elsewhere too would make two parameters of one).
-ParamOp ownParameter(Value v, Operation *user) {
+/// The user parameter `v` reads (not a part already, nor the source of a
+/// transposed copy) when only linears read it, as their weight (`asBias`:
+/// bias), listed in `readers`: one linear, or the calls of one module (the
+/// copies of its weight were tied at import).
+ParamOp cuttableParameter(Value v, bool asBias,
+                          SmallVectorImpl<LinearOp> &readers) {
   auto get = v ? v.getDefiningOp<GetParamOp>() : GetParamOp();
-  if (!get || !get->hasOneUse() || *get->getUsers().begin() != user)
+  if (!get)
     return ParamOp();
   auto param =
       SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
   auto module = get->getParentOfType<ModuleOp>();
   if (!param || param.getPart() ||
-      param->hasAttr(MPDialect::getTiedCopiesAttrName()) ||
-      param->hasAttr(MPDialect::getEqualCopiesAttrName()))
+      param->hasAttr(MPDialect::getTiedCopiesAttrName()))
     return ParamOp();
   std::optional<SymbolTable::UseRange> uses =
       SymbolTable::getSymbolUses(param.getSymNameAttr(), module);
-  if (!uses || !llvm::hasSingleElement(*uses))
+  if (!uses)
     return ParamOp();
+  for (const SymbolTable::SymbolUse &use : *uses) {
+    auto read = dyn_cast<GetParamOp>(use.getUser());
+    if (!read)
+      return ParamOp();
+    for (Operation *user : read->getUsers()) {
+      auto linear = dyn_cast<LinearOp>(user);
+      if (!linear || (asBias ? linear.getBias() : linear.getWeight()) != read ||
+          linear.getInput() == read)
+        return ParamOp();
+      if (!llvm::is_contained(readers, linear))
+        readers.push_back(linear);
+    }
+  }
   return param;
 }
 
-/// A parameter holding elements [start, start + size) along `axis` of
-/// `whole`, read where `get` read the whole.
-Value readPart(ParamOp whole, GetParamOp get, int64_t axis, int64_t start,
-               int64_t size) {
-  ParamOp part = whole.clonePart(axis, start, size);
+/// A fused linear and the other calls of its module: each takes its output
+/// in the same parts, with one weight (and bias) that only they read.
+struct FusedCalls {
+  ParamOp weight, bias;
+  SmallVector<LinearOp> linears;
+  SmallVector<Parts> parts; // how each of `linears` is read
+};
+
+std::optional<FusedCalls> fusedCalls(LinearOp linear) {
+  FusedCalls calls;
+  calls.weight = cuttableParameter(linear.getWeight(), false, calls.linears);
+  if (!calls.weight)
+    return std::nullopt;
+  if (linear.getBias()) {
+    SmallVector<LinearOp> biasReaders;
+    calls.bias = cuttableParameter(linear.getBias(), true, biasReaders);
+    if (!calls.bias || biasReaders.size() != calls.linears.size() ||
+        !llvm::all_of(biasReaders, [&](LinearOp l) {
+          return llvm::is_contained(calls.linears, l);
+        }))
+      return std::nullopt;
+  }
+  for (LinearOp call : calls.linears) {
+    std::optional<Parts> parts = partsOf(call);
+    if (!parts || call.getTransposeWeight() != linear.getTransposeWeight() ||
+        static_cast<bool>(call.getBias()) !=
+            static_cast<bool>(linear.getBias()) ||
+        (!calls.parts.empty() && parts->ranges != calls.parts[0].ranges))
+      return std::nullopt;
+    calls.parts.push_back(std::move(*parts));
+  }
+  return calls;
+}
+
+/// A read of `part` where `get` read the whole.
+Value readPart(ParamOp part, GetParamOp get) {
   OpBuilder b(get);
   auto read = GetParamOp::create(b, get.getLoc(), part.getTensorType(),
                                  part.getSymName());
@@ -208,39 +254,20 @@ Value carryPart(OpBuilder &b, Value value,
   return value;
 }
 
-} // namespace
-
-bool mp::takesPartOfFusedLinear(LinearOp linear, Operation *op) {
-  std::optional<Parts> parts = partsOf(linear);
-  if (!parts || !ownParameter(linear.getWeight(), linear) ||
-      (linear.getBias() && !ownParameter(linear.getBias(), linear)))
-    return false;
-  return llvm::any_of(parts->reads,
-                      [&](const PartRead &r) { return r.taker == op; });
-}
-
-LogicalResult mp::cutFusedLinear(LinearOp linear) {
-  std::optional<Parts> parts = partsOf(linear);
-  ParamOp weight = ownParameter(linear.getWeight(), linear);
-  ParamOp bias =
-      linear.getBias() ? ownParameter(linear.getBias(), linear) : ParamOp();
-  if (!parts || !weight || (linear.getBias() && !bias))
-    return failure();
-  const int64_t featureAxis = linear.getTransposeWeight() ? 0 : 1;
-  // The parts' names must be free (a model could hold one already).
-  auto module = linear->getParentOfType<ModuleOp>();
-  for (auto [start, size] : parts->ranges)
-    if (module.lookupSymbol(weight.getPartName(featureAxis, start, size)) ||
-        (bias && module.lookupSymbol(bias.getPartName(0, start, size))))
-      return failure();
+/// Replaces `linear`, read in `parts`, by a linear per part reading
+/// `weightParts` (and `biasParts`, one per range of `parts`).
+void cutCall(LinearOp linear, const Parts &parts, ArrayRef<ParamOp> weightParts,
+             ArrayRef<ParamOp> biasParts) {
   auto weightRead = linear.getWeight().getDefiningOp<GetParamOp>();
-  auto biasRead =
-      bias ? linear.getBias().getDefiningOp<GetParamOp>() : GetParamOp();
+  auto biasRead = linear.getBias()
+                      ? linear.getBias().getDefiningOp<GetParamOp>()
+                      : GetParamOp();
   auto outType = linear.getType();
   OpBuilder b(linear);
-  for (auto [start, size] : parts->ranges) {
-    Value w = readPart(weight, weightRead, featureAxis, start, size);
-    Value bv = bias ? readPart(bias, biasRead, 0, start, size) : Value();
+  for (auto [i, range] : llvm::enumerate(parts.ranges)) {
+    auto [start, size] = range;
+    Value w = readPart(weightParts[i], weightRead);
+    Value bv = biasRead ? readPart(biasParts[i], biasRead) : Value();
     SmallVector<int64_t> shape(outType.getShape());
     shape.back() = size;
     b.setInsertionPoint(linear);
@@ -248,12 +275,12 @@ LogicalResult mp::cutFusedLinear(LinearOp linear) {
         LinearOp::create(b, linear.getLoc(), outType.clone(shape),
                          linear.getInput(), w, bv, linear.getTransposeWeight());
     part->setDiscardableAttrs(linear->getDiscardableAttrDictionary());
-    for (PartRead &read : parts->reads) {
+    for (PartRead read : parts.reads) { // (a copy: Value's uses change)
       if (read.start != start || read.size != size)
         continue;
       Value value = part.getResult();
-      if (parts->chain.size() > 1)
-        value = carryPart(b, value, parts->chain, size / parts->unit);
+      if (parts.chain.size() > 1)
+        value = carryPart(b, value, parts.chain, size / parts.unit);
       if (value.getType() != read.result.getType()) {
         auto reshape = ReshapeOp::create(b, read.taker->getLoc(),
                                          read.result.getType(), value);
@@ -265,18 +292,56 @@ LogicalResult mp::cutFusedLinear(LinearOp linear) {
     }
   }
   llvm::SmallPtrSet<Operation *, 4> takers;
-  for (const PartRead &read : parts->reads)
+  for (const PartRead &read : parts.reads)
     takers.insert(read.taker);
   for (Operation *taker : takers)
     taker->erase();
-  for (auto &link : llvm::reverse(parts->chain))
+  for (auto &link : llvm::reverse(parts.chain))
     link.first->erase();
   linear.erase();
-  weightRead.erase();
-  weight.erase();
-  if (bias) {
-    biasRead.erase();
-    bias.erase();
+  for (GetParamOp read : {weightRead, biasRead})
+    if (read && read->use_empty())
+      read.erase();
+}
+
+} // namespace
+
+bool mp::takesPartOfFusedLinear(LinearOp linear, Operation *op) {
+  std::optional<FusedCalls> calls = fusedCalls(linear);
+  if (!calls)
+    return false;
+  const Parts &parts =
+      calls->parts[llvm::find(calls->linears, linear) - calls->linears.begin()];
+  return llvm::any_of(parts.reads,
+                      [&](const PartRead &r) { return r.taker == op; });
+}
+
+LogicalResult mp::cutFusedLinear(LinearOp linear,
+                                 SmallVectorImpl<Operation *> &cut) {
+  std::optional<FusedCalls> calls = fusedCalls(linear);
+  if (!calls)
+    return failure();
+  ParamOp weight = calls->weight, bias = calls->bias;
+  const int64_t featureAxis = linear.getTransposeWeight() ? 0 : 1;
+  const auto &ranges = calls->parts[0].ranges;
+  // The parts' names must be free (a model could hold one already).
+  auto module = linear->getParentOfType<ModuleOp>();
+  for (auto [start, size] : ranges)
+    if (module.lookupSymbol(weight.getPartName(featureAxis, start, size)) ||
+        (bias && module.lookupSymbol(bias.getPartName(0, start, size))))
+      return failure();
+  SmallVector<ParamOp> weightParts, biasParts;
+  for (auto [start, size] : ranges) {
+    weightParts.push_back(weight.clonePart(featureAxis, start, size));
+    if (bias)
+      biasParts.push_back(bias.clonePart(0, start, size));
   }
+  for (auto [call, parts] : llvm::zip(calls->linears, calls->parts)) {
+    cut.push_back(call);
+    cutCall(call, parts, weightParts, biasParts);
+  }
+  weight.erase();
+  if (bias)
+    bias.erase();
   return success();
 }

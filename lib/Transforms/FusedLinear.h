@@ -18,14 +18,19 @@
 namespace mp {
 
 /// True when `op` takes a part of `linear`'s output and `linear` could be
-/// cut into a linear per part (its output is taken only in parts that tile
-/// it, and its weight and bias are parameters only it reads).
+/// cut into a linear per part: its output is taken only in parts that tile
+/// it, and its weight and bias are parameters that only it reads, or only
+/// it and the other calls of its module (the same weight read by several
+/// linears), each of them taking its output in the same parts.
 bool takesPartOfFusedLinear(LinearOp linear, mlir::Operation *op);
 
-/// Cuts `linear` into one linear per part, each reading a parameter that
-/// is that block of the weight (and bias): `mp.param`'s `part_of`/`part`.
-/// Fails (changing nothing) when `linear` is not such a fused linear.
-mlir::LogicalResult cutFusedLinear(LinearOp linear);
+/// Cuts `linear`, and the other calls of its module, into one linear per
+/// part, each reading a parameter that is that block of the weight (and
+/// bias): `mp.param`'s `part_of`/`part`. The linears replaced (and erased)
+/// are appended to `cut`. Fails (changing nothing) when `linear` is not
+/// such a fused linear.
+mlir::LogicalResult
+cutFusedLinear(LinearOp linear, llvm::SmallVectorImpl<mlir::Operation *> &cut);
 
 } // namespace mp
 

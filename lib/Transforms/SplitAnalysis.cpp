@@ -412,9 +412,94 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
   return conflict;
 }
 
+namespace {
+
+/// How a linear's split shards the parameter `param` it reads: (axis,
+/// groups), or (-1, 1) for whole (a linear left whole; a row-parallel
+/// linear's bias, added after the all-reduce).
+std::pair<int64_t, int64_t> shardingOf(LinearOp linear, Value param,
+                                       const Split &split) {
+  const std::pair<int64_t, int64_t> whole{-1, 1};
+  bool transposed = linear.getTransposeWeight();
+  if (llvm::is_contained(split.rows, linear))
+    return linear.getWeight() == param
+               ? std::make_pair<int64_t, int64_t>(transposed ? 1 : 0, 1)
+               : whole;
+  if (!llvm::is_contained(split.columns, linear))
+    return whole;
+  int64_t groups = std::max<int64_t>(1, split.groups.lookup(linear));
+  return {linear.getWeight() == param ? (transposed ? 0 : 1) : 0, groups};
+}
+
+} // namespace
+
+llvm::BitVector
+tensor_parallel::unevenlySharedParams(ArrayRef<LinearOp> linears,
+                                      const Split &split,
+                                      llvm::DenseMap<unsigned, Stop> &stops) {
+  llvm::BitVector conflict(linears.size());
+  if (linears.empty())
+    return conflict;
+  llvm::DenseMap<StringAttr, SmallVector<GetParamOp>> reads;
+  linears[0]->getParentOfType<ModuleOp>().walk([&](GetParamOp get) {
+    reads[get.getNameAttr().getAttr()].push_back(get);
+  });
+  for (auto [i, constLinear] : llvm::enumerate(linears)) {
+    LinearOp linear = constLinear;
+    for (Value param : {linear.getWeight(), linear.getBias()}) {
+      auto get = param ? param.getDefiningOp<GetParamOp>() : GetParamOp();
+      if (!get)
+        continue;
+      std::pair<int64_t, int64_t> mine = shardingOf(linear, param, split);
+      if (mine.first < 0)
+        continue;
+      Operation *other = nullptr;
+      bool otherWhole = true;
+      for (GetParamOp read : reads.lookup(get.getNameAttr().getAttr()))
+        for (Operation *reader : read->getUsers()) {
+          auto readerLinear = dyn_cast<LinearOp>(reader);
+          std::pair<int64_t, int64_t> theirs{-1, 1};
+          if (readerLinear)
+            theirs = shardingOf(readerLinear, read.getResult(), split);
+          if (theirs != mine && !other) {
+            other = reader;
+            otherWhole = theirs.first < 0;
+          }
+        }
+      if (!other)
+        continue;
+      // A row-parallel linear is split by the linears its input comes
+      // from: they are the ones to drop.
+      llvm::BitVector drop(linears.size());
+      if (llvm::is_contained(split.rows, linear))
+        drop = split.origin.lookup(linear.getInput());
+      else
+        drop.set(i);
+      Stop stop{other, Dims(),
+                otherWhole ? "which reads it whole"
+                           : "which splits it another way"};
+      stops.try_emplace(i, stop);
+      for (unsigned k : drop.set_bits())
+        stops.try_emplace(k, stop);
+      conflict |= drop;
+    }
+  }
+  return conflict;
+}
+
 std::string tensor_parallel::describeStop(const Stop &stop) {
   std::string why;
   llvm::raw_string_ostream os(why);
+  if (stop.dims.empty()) {
+    // A parameter shared with `stop.op` (unevenlySharedParams).
+    os << "a parameter it reads is also read by '" << stop.op->getName() << "'";
+    if (auto name = dyn_cast<NameLoc>(stop.op->getLoc()))
+      os << " ('" << name.getName() << "')";
+    os << ", " << stop.reason
+       << ", and a parameter is split one way or kept whole (the calls of "
+          "one module share their weights)";
+    return why;
+  }
   int64_t dim = stop.dim >= 0 ? stop.dim : *llvm::max_element(stop.dims);
   os << "its output reaches '" << stop.op->getName() << "'";
   if (auto name = dyn_cast<NameLoc>(stop.op->getLoc()))

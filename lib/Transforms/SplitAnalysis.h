@@ -101,6 +101,17 @@ analyze(mlir::func::FuncOp func, llvm::ArrayRef<LinearOp> linears,
         const llvm::SmallPtrSetImpl<mlir::Operation *> &pairable, Split &split,
         llvm::DenseMap<unsigned, Stop> &stops);
 
+/// The linears to drop because a linear of `split` reads a weight or bias
+/// that another op reads whole or split another way (the calls of one
+/// module, which share their weights: one call's split stopped, or a
+/// parameter of it read elsewhere): a parameter is sharded one way or kept
+/// whole. A column-parallel linear is dropped itself, a row-parallel one by
+/// the linears its input's split comes from. The first reader that differs
+/// is recorded in `stops` (with empty dims).
+llvm::BitVector unevenlySharedParams(llvm::ArrayRef<LinearOp> linears,
+                                     const Split &split,
+                                     llvm::DenseMap<unsigned, Stop> &stops);
+
 /// Why a split stopped at `stop.op`, in the user's terms.
 std::string describeStop(const Stop &stop);
 

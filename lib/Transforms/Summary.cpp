@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -323,14 +324,20 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
              << " read transposed in place of '"
              << cast<StringAttr>(copy).getValue()
              << "', the copy constant folding made of it\n";
-    for (auto param : module.getOps<ParamOp>())
-      if (auto copies = param->getAttrOfType<ArrayAttr>(
-              MPDialect::getEqualCopiesAttrName()))
-        for (Attribute copy : copies)
-          os << "  tied        @" << param.getSymName() << " read in place of '"
-             << cast<StringAttr>(copy).getValue()
-             << "', an equal copy constant folding made for another call of "
-                "its module\n";
+    // (The parts of a cut parameter carry its copies: said once, by it.)
+    llvm::StringSet<> equalCopiesSaid;
+    for (auto param : module.getOps<ParamOp>()) {
+      StringRef name = param.getPartOf().value_or(param.getSymName());
+      auto copies =
+          param->getAttrOfType<ArrayAttr>(MPDialect::getEqualCopiesAttrName());
+      if (!copies || !equalCopiesSaid.insert(name).second)
+        continue;
+      for (Attribute copy : copies)
+        os << "  tied        @" << name << " read in place of '"
+           << cast<StringAttr>(copy).getValue()
+           << "', an equal copy constant folding made for another call of "
+              "its module\n";
+    }
     // Fused linears tensor parallelism cut, by the parameter the user wrote.
     llvm::MapVector<StringRef, SmallVector<StringRef>> cuts;
     for (auto param : module.getOps<ParamOp>()) {

@@ -616,7 +616,10 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
       llvm::BitVector conflict =
           analyze(func, linears, allowed, pairable, split, stops);
       conflict |= fewHeadSplits(func, tp, split, stops);
+      if (conflict.none())
+        conflict |= unevenlySharedParams(linears, split, stops);
       factorized.insert(split.factorized.begin(), split.factorized.end());
+      conflict &= allowed; // (only these change the next round)
       if (conflict.none())
         break;
       allowed.reset(conflict);
@@ -636,9 +639,20 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
     for (auto &[i, stop] : stops)
       if (!allowed[i] && takesPartOfFusedLinear(linears[i], stop.op))
         fused.push_back(linears[i]);
+    // (Cutting one also cuts the other calls of its module.)
+    llvm::SmallPtrSet<Operation *, 8> cut;
     for (LinearOp linear : fused) {
+      if (cut.contains(linear))
+        continue;
       pairable.erase(linear);
-      again |= succeeded(cutFusedLinear(linear));
+      SmallVector<Operation *> calls;
+      if (failed(cutFusedLinear(linear, calls)))
+        continue;
+      again = true;
+      for (Operation *call : calls) {
+        pairable.erase(call);
+        cut.insert(call);
+      }
     }
   }
   if (failed(checkDivisible(split)))

@@ -168,3 +168,62 @@ func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
   %r = mp.add %o, %x {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
   return %r : tensor<2x4x16xf32>
 }
+
+// -----
+
+// Tests a fused QKV read by two calls of its module (ALBERT's one layer
+// applied twice; nn.MultiheadAttention's packed projection, taken as three
+// slices): one weight and one bias for both, each read by its own linear
+// (and the bias by one read both use). They are cut once into parts that
+// both calls read, and every linear splits.
+// CHECK-LABEL: module
+// CHECK-DAG: mp.param @"qkv[:, 0:16]" : tensor<16x16xf32> {file = "x.onnx", grid = @tp, initializer = "qkv", part = array<i64: 1, 0, 48>, part_of = "qkv", shard_axis = 1 : i64}
+// CHECK-DAG: mp.param @"b[16:32]" : tensor<16xf32> {file = "x.onnx", grid = @tp, initializer = "b", part = array<i64: 0, 16, 48>, part_of = "b", shard_axis = 0 : i64}
+// CHECK-NOT: mp.param @qkv :
+// CHECK-NOT: mp.param @b :
+// CHECK-COUNT-3: mp.linear %{{.*}}, %{{.*}}, %{{.*}} {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK-COUNT-3: mp.linear %{{.*}}, %{{.*}}, %{{.*}} {mp.layer = 1 : i64} : (tensor<2x4x16xf32>, tensor<16x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// SUMMARY: cut         @qkv into 3 parts (a fused linear whose parts split differently): @qkv[:, 0:16] @qkv[:, 16:32] @qkv[:, 32:48]
+// SUMMARY-NEXT: cut         @b into 3 parts (a fused linear whose parts split differently): @b[0:16] @b[16:32] @b[32:48]
+// SUMMARY-NOT: replicated
+mp.param @qkv : tensor<16x48xf32> {file = "x.onnx"}
+mp.param @b : tensor<48xf32> {file = "x.onnx"}
+mp.param @wo : tensor<16x16xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %b = mp.get_param @b {mp.layer = 0 : i64} : tensor<48xf32>
+  %w0 = mp.get_param @qkv {mp.layer = 0 : i64} : tensor<16x48xf32>
+  %f0 = mp.linear %x, %w0, %b {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x48xf32>, tensor<48xf32>) -> tensor<2x4x48xf32>
+  %q0 = mp.slice %f0 {limits = array<i64: 2, 4, 16>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %qh0 = mp.reshape %q0 {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %qt0 = mp.transpose %qh0 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %k0 = mp.slice %f0 {limits = array<i64: 2, 4, 32>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 16>, strides = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %kh0 = mp.reshape %k0 {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %kt0 = mp.transpose %kh0 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %v0 = mp.slice %f0 {limits = array<i64: 2, 4, 48>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 32>, strides = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %vh0 = mp.reshape %v0 {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %vt0 = mp.transpose %vh0 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %a0 = mp.attention %qt0, %kt0, %vt0 {causal, mp.layer = 0 : i64, scale = 0.353553385 : f32} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %at0 = mp.transpose %a0 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  %m0 = mp.reshape %at0 {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x4x16xf32>
+  %wo0 = mp.get_param @wo {mp.layer = 0 : i64} : tensor<16x16xf32>
+  %o0 = mp.linear %m0, %wo0 {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %r0 = mp.add %o0, %x {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %w1 = mp.get_param @qkv {mp.layer = 1 : i64} : tensor<16x48xf32>
+  %f1 = mp.linear %r0, %w1, %b {mp.layer = 1 : i64} : (tensor<2x4x16xf32>, tensor<16x48xf32>, tensor<48xf32>) -> tensor<2x4x48xf32>
+  %q1 = mp.slice %f1 {limits = array<i64: 2, 4, 16>, mp.layer = 1 : i64, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %qh1 = mp.reshape %q1 {mp.layer = 1 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %qt1 = mp.transpose %qh1 [0, 2, 1, 3] {mp.layer = 1 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %k1 = mp.slice %f1 {limits = array<i64: 2, 4, 32>, mp.layer = 1 : i64, starts = array<i64: 0, 0, 16>, strides = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %kh1 = mp.reshape %k1 {mp.layer = 1 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %kt1 = mp.transpose %kh1 [0, 2, 1, 3] {mp.layer = 1 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %v1 = mp.slice %f1 {limits = array<i64: 2, 4, 48>, mp.layer = 1 : i64, starts = array<i64: 0, 0, 32>, strides = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %vh1 = mp.reshape %v1 {mp.layer = 1 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %vt1 = mp.transpose %vh1 [0, 2, 1, 3] {mp.layer = 1 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %a1 = mp.attention %qt1, %kt1, %vt1 {causal, mp.layer = 1 : i64, scale = 0.353553385 : f32} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %at1 = mp.transpose %a1 [0, 2, 1, 3] {mp.layer = 1 : i64} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  %m1 = mp.reshape %at1 {mp.layer = 1 : i64} : tensor<2x4x2x8xf32> -> tensor<2x4x16xf32>
+  %wo1 = mp.get_param @wo {mp.layer = 1 : i64} : tensor<16x16xf32>
+  %o1 = mp.linear %m1, %wo1 {mp.layer = 1 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %r1 = mp.add %o1, %r0 {mp.layer = 1 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %r1 : tensor<2x4x16xf32>
+}

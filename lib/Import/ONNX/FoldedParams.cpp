@@ -116,7 +116,8 @@ void readTransposed(ParamOp copy, ParamOp source, ArrayRef<GetParamOp> reads) {
 /// ("/blocks/blocks.0/ffwd/ffwd.0/MatMul" in nn.Sequential), which names
 /// the parameter "blocks.0.ffwd.0.weight": a segment that is the one before
 /// plus indices replaces it (not "/layers.0/layers.0.0", a ModuleList's
-/// child inside layers.0: "layers.0.layers.0.0").
+/// child inside layers.0: "layers.0.layers.0.0"), a call suffix kept
+/// ("/ffn/ffn.0_1", the container's second call: "ffn.0_1").
 std::string moduleWeightName(Location loc) {
   auto name = dyn_cast<NameLoc>(loc);
   if (!name)
@@ -137,9 +138,16 @@ std::string moduleWeightName(Location loc) {
       segment = head;
     }
   };
+  auto withoutCallSuffix = [](StringRef segment) {
+    auto [head, call] = segment.rsplit('_');
+    return !head.empty() && !call.empty() && llvm::all_of(call, llvm::isDigit)
+               ? head
+               : segment;
+  };
   for (StringRef segment : segments) {
-    if (!previous.empty() && segment != previous &&
-        withoutIndices(segment) == previous)
+    StringRef called = withoutCallSuffix(segment);
+    if (!previous.empty() && called != previous &&
+        withoutIndices(called) == previous)
       module.resize(module.size() - previous.size());
     else if (!module.empty())
       module += '.';
@@ -283,7 +291,9 @@ void Importer::tieEqualCopies(SymbolTable &symbols) {
     SmallVector<GetParamOp> mine = reads.lookup(p.getSymNameAttr());
     std::string weight = firstCall(sharedWeightName(mine));
     StringRef moduleName = StringRef(weight).drop_back(strlen(".weight.T"));
-    if (weight.empty() || sharedBias(mine) != (moduleName + ".bias").str())
+    std::string bias = sharedBias(mine);
+    if (weight.empty() || (bias != (moduleName + ".bias").str() &&
+                           bias != (moduleName + ".in_proj_bias").str()))
       continue;
     SmallVector<ParamOp> &candidates = byWeight[weight];
     auto kept =
