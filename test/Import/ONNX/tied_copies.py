@@ -73,3 +73,34 @@ graph = helper.make_graph(
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 onnx.checker.check_model(model)
 onnx.save(model, os.path.join(out, "named.onnx"))
+
+# calls.onnx: modules called twice, each call reading its own folded copy
+# of the module's weight (equal data): nn.Sequential's child, scoped
+# /ffn/ffn.0 and then /ffn/ffn.0_1, and nn.MultiheadAttention's packed
+# projection (bias attn.in_proj_bias), scoped /attn and then /attn_1. Each
+# module's copies are one parameter, as in PyTorch.
+ffn = rng.standard_normal((4, 4)).astype(np.float32)
+packed = rng.standard_normal((4, 4)).astype(np.float32)
+nodes = []
+for call, (x, y) in enumerate([("x", "a"), ("a", "b")]):
+    suffix = "_%d" % call if call else ""
+    nodes += [helper.make_node("MatMul", [x, "onnx::MatMul_%d" % (3 + call)], [y + "m"],
+                               name="/ffn/ffn.0%s/MatMul" % suffix),
+              helper.make_node("Add", [y + "m", "ffn.0.bias"], [y + "f"],
+                               name="/ffn/ffn.0%s/Add" % suffix),
+              helper.make_node("MatMul", [y + "f", "onnx::MatMul_%d" % (5 + call)], [y + "p"],
+                               name="/attn%s/MatMul" % suffix),
+              helper.make_node("Add", [y + "p", "attn.in_proj_bias"], [y],
+                               name="/attn%s/Add" % suffix)]
+nodes.append(helper.make_node("Identity", ["b"], ["y"]))
+graph = helper.make_graph(
+    nodes, "calls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    [numpy_helper.from_array(ffn, "onnx::MatMul_3"), numpy_helper.from_array(ffn, "onnx::MatMul_4"),
+     numpy_helper.from_array(packed, "onnx::MatMul_5"),
+     numpy_helper.from_array(packed, "onnx::MatMul_6"),
+     numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "ffn.0.bias"),
+     numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "attn.in_proj_bias")])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+onnx.checker.check_model(model)
+onnx.save(model, os.path.join(out, "calls.onnx"))
