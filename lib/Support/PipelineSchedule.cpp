@@ -57,10 +57,6 @@ std::string checkDims(ScheduleKind kind, const Dims &d) {
            " schedule runs one chunk per stage; vp > 1 needs "
            "schedule=interleaved" +
            sizes;
-  if (kind == ScheduleKind::OneFOneB && d.microbatches < d.stages)
-    return "1F1B needs at least as many microbatches as stages" + sizes +
-           ": with fewer, the pipeline never fills (use gpipe, or more "
-           "microbatches)";
   if (kind == ScheduleKind::Interleaved) {
     if (d.chunks < 2 || d.stages < 2)
       return "the interleaved schedule needs vp >= 2 and pp >= 2" + sizes;

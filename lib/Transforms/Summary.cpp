@@ -173,8 +173,9 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     std::optional<pipeline::Timeline> timeline = pipeline::simulate(
         pipeline::generate(*kind, dims), dims, plannedCosts(chunks), error);
     os << "  pipeline    pp=" << dims.stages << " vp=" << dims.chunks << ", "
-       << dims.microbatches << " microbatches, " << text("schedule")
-       << ", layout " << text("layout");
+       << dims.microbatches
+       << (dims.microbatches == 1 ? " microbatch, " : " microbatches, ")
+       << text("schedule") << ", layout " << text("layout");
     if (timeline)
       os << llvm::format("; planned bubble %.1f%%", 100 * timeline->bubble);
     os << "\n";

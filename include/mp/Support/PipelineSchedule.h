@@ -70,10 +70,11 @@ struct Action {
 /// Each rank's actions, in order.
 using Schedule = std::vector<std::vector<Action>>;
 
-/// Why `kind` cannot run the pipeline `dims` (empty when it can): 1F1B
-/// needs at least as many microbatches as stages, interleaving two or more
-/// chunks and a microbatch count that is a multiple of the stage count (as
-/// Megatron's interleaved schedule does); GPipe and 1F1B one chunk. Sizes
+/// Why `kind` cannot run the pipeline `dims` (empty when it can):
+/// interleaving needs two or more chunks and a microbatch count that is a
+/// multiple of the stage count (as Megatron's interleaved schedule does);
+/// GPipe and 1F1B one chunk. 1F1B with fewer microbatches than stages runs,
+/// as Megatron's does (the warm-up is capped at the microbatches). Sizes
 /// are bounded (kMaxStages, kMaxChunks, kMaxMicrobatches, and their product
 /// kMaxActions), so that action lists fit in memory.
 std::string checkDims(ScheduleKind kind, const Dims &dims);
