@@ -444,6 +444,15 @@ tensor_parallel::unevenlySharedParams(ArrayRef<LinearOp> linears,
   linears[0]->getParentOfType<ModuleOp>().walk([&](GetParamOp get) {
     reads[get.getNameAttr().getAttr()].push_back(get);
   });
+  auto isRow = [&](LinearOp l) { return llvm::is_contained(split.rows, l); };
+  // Each split linear with a reader of one of its parameters that differs:
+  // the first such reader, and whether it reads it whole.
+  struct Uneven {
+    unsigned index;
+    Operation *other;
+    bool otherWhole;
+  };
+  SmallVector<Uneven> rowAgainstColumn, others;
   for (auto [i, constLinear] : llvm::enumerate(linears)) {
     LinearOp linear = constLinear;
     for (Value param : {linear.getWeight(), linear.getBias()}) {
@@ -453,36 +462,47 @@ tensor_parallel::unevenlySharedParams(ArrayRef<LinearOp> linears,
       std::pair<int64_t, int64_t> mine = shardingOf(linear, param, split);
       if (mine.first < 0)
         continue;
-      Operation *other = nullptr;
-      bool otherWhole = true;
+      std::optional<Uneven> found;
       for (GetParamOp read : reads.lookup(get.getNameAttr().getAttr()))
         for (Operation *reader : read->getUsers()) {
           auto readerLinear = dyn_cast<LinearOp>(reader);
           std::pair<int64_t, int64_t> theirs{-1, 1};
           if (readerLinear)
             theirs = shardingOf(readerLinear, read.getResult(), split);
-          if (theirs != mine && !other) {
-            other = reader;
-            otherWhole = theirs.first < 0;
-          }
+          if (theirs == mine || found)
+            continue;
+          found = Uneven{static_cast<unsigned>(i), reader, theirs.first < 0};
+          // (A column met by a row: the row's turn settles it.)
+          if (!isRow(linear) && readerLinear && isRow(readerLinear))
+            found.reset();
         }
-      if (!other)
+      if (!found)
         continue;
-      // A row-parallel linear is split by the linears its input comes
-      // from: they are the ones to drop.
-      llvm::BitVector drop(linears.size());
-      if (llvm::is_contained(split.rows, linear))
-        drop = split.origin.lookup(linear.getInput());
-      else
-        drop.set(i);
-      Stop stop{other, Dims(),
-                otherWhole ? "which reads it whole"
-                           : "which splits it another way"};
-      stops.try_emplace(i, stop);
-      for (unsigned k : drop.set_bits())
-        stops.try_emplace(k, stop);
-      conflict |= drop;
+      bool againstColumn = isRow(linear) && !found->otherWhole;
+      (againstColumn ? rowAgainstColumn : others).push_back(*found);
     }
+  }
+  // A row-parallel call against a column-parallel one first: dropping the
+  // row's sources may let both calls split alike (a whole call's linears
+  // may be whole only because of it), where dropping more would not come
+  // back.
+  for (const Uneven &u : rowAgainstColumn.empty() ? others : rowAgainstColumn) {
+    LinearOp linear = linears[u.index];
+    const char *reason =
+        u.otherWhole ? "which reads it whole" : "which splits it another way";
+    stops.try_emplace(u.index,
+                      Stop{u.other, Dims(), reason, -1, Stop::Shared::Reads});
+    if (!isRow(linear)) {
+      conflict.set(u.index);
+      continue;
+    }
+    // A row-parallel linear is split by the linears its input comes from:
+    // they are the ones to drop.
+    llvm::BitVector sources = split.origin.lookup(linear.getInput());
+    for (unsigned k : sources.set_bits())
+      stops.try_emplace(k,
+                        Stop{linear, Dims(), reason, -1, Stop::Shared::Feeds});
+    conflict |= sources;
   }
   return conflict;
 }
@@ -490,13 +510,20 @@ tensor_parallel::unevenlySharedParams(ArrayRef<LinearOp> linears,
 std::string tensor_parallel::describeStop(const Stop &stop) {
   std::string why;
   llvm::raw_string_ostream os(why);
-  if (stop.dims.empty()) {
-    // A parameter shared with `stop.op` (unevenlySharedParams).
-    os << "a parameter it reads is also read by '" << stop.op->getName() << "'";
+  if (stop.shared != Stop::Shared::No) {
+    // A parameter shared by the calls of a module (unevenlySharedParams).
+    std::string op = "'" + stop.op->getName().getStringRef().str() + "'";
     if (auto name = dyn_cast<NameLoc>(stop.op->getLoc()))
-      os << " ('" << name.getName() << "')";
-    os << ", " << stop.reason
-       << ", and a parameter is split one way or kept whole (the calls of "
+      op += " ('" + name.getName().str() + "')";
+    if (stop.shared == Stop::Shared::Reads)
+      os << "a parameter it reads is also read by " << op << ", "
+         << stop.reason;
+    else
+      os << "its output reaches " << op
+         << ", which would be row-parallel, but another reader of that "
+            "linear's parameters "
+         << StringRef(stop.reason).drop_front(strlen("which "));
+    os << ", and a parameter is split one way or kept whole (the calls of "
           "one module share their weights)";
     return why;
   }

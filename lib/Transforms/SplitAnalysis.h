@@ -71,6 +71,10 @@ struct Stop {
   Dims dims;          // the split of each of its operands (-1: whole)
   const char *reason; // why, where the op's split rule does not say
   int64_t dim = -1;   // the dim the stopped linear's split arrived along
+  /// A parameter shared with another call of its module (dims empty): the
+  /// linear reads it (op: the reader that differs), or feeds the
+  /// row-parallel linear `op` that does.
+  enum class Shared { No, Reads, Feeds } shared = Shared::No;
 };
 
 /// Marks an attention whose key/value heads are fewer than the ranks (and
@@ -105,9 +109,10 @@ analyze(mlir::func::FuncOp func, llvm::ArrayRef<LinearOp> linears,
 /// that another op reads whole or split another way (the calls of one
 /// module, which share their weights: one call's split stopped, or a
 /// parameter of it read elsewhere): a parameter is sharded one way or kept
-/// whole. A column-parallel linear is dropped itself, a row-parallel one by
-/// the linears its input's split comes from. The first reader that differs
-/// is recorded in `stops` (with empty dims).
+/// whole. A row-parallel linear is dropped by the linears its input's split
+/// comes from; a column-parallel one is dropped itself, unless the reader
+/// that differs is row-parallel (dropping that one's sources may let both
+/// split alike). Why is recorded in `stops` (Stop::shared).
 llvm::BitVector unevenlySharedParams(llvm::ArrayRef<LinearOp> linears,
                                      const Split &split,
                                      llvm::DenseMap<unsigned, Stop> &stops);

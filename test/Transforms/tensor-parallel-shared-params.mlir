@@ -64,3 +64,38 @@ func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
   %r1 = mp.add %p1, %r0 {mp.layer = 1 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
   return %r1 : tensor<2x4x16xf32>
 }
+
+// -----
+
+// Tests the same module whose second call reads the output of another
+// column-parallel linear (@p): that call would be row-parallel where the
+// first is column-parallel. Only @p stays whole, so both calls split
+// column/row alike (dropping the first call too would not come back).
+// CHECK-LABEL: module
+// CHECK-DAG: mp.param @p : tensor<16x16xf32> {file = "x.onnx"}
+// CHECK-DAG: mp.param @up : tensor<16x32xf32> {file = "x.onnx", grid = @tp, shard_axis = 1 : i64}
+// CHECK-DAG: mp.param @down : tensor<32x16xf32> {file = "x.onnx", grid = @tp, shard_axis = 0 : i64}
+// CHECK-COUNT-2: shard.all_reduce
+mp.param @p : tensor<16x16xf32> {file = "x.onnx"}
+mp.param @up : tensor<16x32xf32> {file = "x.onnx"}
+mp.param @down : tensor<32x16xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %u0 = mp.get_param @up {mp.layer = 0 : i64} : tensor<16x32xf32>
+  %d0 = mp.get_param @down {mp.layer = 0 : i64} : tensor<32x16xf32>
+  %h0 = mp.linear %x, %u0 {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x32xf32>) -> tensor<2x4x32xf32>
+  %g0 = mp.gelu %h0 {mp.layer = 0 : i64} : tensor<2x4x32xf32>
+  %o0 = mp.linear %g0, %d0 {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<32x16xf32>) -> tensor<2x4x16xf32>
+  %r0 = mp.add %o0, %x {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %pw = mp.get_param @p {mp.layer = 1 : i64} : tensor<16x16xf32>
+  // expected-warning @below {{this linear stays whole (replicated on all 2 ranks): its output reaches 'mp.linear', which would be row-parallel, but another reader of that linear's parameters splits it another way}}
+  %p1 = mp.linear %r0, %pw {mp.layer = 1 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %q1 = mp.gelu %p1 {mp.layer = 1 : i64} : tensor<2x4x16xf32>
+  %u1 = mp.get_param @up {mp.layer = 1 : i64} : tensor<16x32xf32>
+  %d1 = mp.get_param @down {mp.layer = 1 : i64} : tensor<32x16xf32>
+  // expected-note @below {{the split stops here}}
+  %h1 = mp.linear %q1, %u1 {mp.layer = 1 : i64} : (tensor<2x4x16xf32>, tensor<16x32xf32>) -> tensor<2x4x32xf32>
+  %g1 = mp.gelu %h1 {mp.layer = 1 : i64} : tensor<2x4x32xf32>
+  %o1 = mp.linear %g1, %d1 {mp.layer = 1 : i64} : (tensor<2x4x32xf32>, tensor<32x16xf32>) -> tensor<2x4x16xf32>
+  %r1 = mp.add %o1, %r0 {mp.layer = 1 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %r1 : tensor<2x4x16xf32>
+}

@@ -274,8 +274,8 @@ bool foldGather(Folder &f) {
   const HostTensor &x = f.input(0), &idx = f.input(1);
   int64_t rank = x.shape.size(), axis;
   std::vector<int64_t> shape;
-  if (idx.isFloat())
-    return f.fail("gather indices must be integers");
+  if (!isIndexDType(idx.dtype))
+    return f.fail("gather indices must be int32 or int64");
   if (!f.axis(intAttr(f.node, "axis", 0), rank, axis) ||
       !shape::gather(x.shape, idx.shape, axis, shape, f.error))
     return false;
@@ -304,8 +304,8 @@ bool foldGather(Folder &f) {
 bool foldGatherElements(Folder &f) {
   const HostTensor &x = f.input(0), &idx = f.input(1);
   int64_t rank = x.shape.size(), axis;
-  if (idx.isFloat())
-    return f.fail("gather indices must be integers");
+  if (!isIndexDType(idx.dtype))
+    return f.fail("gather indices must be int32 or int64");
   if (!f.axis(intAttr(f.node, "axis", 0), rank, axis))
     return false;
   if (static_cast<int64_t>(idx.shape.size()) != rank)

@@ -109,6 +109,16 @@ void readTransposed(ParamOp copy, ParamOp source, ArrayRef<GetParamOp> reads) {
   copy.erase();
 }
 
+/// `segment` without a call suffix (fc_2 -> fc; the exporter numbers a
+/// module's later calls so, after any digits its name ends in: fc_1_1 is
+/// fc_1's second call).
+StringRef withoutCallSuffix(StringRef segment) {
+  auto [head, call] = segment.rsplit('_');
+  return !head.empty() && !call.empty() && llvm::all_of(call, llvm::isDigit)
+             ? head
+             : segment;
+}
+
 /// The name of the transposed weight of the module that node `/a/b/Op`
 /// belongs to ("a.b.weight.T": folding stored nn.Linear's weight, [out,
 /// in], transposed); empty for a node outside any module. PyTorch scopes
@@ -138,12 +148,6 @@ std::string moduleWeightName(Location loc) {
       segment = head;
     }
   };
-  auto withoutCallSuffix = [](StringRef segment) {
-    auto [head, call] = segment.rsplit('_');
-    return !head.empty() && !call.empty() && llvm::all_of(call, llvm::isDigit)
-               ? head
-               : segment;
-  };
   for (StringRef segment : segments) {
     StringRef called = withoutCallSuffix(segment);
     if (!previous.empty() && called != previous &&
@@ -157,33 +161,21 @@ std::string moduleWeightName(Location loc) {
   return module + ".weight.T";
 }
 
-/// Weight name `call` without a module call's suffix (a.b_1.weight.T ->
-/// a.b.weight.T).
-std::string firstCall(StringRef call) {
-  StringRef suffix = ".weight.T";
-  StringRef module = call;
-  if (!module.consume_back(suffix))
-    return call.str();
-  size_t underscore = module.rfind('_');
-  StringRef digits = module.substr(underscore + 1);
-  if (underscore == StringRef::npos || digits.empty() ||
-      !llvm::all_of(digits, [](char c) { return llvm::isDigit(c); }))
-    return call.str();
-  return (module.take_front(underscore) + suffix).str();
-}
-
-/// Whether weight names `call` and `first` are of one module's calls:
-/// equal, or `call` is `first` with a call suffix (a.b_1.weight.T of
-/// a.b.weight.T).
-bool sameModule(StringRef call, StringRef first) {
-  if (call == first)
-    return true;
-  StringRef suffix = ".weight.T";
-  if (!call.consume_back(suffix) || !first.ends_with(suffix))
+/// Whether weight names `a` and `b` are of one module's calls: segment by
+/// segment equal, but for one call suffix on either (a.b_1.weight.T and
+/// a.b.weight.T; fc_1_1 and fc_1; fc_2 and fc_3).
+bool sameModule(StringRef a, StringRef b) {
+  SmallVector<StringRef> as, bs;
+  a.split(as, '.');
+  b.split(bs, '.');
+  if (as.size() != bs.size())
     return false;
-  StringRef base = first.drop_back(suffix.size());
-  return call.consume_front(base) && call.consume_front("_") && !call.empty() &&
-         llvm::all_of(call, [](char c) { return llvm::isDigit(c); });
+  for (auto [x, y] : llvm::zip(as, bs)) {
+    StringRef x0 = withoutCallSuffix(x), y0 = withoutCallSuffix(y);
+    if (x != y && x0 != y && x != y0 && x0 != y0)
+      return false;
+  }
+  return true;
 }
 
 /// The weight that matmuls read as `reads`, each as its right operand:
@@ -233,31 +225,38 @@ std::string sharedBias(ArrayRef<GetParamOp> reads) {
   return bias;
 }
 
-/// `weight` (a.b.weight.T) as nn.MultiheadAttention names its packed
-/// projection: a matmul that adds a.b.in_proj_bias reads
-/// a.b.in_proj_weight (a module's other weight and bias names are its own:
-/// a `weight` with a `qkv_bias` stays a.b.weight).
-std::string biasPartnerName(const std::string &weight,
-                            ArrayRef<GetParamOp> reads) {
-  StringRef module = weight;
-  if (!module.consume_back(".weight.T") ||
-      sharedBias(reads) != (module + ".in_proj_bias").str())
-    return weight;
-  return (module + ".in_proj_weight.T").str();
+/// The name PyTorch gives the weight of the module whose bias the matmuls
+/// of `reads` (each checked by sharedWeightName) add: a.b.bias is
+/// nn.Linear a.b's, whose weight folding stored transposed (a.b.weight.T),
+/// and a.b.in_proj_bias nn.MultiheadAttention a.b's packed projection's
+/// (a.b.in_proj_weight.T); empty for another bias or none. The bias keeps
+/// the name the user wrote where a node's scope may not (a shared module
+/// reached through a container it was not called by, a container's child
+/// in another container); a bias of another name (proj.qkv_bias) names no
+/// weight.
+std::string weightNameOfBias(ArrayRef<GetParamOp> reads) {
+  std::string bias = sharedBias(reads);
+  StringRef module = bias;
+  if (module.consume_back(".in_proj_bias"))
+    return (module + ".in_proj_weight.T").str();
+  if (module.consume_back(".bias") && !module.empty())
+    return (module + ".weight.T").str();
+  return "";
 }
 
 } // namespace
 
 /// Folded copies of one module's weight, read by its calls (a module called
 /// twice: DeBERTa's query and key projections, applied to the hidden states
-/// and to the relative position embeddings; folding transposed the weight
-/// once per call, and the exporter may store the second as an Identity of
-/// the first) holding the same data are one parameter: the later copies
-/// read the first, recorded in `mp.equal_copies`. Otherwise each call would
-/// train its own copy. A call is known as the module's by the module's own
-/// bias, which it adds; copies of different modules stay apart, equal or
-/// not (zero-initialized adapters are distinct parameters), and so do
-/// those of a module without a bias called twice.
+/// and to the relative position embeddings; ALBERT's one layer applied N
+/// times; folding transposed the weight once per call, and the exporter
+/// may store the second as an Identity of the first) holding the same data
+/// are one parameter: the later copies read the first, recorded in
+/// `mp.equal_copies`. Otherwise each call would train its own copy. A call
+/// is known as the module's by the module's own bias, which it adds, and
+/// by its scope, the same but for call suffixes; copies of different
+/// modules stay apart, equal or not (zero-initialized adapters are distinct
+/// parameters), and so do those of a module without a bias called twice.
 void Importer::tieEqualCopies(SymbolTable &symbols) {
   ParamReads reads = readsByParam(module);
   auto bytesOf = [&](ParamOp p, std::string &bytes) {
@@ -280,33 +279,35 @@ void Importer::tieEqualCopies(SymbolTable &symbols) {
     std::string a, b;
     return bytesOf(x, a) && bytesOf(y, b) && a == b;
   };
-  // Candidates by the module's weight name (first call) and the bias all
-  // their calls add, the module's own: equal weights and names alone do
-  // not tell a second call of `fc` from a module named `fc_1` (adapters
-  // initialized to zeros are equal), its own bias does.
-  std::map<std::string, SmallVector<ParamOp>> byWeight;
+  // Candidates by the module, known by the bias all their calls add (equal
+  // weights and names alone do not tell a second call of `fc` from a
+  // module named `fc_1`: adapters initialized to zeros are equal; its own
+  // bias does), and by their scopes, the same but for call suffixes.
+  std::map<std::string, SmallVector<std::pair<ParamOp, std::string>>> byModule;
   for (ParamOp p : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
     if (!isExporterMade(p.getSymName()))
       continue;
     SmallVector<GetParamOp> mine = reads.lookup(p.getSymNameAttr());
-    std::string weight = firstCall(sharedWeightName(mine));
-    StringRef moduleName = StringRef(weight).drop_back(strlen(".weight.T"));
-    std::string bias = sharedBias(mine);
-    if (weight.empty() || (bias != (moduleName + ".bias").str() &&
-                           bias != (moduleName + ".in_proj_bias").str()))
+    std::string scope = sharedWeightName(mine);
+    if (scope.empty())
       continue;
-    SmallVector<ParamOp> &candidates = byWeight[weight];
-    auto kept =
-        llvm::find_if(candidates, [&](ParamOp c) { return sameData(c, p); });
-    if (kept == candidates.end()) {
-      candidates.push_back(p);
+    std::string weight = weightNameOfBias(mine);
+    if (weight.empty())
+      continue;
+    auto &candidates = byModule[weight];
+    auto found = llvm::find_if(candidates, [&](const auto &c) {
+      return sameModule(c.second, scope) && sameData(c.first, p);
+    });
+    if (found == candidates.end()) {
+      candidates.push_back({p, scope});
       continue;
     }
+    ParamOp kept = found->first;
     for (GetParamOp get : mine)
-      get.setNameAttr(FlatSymbolRefAttr::get(kept->getSymNameAttr()));
-    auto &keptReads = reads[kept->getSymNameAttr()];
+      get.setNameAttr(FlatSymbolRefAttr::get(kept.getSymNameAttr()));
+    auto &keptReads = reads[kept.getSymNameAttr()];
     keptReads.append(mine.begin(), mine.end());
-    noteCopy(*kept, p, mp::MPDialect::getEqualCopiesAttrName());
+    noteCopy(kept, p, mp::MPDialect::getEqualCopiesAttrName());
     symbols.erase(p);
   }
 }
@@ -366,8 +367,13 @@ void Importer::nameFoldedWeights() {
     // are not any parameter the user wrote. A module called more than
     // once (tieEqualCopies) is named by its first call's node.
     SmallVector<GetParamOp> mine = reads.lookup(param.getSymNameAttr());
-    std::string name = biasPartnerName(sharedWeightName(mine), mine);
-    if (name.empty() || symbols.lookup(name))
+    std::string scope = sharedWeightName(mine);
+    if (scope.empty())
+      continue;
+    std::string name = weightNameOfBias(mine);
+    if (name.empty())
+      name = scope;
+    if (symbols.lookup(name))
       continue;
     StringAttr old = param.getSymNameAttr();
     symbols.remove(param);

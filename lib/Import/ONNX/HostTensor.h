@@ -36,6 +36,10 @@ enum class DType : int32_t {
 
 bool isSupportedDType(int32_t onnxType);
 bool isFloatDType(DType type);
+/// int32 or int64: ONNX's index types (Tind).
+inline bool isIndexDType(DType type) {
+  return type == DType::Int32 || type == DType::Int64;
+}
 std::string dtypeName(int32_t onnxType);
 
 /// The most elements the importer holds in one known tensor (a constant, a

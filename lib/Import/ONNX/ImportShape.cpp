@@ -281,15 +281,15 @@ static FailureOr<int64_t> dataAxis(NodeEmitter &e) {
   return e.axis(intAttr(e.node, "axis", 0), e.shape(0).size());
 }
 
-/// Input `i` holds integers, as indices must (ONNX's Tind).
+/// Input `i` holds int32 or int64 values, as indices must (ONNX's Tind).
 static LogicalResult integerIndices(NodeEmitter &e, int i) {
   Type elem = e.type(i).getElementType();
-  if (isa<IntegerType>(elem))
+  if (elem.isInteger(32) || elem.isInteger(64))
     return success();
   std::string name;
   llvm::raw_string_ostream(name) << elem;
   return e.error() << "indices (input " << i << ", '" << e.node.input(i)
-                   << "') must be integers, not " << name;
+                   << "') must be int32 or int64, not " << name;
 }
 
 LogicalResult emitGather(NodeEmitter &e) {

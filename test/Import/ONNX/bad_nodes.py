@@ -67,6 +67,8 @@ def main():
           inits=[floats])
     write(out, "gather_float_input", "Gather",
           [("a", [2, 3]), ("i", [2])], {"axis": 1})
+    write(out, "gather_bool_input", "Gather",
+          [("a", [2, 3]), ("i", [2], TensorProto.BOOL)], {"axis": 1})
     write(out, "reshape", "Reshape", [("a", [2, 3])], inits=[ints("shape", [4])])
     write(out, "split", "Split", [("a", [6, 3])], {"axis": 0},
           inits=[ints("split", [2, 3])], outputs=("y", "z"))

@@ -75,32 +75,34 @@ onnx.checker.check_model(model)
 onnx.save(model, os.path.join(out, "named.onnx"))
 
 # calls.onnx: modules called twice, each call reading its own folded copy
-# of the module's weight (equal data): nn.Sequential's child, scoped
-# /ffn/ffn.0 and then /ffn/ffn.0_1, and nn.MultiheadAttention's packed
-# projection (bias attn.in_proj_bias), scoped /attn and then /attn_1. Each
+# of the module's weight (equal data), each module named by the bias its
+# calls add: nn.Sequential's child (scoped /ffn/ffn.0, then /ffn/ffn.0_1),
+# nn.MultiheadAttention's packed projection (bias attn.in_proj_bias; /attn
+# then /attn_1), a module whose own name ends in _1 (/fc_1, then /fc_1_1),
+# a Sequential's child in a ModuleList (/layers.0/layers.0.0, bias
+# layers.0.0.bias) and a module reached through a container that is not
+# called (scoped /layer/linear1, bias enc.layer.linear1.bias). Each
 # module's copies are one parameter, as in PyTorch.
-ffn = rng.standard_normal((4, 4)).astype(np.float32)
-packed = rng.standard_normal((4, 4)).astype(np.float32)
-nodes = []
-for call, (x, y) in enumerate([("x", "a"), ("a", "b")]):
-    suffix = "_%d" % call if call else ""
-    nodes += [helper.make_node("MatMul", [x, "onnx::MatMul_%d" % (3 + call)], [y + "m"],
-                               name="/ffn/ffn.0%s/MatMul" % suffix),
-              helper.make_node("Add", [y + "m", "ffn.0.bias"], [y + "f"],
-                               name="/ffn/ffn.0%s/Add" % suffix),
-              helper.make_node("MatMul", [y + "f", "onnx::MatMul_%d" % (5 + call)], [y + "p"],
-                               name="/attn%s/MatMul" % suffix),
-              helper.make_node("Add", [y + "p", "attn.in_proj_bias"], [y],
-                               name="/attn%s/Add" % suffix)]
-nodes.append(helper.make_node("Identity", ["b"], ["y"]))
+modules = [("ffn.0.bias", "/ffn/ffn.0", "/ffn/ffn.0_1"),
+           ("attn.in_proj_bias", "/attn", "/attn_1"),
+           ("fc_1.bias", "/fc_1", "/fc_1_1"),
+           ("layers.0.0.bias", "/layers.0/layers.0.0", "/layers.0/layers.0.0_1"),
+           ("enc.layer.linear1.bias", "/layer/linear1", "/layer_1/linear1")]
+nodes, inits, x, number = [], [], "x", 3
+for bias, *scopes in modules:
+    weight = rng.standard_normal((4, 4)).astype(np.float32)
+    inits.append(numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), bias))
+    for scope in scopes:
+        copy = "onnx::MatMul_%d" % number
+        number += 1
+        inits.append(numpy_helper.from_array(weight, copy))
+        nodes += [helper.make_node("MatMul", [x, copy], [scope + "/m"], name=scope + "/MatMul"),
+                  helper.make_node("Add", [scope + "/m", bias], [scope + "/y"], name=scope + "/Add")]
+        x = scope + "/y"
+nodes.append(helper.make_node("Identity", [x], ["y"]))
 graph = helper.make_graph(
     nodes, "calls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
-    [numpy_helper.from_array(ffn, "onnx::MatMul_3"), numpy_helper.from_array(ffn, "onnx::MatMul_4"),
-     numpy_helper.from_array(packed, "onnx::MatMul_5"),
-     numpy_helper.from_array(packed, "onnx::MatMul_6"),
-     numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "ffn.0.bias"),
-     numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "attn.in_proj_bias")])
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 onnx.checker.check_model(model)
 onnx.save(model, os.path.join(out, "calls.onnx"))
