@@ -253,10 +253,13 @@ std::string weightNameOfBias(ArrayRef<GetParamOp> reads) {
 /// may store the second as an Identity of the first) holding the same data
 /// are one parameter: the later copies read the first, recorded in
 /// `mp.equal_copies`. Otherwise each call would train its own copy. A call
-/// is known as the module's by the module's own bias, which it adds, and
-/// by its scope, the same but for call suffixes; copies of different
+/// is known as the module's by its scope, the same but for call suffixes,
+/// and by the module's own bias where it has one; copies of different
 /// modules stay apart, equal or not (zero-initialized adapters are distinct
-/// parameters), and so do those of a module without a bias called twice.
+/// parameters). Without a bias, a module `fc_1` whose weight equals its
+/// sibling `fc`'s looks like fc's second call: they would be tied (the
+/// summary says so), which is rarer than a bias-free module called twice
+/// (a recurrent-depth or ALBERT-style model without biases).
 void Importer::tieEqualCopies(SymbolTable &symbols) {
   ParamReads reads = readsByParam(module);
   auto bytesOf = [&](ParamOp p, std::string &bytes) {
@@ -282,7 +285,8 @@ void Importer::tieEqualCopies(SymbolTable &symbols) {
   // Candidates by the module, known by the bias all their calls add (equal
   // weights and names alone do not tell a second call of `fc` from a
   // module named `fc_1`: adapters initialized to zeros are equal; its own
-  // bias does), and by their scopes, the same but for call suffixes.
+  // bias does) or by none, and by their scopes, the same but for call
+  // suffixes.
   std::map<std::string, SmallVector<std::pair<ParamOp, std::string>>> byModule;
   for (ParamOp p : llvm::make_early_inc_range(module.getOps<ParamOp>())) {
     if (!isExporterMade(p.getSymName()))
@@ -291,10 +295,7 @@ void Importer::tieEqualCopies(SymbolTable &symbols) {
     std::string scope = sharedWeightName(mine);
     if (scope.empty())
       continue;
-    std::string weight = weightNameOfBias(mine);
-    if (weight.empty())
-      continue;
-    auto &candidates = byModule[weight];
+    auto &candidates = byModule[weightNameOfBias(mine)];
     auto found = llvm::find_if(candidates, [&](const auto &c) {
       return sameModule(c.second, scope) && sameData(c.first, p);
     });

@@ -6,6 +6,8 @@ the weight, equal copies stored once and repeated as Identity nodes):
            projections): one parameter
   fc, fc_1 two Linears with biases, both zero-initialized (equal weights,
            as fresh adapters): two parameters
+  proj     one Linear without a bias called twice (a recurrent-depth or
+           ALBERT-style model without biases): one parameter
 """
 import os
 import sys
@@ -21,12 +23,14 @@ class Calls(nn.Module):
         self.shared = nn.Linear(4, 4)
         self.fc = nn.Linear(4, 4)
         self.fc_1 = nn.Linear(4, 4)
+        self.proj = nn.Linear(4, 4, bias=False)
         for m in (self.fc, self.fc_1):
             nn.init.zeros_(m.weight)
 
     def forward(self, x):
         h = self.shared(x) + self.shared(2 * x)
-        return h + self.fc(h) + self.fc_1(3 * h)
+        h = h + self.fc(h) + self.fc_1(3 * h)
+        return self.proj(self.proj(h).tanh())
 
 
 out = sys.argv[1]
