@@ -162,9 +162,11 @@ std::string moduleWeightName(Location loc) {
 }
 
 /// Whether weight names `a` and `b` are of one module's calls: segment by
-/// segment equal, but for one call suffix on either (a.b_1.weight.T and
-/// a.b.weight.T; fc_1_1 and fc_1; fc_2 and fc_3).
-bool sameModule(StringRef a, StringRef b) {
+/// segment equal, or one the other plus a call suffix (a.b_1.weight.T and
+/// a.b.weight.T; fc_1_1 and fc_1), or, unless `strict`, both with call
+/// suffixes (fc_2 and fc_3; strict, those are taken for distinct modules
+/// adapter_1 and adapter_2).
+bool sameModule(StringRef a, StringRef b, bool strict = false) {
   SmallVector<StringRef> as, bs;
   a.split(as, '.');
   b.split(bs, '.');
@@ -172,7 +174,7 @@ bool sameModule(StringRef a, StringRef b) {
     return false;
   for (auto [x, y] : llvm::zip(as, bs)) {
     StringRef x0 = withoutCallSuffix(x), y0 = withoutCallSuffix(y);
-    if (x != y && x0 != y && x != y0 && x0 != y0)
+    if (x != y && x0 != y && x != y0 && (strict || x0 != y0))
       return false;
   }
   return true;
@@ -225,23 +227,47 @@ std::string sharedBias(ArrayRef<GetParamOp> reads) {
   return bias;
 }
 
+/// The last scope segment of the node at `loc` (/a/b.0/MatMul: b.0);
+/// empty outside any module.
+StringRef lastScopeSegment(Location loc) {
+  auto name = dyn_cast<NameLoc>(loc);
+  if (!name)
+    return "";
+  StringRef node = name.getName().getValue();
+  size_t last = node.rfind('/');
+  if (!node.starts_with("/") || last == 0 || last == StringRef::npos)
+    return "";
+  return node.take_front(last).rsplit('/').second;
+}
+
 /// The name PyTorch gives the weight of the module whose bias the matmuls
 /// of `reads` (each checked by sharedWeightName) add: a.b.bias is
 /// nn.Linear a.b's, whose weight folding stored transposed (a.b.weight.T),
 /// and a.b.in_proj_bias nn.MultiheadAttention a.b's packed projection's
-/// (a.b.in_proj_weight.T); empty for another bias or none. The bias keeps
-/// the name the user wrote where a node's scope may not (a shared module
-/// reached through a container it was not called by, a container's child
-/// in another container); a bias of another name (proj.qkv_bias) names no
-/// weight.
+/// (a.b.in_proj_weight.T). The bias keeps the name the user wrote where a
+/// node's scope may not (a shared module reached through a container it
+/// was not called by: scope /layer/linear1, bias enc.layer.linear1.bias; a
+/// container's child in another container). Empty for a bias of another
+/// name (proj.qkv_bias), for none, and for a bias that is not the matmul's
+/// own module's: its module must end in the nodes' last scope segment
+/// (HF's BERT head adds predictions.bias to predictions.decoder's matmul).
 std::string weightNameOfBias(ArrayRef<GetParamOp> reads) {
   std::string bias = sharedBias(reads);
   StringRef module = bias;
+  const char *weight = ".weight.T";
   if (module.consume_back(".in_proj_bias"))
-    return (module + ".in_proj_weight.T").str();
-  if (module.consume_back(".bias") && !module.empty())
-    return (module + ".weight.T").str();
-  return "";
+    weight = ".in_proj_weight.T";
+  else if (!module.consume_back(".bias"))
+    return "";
+  auto endsIn = [&](StringRef segment) {
+    return module == segment || module.ends_with(("." + segment).str());
+  };
+  for (GetParamOp read : reads) {
+    StringRef own = lastScopeSegment((*read->user_begin())->getLoc());
+    if (own.empty() || (!endsIn(own) && !endsIn(withoutCallSuffix(own))))
+      return "";
+  }
+  return (module + weight).str();
 }
 
 } // namespace
@@ -256,10 +282,12 @@ std::string weightNameOfBias(ArrayRef<GetParamOp> reads) {
 /// is known as the module's by its scope, the same but for call suffixes,
 /// and by the module's own bias where it has one; copies of different
 /// modules stay apart, equal or not (zero-initialized adapters are distinct
-/// parameters). Without a bias, a module `fc_1` whose weight equals its
-/// sibling `fc`'s looks like fc's second call: they would be tied (the
-/// summary says so), which is rarer than a bias-free module called twice
-/// (a recurrent-depth or ALBERT-style model without biases).
+/// parameters). Without a bias the scopes must be equal or one the other
+/// plus a call suffix (adapter_1 and adapter_2 stay apart); still, a module
+/// `fc_1` whose weight equals its sibling `fc`'s looks like fc's second
+/// call and would be tied (the summary says so), which is rarer than a
+/// bias-free module called twice (recurrent-depth or ALBERT-style models
+/// without biases).
 void Importer::tieEqualCopies(SymbolTable &symbols) {
   ParamReads reads = readsByParam(module);
   auto bytesOf = [&](ParamOp p, std::string &bytes) {
@@ -295,9 +323,13 @@ void Importer::tieEqualCopies(SymbolTable &symbols) {
     std::string scope = sharedWeightName(mine);
     if (scope.empty())
       continue;
-    auto &candidates = byModule[weightNameOfBias(mine)];
+    // (Keyed by a bias that names no weight too: none, or another's.)
+    std::string weight = weightNameOfBias(mine);
+    auto &candidates =
+        byModule[weight.empty() ? "bias " + sharedBias(mine) : weight];
     auto found = llvm::find_if(candidates, [&](const auto &c) {
-      return sameModule(c.second, scope) && sameData(c.first, p);
+      return sameModule(c.second, scope, /*strict=*/weight.empty()) &&
+             sameData(c.first, p);
     });
     if (found == candidates.end()) {
       candidates.push_back({p, scope});

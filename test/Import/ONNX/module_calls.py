@@ -8,6 +8,13 @@ the weight, equal copies stored once and repeated as Identity nodes):
            as fresh adapters): two parameters
   proj     one Linear without a bias called twice (a recurrent-depth or
            ALBERT-style model without biases): one parameter
+  adapter_1, adapter_2
+           two Linears without biases, both zero-initialized: two
+           parameters (their scopes end in different call-like suffixes)
+  head.decoder
+           a Linear without its own bias that adds its parent's, as HF's
+           BERT head does (decoder.bias = head.bias, exported as
+           head.bias): named head.decoder.weight, not head.weight
 """
 import os
 import sys
@@ -17,6 +24,18 @@ import torch
 import torch.nn as nn
 
 
+class Head(nn.Module):
+    """HF's BertLMPredictionHead: the decoder adds its parent's bias."""
+    def __init__(self):
+        super().__init__()
+        self.decoder = nn.Linear(4, 4, bias=False)
+        self.bias = nn.Parameter(torch.zeros(4))
+        self.decoder.bias = self.bias
+
+    def forward(self, h):
+        return self.decoder(h)
+
+
 class Calls(nn.Module):
     def __init__(self):
         super().__init__()
@@ -24,13 +43,20 @@ class Calls(nn.Module):
         self.fc = nn.Linear(4, 4)
         self.fc_1 = nn.Linear(4, 4)
         self.proj = nn.Linear(4, 4, bias=False)
+        self.adapter_1 = nn.Linear(4, 4, bias=False)
+        self.adapter_2 = nn.Linear(4, 4, bias=False)
+        for m in (self.adapter_1, self.adapter_2):
+            nn.init.zeros_(m.weight)
+        self.head = Head()
         for m in (self.fc, self.fc_1):
             nn.init.zeros_(m.weight)
 
     def forward(self, x):
         h = self.shared(x) + self.shared(2 * x)
         h = h + self.fc(h) + self.fc_1(3 * h)
-        return self.proj(self.proj(h).tanh())
+        h = self.proj(self.proj(h).tanh())
+        h = h + self.adapter_1(h) + self.adapter_2(2 * h)
+        return self.head(h)
 
 
 out = sys.argv[1]
