@@ -119,6 +119,20 @@ StringRef withoutCallSuffix(StringRef segment) {
              : segment;
 }
 
+/// The scope segments of the node at `loc` (/a/b.0/MatMul: a, b.0); empty
+/// outside any module.
+SmallVector<StringRef> scopeSegments(Location loc) {
+  SmallVector<StringRef> segments;
+  auto name = dyn_cast<NameLoc>(loc);
+  if (!name)
+    return segments;
+  StringRef node = name.getName().getValue();
+  size_t last = node.rfind('/');
+  if (node.starts_with("/") && last != 0 && last != StringRef::npos)
+    node.substr(1, last - 1).split(segments, '/');
+  return segments;
+}
+
 /// The name of the transposed weight of the module that node `/a/b/Op`
 /// belongs to ("a.b.weight.T": folding stored nn.Linear's weight, [out,
 /// in], transposed); empty for a node outside any module. PyTorch scopes
@@ -129,15 +143,9 @@ StringRef withoutCallSuffix(StringRef segment) {
 /// child inside layers.0: "layers.0.layers.0.0"), a call suffix kept
 /// ("/ffn/ffn.0_1", the container's second call: "ffn.0_1").
 std::string moduleWeightName(Location loc) {
-  auto name = dyn_cast<NameLoc>(loc);
-  if (!name)
+  SmallVector<StringRef> segments = scopeSegments(loc);
+  if (segments.empty())
     return "";
-  StringRef node = name.getName().getValue();
-  size_t last = node.rfind('/');
-  if (!node.starts_with("/") || last == 0 || last == StringRef::npos)
-    return "";
-  SmallVector<StringRef> segments;
-  node.substr(1, last - 1).split(segments, '/');
   std::string module;
   StringRef previous;
   auto withoutIndices = [](StringRef segment) {
@@ -227,19 +235,6 @@ std::string sharedBias(ArrayRef<GetParamOp> reads) {
   return bias;
 }
 
-/// The last scope segment of the node at `loc` (/a/b.0/MatMul: b.0);
-/// empty outside any module.
-StringRef lastScopeSegment(Location loc) {
-  auto name = dyn_cast<NameLoc>(loc);
-  if (!name)
-    return "";
-  StringRef node = name.getName().getValue();
-  size_t last = node.rfind('/');
-  if (!node.starts_with("/") || last == 0 || last == StringRef::npos)
-    return "";
-  return node.take_front(last).rsplit('/').second;
-}
-
 /// The name PyTorch gives the weight of the module whose bias the matmuls
 /// of `reads` (each checked by sharedWeightName) add: a.b.bias is
 /// nn.Linear a.b's, whose weight folding stored transposed (a.b.weight.T),
@@ -263,8 +258,10 @@ std::string weightNameOfBias(ArrayRef<GetParamOp> reads) {
     return module == segment || module.ends_with(("." + segment).str());
   };
   for (GetParamOp read : reads) {
-    StringRef own = lastScopeSegment((*read->user_begin())->getLoc());
-    if (own.empty() || (!endsIn(own) && !endsIn(withoutCallSuffix(own))))
+    SmallVector<StringRef> scope =
+        scopeSegments((*read->user_begin())->getLoc());
+    if (scope.empty() ||
+        (!endsIn(scope.back()) && !endsIn(withoutCallSuffix(scope.back()))))
       return "";
   }
   return (module + weight).str();
