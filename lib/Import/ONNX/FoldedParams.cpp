@@ -285,18 +285,78 @@ std::string weightNameOfBias(ArrayRef<GetParamOp> reads) {
 /// call and would be tied (the summary says so), which is rarer than a
 /// bias-free module called twice (recurrent-depth or ALBERT-style models
 /// without biases).
+bool Importer::paramBytes(ParamOp p, std::string &bytes) {
+  std::string source = p.getInitializer().value_or(p.getSymName()).str();
+  size_t size = (p.getTensorType().getElementTypeBitWidth() + 7) / 8;
+  for (const auto &init : model.model.graph().initializer())
+    if (init.name() == source)
+      return dataOf(init, model.directory,
+                    p.getTensorType().getNumElements() *
+                        static_cast<int64_t>(size),
+                    bytes);
+  return false;
+}
+
+/// An exporter-made vector (a bias folded in slices) holding a block of a
+/// named vector the program also reads: one module read whole in one call
+/// and in slices in another (nn.MultiheadAttention used for self- and
+/// then cross-attention slices its packed projection). mp cannot tie a
+/// slice yet, so the block would train apart from the whole, unlike in
+/// PyTorch: a warning says so. (Vectors of one repeated value, zeros say,
+/// are blocks of anything and are not taken for copies.)
+void Importer::warnSlicedCopies() {
+  auto isVector = [](ParamOp p) {
+    return p.getTensorType().getRank() == 1 &&
+           isa<FloatType>(p.getTensorType().getElementType());
+  };
+  ParamReads reads = readsByParam(module);
+  SmallVector<std::pair<ParamOp, std::string>> named;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    std::string data;
+    if (!isExporterMade(p.getSymName()) && isVector(p) &&
+        reads.count(p.getSymNameAttr()) && paramBytes(p, data))
+      named.push_back({p, std::move(data)});
+  }
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    std::string bytes;
+    if (!isExporterMade(p.getSymName()) || !isVector(p) ||
+        !paramBytes(p, bytes))
+      continue;
+    size_t elem = (p.getTensorType().getElementTypeBitWidth() + 7) / 8;
+    bool repeated = true;
+    for (size_t i = elem; i < bytes.size() && repeated; i += elem)
+      repeated = bytes.compare(i, elem, bytes, 0, elem) == 0;
+    if (repeated)
+      continue;
+    for (auto &[whole, data] : named) {
+      if (whole.getTensorType().getElementType() !=
+              p.getTensorType().getElementType() ||
+          data.size() <= bytes.size())
+        continue;
+      size_t at = data.find(bytes);
+      while (at != std::string::npos && at % elem)
+        at = data.find(bytes, at + 1);
+      if (at == std::string::npos)
+        continue;
+      int64_t start = static_cast<int64_t>(at / elem);
+      emitWarning(NameLoc::get(p.getSymNameAttr()))
+          << "'" << p.getSymName() << "' holds elements [" << start << ", "
+          << start + p.getTensorType().getNumElements() << ") of '"
+          << whole.getSymName()
+          << "', which the program also reads whole: a module read whole in "
+             "one call and in slices in another (one nn.MultiheadAttention "
+             "for self- and cross-attention?) trains each slice apart from "
+             "the whole here, unlike in PyTorch (mp does not tie a slice "
+             "of a parameter yet)";
+      break;
+    }
+  }
+}
+
 void Importer::tieEqualCopies(SymbolTable &symbols) {
   ParamReads reads = readsByParam(module);
   auto bytesOf = [&](ParamOp p, std::string &bytes) {
-    std::string source = p.getInitializer().value_or(p.getSymName()).str();
-    size_t size = (p.getTensorType().getElementTypeBitWidth() + 7) / 8;
-    for (const auto &init : model.model.graph().initializer())
-      if (init.name() == source)
-        return dataOf(init, model.directory,
-                      p.getTensorType().getNumElements() *
-                          static_cast<int64_t>(size),
-                      bytes);
-    return false;
+    return paramBytes(p, bytes);
   };
   auto sameData = [&](ParamOp x, ParamOp y) {
     if (x.getTensorType() != y.getTensorType())

@@ -339,6 +339,8 @@ OwningOpRef<ModuleOp> Importer::run() {
   if (failed(finishFunction()) || failed(tieTransposedCopies()))
     return nullptr;
   nameFoldedWeights();
+  if (!options.shapeOnly)
+    warnSlicedCopies();
   if (failed(mlir::verify(module)))
     return nullptr;
   return owned;

@@ -70,6 +70,9 @@ struct Importer {
   mlir::LogicalResult tieTransposedCopies();
   void tieEqualCopies(mlir::SymbolTable &symbols);
   void nameFoldedWeights();
+  void warnSlicedCopies();
+  /// The raw bytes of `p`'s initializer (false when it has none readable).
+  bool paramBytes(mp::ParamOp p, std::string &bytes);
   mlir::LogicalResult bindInput(const onnx::ValueInfoProto &input,
                                 const std::string &spec, mlir::Location loc);
 

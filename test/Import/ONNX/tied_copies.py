@@ -29,6 +29,16 @@ def write(name, head):
     onnx.save(model, os.path.join(out, name + ".onnx"))
 
 
+def save(name, nodes, x_width, y_width, inits):
+    """A model `name` of `nodes` from x [1, x_width] to y [1, y_width]."""
+    graph = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, x_width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, y_width])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, name + ".onnx"))
+
+
 write("tied", np.ascontiguousarray(table.T))
 near = np.ascontiguousarray(table.T)
 near[2, 3] += 1.0
@@ -59,20 +69,15 @@ nodes = [helper.make_node("MatMul", ["x", "onnx::MatMul_3"], ["a"], name="/layer
          helper.make_node("Add", ["h", "attn.in_proj_bias"], ["i"], name="/attn/Add"),
          helper.make_node("MatMul", ["i", "onnx::MatMul_9"], ["j"], name="/proj/MatMul"),
          helper.make_node("Add", ["j", "proj.qkv_bias"], ["y"], name="/proj/Add")]
-graph = helper.make_graph(
-    nodes, "named", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
-    [numpy_helper.from_array(w, "onnx::MatMul_3"), numpy_helper.from_array(shared, "onnx::MatMul_4"),
-     numpy_helper.from_array(1 + rng.standard_normal(4).astype(np.float32), "onnx::Mul_5"),
-     numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_6"),
-     numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_7"),
-     numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_8"),
-     numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "attn.in_proj_bias"),
-     numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_9"),
-     numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "proj.qkv_bias")])
-model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-onnx.checker.check_model(model)
-onnx.save(model, os.path.join(out, "named.onnx"))
+save("named", nodes, 4, 4,
+     [numpy_helper.from_array(w, "onnx::MatMul_3"), numpy_helper.from_array(shared, "onnx::MatMul_4"),
+      numpy_helper.from_array(1 + rng.standard_normal(4).astype(np.float32), "onnx::Mul_5"),
+      numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_6"),
+      numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_7"),
+      numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_8"),
+      numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "attn.in_proj_bias"),
+      numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_9"),
+      numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "proj.qkv_bias")])
 
 # calls.onnx: modules called twice, each call reading its own folded copy
 # of the module's weight (equal data), each module named by the bias its
@@ -100,9 +105,25 @@ for bias, *scopes in modules:
                   helper.make_node("Add", [scope + "/m", bias], [scope + "/y"], name=scope + "/Add")]
         x = scope + "/y"
 nodes.append(helper.make_node("Identity", [x], ["y"]))
-graph = helper.make_graph(
-    nodes, "calls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)
-model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-onnx.checker.check_model(model)
-onnx.save(model, os.path.join(out, "calls.onnx"))
+save("calls", nodes, 4, 4, inits)
+
+# sliced.onnx: nn.MultiheadAttention used for self- and then
+# cross-attention: the exporter folds the second call's bias in slices
+# (onnx::Add_N), blocks of attn.in_proj_bias, which the first call reads
+# whole. Not tied yet: a warning names each slice. A folded vector of one
+# repeated value (zeros) is a block of any such vector and is not taken for
+# a slice.
+packed_bias = rng.standard_normal(6).astype(np.float32)
+nodes = [helper.make_node("Add", ["x", "attn.in_proj_bias"], ["a"], name="/attn/Add"),
+         helper.make_node("Slice", ["a", "starts", "ends", "axes"], ["b"], name="/Slice"),
+         helper.make_node("Add", ["b", "onnx::Add_9"], ["c"], name="/attn_1/Add"),
+         helper.make_node("Add", ["c", "zeros.bias"], ["d"], name="/zeros/Add"),
+         helper.make_node("Add", ["d", "onnx::Add_10"], ["y"], name="/zeros_1/Add")]
+save("sliced", nodes, 6, 4,
+     [numpy_helper.from_array(packed_bias, "attn.in_proj_bias"),
+      numpy_helper.from_array(packed_bias[2:], "onnx::Add_9"),
+      numpy_helper.from_array(np.array([2], np.int64), "starts"),
+      numpy_helper.from_array(np.array([6], np.int64), "ends"),
+      numpy_helper.from_array(np.array([1], np.int64), "axes"),
+      numpy_helper.from_array(np.zeros(4, np.float32), "zeros.bias"),
+      numpy_helper.from_array(np.zeros(1, np.float32), "onnx::Add_10")])
