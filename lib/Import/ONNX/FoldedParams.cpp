@@ -139,27 +139,32 @@ SmallVector<StringRef> scopeSegments(Location loc) {
 /// a called container's child by the container's attribute and the index
 /// ("/blocks/blocks.0/ffwd/ffwd.0/MatMul" in nn.Sequential), which names
 /// the parameter "blocks.0.ffwd.0.weight": a segment that is the one before
-/// plus indices replaces it (not "/layers.0/layers.0.0", a ModuleList's
-/// child inside layers.0: "layers.0.layers.0.0"), a call suffix kept
-/// ("/ffn/ffn.0_1", the container's second call: "ffn.0_1").
+/// plus indices replaces it ("/layers.0/layers.0.0", a Sequential's child
+/// in a ModuleList: "layers.0.0"; "/ffn/ffn.0/ffn.0.0", Sequentials nested:
+/// "ffn.0.0"; but "/layers.0/layers.0", a block's own ModuleList `layers`:
+/// "layers.0.layers.0"), a call suffix kept ("/ffn/ffn.0_1", the
+/// container's second call: "ffn.0_1").
 std::string moduleWeightName(Location loc) {
   SmallVector<StringRef> segments = scopeSegments(loc);
   if (segments.empty())
     return "";
   std::string module;
   StringRef previous;
-  auto withoutIndices = [](StringRef segment) {
-    while (true) {
-      auto [head, index] = segment.rsplit('.');
-      if (index.empty() || head.empty() || !llvm::all_of(index, llvm::isDigit))
-        return segment;
-      segment = head;
+  // Whether `segment` is `previous` followed by one or more ".N".
+  auto indexes = [](StringRef segment, StringRef previous) {
+    if (previous.empty() || !segment.consume_front(previous) || segment.empty())
+      return false;
+    while (segment.consume_front(".")) {
+      size_t digits = segment.find_if_not(llvm::isDigit);
+      digits = digits == StringRef::npos ? segment.size() : digits;
+      if (digits == 0)
+        return false;
+      segment = segment.drop_front(digits);
     }
+    return segment.empty();
   };
   for (StringRef segment : segments) {
-    StringRef called = withoutCallSuffix(segment);
-    if (!previous.empty() && called != previous &&
-        withoutIndices(called) == previous)
+    if (indexes(withoutCallSuffix(segment), previous))
       module.resize(module.size() - previous.size());
     else if (!module.empty())
       module += '.';

@@ -51,8 +51,9 @@ np.save(os.path.join(out, "expected", "logits.npy"), table[ids] @ table.T)
 # value that is no matmul's weight (a norm's 1 + w), keep their names. A
 # module inside nn.Sequential is scoped by attribute and index
 # (/blocks/blocks.0/ffwd/ffwd.0): its weight is blocks.0.ffwd.0.weight; a
-# ModuleList's child inside layers.0 (/layers.0/layers.0.0) is
-# layers.0.layers.0.0. nn.MultiheadAttention's packed projection, whose
+# Sequential's child in a ModuleList (/layers.0/layers.0.0) is
+# layers.0.0, a block's own ModuleList's child (/layers.0/layers.0) is
+# layers.0.layers.0. nn.MultiheadAttention's packed projection, whose
 # bias is attn.in_proj_bias, is attn.in_proj_weight; a module's own
 # weight added to a bias of another name (proj.qkv_bias) stays proj.weight.
 w = rng.standard_normal((4, 4)).astype(np.float32)
@@ -65,7 +66,9 @@ nodes = [helper.make_node("MatMul", ["x", "onnx::MatMul_3"], ["a"], name="/layer
                           name="/blocks/blocks.0/ffwd/ffwd.0/MatMul"),
          helper.make_node("MatMul", ["f", "onnx::MatMul_7"], ["g"],
                           name="/layers.0/layers.0.0/MatMul"),
-         helper.make_node("MatMul", ["g", "onnx::MatMul_8"], ["h"], name="/attn/MatMul"),
+         helper.make_node("MatMul", ["g", "onnx::MatMul_11"], ["g2"],
+                          name="/layers.0/layers.0/MatMul"),
+         helper.make_node("MatMul", ["g2", "onnx::MatMul_8"], ["h"], name="/attn/MatMul"),
          helper.make_node("Add", ["h", "attn.in_proj_bias"], ["i"], name="/attn/Add"),
          helper.make_node("MatMul", ["i", "onnx::MatMul_9"], ["j"], name="/proj/MatMul"),
          helper.make_node("Add", ["j", "proj.qkv_bias"], ["y"], name="/proj/Add")]
@@ -77,7 +80,8 @@ save("named", nodes, 4, 4,
       numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_8"),
       numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "attn.in_proj_bias"),
       numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_9"),
-      numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "proj.qkv_bias")])
+      numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "proj.qkv_bias"),
+      numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "onnx::MatMul_11")])
 
 # calls.onnx: modules called twice, each call reading its own folded copy
 # of the module's weight (equal data), each module named by the bias its
