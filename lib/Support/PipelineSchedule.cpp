@@ -38,6 +38,12 @@ const char *actionName(ActionKind kind) {
   return "?";
 }
 
+std::string Dims::text() const {
+  return "pp=" + std::to_string(stages) + " vp=" + std::to_string(chunks) +
+         ", " + std::to_string(microbatches) +
+         (microbatches == 1 ? " microbatch" : " microbatches");
+}
+
 std::string checkDims(ScheduleKind kind, const Dims &d) {
   const std::string sizes =
       " (pp=" + std::to_string(d.stages) + " vp=" + std::to_string(d.chunks) +

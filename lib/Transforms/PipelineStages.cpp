@@ -266,13 +266,9 @@ LogicalResult PipelinePass::writeTimeline(ModuleOp module,
       error);
   if (!planned)
     return emitError(module.getLoc()) << error;
-  std::string title =
-      "planned: pp=" + std::to_string(dims.stages) +
-      " vp=" + std::to_string(dims.chunks) + ", " +
-      std::to_string(dims.microbatches) +
-      (dims.microbatches == 1 ? " microbatch, " : " microbatches, ") +
-      pipeline::scheduleName(kind) + ", layout " + layout.str() +
-      " (cost model, H100)";
+  std::string title = "planned: " + dims.text() + ", " +
+                      pipeline::scheduleName(kind) + ", layout " +
+                      layout.str() + " (cost model, H100)";
   const std::string svg = pipeline::timelineSvg(*planned, dims, title, "ms");
   if (std::string why = writeFileAtomically(timeline, {svg}); !why.empty())
     return emitError(module.getLoc()) << why;

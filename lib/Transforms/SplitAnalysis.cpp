@@ -414,18 +414,30 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
 
 namespace {
 
+/// The row- and column-parallel linears of a split, for lookups.
+struct SplitRoles {
+  llvm::SmallPtrSet<Operation *, 16> rows, columns;
+  explicit SplitRoles(const Split &split) {
+    for (LinearOp l : split.rows)
+      rows.insert(l);
+    for (LinearOp l : split.columns)
+      columns.insert(l);
+  }
+};
+
 /// How a linear's split shards the parameter `param` it reads: (axis,
 /// groups), or (-1, 1) for whole (a linear left whole; a row-parallel
 /// linear's bias, added after the all-reduce).
 std::pair<int64_t, int64_t> shardingOf(LinearOp linear, Value param,
-                                       const Split &split) {
+                                       const Split &split,
+                                       const SplitRoles &roles) {
   const std::pair<int64_t, int64_t> whole{-1, 1};
   bool transposed = linear.getTransposeWeight();
-  if (llvm::is_contained(split.rows, linear))
+  if (roles.rows.contains(linear))
     return linear.getWeight() == param
                ? std::make_pair<int64_t, int64_t>(transposed ? 1 : 0, 1)
                : whole;
-  if (!llvm::is_contained(split.columns, linear))
+  if (!roles.columns.contains(linear))
     return whole;
   int64_t groups = std::max<int64_t>(1, split.groups.lookup(linear));
   return {linear.getWeight() == param ? (transposed ? 0 : 1) : 0, groups};
@@ -444,7 +456,8 @@ tensor_parallel::unevenlySharedParams(ArrayRef<LinearOp> linears,
   linears[0]->getParentOfType<ModuleOp>().walk([&](GetParamOp get) {
     reads[get.getNameAttr().getAttr()].push_back(get);
   });
-  auto isRow = [&](LinearOp l) { return llvm::is_contained(split.rows, l); };
+  SplitRoles roles(split);
+  auto isRow = [&](LinearOp l) { return roles.rows.contains(l); };
   // Each split linear with a reader of one of its parameters that differs:
   // the first such reader, and whether it reads it whole.
   struct Uneven {
@@ -459,7 +472,8 @@ tensor_parallel::unevenlySharedParams(ArrayRef<LinearOp> linears,
       auto get = param ? param.getDefiningOp<GetParamOp>() : GetParamOp();
       if (!get)
         continue;
-      std::pair<int64_t, int64_t> mine = shardingOf(linear, param, split);
+      std::pair<int64_t, int64_t> mine =
+          shardingOf(linear, param, split, roles);
       if (mine.first < 0)
         continue;
       std::optional<Uneven> found;
@@ -468,7 +482,7 @@ tensor_parallel::unevenlySharedParams(ArrayRef<LinearOp> linears,
           auto readerLinear = dyn_cast<LinearOp>(reader);
           std::pair<int64_t, int64_t> theirs{-1, 1};
           if (readerLinear)
-            theirs = shardingOf(readerLinear, read.getResult(), split);
+            theirs = shardingOf(readerLinear, read.getResult(), split, roles);
           if (theirs == mine || found)
             continue;
           found = Uneven{static_cast<unsigned>(i), reader, theirs.first < 0};
@@ -489,7 +503,7 @@ tensor_parallel::unevenlySharedParams(ArrayRef<LinearOp> linears,
   for (const Uneven &u : rowAgainstColumn.empty() ? others : rowAgainstColumn) {
     LinearOp linear = linears[u.index];
     const char *reason =
-        u.otherWhole ? "which reads it whole" : "which splits it another way";
+        u.otherWhole ? "reads it whole" : "splits it another way";
     stops.try_emplace(u.index,
                       Stop{u.other, Dims(), reason, -1, Stop::Shared::Reads});
     if (!isRow(linear)) {
@@ -516,13 +530,13 @@ std::string tensor_parallel::describeStop(const Stop &stop) {
     if (auto name = dyn_cast<NameLoc>(stop.op->getLoc()))
       op += " ('" + name.getName().str() + "')";
     if (stop.shared == Stop::Shared::Reads)
-      os << "a parameter it reads is also read by " << op << ", "
+      os << "a parameter it reads is also read by " << op << ", which "
          << stop.reason;
     else
       os << "its output reaches " << op
          << ", which would be row-parallel, but another reader of that "
             "linear's parameters "
-         << StringRef(stop.reason).drop_front(strlen("which "));
+         << stop.reason;
     os << ", and a parameter is split one way or kept whole (the calls of "
           "one module share their weights)";
     return why;

@@ -73,7 +73,8 @@ struct Stop {
   int64_t dim = -1;   // the dim the stopped linear's split arrived along
   /// A parameter shared with another call of its module (dims empty): the
   /// linear reads it (op: the reader that differs), or feeds the
-  /// row-parallel linear `op` that does.
+  /// row-parallel linear `op` that does; `reason` says what the other
+  /// reader does with it ("reads it whole").
   enum class Shared { No, Reads, Feeds } shared = Shared::No;
 };
 

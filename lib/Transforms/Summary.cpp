@@ -172,10 +172,8 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     std::string error;
     std::optional<pipeline::Timeline> timeline = pipeline::simulate(
         pipeline::generate(*kind, dims), dims, plannedCosts(chunks), error);
-    os << "  pipeline    pp=" << dims.stages << " vp=" << dims.chunks << ", "
-       << dims.microbatches
-       << (dims.microbatches == 1 ? " microbatch, " : " microbatches, ")
-       << text("schedule") << ", layout " << text("layout");
+    os << "  pipeline    " << dims.text() << ", " << text("schedule")
+       << ", layout " << text("layout");
     if (timeline)
       os << llvm::format("; planned bubble %.1f%%", 100 * timeline->bubble);
     os << "\n";

@@ -39,6 +39,8 @@ const char *scheduleName(ScheduleKind kind);
 struct Dims {
   int64_t stages = 1, chunks = 1, microbatches = 1;
   int64_t virtualStages() const { return stages * chunks; }
+  /// "pp=2 vp=1, 1 microbatch", as summaries write the sizes.
+  std::string text() const;
   /// The virtual stage of chunk `chunk` on rank `rank`.
   int64_t virtualStage(int64_t rank, int64_t chunk) const {
     return chunk * stages + rank;

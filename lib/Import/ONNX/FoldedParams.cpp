@@ -109,6 +109,11 @@ void readTransposed(ParamOp copy, ParamOp source, ArrayRef<GetParamOp> reads) {
   copy.erase();
 }
 
+/// The bytes of one element of `p`.
+size_t bytesPerElement(ParamOp p) {
+  return (p.getTensorType().getElementTypeBitWidth() + 7) / 8;
+}
+
 /// `segment` without a call suffix (fc_2 -> fc; the exporter numbers a
 /// module's later calls so, after any digits its name ends in: fc_1_1 is
 /// fc_1's second call).
@@ -274,30 +279,13 @@ std::string weightNameOfBias(ArrayRef<GetParamOp> reads) {
 
 } // namespace
 
-/// Folded copies of one module's weight, read by its calls (a module called
-/// twice: DeBERTa's query and key projections, applied to the hidden states
-/// and to the relative position embeddings; ALBERT's one layer applied N
-/// times; folding transposed the weight once per call, and the exporter
-/// may store the second as an Identity of the first) holding the same data
-/// are one parameter: the later copies read the first, recorded in
-/// `mp.equal_copies`. Otherwise each call would train its own copy. A call
-/// is known as the module's by its scope, the same but for call suffixes,
-/// and by the module's own bias where it has one; copies of different
-/// modules stay apart, equal or not (zero-initialized adapters are distinct
-/// parameters). Without a bias the scopes must be equal or one the other
-/// plus a call suffix (adapter_1 and adapter_2 stay apart); still, a module
-/// `fc_1` whose weight equals its sibling `fc`'s looks like fc's second
-/// call and would be tied (the summary says so), which is rarer than a
-/// bias-free module called twice (recurrent-depth or ALBERT-style models
-/// without biases).
 bool Importer::paramBytes(ParamOp p, std::string &bytes) {
   std::string source = p.getInitializer().value_or(p.getSymName()).str();
-  size_t size = (p.getTensorType().getElementTypeBitWidth() + 7) / 8;
   for (const auto &init : model.model.graph().initializer())
     if (init.name() == source)
       return dataOf(init, model.directory,
                     p.getTensorType().getNumElements() *
-                        static_cast<int64_t>(size),
+                        static_cast<int64_t>(bytesPerElement(p)),
                     bytes);
   return false;
 }
@@ -327,7 +315,7 @@ void Importer::warnSlicedCopies() {
     if (!isExporterMade(p.getSymName()) || !isVector(p) ||
         !paramBytes(p, bytes))
       continue;
-    size_t elem = (p.getTensorType().getElementTypeBitWidth() + 7) / 8;
+    size_t elem = bytesPerElement(p);
     bool repeated = true;
     for (size_t i = elem; i < bytes.size() && repeated; i += elem)
       repeated = bytes.compare(i, elem, bytes, 0, elem) == 0;
@@ -358,11 +346,24 @@ void Importer::warnSlicedCopies() {
   }
 }
 
+/// Folded copies of one module's weight, read by its calls (a module called
+/// twice: DeBERTa's query and key projections, applied to the hidden states
+/// and to the relative position embeddings; ALBERT's one layer applied N
+/// times; folding transposed the weight once per call, and the exporter
+/// may store the second as an Identity of the first) holding the same data
+/// are one parameter: the later copies read the first, recorded in
+/// `mp.equal_copies`. Otherwise each call would train its own copy. A call
+/// is known as the module's by its scope, the same but for call suffixes,
+/// and by the module's own bias where it has one; copies of different
+/// modules stay apart, equal or not (zero-initialized adapters are distinct
+/// parameters). Without a bias the scopes must be equal or one the other
+/// plus a call suffix (adapter_1 and adapter_2 stay apart); still, a module
+/// `fc_1` whose weight equals its sibling `fc`'s looks like fc's second
+/// call and would be tied (the summary says so), which is rarer than a
+/// bias-free module called twice (recurrent-depth or ALBERT-style models
+/// without biases).
 void Importer::tieEqualCopies(SymbolTable &symbols) {
   ParamReads reads = readsByParam(module);
-  auto bytesOf = [&](ParamOp p, std::string &bytes) {
-    return paramBytes(p, bytes);
-  };
   auto sameData = [&](ParamOp x, ParamOp y) {
     if (x.getTensorType() != y.getTensorType())
       return false;
@@ -370,7 +371,7 @@ void Importer::tieEqualCopies(SymbolTable &symbols) {
         y.getInitializer().value_or(y.getSymName()))
       return true;
     std::string a, b;
-    return bytesOf(x, a) && bytesOf(y, b) && a == b;
+    return paramBytes(x, a) && paramBytes(y, b) && a == b;
   };
   // Candidates by the module, known by the bias all their calls add (equal
   // weights and names alone do not tell a second call of `fc` from a
@@ -431,7 +432,7 @@ LogicalResult Importer::tieTransposedCopies() {
     auto it = sources.find({init.dims(1), init.dims(0), init.data_type()});
     if (!copyParam || it == sources.end())
       continue;
-    size_t size = (copyParam.getTensorType().getElementTypeBitWidth() + 7) / 8;
+    size_t size = bytesPerElement(copyParam);
     int64_t bytes = init.dims(0) * init.dims(1) * static_cast<int64_t>(size);
     std::string copy;
     if (!dataOf(init, model.directory, bytes, copy))
