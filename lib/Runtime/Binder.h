@@ -93,7 +93,15 @@ private:
   double floatAttr(AttrName name) const { return attr(name).f(); }
   Shape intsAttr(AttrName name) const;
   Status axisAttr(AttrName name, int64_t rank, int64_t &axis);
-  template <class Enum> Status enumAttr(AttrName name, Enum &value);
+  template <class Enum> Status enumAttr(AttrName name, Enum &value) {
+    int64_t raw = intAttr(name);
+    std::optional<Enum> e = contract::enumFromInt<Enum>(raw);
+    if (!e)
+      return fail(std::string(contract::attrName(name)) + " " +
+                  std::to_string(raw) + " is not a known value");
+    value = *e;
+    return Status::success();
+  }
 
   /// An error unless `rule` held and gave `out(0)`'s shape.
   Status expectResult(bool rule, const std::string &error,
