@@ -1553,6 +1553,68 @@ class AlbertLM(nn.Module):
         return self.head(x)
 
 
+class PerceiverAttention(nn.Module):
+    """Queries from one sequence, keys and values from another (or the
+    same), separate q/k/v/o linears."""
+    def __init__(self):
+        super().__init__()
+        self.q, self.k = nn.Linear(HIDDEN, HIDDEN), nn.Linear(HIDDEN, HIDDEN)
+        self.v, self.o = nn.Linear(HIDDEN, HIDDEN), nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, x, context):
+        q = split_heads(self.q(x), HEADS)
+        k = split_heads(self.k(context), HEADS)
+        v = split_heads(self.v(context), HEADS)
+        p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(HEAD_DIM), dim=-1)
+        return self.o(merge_heads(p @ v))
+
+
+class PerceiverBlock(nn.Module):
+    """Pre-LN attention of `x` to `context` (itself when None), then a GELU
+    MLP; a cross-attention block normalizes the context apart."""
+    def __init__(self, cross):
+        super().__init__()
+        self.ln_q = nn.LayerNorm(HIDDEN)
+        self.ln_context = nn.LayerNorm(HIDDEN) if cross else None
+        self.attn = PerceiverAttention()
+        self.ln_mlp = nn.LayerNorm(HIDDEN)
+        self.fc1, self.fc2 = nn.Linear(HIDDEN, 2 * HIDDEN), nn.Linear(2 * HIDDEN, HIDDEN)
+
+    def forward(self, x, context=None):
+        q = self.ln_q(x)
+        c = q if self.ln_context is None else self.ln_context(context)
+        x = x + self.attn(q, c)
+        return x + self.fc2(F.gelu(self.fc1(self.ln_mlp(x))))
+
+
+class PerceiverIO(nn.Module):
+    """Perceiver IO as a token model: learned latents cross-attend to the
+    embedded tokens (one block of its own), self-attention blocks process
+    the latents, and learned output queries cross-attend to them (another
+    block of its own) before the head. The two cross-attention blocks lie
+    outside the repeated layers: what tensor parallelism must split too."""
+    LATENTS = 4
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HIDDEN)
+        self.pos = nn.Parameter(torch.randn(SEQ, HIDDEN) * 0.1)
+        self.latents = nn.Parameter(torch.randn(self.LATENTS, HIDDEN))
+        self.encode = PerceiverBlock(cross=True)
+        self.process = nn.ModuleList(PerceiverBlock(cross=False) for _ in range(LAYERS))
+        self.queries = nn.Parameter(torch.randn(SEQ, HIDDEN))
+        self.decode = PerceiverBlock(cross=True)
+        self.head = nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, input_ids):
+        b = input_ids.shape[0]
+        x = self.embed(input_ids) + self.pos
+        z = self.encode(self.latents.expand(b, -1, -1), x)
+        for block in self.process:
+            z = block(z)
+        return self.head(self.decode(self.queries.expand(b, -1, -1), z))
+
+
 # ----------------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------------
@@ -1590,6 +1652,7 @@ MODELS = {
     "gpt_lecture": (LectureGPT, 2030, False),
     "torch_encoder": (TorchEncoderLM, 2031, False),
     "albert": (AlbertLM, 2032, False),
+    "perceiver": (PerceiverIO, 2033, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
@@ -1597,7 +1660,7 @@ INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # loss and every parameter's gradient.
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
                    "bart", "bloom_merged", "gpt_bigcode", "chatglm", "deberta_v2",
-                   "gpt_lecture", "torch_encoder", "albert"}
+                   "gpt_lecture", "torch_encoder", "albert", "perceiver"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
                 "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
                 "gpt_bigcode": padding_mask, "deberta_v2": padding_mask}

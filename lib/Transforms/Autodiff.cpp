@@ -58,11 +58,14 @@ bool isCollective(Operation *op) {
              shard::AllSliceOp>(op);
 }
 
-/// Values that depend on a parameter and that the loss depends on.
-DenseSet<Value> activeValues(Block &body, Value loss) {
+/// Values that depend on a parameter (not a frozen one: mp-freeze) and that
+/// the loss depends on.
+DenseSet<Value> activeValues(Block &body, Value loss,
+                             const DenseSet<StringAttr> &frozen) {
   DenseSet<Value> varied, useful, active;
   for (Operation &op : body.without_terminator()) {
-    bool fromParam = isa<GetParamOp>(op) ||
+    auto read = dyn_cast<GetParamOp>(op);
+    bool fromParam = (read && !frozen.contains(read.getNameAttr().getAttr())) ||
                      llvm::any_of(op.getOperands(),
                                   [&](Value v) { return varied.contains(v); });
     if (fromParam)
@@ -388,7 +391,11 @@ void AutodiffPass::runOnOperation() {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(0);
   SymbolTableCollection symbols;
-  active = activeValues(body, loss);
+  DenseSet<StringAttr> frozen;
+  for (auto param : module.getOps<ParamOp>())
+    if (param->hasAttr(MPDialect::getFrozenAttrName()))
+      frozen.insert(param.getSymNameAttr());
+  active = activeValues(body, loss, frozen);
   local = rankLocalValues(body, symbols);
   if (local.contains(loss)) {
     func.emitError() << "the loss differs between ranks: it must be "
@@ -423,10 +430,15 @@ void AutodiffPass::runOnOperation() {
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
+  // Every op without a rule is reported (one per layer, say), not the
+  // last one only.
+  bool anyFailed = false;
   for (Operation *op : llvm::reverse(forward)) {
     Operation *last = ret->getPrevNode();
-    if (failed(differentiate(b, op)))
-      return signalPassFailure();
+    if (failed(differentiate(b, op))) {
+      anyFailed = true;
+      continue;
+    }
     // The backward of a layer's op belongs to that layer and pipeline chunk
     // (the summary, recompute and pipeline stages go by them).
     for (StringRef name :
@@ -436,7 +448,7 @@ void AutodiffPass::runOnOperation() {
              added != ret.getOperation(); added = added->getNextNode())
           added->setAttr(name, attr);
   }
-  if (failed(returnGradients(b, func, ret, symbols)))
+  if (anyFailed || failed(returnGradients(b, func, ret, symbols)))
     return signalPassFailure();
   // Everything added is the backward pass (pipeline stages run it apart).
   llvm::DenseSet<Operation *> forwardOps(forward.begin(), forward.end());

@@ -8,15 +8,18 @@
 // on by transposes and reshapes that keep it a dim of its own (timm's ViT:
 // qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4), then qkv[0..2];
 // Baichuan's W_pack: view(B, S, 3, E).unsqueeze(0).transpose(0, -2)
-// .squeeze(-2), then [0..2]).
+// .squeeze(-2), then [0..2]), possibly after elementwise ops with scalar
+// operands (MPT's and DBRX's clip_qkv), which each part then runs.
 //
 //===----------------------------------------------------------------------===//
 #include "FusedLinear.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <optional>
 
@@ -35,6 +38,10 @@ struct PartRead {
 
 /// How a linear's output is read in parts.
 struct Parts {
+  // Elementwise ops the output goes through before the parts are taken
+  // (featureWiseOps), in block order; the last one's result is what the
+  // view, or the parts, read.
+  SmallVector<Operation *> elementwise;
   // The [..., heads, head_dim] view, then the reshapes and transposes that
   // carry its heads axis on, each with where that axis is in its result;
   // empty when the parts are read from the linear's output.
@@ -91,12 +98,79 @@ int64_t carriedAxis(Operation *op, int64_t axis) {
   return -1;
 }
 
+/// Whether `v`, an operand of an elementwise op on a linear's output of
+/// type `full`, is the same along the features (a scalar: MPT's clamp
+/// bounds), so that the op runs on a part of the features as on the whole.
+bool sameAlongFeatures(Value v, RankedTensorType full) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && (t.getRank() == 0 ||
+               (t.getRank() <= full.getRank() && t.getShape().back() == 1 &&
+                full.getShape().back() != 1));
+}
+
+/// The elementwise ops `output` (a linear's) goes through before it is read
+/// in parts (MPT's and DBRX's clip_qkv clamp the fused QKV, which mp-raise
+/// makes compares and wheres), in block order: each of the output's shape,
+/// its other operands the same along the features, and every value of
+/// them read only by them but the last one's. Empty when there are none,
+/// or they are not such.
+SmallVector<Operation *> featureWiseOps(Value output) {
+  auto full = cast<RankedTensorType>(output.getType());
+  llvm::SetVector<Operation *> ops;
+  SmallVector<Value> work{output};
+  while (!work.empty()) {
+    for (Operation *user : work.pop_back_val().getUsers()) {
+      bool elementwise =
+          user->hasTrait<mlir::OpTrait::Elementwise>() ||
+          user->hasTrait<mlir::OpTrait::ResultsBroadcastableShape>();
+      auto type = user->getNumResults() == 1
+                      ? dyn_cast<RankedTensorType>(user->getResult(0).getType())
+                      : RankedTensorType();
+      if (!elementwise || !type || type.getShape() != full.getShape() ||
+          ops.contains(user))
+        continue;
+      ops.insert(user);
+      work.push_back(user->getResult(0));
+    }
+  }
+  if (ops.empty())
+    return {};
+  auto inside = [&](Value v) {
+    return v == output || ops.contains(v.getDefiningOp());
+  };
+  Value exit;
+  for (Operation *op : ops) {
+    for (Value operand : op->getOperands())
+      if (!inside(operand) && !sameAlongFeatures(operand, full))
+        return {};
+    for (Value result : {op->getResult(0)})
+      if (llvm::any_of(result.getUsers(),
+                       [&](Operation *u) { return !ops.contains(u); })) {
+        if (exit)
+          return {};
+        exit = result;
+      }
+  }
+  if (!exit || llvm::any_of(output.getUsers(),
+                            [&](Operation *u) { return !ops.contains(u); }))
+    return {};
+  SmallVector<Operation *> ordered(ops.begin(), ops.end());
+  llvm::sort(ordered,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  if (ordered.back()->getResult(0) != exit)
+    return {};
+  return ordered;
+}
+
 /// The parts `linear`'s output is read in, when they tile it.
 std::optional<Parts> partsOf(LinearOp linear) {
   Parts parts;
   Value base = linear.getResult();
   auto outType = cast<RankedTensorType>(base.getType());
   int64_t axis = outType.getRank() - 1;
+  parts.elementwise = featureWiseOps(base);
+  if (!parts.elementwise.empty())
+    base = parts.elementwise.back()->getResult(0);
   if (base.hasOneUse())
     if (auto view = dyn_cast<ReshapeOp>(*base.getUsers().begin())) {
       // The parts axis: the outermost factor the features are viewed as.
@@ -234,6 +308,24 @@ Value readPart(ParamOp part, GetParamOp get) {
   return read;
 }
 
+/// A part's output (features `size` wide) taken through the same
+/// elementwise ops as the whole (cloned at `b`'s point).
+Value applyElementwise(OpBuilder &b, Value value, Value whole,
+                       ArrayRef<Operation *> elementwise, int64_t size) {
+  if (elementwise.empty())
+    return value;
+  IRMapping mapping;
+  mapping.map(whole, value);
+  for (Operation *op : elementwise) {
+    Operation *copy = b.clone(*op, mapping);
+    auto type = cast<RankedTensorType>(copy->getResult(0).getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape.back() = size;
+    copy->getResult(0).setType(type.clone(shape));
+  }
+  return mapping.lookup(elementwise.back()->getResult(0));
+}
+
 /// A part's output (`count` indices of the parts axis) taken through the
 /// same view, transposes and reshapes as the whole, that axis `count` long.
 Value carryPart(OpBuilder &b, Value value,
@@ -275,10 +367,16 @@ void cutCall(LinearOp linear, const Parts &parts, ArrayRef<ParamOp> weightParts,
         LinearOp::create(b, linear.getLoc(), outType.clone(shape),
                          linear.getInput(), w, bv, linear.getTransposeWeight());
     part->setDiscardableAttrs(linear->getDiscardableAttrDictionary());
+    // (The elementwise ops' other operands may be defined after the linear,
+    // never after the last of them.)
+    if (!parts.elementwise.empty())
+      b.setInsertionPoint(parts.elementwise.back());
+    Value taken = applyElementwise(b, part.getResult(), linear.getResult(),
+                                   parts.elementwise, size);
     for (PartRead read : parts.reads) { // (a copy: Value's uses change)
       if (read.start != start || read.size != size)
         continue;
-      Value value = part.getResult();
+      Value value = taken;
       if (parts.chain.size() > 1)
         value = carryPart(b, value, parts.chain, size / parts.unit);
       if (value.getType() != read.result.getType()) {
@@ -298,6 +396,8 @@ void cutCall(LinearOp linear, const Parts &parts, ArrayRef<ParamOp> weightParts,
     taker->erase();
   for (auto &link : llvm::reverse(parts.chain))
     link.first->erase();
+  for (Operation *op : llvm::reverse(parts.elementwise))
+    op->erase();
   linear.erase();
   for (GetParamOp read : {weightRead, biasRead})
     if (read && read->use_empty())

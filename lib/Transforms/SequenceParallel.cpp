@@ -158,6 +158,11 @@ SequenceParallelPass::splitDim(shard::AllReduceOp reduce) const {
 LogicalResult SequenceParallelPass::scatter(shard::AllReduceOp reduce) {
   RankedTensorType t = cast<RankedTensorType>(reduce.getType());
   std::optional<int64_t> found = splitDim(reduce);
+  // Outside the layers (a classifier's MLP on pooled [B, C] vectors, a
+  // diffusion transformer's timestep MLP) a sum with no dim to scatter
+  // stays an all-reduce, its result whole as without sp.
+  if (!found && !reduce->hasAttr(MPDialect::getLayerAttrName()))
+    return success();
   if (!found) {
     int64_t before = t.getRank() - 2;
     InFlightDiagnostic error = reduce.emitError();

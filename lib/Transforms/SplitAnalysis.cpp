@@ -237,6 +237,7 @@ llvm::BitVector
 tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
                          const llvm::BitVector &allowed,
                          const llvm::SmallPtrSetImpl<Operation *> &pairable,
+                         const llvm::SmallPtrSetImpl<Operation *> &heads,
                          Split &split, llvm::DenseMap<unsigned, Stop> &stops) {
   split = Split();
   llvm::DenseMap<Operation *, unsigned> indexOf;
@@ -282,13 +283,16 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
           stopAt(&op, dims, from);
           continue;
         }
+        if (heads.contains(linear)) {
+          stopAt(&op, dims, from,
+                 "the model's head, which splits along its vocabulary "
+                 "instead");
+          continue;
+        }
         if (!split.mixed.contains(linear.getInput()) &&
             !pairable.contains(linear)) {
           split.factorized.insert(linear);
-          stopAt(&op, dims, from,
-                 "through linear maps and norms alone: the two linears are "
-                 "one factorized linear (a low-rank projection, such as "
-                 "MLA's), whose wide factor splits instead");
+          stopAt(&op, dims, from, kFactorizedReason);
           // The wide factor splits already in this round (the narrow one
           // is dropped for the next), so that what it feeds is not
           // dropped for meeting it whole.
@@ -522,6 +526,8 @@ tensor_parallel::unevenlySharedParams(ArrayRef<LinearOp> linears,
 }
 
 std::string tensor_parallel::describeStop(const Stop &stop) {
+  if (!stop.text.empty())
+    return stop.text;
   std::string why;
   llvm::raw_string_ostream os(why);
   if (stop.shared != Stop::Shared::No) {

@@ -64,6 +64,13 @@ struct Split {
   }
 };
 
+/// Why the narrow factor of a factorized pair (two linears with only linear
+/// maps and norms between them) stays whole.
+inline constexpr const char *kFactorizedReason =
+    "through linear maps and norms alone: the two linears are one factorized "
+    "linear (a low-rank projection, such as MLA's), whose wide factor splits "
+    "instead";
+
 /// Where the split of a linear that stays whole stopped, for telling the
 /// user: the op that could not take it and the dim it came split along.
 struct Stop {
@@ -76,6 +83,8 @@ struct Stop {
   /// row-parallel linear `op` that does; `reason` says what the other
   /// reader does with it ("reads it whole").
   enum class Shared { No, Reads, Feeds } shared = Shared::No;
+  /// The whole description, where none of the above makes it.
+  std::string text;
 };
 
 /// Marks an attention whose key/value heads are fewer than the ranks (and
@@ -99,11 +108,13 @@ ReshapeOp headRepeat(mlir::Value v, int64_t &dim);
 /// drop (those whose split reaches an op that cannot take it), or an empty
 /// vector when the split is consistent. The first stop of each linear
 /// dropped is recorded in `stops`. `pairable` holds the wide factors of
-/// factorized pairs that pair column/row after all.
+/// factorized pairs that pair column/row after all; a split reaching one of
+/// `heads` (the LM heads, split along the vocabulary instead) stops there.
 llvm::BitVector
 analyze(mlir::func::FuncOp func, llvm::ArrayRef<LinearOp> linears,
         const llvm::BitVector &allowed,
-        const llvm::SmallPtrSetImpl<mlir::Operation *> &pairable, Split &split,
+        const llvm::SmallPtrSetImpl<mlir::Operation *> &pairable,
+        const llvm::SmallPtrSetImpl<mlir::Operation *> &heads, Split &split,
         llvm::DenseMap<unsigned, Stop> &stops);
 
 /// The linears to drop because a linear of `split` reads a weight or bias

@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
@@ -192,21 +193,30 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     }
   }
 
-  /// The block linears tensor parallelism left whole (mp.replicated), each
-  /// with why: less parallelism than asked is never silent.
+  /// The linears tensor parallelism left whole (mp.replicated), each with
+  /// why: less parallelism than asked is never silent. The block linears
+  /// first, then those outside the repeated layers.
   void summarizeReplicated(ModuleOp module, llvm::raw_ostream &os) {
-    SmallVector<LinearOp> whole;
+    SmallVector<LinearOp> block, outside;
     module.walk([&](LinearOp l) {
       if (l->hasAttr(MPDialect::getReplicatedAttrName()))
-        whole.push_back(l);
+        (l->hasAttr(MPDialect::getLayerAttrName()) ? block : outside)
+            .push_back(l);
     });
+    listReplicated(block, "block linear", "block linears", os);
+    listReplicated(outside, "linear outside the layers",
+                   "linears outside the layers", os);
+  }
+
+  void listReplicated(ArrayRef<LinearOp> whole, StringRef one, StringRef many,
+                      llvm::raw_ostream &os) {
     if (whole.empty())
       return;
-    os << "  replicated  " << whole.size() << " block linear"
-       << (whole.size() == 1 ? "" : "s")
+    os << "  replicated  " << whole.size() << " "
+       << (whole.size() == 1 ? one : many)
        << " left whole by tensor parallelism:\n";
     constexpr size_t kShown = 8;
-    for (LinearOp l : ArrayRef(whole).take_front(kShown)) {
+    for (LinearOp l : whole.take_front(kShown)) {
       os << "    ";
       if (auto weight = l.getWeight().getDefiningOp<GetParamOp>())
         os << "@" << weight.getName() << ": ";
@@ -336,6 +346,17 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
            << cast<StringAttr>(copy).getValue()
            << "', an equal copy constant folding made for another call of "
               "its module\n";
+    }
+    // Frozen by the user (mp-freeze), by the parameter the user wrote.
+    llvm::SetVector<StringRef> frozen;
+    for (auto param : module.getOps<ParamOp>())
+      if (param->hasAttr(MPDialect::getFrozenAttrName()))
+        frozen.insert(param.getPartOf().value_or(param.getSymName()));
+    if (!frozen.empty()) {
+      os << "  frozen      " << frozen.size() << " not trained (mp-freeze):";
+      for (StringRef name : frozen)
+        os << " @" << name;
+      os << "\n";
     }
     // Fused linears tensor parallelism cut, by the parameter the user wrote.
     llvm::MapVector<StringRef, SmallVector<StringRef>> cuts;

@@ -91,6 +91,9 @@ struct TensorParallelPass
   void reportWhole(ArrayRef<LinearOp> linears, const Split &split,
                    const llvm::DenseMap<unsigned, Stop> &stops);
   LogicalResult checkDivisible(const Split &split);
+  llvm::BitVector
+  indivisibleOutsideLayers(ArrayRef<LinearOp> linears, const Split &split,
+                           llvm::DenseMap<unsigned, Stop> &stops);
   LogicalResult shardParam(Value v, int64_t axis, int64_t groups,
                            Operation *user);
   LogicalResult applyParamShards(ModuleOp module);
@@ -112,7 +115,8 @@ struct TensorParallelPass
 
 /// A transformer-block linear that stays whole costs the parallelism the
 /// user asked for: a warning says so, naming the op that stopped its split,
-/// and `mp.replicated` records it for the summary.
+/// and `mp.replicated` records it for the summary (which lists the linears
+/// outside the layers left whole too).
 void TensorParallelPass::reportWhole(
     ArrayRef<LinearOp> linears, const Split &split,
     const llvm::DenseMap<unsigned, Stop> &stops) {
@@ -129,9 +133,19 @@ void TensorParallelPass::reportWhole(
     if (auto stop = stops.find(i); stop != stops.end()) {
       at = stop->second.op;
       why = describeStop(stop->second);
+      // (Outside the layers, the narrow side of such a pair is an input's
+      // projection more often than a low-rank factor.)
+      if (!inLayer(linear) && stop->second.reason == kFactorizedReason)
+        why = "only linear maps and norms lie between it and block linears "
+              "that split (a projection of the embeddings or patches, or a "
+              "low-rank factor): they split instead";
     }
     linear->setAttr(MPDialect::getReplicatedAttrName(),
                     StringAttr::get(&getContext(), why));
+    // (Outside the layers, whole is common and cheap: an embedding's
+    // projection, a pooler; the summary lists them.)
+    if (!inLayer(linear))
+      continue;
     InFlightDiagnostic diag = linear->emitWarning()
                               << "this linear stays whole (replicated on all "
                               << static_cast<int64_t>(tp) << " ranks): " << why;
@@ -176,6 +190,60 @@ LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
              << t;
   }
   return success();
+}
+
+/// The linears outside the layers whose split would not divide by tp (a
+/// classifier's ten classes, a cross-attention's heads): they stay whole,
+/// where a block's would be an error (checkDivisible).
+llvm::BitVector TensorParallelPass::indivisibleOutsideLayers(
+    ArrayRef<LinearOp> linears, const Split &split,
+    llvm::DenseMap<unsigned, Stop> &stops) {
+  int64_t t = tp;
+  llvm::BitVector drop(linears.size());
+  auto stopAt = [&](Operation *op, const llvm::BitVector &from,
+                    const std::string &what, int64_t size) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "its split would cut " << what << " (" << size << ") of '"
+       << op->getName() << "'";
+    if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+      os << " ('" << name.getName() << "')";
+    os << ", which does not divide by the " << t << " ranks";
+    for (unsigned i : from.set_bits())
+      if (!inLayer(linears[i]) && !drop.test(i)) {
+        drop.set(i);
+        Stop stop{op, split.operandDims(op), nullptr};
+        stop.text = text;
+        stops.try_emplace(i, stop);
+      }
+  };
+  for (auto [v, d] : split.dim) {
+    if (int64_t size = tensorType(v).getDimSize(d); size % t)
+      if (Operation *def = v.getDefiningOp())
+        stopAt(def, split.origin.lookup(v),
+               "dim " + std::to_string(d) + " of the result", size);
+    for (Operation *user : v.getUsers())
+      if (auto attention = dyn_cast<AttentionOp>(user)) {
+        int64_t q = tensorType(attention.getQuery()).getDimSize(1);
+        int64_t kv = tensorType(attention.getKey()).getDimSize(1);
+        if (q % t)
+          stopAt(attention, split.origin.lookup(v), "the query heads", q);
+        else if (split.dim.count(attention.getKey()) && kv % t)
+          stopAt(attention, split.origin.lookup(v), "the key/value heads", kv);
+      }
+  }
+  for (const Cut &cut : split.cuts) {
+    int64_t size =
+        tensorType(cut.op->getOperand(cut.operand)).getDimSize(cut.dim);
+    if (size % t && !repeatsHeads(cut))
+      for (Value operand : cut.op->getOperands())
+        if (split.dim.count(operand))
+          stopAt(cut.op, split.origin.lookup(operand),
+                 "dim " + std::to_string(cut.dim) + " of operand " +
+                     std::to_string(cut.operand),
+                 size);
+  }
+  return drop;
 }
 
 LogicalResult TensorParallelPass::shardParam(Value v, int64_t axis,
@@ -597,6 +665,16 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
   if (fusedFound.wasInterrupted())
     return failure();
   markReplicatedKeyValues(func, tp);
+  // Linears outside the repeated layers split too (a Perceiver's cross-
+  // attention blocks, a block that differs from the others), but for the
+  // LM heads, which the vocabulary split takes.
+  llvm::SmallPtrSet<Operation *, 2> heads;
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (Value result : ret->getOperands()) {
+    SmallVector<Operation *> between;
+    if (LinearOp head = findHead(result, between); head && !inLayer(head))
+      heads.insert(head);
+  }
   SmallVector<LinearOp> linears;
   Split split;
   llvm::DenseMap<unsigned, Stop> stops;
@@ -606,7 +684,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
   for (bool again = true; again;) {
     linears.clear();
     func.walk([&](LinearOp l) {
-      if (inLayer(l))
+      if (inLayer(l) || !heads.contains(l))
         linears.push_back(l);
     });
     llvm::BitVector allowed(linears.size(), true);
@@ -614,7 +692,8 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
     llvm::SmallPtrSet<Operation *, 8> factorized;
     while (true) {
       llvm::BitVector conflict =
-          analyze(func, linears, allowed, pairable, split, stops);
+          analyze(func, linears, allowed, pairable, heads, split, stops);
+      conflict |= indivisibleOutsideLayers(linears, split, stops);
       conflict |= fewHeadSplits(func, tp, split, stops);
       if (conflict.none())
         conflict |= unevenlySharedParams(linears, split, stops);

@@ -227,3 +227,46 @@ func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
   %r1 = mp.add %o1, %r0 {mp.layer = 1 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
   return %r1 : tensor<2x4x16xf32>
 }
+
+// -----
+
+// Tests a fused QKV clamped before it is read in parts (MPT's and DBRX's
+// clip_qkv: mp-raise makes the clamp compares and wheres against scalar
+// bounds): it is cut, each part clamped alike, and every part splits by
+// heads; nothing stays whole.
+// CHECK-LABEL: module
+// CHECK-DAG: mp.param @"qkv[:, 0:16]" : tensor<16x16xf32> {{{.*}}grid = @tp{{.*}}shard_axis = 1 : i64}
+// CHECK-DAG: mp.param @"qkv[:, 16:32]" : tensor<16x16xf32> {{{.*}}grid = @tp{{.*}}shard_axis = 1 : i64}
+// CHECK-DAG: mp.param @"qkv[:, 32:48]" : tensor<16x16xf32> {{{.*}}grid = @tp{{.*}}shard_axis = 1 : i64}
+// CHECK-COUNT-3: mp.where %{{.*}}, %{{.*}}, %{{.*}} {mp.layer = 0 : i64} : (tensor<2x4x8xi1>, tensor<f32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NOT: mp.slice
+// CHECK: mp.attention {{.*}} : (tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x1x4x8xf32>
+// CHECK: shard.all_reduce
+mp.param @qkv : tensor<16x48xf32> {file = "x.onnx"}
+mp.param @wo : tensor<16x16xf32> {file = "x.onnx"}
+func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %lo = mp.constant dense<-6.0> : tensor<f32>
+  %hi = mp.constant dense<6.0> : tensor<f32>
+  %w = mp.get_param @qkv {mp.layer = 0 : i64} : tensor<16x48xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<16x16xf32>
+  %f = mp.linear %x, %w {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x48xf32>) -> tensor<2x4x48xf32>
+  %below = mp.compare lt, %f, %lo {mp.layer = 0 : i64} : (tensor<2x4x48xf32>, tensor<f32>) -> tensor<2x4x48xi1>
+  %raised = mp.where %below, %lo, %f {mp.layer = 0 : i64} : (tensor<2x4x48xi1>, tensor<f32>, tensor<2x4x48xf32>) -> tensor<2x4x48xf32>
+  %above = mp.compare lt, %hi, %raised {mp.layer = 0 : i64} : (tensor<f32>, tensor<2x4x48xf32>) -> tensor<2x4x48xi1>
+  %c = mp.where %above, %hi, %raised {mp.layer = 0 : i64} : (tensor<2x4x48xi1>, tensor<f32>, tensor<2x4x48xf32>) -> tensor<2x4x48xf32>
+  %q = mp.slice %c {limits = array<i64: 2, 4, 16>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %k = mp.slice %c {limits = array<i64: 2, 4, 32>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 16>, strides = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %v = mp.slice %c {limits = array<i64: 2, 4, 48>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 32>, strides = array<i64: 1, 1, 1>} : tensor<2x4x48xf32> -> tensor<2x4x16xf32>
+  %q4 = mp.reshape %q {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %k4 = mp.reshape %k {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %v4 = mp.reshape %v {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x2x8xf32>
+  %qt = mp.transpose %q4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %kt = mp.transpose %k4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %vt = mp.transpose %v4 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x2x4x8xf32>
+  %a = mp.attention %qt, %kt, %vt {causal, mp.layer = 0 : i64, scale = 0.353553385 : f32} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %at = mp.transpose %a [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x2x4x8xf32> -> tensor<2x4x2x8xf32>
+  %m = mp.reshape %at {mp.layer = 0 : i64} : tensor<2x4x2x8xf32> -> tensor<2x4x16xf32>
+  %o = mp.linear %m, %wo {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %r = mp.add %o, %x {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %r : tensor<2x4x16xf32>
+}

@@ -328,6 +328,27 @@ def MPLoss : Pass<"mp-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["mp::MPDialect"];
 }
 
+def MPFreeze : Pass<"mp-freeze", "mlir::ModuleOp"> {
+  let summary = "mark parameters the train step must not train (buffers)";
+  let description = [{
+    ONNX stores a PyTorch module's registered buffers (a sinusoidal position
+    table, rotary cos/sin caches, ALiBi slopes) as initializers, like its
+    parameters: nothing in the file tells them apart. This pass marks the
+    named ones `mp.frozen`: mp-autodiff gives them no gradient (a zero
+    constant, as for a parameter the loss does not read), so `mp-run
+    --train` neither updates nor decays them, as torch.optim skips a buffer.
+    `params` lists names or glob patterns (`rotary.*`); one that names no
+    parameter is an error listing some that exist.
+    ```
+    mp-opt model.onnx --mp-freeze="params=pe,layers.*.rotary.*" --mp-train ...
+    ```
+  }];
+  let options = [
+    ListOption<"params", "params", "std::string",
+               "parameter names or glob patterns to freeze">,
+  ];
+}
+
 def MPAutodiff : Pass<"mp-autodiff", "mlir::ModuleOp"> {
   let summary = "reverse-mode differentiation: the train step's backward";
   let description = [{

@@ -14,6 +14,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <cmath>
 
@@ -22,6 +24,29 @@ using namespace mp;
 using mp::detail::tensorType;
 
 namespace {
+
+/// The parameters not frozen (mp-freeze) that `v` is computed from, in the
+/// order met.
+SmallVector<StringRef> trainedParamsFeeding(Value v) {
+  SmallVector<StringRef> names;
+  SmallVector<Value> work{v};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    if (auto read = dyn_cast<GetParamOp>(def)) {
+      auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+          read, read.getNameAttr());
+      if (param && !param->hasAttr(MPDialect::getFrozenAttrName()) &&
+          !llvm::is_contained(names, param.getSymName()))
+        names.push_back(param.getSymName());
+      continue;
+    }
+    llvm::append_range(work, def->getOperands());
+  }
+  return names;
+}
 
 /// Builds adjoint arithmetic at one location.
 struct Grad {
@@ -379,9 +404,24 @@ LogicalResult AttentionOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   operands.assign(getNumOperands(), Value());
   if (!results[0])
     return success();
-  if (getMask() && needed[3])
-    return emitOpError() << "has no derivative rule for a mask that depends "
-                            "on parameters";
+  if (getMask() && needed[3]) {
+    InFlightDiagnostic diag = emitOpError()
+                              << "has no derivative rule for a mask that "
+                                 "depends on parameters";
+    SmallVector<StringRef> params = trainedParamsFeeding(getMask());
+    if (!params.empty()) {
+      diag << " (";
+      llvm::interleaveComma(params, diag,
+                            [&](StringRef p) { diag << "'" << p << "'"; });
+      diag << (params.size() == 1 ? "); if it is a buffer"
+                                  : "); if they are buffers")
+           << ", which PyTorch does not train (ALiBi slopes, a mask "
+              "exported folded), freeze "
+           << (params.size() == 1 ? "it" : "them")
+           << ": --mp-freeze=\"params=" << llvm::join(params, ",") << "\"";
+    }
+    return diag;
+  }
   if (!needed[0] && !needed[1] && !needed[2])
     return success();
   auto grad = AttentionGradOp::create(

@@ -97,6 +97,10 @@ def MP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getNormStatisticsAttrName() {
       return ::llvm::StringLiteral("mp.norm_statistics");
     }
+    /// Parameter attribute: not trained (mp-freeze: a buffer).
+    static constexpr ::llvm::StringLiteral getFrozenAttrName() {
+      return ::llvm::StringLiteral("mp.frozen");
+    }
     /// Linear attribute: why tensor parallelism left it whole.
     static constexpr ::llvm::StringLiteral getReplicatedAttrName() {
       return ::llvm::StringLiteral("mp.replicated");
