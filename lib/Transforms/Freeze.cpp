@@ -3,6 +3,8 @@
 // mp-freeze: marks the parameters a user names (buffers that ONNX stores as
 // initializers, indistinguishable from parameters) `mp.frozen`, which
 // mp-autodiff reads: no gradient, so mp-run --train leaves them as loaded.
+// A parameter matches by any name the user may know it by (namesOf); it
+// must be frozen before mp-autodiff runs.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPDialect.h"
@@ -26,6 +28,12 @@ struct FreezePass : public mp::impl::MPFreezeBase<FreezePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (!this->params.empty() && isTrainStep(module)) {
+      emitError(module.getLoc())
+          << "--mp-freeze must come before --mp-train: the gradients are "
+             "built already";
+      return signalPassFailure();
+    }
     auto params = llvm::to_vector(module.getOps<ParamOp>());
     for (const std::string &text : this->params) {
       llvm::Expected<llvm::GlobPattern> pattern =
@@ -38,7 +46,9 @@ struct FreezePass : public mp::impl::MPFreezeBase<FreezePass> {
       }
       bool matched = false;
       for (ParamOp param : params)
-        if (pattern->match(param.getSymName())) {
+        if (llvm::any_of(namesOf(param), [&](StringRef name) {
+              return pattern->match(name);
+            })) {
           param->setAttr(MPDialect::getFrozenAttrName(),
                          UnitAttr::get(&getContext()));
           matched = true;
@@ -46,6 +56,29 @@ struct FreezePass : public mp::impl::MPFreezeBase<FreezePass> {
       if (!matched)
         return reportNoMatch(module, text, params);
     }
+  }
+
+  /// The names a user may know `param` by: its own; PyTorch's for a
+  /// weight the exporter stored transposed (NAME for NAME.T); the ONNX
+  /// initializer it reads and the copies tied to it; the parameter a part
+  /// was cut from.
+  static SmallVector<StringRef> namesOf(ParamOp param) {
+    SmallVector<StringRef> names{param.getSymName()};
+    if (param.getSymName().ends_with(".T"))
+      names.push_back(param.getSymName().drop_back(2));
+    if (std::optional<StringRef> init = param.getInitializer())
+      names.push_back(*init);
+    if (std::optional<StringRef> whole = param.getPartOf()) {
+      names.push_back(*whole);
+      if (whole->ends_with(".T"))
+        names.push_back(whole->drop_back(2));
+    }
+    for (StringRef attr : {MPDialect::getTiedCopiesAttrName(),
+                           MPDialect::getEqualCopiesAttrName()})
+      if (auto copies = param->getAttrOfType<ArrayAttr>(attr))
+        for (Attribute copy : copies)
+          names.push_back(cast<StringAttr>(copy).getValue());
+    return names;
   }
 
   void reportNoMatch(ModuleOp module, StringRef text,

@@ -9,6 +9,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -197,32 +198,35 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
   /// why: less parallelism than asked is never silent. The block linears
   /// first, then those outside the repeated layers.
   void summarizeReplicated(ModuleOp module, llvm::raw_ostream &os) {
-    SmallVector<LinearOp> block, outside;
-    module.walk([&](LinearOp l) {
-      if (l->hasAttr(MPDialect::getReplicatedAttrName()))
-        (l->hasAttr(MPDialect::getLayerAttrName()) ? block : outside)
-            .push_back(l);
+    SmallVector<Operation *> block, outside;
+    module.walk([&](Operation *op) {
+      if (op->hasAttr(MPDialect::getReplicatedAttrName()))
+        (op->hasAttr(MPDialect::getLayerAttrName()) ? block : outside)
+            .push_back(op);
     });
     listReplicated(block, "block linear", "block linears", os);
     listReplicated(outside, "linear outside the layers",
                    "linears outside the layers", os);
   }
 
-  void listReplicated(ArrayRef<LinearOp> whole, StringRef one, StringRef many,
-                      llvm::raw_ostream &os) {
+  void listReplicated(ArrayRef<Operation *> whole, StringRef one,
+                      StringRef many, llvm::raw_ostream &os) {
     if (whole.empty())
       return;
     os << "  replicated  " << whole.size() << " "
        << (whole.size() == 1 ? one : many)
        << " left whole by tensor parallelism:\n";
     constexpr size_t kShown = 8;
-    for (LinearOp l : whole.take_front(kShown)) {
+    for (Operation *op : whole.take_front(kShown)) {
       os << "    ";
-      if (auto weight = l.getWeight().getDefiningOp<GetParamOp>())
+      auto linear = dyn_cast<LinearOp>(op);
+      auto weight = linear ? linear.getWeight().getDefiningOp<GetParamOp>()
+                           : GetParamOp();
+      if (weight)
         os << "@" << weight.getName() << ": ";
-      else if (auto name = dyn_cast<NameLoc>(l.getLoc()))
-        os << name.getName() << ": ";
-      os << l->getAttrOfType<StringAttr>(MPDialect::getReplicatedAttrName())
+      else if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+        os << name.getName() << " ('" << op->getName() << "'): ";
+      os << op->getAttrOfType<StringAttr>(MPDialect::getReplicatedAttrName())
                 .getValue()
          << "\n";
     }
@@ -347,11 +351,20 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
            << "', an equal copy constant folding made for another call of "
               "its module\n";
     }
-    // Frozen by the user (mp-freeze), by the parameter the user wrote.
+    // Frozen by the user (mp-freeze): by the parameter the user wrote where
+    // all of its parts are, else by part.
+    llvm::StringMap<int64_t> partsLeft;
+    for (auto param : module.getOps<ParamOp>())
+      if (auto whole = param.getPartOf();
+          whole && !param->hasAttr(MPDialect::getFrozenAttrName()))
+        ++partsLeft[*whole];
     llvm::SetVector<StringRef> frozen;
     for (auto param : module.getOps<ParamOp>())
-      if (param->hasAttr(MPDialect::getFrozenAttrName()))
-        frozen.insert(param.getPartOf().value_or(param.getSymName()));
+      if (param->hasAttr(MPDialect::getFrozenAttrName())) {
+        auto whole = param.getPartOf();
+        frozen.insert(whole && !partsLeft.count(*whole) ? *whole
+                                                        : param.getSymName());
+      }
     if (!frozen.empty()) {
       os << "  frozen      " << frozen.size() << " not trained (mp-freeze):";
       for (StringRef name : frozen)

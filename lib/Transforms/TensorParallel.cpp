@@ -90,6 +90,7 @@ struct TensorParallelPass
   LogicalResult parallelize(ModuleOp module, func::FuncOp func);
   void reportWhole(ArrayRef<LinearOp> linears, const Split &split,
                    const llvm::DenseMap<unsigned, Stop> &stops);
+  void reportWeightsNotInLinears(func::FuncOp func);
   LogicalResult checkDivisible(const Split &split);
   llvm::BitVector
   indivisibleOutsideLayers(ArrayRef<LinearOp> linears, const Split &split,
@@ -152,6 +153,48 @@ void TensorParallelPass::reportWhole(
     if (at)
       diag.attachNote(at->getLoc()) << "the split stops here";
   }
+}
+
+/// The parameter `v` is, through shape ops and casts (a weight transposed
+/// or viewed before a contraction), or null.
+static GetParamOp paramThroughViews(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (auto read = dyn_cast<GetParamOp>(def))
+      return read;
+    if (!isa<ReshapeOp, TransposeOp, CastOp>(def))
+      return {};
+    v = def->getOperand(0);
+  }
+  return {};
+}
+
+/// Contractions with a parameter that are not linears (an einsum with a
+/// [d, heads, head_dim] weight, a MatMul against a 3-D one, a pointwise
+/// Conv1d): tensor parallelism splits only linears, so these stay whole,
+/// which a warning (in the layers) and the summary say.
+void TensorParallelPass::reportWeightsNotInLinears(func::FuncOp func) {
+  func.walk([&](Operation *op) {
+    if (!isa<MatmulOp, EinsumOp>(op))
+      return;
+    for (Value operand : op->getOperands()) {
+      GetParamOp read = paramThroughViews(operand);
+      if (!read)
+        continue;
+      std::string why = ("it reads parameter '" + read.getName() +
+                         "' as a weight, and tensor parallelism splits "
+                         "linears only (mp-raise makes them of a MatMul or "
+                         "Gemm with a 2-D weight): this contraction is not "
+                         "one")
+                            .str();
+      op->setAttr(MPDialect::getReplicatedAttrName(),
+                  StringAttr::get(&getContext(), why));
+      if (inLayer(op))
+        op->emitWarning() << "this '" << op->getName()
+                          << "' stays whole (replicated on all "
+                          << static_cast<int64_t>(tp) << " ranks): " << why;
+      return;
+    }
+  });
 }
 
 LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
@@ -737,6 +780,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
   if (failed(checkDivisible(split)))
     return failure();
   reportWhole(linears, split, stops);
+  reportWeightsNotInLinears(func);
 
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());

@@ -2,7 +2,9 @@
 """Models with registered buffers, which ONNX stores as initializers like
 the parameters: OUT/sinpos (a sinusoidal position table `pe` added to the
 token embeddings) and OUT/alibi (ALiBi biases `alibi` [1, heads, 1, S] added
-to the scores, with a causal mask). Each directory holds model.onnx,
+to the scores, with a causal mask), and OUT/gated (logits scaled by a gate
+nn.Linear(HIDDEN, 1), whose bias has one element). Each directory holds
+model.onnx,
 ids.npy, labels.npy (one -100), loss.npy (token mean cross-entropy) and
 grads/NAME.npy for every parameter (NAME.T.npy too for a matrix, as mp
 names the transposed copy the exporter folds), and for every buffer zeros:
@@ -83,6 +85,20 @@ class Alibi(nn.Module):
         return self.head(self.ln_f(x))
 
 
+class Gated(nn.Module):
+    """Logits scaled per token by a gate, nn.Linear(HIDDEN, 1): its bias is
+    a one-element parameter (as a value or reward head's is)."""
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HIDDEN)
+        self.block = Block()
+        self.gate, self.head = nn.Linear(HIDDEN, 1), nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, input_ids):
+        x = self.block(self.embed(input_ids), causal())
+        return self.head(x) * torch.sigmoid(self.gate(x))
+
+
 def write(model, d, seed):
     torch.manual_seed(seed)
     with torch.no_grad():  # away from the initial ones and zeros
@@ -114,6 +130,7 @@ def main():
     out = sys.argv[1]
     write(SinPos().eval(), os.path.join(out, "sinpos"), 1)
     write(Alibi().eval(), os.path.join(out, "alibi"), 2)
+    write(Gated().eval(), os.path.join(out, "gated"), 3)
 
 
 if __name__ == "__main__":

@@ -185,6 +185,11 @@ LogicalResult Importer::declareParam(const onnx::TensorProto &init,
   return success();
 }
 
+/// Whether `name` is a PyTorch submodule's parameter name (a.b.bias).
+static bool isModuleParameterName(StringRef name) {
+  return name.contains('.') && !name.starts_with("onnx::");
+}
+
 LogicalResult Importer::declareInitializers() {
   builder.setInsertionPointToEnd(module.getBody());
   for (const auto &init : model.model.graph().initializer()) {
@@ -196,8 +201,12 @@ LogicalResult Importer::declareInitializers() {
     int64_t numElements = 1;
     for (int64_t d : init.dims())
       numElements *= d;
-    // Float tensors are weights; integers and float scalars are constants.
-    if (isa<FloatType>(*elem) && numElements > 1) {
+    // Float tensors are weights; integers and float scalars are constants,
+    // but for a submodule's scalar parameter (the bias of nn.Linear(C, 1),
+    // a value or reward head's: named module.path.NAME by PyTorch, where
+    // exporter-made constants are onnx::NAME or const_N).
+    if (isa<FloatType>(*elem) &&
+        (numElements > 1 || isModuleParameterName(init.name()))) {
       if (failed(declareParam(init, *elem)))
         return failure();
       continue;

@@ -580,7 +580,8 @@ def MP_VocabParallelCrossEntropyOp : MP_Op<"vocab_parallel_cross_entropy",
   let hasVerifier = 1;
 }
 
-def MP_EinsumOp : MP_Op<"einsum", [Pure, InferTypeOpAdaptor, MP_Costed]> {
+def MP_EinsumOp : MP_Op<"einsum", [Pure, InferTypeOpAdaptor, MP_Costed,
+    MP_TransformerOpTrait]> {
   let summary = "Einstein summation with an explicit equation";
   let arguments = (ins Variadic<MP_Tensor>:$inputs, StrAttr:$equation);
   let results = (outs MP_Tensor:$result);
