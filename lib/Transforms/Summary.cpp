@@ -222,10 +222,13 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
       auto linear = dyn_cast<LinearOp>(op);
       auto weight = linear ? linear.getWeight().getDefiningOp<GetParamOp>()
                            : GetParamOp();
-      if (weight)
+      if (weight) {
         os << "@" << weight.getName() << ": ";
-      else if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-        os << name.getName() << " ('" << op->getName() << "'): ";
+      } else {
+        if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+          os << name.getName() << " ";
+        os << "('" << op->getName() << "'): ";
+      }
       os << op->getAttrOfType<StringAttr>(MPDialect::getReplicatedAttrName())
                 .getValue()
          << "\n";
