@@ -393,14 +393,25 @@ void Splitter::build(OpBuilder &b, Place fn) {
 
 void Splitter::findFirstReaders() {
   main.walk([&](GetParamOp get) {
-    for (Operation *user : get->getUsers()) {
-      auto at = placeOf.find(user);
-      if (at == placeOf.end() || at->second.phase != Forward)
-        continue;
-      auto [it, inserted] =
-          firstReader.try_emplace(get.getName(), at->second.stage);
-      it->second = std::min(it->second, at->second.stage);
-    }
+    // Through the free ops computed from it (recomputed where needed: a
+    // mask made of a tril buffer), to the placed ones that read them.
+    SmallVector<Value> work{get.getResult()};
+    llvm::SmallPtrSet<Operation *, 8> seen;
+    while (!work.empty())
+      for (Operation *user : work.pop_back_val().getUsers()) {
+        if (!seen.insert(user).second)
+          continue;
+        auto at = placeOf.find(user);
+        if (at == placeOf.end()) {
+          llvm::append_range(work, user->getResults());
+          continue;
+        }
+        if (at->second.phase != Forward)
+          continue;
+        auto [it, inserted] =
+            firstReader.try_emplace(get.getName(), at->second.stage);
+        it->second = std::min(it->second, at->second.stage);
+      }
   });
 }
 

@@ -3,7 +3,8 @@
 the parameters: OUT/sinpos (a sinusoidal position table `pe` added to the
 token embeddings) and OUT/alibi (ALiBi biases `alibi` [1, heads, 1, S] added
 to the scores, with a causal mask), and OUT/gated (logits scaled by a gate
-nn.Linear(HIDDEN, 1), whose bias has one element). Each directory holds
+nn.Linear(HIDDEN, 1), whose bias has one element) and OUT/tril (nanoGPT's
+causal masks from a tril buffer per block, sequence axis dynamic). Each directory holds
 model.onnx,
 ids.npy, labels.npy (one -100), loss.npy (token mean cross-entropy) and
 grads/NAME.npy for every parameter (NAME.T.npy too for a matrix, as mp
@@ -99,7 +100,36 @@ class Gated(nn.Module):
         return self.head(x) * torch.sigmoid(self.gate(x))
 
 
-def write(model, d, seed):
+class TrilBlock(Block):
+    """A block with its own tril buffer, as nanoGPT's attention has."""
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", torch.tril(torch.ones(SEQ, SEQ)))
+
+    def forward(self, x):
+        s = x.shape[1]
+        bias = torch.zeros(s, s).masked_fill(self.mask[:s, :s] == 0, float("-inf"))
+        return super().forward(x, bias)
+
+
+class TrilBuffer(nn.Module):
+    """nanoGPT's causal masks: a tril buffer per block, sliced to the
+    sequence and compared (exported with a dynamic sequence, so the slice
+    stays in the graph)."""
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HIDDEN)
+        self.blocks = nn.ModuleList(TrilBlock() for _ in range(2))
+        self.head = nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, input_ids):
+        x = self.embed(input_ids)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def write(model, d, seed, dynamic=False):
     torch.manual_seed(seed)
     with torch.no_grad():  # away from the initial ones and zeros
         for p in model.parameters():
@@ -111,8 +141,10 @@ def write(model, d, seed):
     os.makedirs(os.path.join(d, "grads"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        axes = {"input_ids": {1: "sequence"}, "logits": {1: "sequence"}}
         torch.onnx.export(model, (ids,), os.path.join(d, "model.onnx"), opset_version=17,
-                          input_names=["input_ids"], output_names=["logits"])
+                          input_names=["input_ids"], output_names=["logits"],
+                          dynamic_axes=axes if dynamic else None)
     loss = F.cross_entropy(model(ids).reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
     loss.backward()
     np.save(os.path.join(d, "ids.npy"), ids.numpy())
@@ -131,6 +163,7 @@ def main():
     write(SinPos().eval(), os.path.join(out, "sinpos"), 1)
     write(Alibi().eval(), os.path.join(out, "alibi"), 2)
     write(Gated().eval(), os.path.join(out, "gated"), 3)
+    write(TrilBuffer().eval(), os.path.join(out, "tril"), 4, dynamic=True)
 
 
 if __name__ == "__main__":
