@@ -28,6 +28,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -431,7 +432,14 @@ void AutodiffPass::runOnOperation() {
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
   // Every op without a rule is reported (one per layer, say), not the
-  // last one only.
+  // last one only; past a few, only counted.
+  constexpr int kShownErrors = 8;
+  int errors = 0;
+  ScopedDiagnosticHandler limit(&getContext(), [&](Diagnostic &d) {
+    if (d.getSeverity() != DiagnosticSeverity::Error)
+      return failure(); // (passed on)
+    return success(++errors > kShownErrors);
+  });
   bool anyFailed = false;
   for (Operation *op : llvm::reverse(forward)) {
     Operation *last = ret->getPrevNode();
@@ -448,6 +456,9 @@ void AutodiffPass::runOnOperation() {
              added != ret.getOperation(); added = added->getNextNode())
           added->setAttr(name, attr);
   }
+  if (errors > kShownErrors)
+    func.emitRemark() << errors - kShownErrors
+                      << " more errors like those above are not shown";
   if (anyFailed || failed(returnGradients(b, func, ret, symbols)))
     return signalPassFailure();
   // Everything added is the backward pass (pipeline stages run it apart).

@@ -59,14 +59,17 @@ struct FreezePass : public mp::impl::MPFreezeBase<FreezePass> {
   }
 
   /// The names a user may know `param` by: its own; PyTorch's for a
-  /// weight the exporter stored transposed (NAME for NAME.T); the ONNX
-  /// initializer it reads and the copies tied to it; the parameter a part
-  /// was cut from.
+  /// weight the exporter stored transposed (NAME for NAME.T); the
+  /// exporter-made initializer it reads and the copies tied to it; the
+  /// parameter a part was cut from.
   static SmallVector<StringRef> namesOf(ParamOp param) {
     SmallVector<StringRef> names{param.getSymName()};
     if (param.getSymName().ends_with(".T"))
       names.push_back(param.getSymName().drop_back(2));
-    if (std::optional<StringRef> init = param.getInitializer())
+    // (The exporter also stores equal parameters as one initializer under
+    // the first one's name: only its own names count.)
+    if (std::optional<StringRef> init = param.getInitializer();
+        init && init->starts_with("onnx::"))
       names.push_back(*init);
     if (std::optional<StringRef> whole = param.getPartOf()) {
       names.push_back(*whole);

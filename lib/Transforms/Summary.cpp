@@ -204,9 +204,16 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
         (op->hasAttr(MPDialect::getLayerAttrName()) ? block : outside)
             .push_back(op);
     });
-    listReplicated(block, "block linear", "block linears", os);
-    listReplicated(outside, "linear outside the layers",
-                   "linears outside the layers", os);
+    bool blockLinears = llvm::all_of(block, llvm::IsaPred<LinearOp>);
+    bool outsideLinears = llvm::all_of(outside, llvm::IsaPred<LinearOp>);
+    listReplicated(block, blockLinears ? "block linear" : "block op",
+                   blockLinears ? "block linears" : "block ops", os);
+    listReplicated(outside,
+                   outsideLinears ? "linear outside the layers"
+                                  : "op outside the layers",
+                   outsideLinears ? "linears outside the layers"
+                                  : "ops outside the layers",
+                   os);
   }
 
   void listReplicated(ArrayRef<Operation *> whole, StringRef one,

@@ -605,6 +605,15 @@ LogicalResult TensorParallelPass::rewriteVocabParallel(func::FuncOp func) {
         return failure();
       full = head.getType();
     }
+    if (full.getShape().back() < tp) {
+      // A value or reward head's one output: nothing to split, listed.
+      head->setAttr(
+          MPDialect::getReplicatedAttrName(),
+          StringAttr::get(&getContext(), "a head with fewer outputs (" +
+                                             std::to_string(vocab) +
+                                             ") than ranks"));
+      continue;
+    }
     if (full.getShape().back() % tp) {
       // A classifier's few classes: the head runs whole on every rank (a
       // tied embedding of that size was refused above).

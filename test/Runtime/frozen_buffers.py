@@ -4,7 +4,9 @@ the parameters: OUT/sinpos (a sinusoidal position table `pe` added to the
 token embeddings) and OUT/alibi (ALiBi biases `alibi` [1, heads, 1, S] added
 to the scores, with a causal mask), and OUT/gated (logits scaled by a gate
 nn.Linear(HIDDEN, 1), whose bias has one element) and OUT/tril (nanoGPT's
-causal masks from a tril buffer per block, sequence axis dynamic). Each directory holds
+causal masks from a tril buffer per block, sequence axis dynamic), and
+OUT/fresh (sinpos as initialized, norm weights all ones). Each directory
+holds
 model.onnx,
 ids.npy, labels.npy (one -100), loss.npy (token mean cross-entropy) and
 grads/NAME.npy for every parameter (NAME.T.npy too for a matrix, as mp
@@ -86,6 +88,16 @@ class Alibi(nn.Module):
         return self.head(self.ln_f(x))
 
 
+class Temperature(nn.Module):
+    """A one-element buffer (not a weight or bias): a constant."""
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("value", torch.tensor([2.0]))
+
+    def forward(self, x):
+        return x / self.value
+
+
 class Gated(nn.Module):
     """Logits scaled per token by a gate, nn.Linear(HIDDEN, 1): its bias is
     a one-element parameter (as a value or reward head's is)."""
@@ -94,10 +106,11 @@ class Gated(nn.Module):
         self.embed = nn.Embedding(VOCAB, HIDDEN)
         self.block = Block()
         self.gate, self.head = nn.Linear(HIDDEN, 1), nn.Linear(HIDDEN, VOCAB)
+        self.temperature = Temperature()
 
     def forward(self, input_ids):
         x = self.block(self.embed(input_ids), causal())
-        return self.head(x) * torch.sigmoid(self.gate(x))
+        return self.temperature(self.head(x) * torch.sigmoid(self.gate(x)))
 
 
 class TrilBlock(Block):
@@ -129,11 +142,11 @@ class TrilBuffer(nn.Module):
         return self.head(x)
 
 
-def write(model, d, seed, dynamic=False):
+def write(model, d, seed, dynamic=False, fresh=False):
     torch.manual_seed(seed)
     with torch.no_grad():  # away from the initial ones and zeros
         for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
+            p.add_(torch.randn_like(p) * 0.05 * (not fresh))
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
     labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
@@ -164,6 +177,9 @@ def main():
     write(Alibi().eval(), os.path.join(out, "alibi"), 2)
     write(Gated().eval(), os.path.join(out, "gated"), 3)
     write(TrilBuffer().eval(), os.path.join(out, "tril"), 4, dynamic=True)
+    # As initialized: the exporter stores the equal norm weights (ones) as one
+    # initializer under the first one's name.
+    write(SinPos().eval(), os.path.join(out, "fresh"), 5, fresh=True)
 
 
 if __name__ == "__main__":

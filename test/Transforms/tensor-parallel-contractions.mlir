@@ -6,7 +6,7 @@
 // 3-D weight. Tensor parallelism splits linears only, so they stay whole,
 // said so (a warning in the layers, a replicated line of the summary).
 // SUMMARY: layer 0     1 einsum, 1 matmul
-// SUMMARY: replicated  2 block linears left whole by tensor parallelism:
+// SUMMARY: replicated  2 block ops left whole by tensor parallelism:
 // SUMMARY-NEXT: ('mp.einsum'): it reads parameter 'wq' as a weight, and tensor parallelism splits linears only
 // SUMMARY-NEXT: ('mp.matmul'): it reads parameter 'wc' as a weight
 mp.param @wq : tensor<16x2x8xf32> {file = "x.onnx"}

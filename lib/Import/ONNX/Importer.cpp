@@ -19,6 +19,7 @@
 #include "mp/Support/Shape.h"
 
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
@@ -185,9 +186,21 @@ LogicalResult Importer::declareParam(const onnx::TensorProto &init,
   return success();
 }
 
-/// Whether `name` is a PyTorch submodule's parameter name (a.b.bias).
+/// Whether `name` is a PyTorch submodule's weight or bias (a.b.bias, as
+/// the bias of nn.Linear(C, 1) is named): identifiers joined by dots, the
+/// last `weight` or `bias`. Other one-element initializers stay constants:
+/// a buffer (a norm's eps, an exponent, a scale) that raising matches as a
+/// constant, a constant a tool stored as an initializer
+/// (/ln/Constant_output_0).
 static bool isModuleParameterName(StringRef name) {
-  return name.contains('.') && !name.starts_with("onnx::");
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  auto identifier = [](StringRef p) {
+    return !p.empty() &&
+           llvm::all_of(p, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+  };
+  return parts.size() > 1 && llvm::all_of(parts, identifier) &&
+         (parts.back() == "weight" || parts.back() == "bias");
 }
 
 LogicalResult Importer::declareInitializers() {
@@ -202,9 +215,8 @@ LogicalResult Importer::declareInitializers() {
     for (int64_t d : init.dims())
       numElements *= d;
     // Float tensors are weights; integers and float scalars are constants,
-    // but for a submodule's scalar parameter (the bias of nn.Linear(C, 1),
-    // a value or reward head's: named module.path.NAME by PyTorch, where
-    // exporter-made constants are onnx::NAME or const_N).
+    // but for a submodule's one-element weight or bias (nn.Linear(C, 1)'s,
+    // a value or reward head's).
     if (isa<FloatType>(*elem) &&
         (numElements > 1 || isModuleParameterName(init.name()))) {
       if (failed(declareParam(init, *elem)))
