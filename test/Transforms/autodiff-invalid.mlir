@@ -66,3 +66,51 @@ module {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// Every op without a rule is reported, up to 8; the rest are counted. (The
+// backward walks the program from the loss: the first einsum is the one
+// not shown.)
+module {
+  mp.param @p : tensor<2x3xf32>
+  // expected-remark @below {{1 more errors like those above are not shown}}
+  func.func @main(%x: tensor<3x4xf32>) -> tensor<f32> {
+    %p = mp.get_param @p : tensor<2x3xf32>
+    %y0 = mp.einsum "ij,jk->ik" %p, %x : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %l0 = mp.reduce sum, %y0 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    // expected-error @below {{'mp.einsum' op has no derivative rule}}
+    %y1 = mp.einsum "ij,jk->ik" %p, %x : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %l1 = mp.reduce sum, %y1 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    // expected-error @below {{'mp.einsum' op has no derivative rule}}
+    %y2 = mp.einsum "ij,jk->ik" %p, %x : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %l2 = mp.reduce sum, %y2 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    // expected-error @below {{'mp.einsum' op has no derivative rule}}
+    %y3 = mp.einsum "ij,jk->ik" %p, %x : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %l3 = mp.reduce sum, %y3 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    // expected-error @below {{'mp.einsum' op has no derivative rule}}
+    %y4 = mp.einsum "ij,jk->ik" %p, %x : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %l4 = mp.reduce sum, %y4 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    // expected-error @below {{'mp.einsum' op has no derivative rule}}
+    %y5 = mp.einsum "ij,jk->ik" %p, %x : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %l5 = mp.reduce sum, %y5 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    // expected-error @below {{'mp.einsum' op has no derivative rule}}
+    %y6 = mp.einsum "ij,jk->ik" %p, %x : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %l6 = mp.reduce sum, %y6 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    // expected-error @below {{'mp.einsum' op has no derivative rule}}
+    %y7 = mp.einsum "ij,jk->ik" %p, %x : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %l7 = mp.reduce sum, %y7 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    // expected-error @below {{'mp.einsum' op has no derivative rule}}
+    %y8 = mp.einsum "ij,jk->ik" %p, %x : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %l8 = mp.reduce sum, %y8 {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32> -> tensor<f32>
+    %s1 = mp.add %l0, %l1 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %s2 = mp.add %s1, %l2 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %s3 = mp.add %s2, %l3 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %s4 = mp.add %s3, %l4 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %s5 = mp.add %s4, %l5 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %s6 = mp.add %s5, %l6 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %s7 = mp.add %s6, %l7 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %s8 = mp.add %s7, %l8 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    return %s8 : tensor<f32>
+  }
+}
