@@ -104,6 +104,26 @@ bool broadcastsAlong(mlir::Value v, int64_t dim);
 /// null when `v` is not that.
 ReshapeOp headRepeat(mlir::Value v, int64_t &dim);
 
+/// Whether `op` belongs to a repeated transformer layer (mp.layer).
+inline bool inLayer(mlir::Operation *op) {
+  return op->hasAttr(MPDialect::getLayerAttrName());
+}
+
+/// Records on each of `linears` that `split` leaves whole why
+/// (`mp.replicated`, for the summary), and warns for those in the layers.
+void reportWhole(llvm::ArrayRef<LinearOp> linears, const Split &split,
+                 const llvm::DenseMap<unsigned, Stop> &stops, int64_t tp);
+/// The same for the contractions reading a parameter that are not linears
+/// (an einsum with a 3-D weight, a pointwise Conv1d): they stay whole.
+void reportWeightsNotInLinears(mlir::func::FuncOp func, int64_t tp);
+/// The linears outside the layers whose split would not divide by `tp`
+/// (to drop: they stay whole, where a block's is an error), each with its
+/// stop.
+llvm::BitVector indivisibleOutsideLayers(llvm::ArrayRef<LinearOp> linears,
+                                         const Split &split,
+                                         llvm::DenseMap<unsigned, Stop> &stops,
+                                         int64_t tp);
+
 /// Propagates splits from every linear in `allowed`; returns the linears to
 /// drop (those whose split reaches an op that cannot take it), or an empty
 /// vector when the split is consistent. The first stop of each linear

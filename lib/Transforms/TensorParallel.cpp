@@ -53,10 +53,6 @@ using namespace mp::tensor_parallel;
 
 namespace {
 
-bool inLayer(Operation *op) {
-  return op->hasAttr(MPDialect::getLayerAttrName());
-}
-
 struct TensorParallelPass
     : public mp::impl::MPTensorParallelBase<TensorParallelPass> {
   using MPTensorParallelBase::MPTensorParallelBase;
@@ -88,13 +84,7 @@ struct TensorParallelPass
   }
 
   LogicalResult parallelize(ModuleOp module, func::FuncOp func);
-  void reportWhole(ArrayRef<LinearOp> linears, const Split &split,
-                   const llvm::DenseMap<unsigned, Stop> &stops);
-  void reportWeightsNotInLinears(func::FuncOp func);
   LogicalResult checkDivisible(const Split &split);
-  llvm::BitVector
-  indivisibleOutsideLayers(ArrayRef<LinearOp> linears, const Split &split,
-                           llvm::DenseMap<unsigned, Stop> &stops);
   LogicalResult shardParam(Value v, int64_t axis, int64_t groups,
                            Operation *user);
   LogicalResult applyParamShards(ModuleOp module);
@@ -113,89 +103,6 @@ struct TensorParallelPass
   llvm::MapVector<StringAttr, std::pair<int64_t, int64_t>> paramShards;
   llvm::DenseMap<StringAttr, llvm::SmallPtrSet<Operation *, 4>> shardUsers;
 };
-
-/// A transformer-block linear that stays whole costs the parallelism the
-/// user asked for: a warning says so, naming the op that stopped its split,
-/// and `mp.replicated` records it for the summary (which lists the linears
-/// outside the layers left whole too).
-void TensorParallelPass::reportWhole(
-    ArrayRef<LinearOp> linears, const Split &split,
-    const llvm::DenseMap<unsigned, Stop> &stops) {
-  llvm::SmallPtrSet<Operation *, 16> splitOnes;
-  for (LinearOp l : split.columns)
-    splitOnes.insert(l);
-  for (LinearOp l : split.rows)
-    splitOnes.insert(l);
-  for (auto [i, linear] : llvm::enumerate(linears)) {
-    if (splitOnes.contains(linear))
-      continue;
-    std::string why = "no split reaches it";
-    Operation *at = nullptr;
-    if (auto stop = stops.find(i); stop != stops.end()) {
-      at = stop->second.op;
-      why = describeStop(stop->second);
-      // (Outside the layers, the narrow side of such a pair is an input's
-      // projection more often than a low-rank factor.)
-      if (!inLayer(linear) && stop->second.reason == kFactorizedReason)
-        why = "only linear maps and norms lie between it and block linears "
-              "that split (a projection of the embeddings or patches, or a "
-              "low-rank factor): they split instead";
-    }
-    linear->setAttr(MPDialect::getReplicatedAttrName(),
-                    StringAttr::get(&getContext(), why));
-    // (Outside the layers, whole is common and cheap: an embedding's
-    // projection, a pooler; the summary lists them.)
-    if (!inLayer(linear))
-      continue;
-    InFlightDiagnostic diag = linear->emitWarning()
-                              << "this linear stays whole (replicated on all "
-                              << static_cast<int64_t>(tp) << " ranks): " << why;
-    if (at)
-      diag.attachNote(at->getLoc()) << "the split stops here";
-  }
-}
-
-/// The parameter `v` is, through shape ops and casts (a weight transposed
-/// or viewed before a contraction), or null.
-static GetParamOp paramThroughViews(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (auto read = dyn_cast<GetParamOp>(def))
-      return read;
-    if (!isa<ReshapeOp, TransposeOp, CastOp>(def))
-      return {};
-    v = def->getOperand(0);
-  }
-  return {};
-}
-
-/// Contractions with a parameter that are not linears (an einsum with a
-/// [d, heads, head_dim] weight, a MatMul against a 3-D one, a pointwise
-/// Conv1d): tensor parallelism splits only linears, so these stay whole,
-/// which a warning (in the layers) and the summary say.
-void TensorParallelPass::reportWeightsNotInLinears(func::FuncOp func) {
-  func.walk([&](Operation *op) {
-    if (!isa<MatmulOp, EinsumOp>(op))
-      return;
-    for (Value operand : op->getOperands()) {
-      GetParamOp read = paramThroughViews(operand);
-      if (!read)
-        continue;
-      std::string why = ("it reads parameter '" + read.getName() +
-                         "' as a weight, and tensor parallelism splits "
-                         "linears only (mp-raise makes them of a MatMul or "
-                         "Gemm with a 2-D weight): this contraction is not "
-                         "one")
-                            .str();
-      op->setAttr(MPDialect::getReplicatedAttrName(),
-                  StringAttr::get(&getContext(), why));
-      if (inLayer(op))
-        op->emitWarning() << "this '" << op->getName()
-                          << "' stays whole (replicated on all "
-                          << static_cast<int64_t>(tp) << " ranks): " << why;
-      return;
-    }
-  });
-}
 
 LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
   int64_t t = tp;
@@ -233,60 +140,6 @@ LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
              << t;
   }
   return success();
-}
-
-/// The linears outside the layers whose split would not divide by tp (a
-/// classifier's ten classes, a cross-attention's heads): they stay whole,
-/// where a block's would be an error (checkDivisible).
-llvm::BitVector TensorParallelPass::indivisibleOutsideLayers(
-    ArrayRef<LinearOp> linears, const Split &split,
-    llvm::DenseMap<unsigned, Stop> &stops) {
-  int64_t t = tp;
-  llvm::BitVector drop(linears.size());
-  auto stopAt = [&](Operation *op, const llvm::BitVector &from,
-                    const std::string &what, int64_t size) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << "its split would cut " << what << " (" << size << ") of '"
-       << op->getName() << "'";
-    if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-      os << " ('" << name.getName() << "')";
-    os << ", which does not divide by the " << t << " ranks";
-    for (unsigned i : from.set_bits())
-      if (!inLayer(linears[i]) && !drop.test(i)) {
-        drop.set(i);
-        Stop stop{op, split.operandDims(op), nullptr};
-        stop.text = text;
-        stops.try_emplace(i, stop);
-      }
-  };
-  for (auto [v, d] : split.dim) {
-    if (int64_t size = tensorType(v).getDimSize(d); size % t)
-      if (Operation *def = v.getDefiningOp())
-        stopAt(def, split.origin.lookup(v),
-               "dim " + std::to_string(d) + " of the result", size);
-    for (Operation *user : v.getUsers())
-      if (auto attention = dyn_cast<AttentionOp>(user)) {
-        int64_t q = tensorType(attention.getQuery()).getDimSize(1);
-        int64_t kv = tensorType(attention.getKey()).getDimSize(1);
-        if (q % t)
-          stopAt(attention, split.origin.lookup(v), "the query heads", q);
-        else if (split.dim.count(attention.getKey()) && kv % t)
-          stopAt(attention, split.origin.lookup(v), "the key/value heads", kv);
-      }
-  }
-  for (const Cut &cut : split.cuts) {
-    int64_t size =
-        tensorType(cut.op->getOperand(cut.operand)).getDimSize(cut.dim);
-    if (size % t && !repeatsHeads(cut))
-      for (Value operand : cut.op->getOperands())
-        if (split.dim.count(operand))
-          stopAt(cut.op, split.origin.lookup(operand),
-                 "dim " + std::to_string(cut.dim) + " of operand " +
-                     std::to_string(cut.operand),
-                 size);
-  }
-  return drop;
 }
 
 LogicalResult TensorParallelPass::shardParam(Value v, int64_t axis,
@@ -736,7 +589,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
   for (bool again = true; again;) {
     linears.clear();
     func.walk([&](LinearOp l) {
-      if (inLayer(l) || !heads.contains(l))
+      if (!heads.contains(l))
         linears.push_back(l);
     });
     llvm::BitVector allowed(linears.size(), true);
@@ -745,7 +598,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
     while (true) {
       llvm::BitVector conflict =
           analyze(func, linears, allowed, pairable, heads, split, stops);
-      conflict |= indivisibleOutsideLayers(linears, split, stops);
+      conflict |= indivisibleOutsideLayers(linears, split, stops, tp);
       conflict |= fewHeadSplits(func, tp, split, stops);
       if (conflict.none())
         conflict |= unevenlySharedParams(linears, split, stops);
@@ -788,8 +641,8 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
   }
   if (failed(checkDivisible(split)))
     return failure();
-  reportWhole(linears, split, stops);
-  reportWeightsNotInLinears(func);
+  reportWhole(linears, split, stops, tp);
+  reportWeightsNotInLinears(func, tp);
 
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());
