@@ -392,6 +392,18 @@ void AutodiffPass::runOnOperation() {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(0);
   SymbolTableCollection symbols;
+  if (auto scalars = module->getAttrOfType<ArrayAttr>(
+          MPDialect::getScalarConstantsAttrName())) {
+    InFlightDiagnostic note = emitWarning(module.getLoc())
+                              << "not trained, read as constants: the "
+                                 "one-element initializers ";
+    llvm::interleaveComma(scalars, note, [&](Attribute a) {
+      note << "'" << cast<StringAttr>(a).getValue() << "'";
+    });
+    note << " (a buffer, such as a norm's eps, is right as a constant; a "
+            "learned scalar, such as a ReZero alpha, trains only when named "
+            "NAME.weight or NAME.bias)";
+  }
   DenseSet<StringAttr> frozen;
   for (auto param : module.getOps<ParamOp>())
     if (param->hasAttr(MPDialect::getFrozenAttrName()))
@@ -457,8 +469,8 @@ void AutodiffPass::runOnOperation() {
           added->setAttr(name, attr);
   }
   if (errors > kShownErrors)
-    func.emitRemark() << errors - kShownErrors
-                      << " more errors like those above are not shown";
+    emitRemark(func.getLoc()) << errors - kShownErrors
+                              << " more errors like those above are not shown";
   if (anyFailed || failed(returnGradients(b, func, ret, symbols)))
     return signalPassFailure();
   // Everything added is the backward pass (pipeline stages run it apart).

@@ -361,6 +361,14 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
            << "', an equal copy constant folding made for another call of "
               "its module\n";
     }
+    if (auto scalars = module->getAttrOfType<ArrayAttr>(
+            MPDialect::getScalarConstantsAttrName())) {
+      os << "  constants   " << scalars.size()
+         << " one-element initializer(s) read as constants, not trained:";
+      for (Attribute a : scalars)
+        os << " " << cast<StringAttr>(a).getValue();
+      os << "\n";
+    }
     // Frozen by the user (mp-freeze): by the parameter the user wrote where
     // all of its parts are, else by part.
     llvm::StringMap<int64_t> partsLeft;

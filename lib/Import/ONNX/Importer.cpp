@@ -192,7 +192,7 @@ LogicalResult Importer::declareParam(const onnx::TensorProto &init,
 /// a buffer (a norm's eps, an exponent, a scale) that raising matches as a
 /// constant, a constant a tool stored as an initializer
 /// (/ln/Constant_output_0).
-static bool isModuleParameterName(StringRef name) {
+static bool isModuleParameterName(StringRef name, bool weightOrBias = true) {
   SmallVector<StringRef> parts;
   name.split(parts, '.');
   auto identifier = [](StringRef p) {
@@ -200,11 +200,15 @@ static bool isModuleParameterName(StringRef name) {
            llvm::all_of(p, [](char c) { return llvm::isAlnum(c) || c == '_'; });
   };
   return parts.size() > 1 && llvm::all_of(parts, identifier) &&
-         (parts.back() == "weight" || parts.back() == "bias");
+         (!weightOrBias || parts.back() == "weight" || parts.back() == "bias");
 }
 
 LogicalResult Importer::declareInitializers() {
   builder.setInsertionPointToEnd(module.getBody());
+  // One-element initializers named as a module's (blocks.0.alpha) read as
+  // constants: a learned scalar among them would not be trained, which
+  // --mp-summary and mp-autodiff say.
+  SmallVector<Attribute> namedScalars;
   for (const auto &init : model.model.graph().initializer()) {
     Location loc = NameLoc::get(builder.getStringAttr(init.name()));
     FailureOr<Type> elem =
@@ -223,6 +227,9 @@ LogicalResult Importer::declareInitializers() {
         return failure();
       continue;
     }
+    if (isa<FloatType>(*elem) && numElements == 1 &&
+        isModuleParameterName(init.name(), /*weightOrBias=*/false))
+      namedScalars.push_back(builder.getStringAttr(init.name()));
     std::string external, error;
     if (isExternal(init)) {
       ExternalLocation where;
@@ -237,6 +244,9 @@ LogicalResult Importer::declareInitializers() {
     values[init.name()] = Entry{Value(), std::move(t), "", RankedTensorType()};
     values[init.name()].type = typeOf(*values[init.name()].constant);
   }
+  if (!namedScalars.empty())
+    module->setAttr(MPDialect::getScalarConstantsAttrName(),
+                    builder.getArrayAttr(namedScalars));
   return success();
 }
 

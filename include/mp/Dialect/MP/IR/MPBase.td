@@ -97,6 +97,11 @@ def MP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getNormStatisticsAttrName() {
       return ::llvm::StringLiteral("mp.norm_statistics");
     }
+    /// Module attribute: the one-element initializers named as a module's
+    /// (not weight or bias) that import read as constants, not trained.
+    static constexpr ::llvm::StringLiteral getScalarConstantsAttrName() {
+      return ::llvm::StringLiteral("mp.scalar_constants");
+    }
     /// Parameter attribute: not trained (mp-freeze: a buffer).
     static constexpr ::llvm::StringLiteral getFrozenAttrName() {
       return ::llvm::StringLiteral("mp.frozen");
