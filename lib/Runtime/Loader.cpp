@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <new>
 #include <sys/stat.h>
@@ -418,14 +419,32 @@ Status Executable::load(const std::string &dir,
                              std::to_string(b.parameter()));
       t.data = params[b.parameter()].data;
       break;
-    case program::Buffer::CONSTANT:
-      if (b.data().size() != t.bytes())
+    case program::Buffer::CONSTANT: {
+      // A splat holds one element, repeated over the shape here.
+      size_t element = t.numel() > 0 ? t.bytes() / t.numel() : 0;
+      if (b.splat() ? element == 0 || b.data().size() != element
+                    : b.data().size() != t.bytes())
         return Status::error(where + " holds " +
                              std::to_string(b.data().size()) + " bytes for " +
+                             (b.splat() ? "each element of " : "") +
                              formatShape(t.shape));
-      exe->constants.push_back(b.data());
+      if (!b.splat()) {
+        exe->constants.push_back(b.data());
+      } else {
+        try {
+          exe->constants.emplace_back(t.bytes(), '\0');
+        } catch (const std::bad_alloc &) {
+          return Status::error("cannot allocate the " +
+                               std::to_string(t.bytes()) + " bytes of " +
+                               where);
+        }
+        std::string &full = exe->constants.back();
+        for (size_t at = 0; at < full.size(); at += element)
+          std::memcpy(&full[at], b.data().data(), element);
+      }
       t.data = exe->constants.back().data();
       break;
+    }
     default: return Status::error(where + " has an unknown kind");
     }
     exe->buffers.push_back(std::move(t));

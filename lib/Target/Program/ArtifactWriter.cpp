@@ -470,9 +470,16 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         newBuffer(constant.getResult(), program::Buffer::CONSTANT);
     if (failed(id))
       return failure();
-    std::string bytes = constantBytes(attr);
+    // A splat is stored as its one value (the runtime repeats it).
+    bool splat = attr.isSplat() && attr.getNumElements() > 1;
+    std::string bytes = constantBytes(
+        splat ? DenseElementsAttr::get(
+                    RankedTensorType::get({1}, attr.getElementType()),
+                    attr.getSplatValue<Attribute>())
+              : attr);
     summary.constantBytes += static_cast<int64_t>(bytes.size());
     prog.mutable_buffers(*id)->set_data(std::move(bytes));
+    prog.mutable_buffers(*id)->set_splat(splat);
     return success();
   }
   // mp ops by mnemonic; of the shard dialect, the collectives the runtime
