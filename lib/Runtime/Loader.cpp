@@ -396,6 +396,12 @@ Status Executable::load(const std::string &dir,
                                p.part_start(), p.part_whole()});
   }
 
+  // A splat constant is no larger than the largest parameter or the arena
+  // (a zero gradient has a parameter's shape): a corrupt shape is refused
+  // before it is allocated.
+  int64_t largestSplat = std::max<int64_t>(exe->arenaSize, int64_t(1) << 20);
+  for (const Tensor &p : params)
+    largestSplat = std::max(largestSplat, static_cast<int64_t>(p.bytes()));
   exe->constants.reserve(prog.buffers_size());
   for (int i = 0; i < prog.buffers_size(); ++i) {
     const auto &b = prog.buffers(i);
@@ -428,6 +434,10 @@ Status Executable::load(const std::string &dir,
                              std::to_string(b.data().size()) + " bytes for " +
                              (b.splat() ? "each element of " : "") +
                              formatShape(t.shape));
+      if (b.splat() && static_cast<int64_t>(t.bytes()) > largestSplat)
+        return Status::error(where + ", a constant of one repeated value, " +
+                             formatShape(t.shape) +
+                             ", is larger than every parameter and the arena");
       if (!b.splat()) {
         exe->constants.push_back(b.data());
       } else {

@@ -1,0 +1,99 @@
+//===- LoaderTest.cpp - artifact loading corner cases --------------------===//
+//
+// Programs built here, sealed and loaded as an artifact directory: a splat
+// constant (one element stored, repeated by the loader) and the corrupt
+// ones the loader must refuse before it allocates anything.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Program/program.pb.h"
+#include "mp/Runtime/Executable.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace mp::rt;
+
+namespace {
+
+/// An artifact directory holding `prog`, removed when the test ends.
+struct ProgramDir {
+  explicit ProgramDir(const mp::program::Program &prog)
+      : path(::testing::TempDir() + "/" + std::to_string(getpid()) +
+             "_loader") {
+    std::filesystem::create_directories(path);
+    std::ofstream(path + "/program.pb", std::ios::binary)
+        << sealProgram(prog.SerializeAsString());
+  }
+  ~ProgramDir() { std::filesystem::remove_all(path); }
+  const std::string path;
+};
+
+/// A program returning one f32 constant of `shape`, stored as `stored`
+/// (one element for a splat).
+mp::program::Program constantProgram(std::vector<int64_t> shape,
+                                     const std::string &stored, bool splat) {
+  mp::program::Program prog;
+  prog.set_version(kProgramVersion);
+  mp::program::Buffer *b = prog.add_buffers();
+  b->set_kind(mp::program::Buffer::CONSTANT);
+  b->set_dtype("f32");
+  for (int64_t d : shape)
+    b->add_shape(d);
+  b->set_data(stored);
+  b->set_splat(splat);
+  mp::program::Binding *out = prog.add_outputs();
+  out->set_name("y");
+  out->set_buffer(0);
+  prog.set_synthetic_weights(true);
+  return prog;
+}
+
+std::string floatBytes(float v) {
+  std::string bytes(sizeof v, '\0');
+  std::memcpy(bytes.data(), &v, sizeof v);
+  return bytes;
+}
+
+TEST(Loader, RepeatsASplatConstant) {
+  ProgramDir dir(constantProgram({3, 5}, floatBytes(2.5f), true));
+  std::unique_ptr<Executable> exe;
+  Status s = Executable::load(dir.path, exe);
+  ASSERT_TRUE(s) << s.message;
+  std::vector<Tensor> outputs;
+  s = exe->run({}, outputs);
+  ASSERT_TRUE(s) << s.message;
+  ASSERT_EQ(outputs.size(), 1u);
+  const Tensor &t = outputs[0];
+  ASSERT_EQ(t.numel(), 15);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    EXPECT_EQ(t.as<float>()[i], 2.5f);
+}
+
+TEST(Loader, RefusesASplatOfTheWrongSize) {
+  ProgramDir dir(constantProgram({3, 5}, floatBytes(1) + floatBytes(2), true));
+  std::unique_ptr<Executable> exe;
+  Status s = Executable::load(dir.path, exe);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message.find("holds 8 bytes for each element of"),
+            std::string::npos)
+      << s.message;
+}
+
+TEST(Loader, RefusesAHugeSplatBeforeAllocatingIt) {
+  // 2^40 floats: larger than every parameter (none) and the arena (none).
+  ProgramDir dir(constantProgram({int64_t(1) << 20, int64_t(1) << 20},
+                                 floatBytes(0), true));
+  std::unique_ptr<Executable> exe;
+  Status s = Executable::load(dir.path, exe);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message.find("larger than every parameter and the arena"),
+            std::string::npos)
+      << s.message;
+}
+
+} // namespace
