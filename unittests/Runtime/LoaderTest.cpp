@@ -74,26 +74,26 @@ TEST(Loader, RepeatsASplatConstant) {
     EXPECT_EQ(t.as<float>()[i], 2.5f);
 }
 
-TEST(Loader, RefusesASplatOfTheWrongSize) {
-  ProgramDir dir(constantProgram({3, 5}, floatBytes(1) + floatBytes(2), true));
+/// Loading `prog` fails with an error containing `expected`.
+void expectRefused(const mp::program::Program &prog,
+                   const std::string &expected) {
+  ProgramDir dir(prog);
   std::unique_ptr<Executable> exe;
   Status s = Executable::load(dir.path, exe);
   ASSERT_FALSE(s);
-  EXPECT_NE(s.message.find("holds 8 bytes for each element of"),
-            std::string::npos)
-      << s.message;
+  EXPECT_NE(s.message.find(expected), std::string::npos) << s.message;
+}
+
+TEST(Loader, RefusesASplatOfTheWrongSize) {
+  expectRefused(constantProgram({3, 5}, floatBytes(1) + floatBytes(2), true),
+                "holds 8 bytes for each element of");
 }
 
 TEST(Loader, RefusesAHugeSplatBeforeAllocatingIt) {
   // 2^40 floats: larger than every parameter (none) and the arena (none).
-  ProgramDir dir(constantProgram({int64_t(1) << 20, int64_t(1) << 20},
-                                 floatBytes(0), true));
-  std::unique_ptr<Executable> exe;
-  Status s = Executable::load(dir.path, exe);
-  ASSERT_FALSE(s);
-  EXPECT_NE(s.message.find("larger than every parameter and the arena"),
-            std::string::npos)
-      << s.message;
+  expectRefused(constantProgram({int64_t(1) << 20, int64_t(1) << 20},
+                                floatBytes(0), true),
+                "larger than every parameter and the arena");
 }
 
 } // namespace
