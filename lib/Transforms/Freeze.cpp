@@ -63,19 +63,20 @@ struct FreezePass : public mp::impl::MPFreezeBase<FreezePass> {
   /// exporter-made initializer it reads and the copies tied to it; the
   /// parameter a part was cut from.
   static SmallVector<StringRef> namesOf(ParamOp param) {
-    SmallVector<StringRef> names{param.getSymName()};
-    if (param.getSymName().ends_with(".T"))
-      names.push_back(param.getSymName().drop_back(2));
+    SmallVector<StringRef> names;
+    auto addWithPyTorchName = [&](StringRef name) {
+      names.push_back(name);
+      if (name.ends_with(".T"))
+        names.push_back(name.drop_back(2));
+    };
+    addWithPyTorchName(param.getSymName());
     // (The exporter also stores equal parameters as one initializer under
     // the first one's name: only its own names count.)
     if (std::optional<StringRef> init = param.getInitializer();
         init && init->starts_with("onnx::"))
       names.push_back(*init);
-    if (std::optional<StringRef> whole = param.getPartOf()) {
-      names.push_back(*whole);
-      if (whole->ends_with(".T"))
-        names.push_back(whole->drop_back(2));
-    }
+    if (std::optional<StringRef> whole = param.getPartOf())
+      addWithPyTorchName(*whole);
     for (StringRef attr : {MPDialect::getTiedCopiesAttrName(),
                            MPDialect::getEqualCopiesAttrName()})
       if (auto copies = param->getAttrOfType<ArrayAttr>(attr))
