@@ -8,12 +8,17 @@
 // For each size (default: 1.5 MiB, a GPT-2-small all_reduce of 512 x 768
 // floats, and 64 KiB and 12 MiB beside it) and each collective, rank 0
 // prints the median time per call over N calls (after one warm-up) and the
-// bytes each rank's output holds per second. MP_SHM_COLLECTIVES=0 runs the
+// bytes each rank's output holds per second. Where the size is rows of 768
+// floats, it also times an all_reduce followed by a bias add and a residual
+// add-and-layer_norm on every rank ("... then norm", as mp-run runs them
+// without mp-fuse-reduced-norms) against the same fused, each rank
+// finishing 1/n of the rows (allReduceRows). MP_SHM_COLLECTIVES=0 runs the
 // same through MPI. Not a test: run it by hand.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Comm.h"
 #include "mp/Runtime/HostMemory.h"
+#include "mp/Runtime/Kernels.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,27 +67,82 @@ double medianSeconds(Communicator &comm, int iterations,
   return seconds[seconds.size() / 2];
 }
 
+struct Case {
+  const char *name;
+  std::function<Status()> run;
+};
+
+void benchCases(Communicator &comm, int iterations, int64_t count,
+                const Case *cases, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const double s = medianSeconds(comm, iterations, cases[i].run);
+    if (comm.rank() == 0)
+      std::printf("  %-32s %10.1f KiB %10.1f us %8.2f GB/s\n", cases[i].name,
+                  count * sizeof(float) / 1024.0, s * 1e6,
+                  count * sizeof(float) / s / 1e9);
+  }
+}
+
+/// A row-parallel linear's all_reduce, bias, residual add and layer_norm,
+/// as separate kernels on every rank and fused (rows of 768 floats).
+void benchReducedNorm(Communicator &comm, int iterations, int64_t count) {
+  constexpr int64_t kWidth = 768;
+  if (count % kWidth != 0)
+    return;
+  const int64_t rows = count / kWidth;
+  const size_t bytes = count * sizeof(float);
+  Buffer partialBytes(bytes), residualBytes(bytes), sumBytes(bytes),
+      normBytes(bytes), vectorBytes(3 * kWidth * sizeof(float));
+  auto *vectors = static_cast<float *>(vectorBytes.data);
+  std::fill(vectors, vectors + kWidth, 1.0f); // the norm's scale
+  Tensor partial{partialBytes.data, DType::F32, {rows, kWidth}};
+  Tensor residual{residualBytes.data, DType::F32, {rows, kWidth}};
+  Tensor sum{sumBytes.data, DType::F32, {rows, kWidth}};
+  Tensor norm{normBytes.data, DType::F32, {rows, kWidth}};
+  Tensor scale{vectors, DType::F32, {kWidth}};
+  Tensor shift{vectors + kWidth, DType::F32, {kWidth}};
+  Tensor bias{vectors + 2 * kWidth, DType::F32, {kWidth}};
+  auto rowsOf = [&](const Tensor &t, int64_t begin, int64_t end) {
+    return Tensor{static_cast<float *>(t.data) + begin * kWidth,
+                  DType::F32,
+                  {end - begin, kWidth}};
+  };
+  auto finish = [&](int64_t begin, int64_t end) {
+    Tensor reduced = rowsOf(norm, begin, end), s = rowsOf(sum, begin, end);
+    if (Status st = cpu::binary(cpu::BinaryKind::Add, reduced, bias, reduced);
+        !st)
+      return st;
+    return cpu::addLayerNorm(rowsOf(residual, begin, end), reduced, scale,
+                             &shift, 1, 1e-5f, s, reduced);
+  };
+  const Case cases[] = {
+      {"all_reduce then norm",
+       [&] {
+         if (Status s = comm.allReduceSum(partial, norm); !s)
+           return s;
+         return finish(0, rows);
+       }},
+      {"all_reduce fused with norm (rows)",
+       [&] {
+         return comm.allReduceRows(partial, norm, rows, finish, {sum, norm});
+       }},
+  };
+  benchCases(comm, iterations, count, cases, std::size(cases));
+}
+
 void benchSize(Communicator &comm, int iterations, size_t bytes) {
   const int n = comm.size();
   const int64_t count = static_cast<int64_t>(bytes / sizeof(float)) / n * n;
   Buffer full(count * sizeof(float)), local(count / n * sizeof(float));
   Tensor whole{full.data, DType::F32, {count}};
   Tensor part{local.data, DType::F32, {count / n}};
-  struct Case {
-    const char *name;
-    std::function<Status()> run;
-  } cases[] = {
+  const Case cases[] = {
       {"all_reduce", [&] { return comm.allReduceSum(whole, whole); }},
       {"all_gather", [&] { return comm.allGather(part, whole, 0); }},
       {"reduce_scatter", [&] { return comm.reduceScatterSum(whole, part, 0); }},
   };
-  for (const Case &c : cases) {
-    const double s = medianSeconds(comm, iterations, c.run);
-    if (comm.rank() == 0)
-      std::printf("  %-15s %10.1f KiB %10.1f us %8.2f GB/s\n", c.name,
-                  count * sizeof(float) / 1024.0, s * 1e6,
-                  count * sizeof(float) / s / 1e9);
-  }
+  benchCases(comm, iterations, count, cases, std::size(cases));
+  benchReducedNorm(comm, iterations, count);
 }
 
 } // namespace

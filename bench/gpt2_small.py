@@ -234,8 +234,9 @@ def run_ms(command, env=None):
     proc = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
     ms = float(re.search(r"([0-9.]+) ms/run \(median", proc.stdout).group(1))
     comm = {}
-    for name, value in re.findall(r"\n  (all_reduce|all_gather|reduce_scatter) +([0-9.]+) ms",
-                                  proc.stdout):
+    # (The fused all-reduces hold their bias, residual add and norm too.)
+    collective = r"all_reduce_add_(?:layer|rms)_norm|all_reduce|all_gather|reduce_scatter"
+    for name, value in re.findall(r"\n  (%s) +([0-9.]+) ms" % collective, proc.stdout):
         comm.setdefault(name, float(value))  # the first profile printed
     return ms, comm
 
@@ -304,11 +305,17 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
     # the all-reduces (mp-fold-row-parallel-bias, which --artifact does not
     # run by default; the default's fusions named, then the memory plan).
     folded = ["--mp-fuse-epilogues", "--mp-fold-row-parallel-bias",
-              "--mp-fuse-residual-norms", "--mp-shard-outputs", "--mp-plan-memory"]
+              "--mp-fuse-residual-norms", "--mp-fuse-reduced-norms",
+              "--mp-shard-outputs", "--mp-plan-memory"]
+    # "tp=2 norms whole": without mp-fuse-reduced-norms, every rank adds the
+    # bias and residual and normalizes every row after each all-reduce.
+    unfused = ["--mp-fuse-epilogues", "--mp-fuse-residual-norms",
+               "--mp-shard-outputs", "--mp-plan-memory"]
     layouts = {"tp=2": (["tp=2"], {}, []), "tp=2 sp": (["tp=2", "sp=true"], {}, []),
                "tp=2 MPI": (["tp=2"], {"MP_SHM_COLLECTIVES": "0"}, []),
                "tp=2 gathered": (["tp=2"], {}, ["--mp-gather-outputs"]),
-               "tp=2 bias folded": (["tp=2"], {}, folded)}
+               "tp=2 bias folded": (["tp=2"], {}, folded),
+               "tp=2 norms whole": (["tp=2"], {}, unfused)}
 
     def artifact_of(options, flags):
         return os.path.join(work, "-".join(options + [f.strip("-") for f in flags])

@@ -20,6 +20,18 @@ Status NormParams::run(const KernelTable &kernels, const Tensor &x,
   return kernels.rmsNorm(x, scale, epsilon, out);
 }
 
+Status NormParams::runAdd(const KernelTable &kernels, const Tensor &a,
+                          const Tensor &b, Tensor &sum, Tensor &out) const {
+  if (layer && kernels.addLayerNorm)
+    return kernels.addLayerNorm(a, b, scale, bias ? &*bias : nullptr, axis,
+                                epsilon, sum, out);
+  if (!layer && kernels.addRmsNorm)
+    return kernels.addRmsNorm(a, b, scale, epsilon, sum, out);
+  if (Status s = kernels.binary(cpu::BinaryKind::Add, a, b, sum); !s)
+    return s;
+  return run(kernels, sum, out);
+}
+
 Status Binder::readNorm(bool layer, int scaleAt, const Shape &input,
                         const Tensor &result, NormParams &params) {
   params.layer = layer;
@@ -71,25 +83,81 @@ Status Binder::bindAddNorm(Executable::Step &step, bool layer) {
   if (Status s = readNorm(layer, Scale, a.shape, normalized, params); !s)
     return s;
   const KernelTable *kernels = exe.kernels;
-  if (layer && kernels->addLayerNorm) {
-    step.kernel = [kernels, a, b, params, sum, normalized]() mutable {
-      return kernels->addLayerNorm(
-          a, b, params.scale, params.bias ? &*params.bias : nullptr,
-          params.axis, params.epsilon, sum, normalized);
-    };
-    return Status::success();
-  }
-  if (!layer && kernels->addRmsNorm) {
-    step.kernel = [kernels, a, b, params, sum, normalized]() mutable {
-      return kernels->addRmsNorm(a, b, params.scale, params.epsilon, sum,
-                                 normalized);
-    };
-    return Status::success();
-  }
   step.kernel = [kernels, a, b, params, sum, normalized]() mutable {
-    if (Status s = kernels->binary(cpu::BinaryKind::Add, a, b, sum); !s)
+    return params.runAdd(*kernels, a, b, sum, normalized);
+  };
+  return Status::success();
+}
+
+namespace {
+/// Rows [begin, end) of `t`, `rows` rows: a view of shape
+/// [end - begin, the dims of a row...].
+Tensor rowsOf(const Tensor &t, const Shape &rowShape, int64_t rows,
+              int64_t begin, int64_t end) {
+  Tensor view = t;
+  const size_t rowBytes = rows ? t.bytes() / static_cast<size_t>(rows) : 0;
+  view.data = static_cast<uint8_t *>(t.data) + begin * rowBytes;
+  view.shape = rowShape;
+  view.shape.insert(view.shape.begin(), end - begin);
+  return view;
+}
+} // namespace
+
+Status Binder::bindAllReduceAddNorm(Executable::Step &step, bool layer) {
+  using namespace contract::all_reduce_add_norm;
+  const Tensor partial = in(Partial), residual = in(Residual);
+  const Tensor *addend = optIn(layer ? LayerAddend : RMSAddend);
+  Tensor sum = out(contract::add_norm::Sum),
+         normalized = out(contract::add_norm::Normalized);
+  if (partial.dtype != residual.dtype || partial.dtype != sum.dtype)
+    return fail("the partial sums, residual and sum have different element "
+                "types");
+  if (Status s = expectShape("residual", residual.shape, partial.shape); !s)
+    return s;
+  if (Status s = expectShape("sum", sum.shape, partial.shape); !s)
+    return s;
+  if (addend)
+    if (Status s =
+            expectShape("addend", addend->shape,
+                        {partial.shape.empty() ? 1 : partial.shape.back()});
+        !s)
       return s;
-    return params.run(*kernels, sum, normalized);
+  NormParams params;
+  if (Status s = readNorm(layer, Scale, partial.shape, normalized, params); !s)
+    return s;
+  Communicator *comm = nullptr;
+  if (Status s = groupOf(comm); !s)
+    return s;
+  // A row is what one norm normalizes: the dims from `axis` on.
+  const size_t axis =
+      layer ? static_cast<size_t>(params.axis)
+            : (partial.shape.empty() ? 0 : partial.shape.size() - 1);
+  const Shape rowShape(partial.shape.begin() + axis, partial.shape.end());
+  int64_t rows = 1;
+  for (size_t d = 0; d < axis; ++d)
+    rows *= partial.shape[d];
+  NormParams rowParams = params;
+  rowParams.axis = 1;
+  const KernelTable *kernels = exe.kernels;
+  std::optional<Tensor> bias =
+      addend ? std::optional<Tensor>(*addend) : std::nullopt;
+  // The sum lands in `normalized`'s bytes (which the norm then overwrites).
+  step.kernel = [kernels, comm, partial, residual, bias, rowParams, sum,
+                 normalized, rowShape, rows]() mutable {
+    auto finish = [&](int64_t begin, int64_t end) {
+      Tensor reduced = rowsOf(normalized, rowShape, rows, begin, end);
+      if (bias)
+        if (Status s =
+                kernels->binary(cpu::BinaryKind::Add, reduced, *bias, reduced);
+            !s)
+          return s;
+      Tensor res = rowsOf(residual, rowShape, rows, begin, end);
+      Tensor s = rowsOf(sum, rowShape, rows, begin, end);
+      Tensor n = rowsOf(normalized, rowShape, rows, begin, end);
+      return rowParams.runAdd(*kernels, res, reduced, s, n);
+    };
+    return comm->allReduceRows(partial, normalized, rows, finish,
+                               {sum, normalized});
   };
   return Status::success();
 }

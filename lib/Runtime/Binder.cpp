@@ -526,15 +526,27 @@ Status Binder::bindCrossEntropy(Executable::Step &step) {
 // Collectives
 //===----------------------------------------------------------------------===//
 
-Status Binder::bindCollective(Executable::Step &step, OpKind kind) {
-  const KernelTable *kernels = exe.kernels;
-  const Tensor x = in(0);
-  Tensor o = out();
+Status Binder::groupOf(Communicator *&comm) {
   int64_t gridAxis = intAttr(AttrName::GridAxis);
   if (gridAxis < 0 || gridAxis >= static_cast<int64_t>(exe.axisComms.size()))
     return fail("grid axis " + std::to_string(gridAxis) +
                 " is not an axis of the artifact's grid");
-  Communicator *comm = exe.axisComms[gridAxis].get();
+  comm = exe.axisComms[gridAxis].get();
+  if (comm->size() > 1 &&
+      (exe.kernels != &cpuKernelTable()) != comm->deviceMemory())
+    return fail(std::string("the ") + comm->backend() +
+                " communicator cannot work on " + exe.kernels->name +
+                " memory");
+  return Status::success();
+}
+
+Status Binder::bindCollective(Executable::Step &step, OpKind kind) {
+  const KernelTable *kernels = exe.kernels;
+  const Tensor x = in(0);
+  Tensor o = out();
+  Communicator *comm = nullptr;
+  if (Status s = groupOf(comm); !s)
+    return s;
   int64_t groupSize = comm->size();
   if (groupSize == 1) { // every collective of one rank is a copy
     if (x.numel() != o.numel())
@@ -542,9 +554,6 @@ Status Binder::bindCollective(Executable::Step &step, OpKind kind) {
     step.kernel = [kernels, x, o]() mutable { return kernels->copy(x, o); };
     return Status::success();
   }
-  if ((kernels != &cpuKernelTable()) != comm->deviceMemory())
-    return fail(std::string("the ") + comm->backend() +
-                " communicator cannot work on " + kernels->name + " memory");
   if (kind == OpKind::AllReduce) {
     if (x.shape != o.shape)
       return fail("input and result shapes differ");
@@ -563,9 +572,10 @@ Status Binder::bindCollective(Executable::Step &step, OpKind kind) {
                 formatShape(full.shape) + " do not fit axis " +
                 std::to_string(axis) + " over " + std::to_string(groupSize) +
                 " ranks");
-  if (kind != OpKind::AllSlice)
-    exe.commScratch[gridAxis] = std::max(exe.commScratch[gridAxis],
-                                         comm->packingBytes(local, full, axis));
+  if (kind != OpKind::AllSlice) {
+    size_t &scratch = exe.commScratch[intAttr(AttrName::GridAxis)];
+    scratch = std::max(scratch, comm->packingBytes(local, full, axis));
+  }
   if (kind == OpKind::AllGather)
     step.kernel = [comm, x, o, axis]() mutable {
       return comm->allGather(x, o, axis);
@@ -650,6 +660,10 @@ Status Binder::bind(Executable::Step &step) {
   case OpKind::AllGather:
   case OpKind::ReduceScatter:
   case OpKind::AllSlice: return bindCollective(step, *kind);
+  case OpKind::AllReduceAddLayerNorm:
+    return bindAllReduceAddNorm(step, /*layer=*/true);
+  case OpKind::AllReduceAddRMSNorm:
+    return bindAllReduceAddNorm(step, /*layer=*/false);
   case OpKind::LinearWeightGrad: return bindLinearWeightGrad(step);
   case OpKind::LayerNormGrad: return bindNormGrad(step, /*layer=*/true);
   case OpKind::RMSNormGrad: return bindNormGrad(step, /*layer=*/false);

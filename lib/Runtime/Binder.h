@@ -51,6 +51,9 @@ struct NormParams {
   float epsilon = 0;
 
   Status run(const KernelTable &kernels, const Tensor &x, Tensor &out) const;
+  /// sum = a + b, out = the norm of sum (fused where the device can).
+  Status runAdd(const KernelTable &kernels, const Tensor &a, const Tensor &b,
+                Tensor &sum, Tensor &out) const;
 };
 
 /// Binds one instruction: checks its operands and builds its kernel call.
@@ -126,6 +129,7 @@ private:
   // Norms (BindNorm.cpp).
   Status bindNorm(Executable::Step &step, bool layer);
   Status bindAddNorm(Executable::Step &step, bool layer);
+  Status bindAllReduceAddNorm(Executable::Step &step, bool layer);
   /// Reads a norm's scale (operand `scaleAt`), bias (the next operand, for
   /// a layer norm), axis and epsilon, and checks them and `result` against
   /// the shape of the input it normalizes.
@@ -135,6 +139,9 @@ private:
   Status bindEmbedding(Executable::Step &step, bool gather);
   Status bindCrossEntropy(Executable::Step &step);
   Status bindCollective(Executable::Step &step, OpKind kind);
+  /// The communicator of the instruction's grid_axis, checked to work on
+  /// the executable's memory.
+  Status groupOf(Communicator *&comm);
   Status bindTranspose(Executable::Step &step);
   Status bindSlice(Executable::Step &step);
   Status bindExpand(Executable::Step &step);

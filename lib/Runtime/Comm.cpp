@@ -193,6 +193,33 @@ Status Communicator::allReduceSum(const Tensor &in, Tensor &out) {
   return allReduceRaw(out.data, out.numel(), out.dtype);
 }
 
+Status Communicator::allReduceRows(const Tensor &partial, Tensor &reduced,
+                                   int64_t rows, const RowsFinish &finish,
+                                   const std::vector<Tensor> &results) {
+  if (partial.numel() != reduced.numel() || partial.dtype != reduced.dtype)
+    return Status::error("all_reduce: input and sum differ");
+  auto wholeRows = [rows](const Tensor &t) {
+    return rows > 0 ? t.numel() % rows == 0 : t.numel() == 0;
+  };
+  if (!wholeRows(partial))
+    return Status::error("all_reduce: " + std::to_string(partial.numel()) +
+                         " elements are not " + std::to_string(rows) + " rows");
+  for (const Tensor &result : results)
+    if (!wholeRows(result))
+      return Status::error(
+          "all_reduce: a result of " + std::to_string(result.numel()) +
+          " elements is not " + std::to_string(rows) + " rows");
+  return allReduceRowsRaw(partial, reduced, rows, finish, results);
+}
+
+Status Communicator::allReduceRowsRaw(const Tensor &partial, Tensor &reduced,
+                                      int64_t rows, const RowsFinish &finish,
+                                      const std::vector<Tensor> &) {
+  if (Status s = allReduceSum(partial, reduced); !s)
+    return s;
+  return finish(0, rows);
+}
+
 Status Communicator::allGather(const Tensor &in, Tensor &out, int64_t axis) {
   if (Status s = checkAxis(in, out, axis, size(), "all_gather"); !s)
     return s;

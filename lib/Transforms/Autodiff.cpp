@@ -224,8 +224,8 @@ LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op) {
     return success();
   auto rule = dyn_cast<AutodiffOpInterface>(op);
   if (!rule && op->hasTrait<mp::OpTrait::Fused>())
-    return op->emitOpError() << "is a fusion: mp-fuse-residual-norms runs "
-                                "after mp-autodiff, not before";
+    return op->emitOpError() << "is a fusion: " << fusionPassOf(op)
+                             << " runs after mp-autodiff, not before";
   if (!rule)
     return op->emitOpError()
            << "has no derivative rule, but lies between a parameter and the "

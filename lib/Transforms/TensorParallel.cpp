@@ -561,8 +561,8 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
       return WalkResult::interrupt();
     }
     if (op->hasTrait<mp::OpTrait::Fused>()) {
-      op->emitOpError("is a fusion: mp-fuse-residual-norms runs after "
-                      "mp-tensor-parallel, not before");
+      op->emitOpError() << "is a fusion: " << fusionPassOf(op)
+                        << " runs after mp-tensor-parallel, not before";
       return WalkResult::interrupt();
     }
     return WalkResult::advance();

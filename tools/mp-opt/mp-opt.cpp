@@ -346,6 +346,8 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
       fuse.addPass(mp::createMPFuseEpilogues());
     if (!runs(pm, "mp-fuse-residual-norms"))
       fuse.addPass(mp::createMPFuseResidualNorms());
+    if (!runs(pm, "mp-fuse-reduced-norms"))
+      fuse.addPass(mp::createMPFuseReducedNorms());
     if (!gatherOutputs && !runs(pm, "mp-shard-outputs"))
       fuse.addPass(mp::createMPShardOutputs());
     if (!runs(pm, "mp-shard-inputs"))

@@ -11,6 +11,7 @@
 
 #include "mp/Runtime/Tensor.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,24 @@ public:
   Status reduceScatterSum(const Tensor &in, Tensor &out, int64_t axis);
   /// out = this rank's slice along `axis` of `in` (no communication).
   Status allSlice(const Tensor &in, Tensor &out, int64_t axis);
+
+  /// Rows [begin, end) of a row-wise op on an all-reduced sum: reads those
+  /// rows of the sum (which it may overwrite) and writes the same rows of
+  /// its results.
+  using RowsFinish = std::function<Status(int64_t begin, int64_t end)>;
+  /// An all_reduce fused with the row-wise op that reads its sum:
+  /// `reduced` = the sum over ranks of `partial` (`rows` rows each), then
+  /// `finish` over every row, whose `results` (`rows` rows each) every rank
+  /// gets. By default exactly that; ranks that share memory instead each
+  /// sum and finish 1/n of the rows and write those rows into every rank's
+  /// results, so the row-wise work is divided rather than repeated. Each
+  /// element is summed in rank order and each row finished by one rank, so
+  /// every rank gets the bits the unfused ops give. `reduced` is written on
+  /// this rank only; it may be `partial`, or a result (whose rows `finish`
+  /// then overwrites).
+  Status allReduceRows(const Tensor &partial, Tensor &reduced, int64_t rows,
+                       const RowsFinish &finish,
+                       const std::vector<Tensor> &results);
 
   /// The scratch allGather (of `local` into `full`) or reduceScatterSum (of
   /// `full` into `local`) along `axis` needs to pack blocks: 0 when `axis`
@@ -85,6 +104,11 @@ public:
 protected:
   /// In-place sum of `count` elements over all ranks.
   virtual Status allReduceRaw(void *data, int64_t count, DType dtype) = 0;
+  /// allReduceRows on checked operands; by default the all_reduce, then
+  /// `finish` over every row.
+  virtual Status allReduceRowsRaw(const Tensor &partial, Tensor &reduced,
+                                  int64_t rows, const RowsFinish &finish,
+                                  const std::vector<Tensor> &results);
   /// Gathers `bytes` from every rank into `out` (rank-major).
   virtual Status allGatherRaw(const void *in, void *out, size_t bytes) = 0;
   /// Sums rank-major blocks of `count` elements; rank r keeps block r.

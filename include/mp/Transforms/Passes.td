@@ -252,6 +252,35 @@ def MPFuseResidualNorms : Pass<"mp-fuse-residual-norms", "mlir::ModuleOp"> {
   }];
 }
 
+def MPFuseReducedNorms : Pass<"mp-fuse-reduced-norms", "mlir::ModuleOp"> {
+  let summary = "fold an all-reduce, its bias, the residual add and the norm "
+                "after them into one collective";
+  let description = [{
+    A row-parallel linear's sum over the ranks, the bias added to it, and
+    the residual add and norm that read it (an `mp.add_layer_norm` or
+    `mp.add_rms_norm`, made by `mp-fuse-residual-norms`) become one op:
+
+    ```mlir
+    %r = shard.all_reduce %p on @grid grid_axes = [0] : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
+    %rb = mp.add %r, %bo : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    %h, %n = mp.add_layer_norm %x, %rb, %g, %b : (...) -> (tensor<2x8x64xf32>, tensor<2x8x64xf32>)
+    // becomes
+    %h, %n = mp.all_reduce_add_layer_norm %p, %x, %g bias %b addend %bo {grid = @grid, grid_axis = 0 : i64} : (...) -> (...)
+    ```
+
+    Without it every tensor-parallel rank adds and normalizes every row,
+    the same work on each; with it, ranks that share memory each sum, add
+    and normalize 1/n of the rows and write them into every rank's results
+    (others run the all-reduce and then the rest). Every rank gets the bits
+    the unfused ops give. The all-reduce must be a sum over one grid axis
+    of f32 read only by the bias add (one value per feature) or the
+    add-and-norm, in one pipeline chunk. `--artifact` runs it after
+    `mp-fuse-residual-norms`, on inference programs, before
+    `mp-plan-memory` (a planned module is an error).
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 def MPPlanMemory : Pass<"mp-plan-memory", "mlir::ModuleOp"> {
   let summary = "place every value of the program in one arena";
   let description = [{

@@ -333,6 +333,14 @@ protected:
     }
     return Status::success();
   }
+  Status allReduceRowsRaw(const Tensor &partial, Tensor &reduced, int64_t rows,
+                          const RowsFinish &finish,
+                          const std::vector<Tensor> &results) override {
+    if (shared && mpiType(partial.dtype) != MPI_DATATYPE_NULL)
+      return shared->allReduceRows(partial, reduced, rows, finish, results);
+    return Communicator::allReduceRowsRaw(partial, reduced, rows, finish,
+                                          results);
+  }
   Status allGatherRaw(const void *in, void *out, size_t bytes) override {
     if (bytes <= static_cast<size_t>(messageLimit)) {
       MPI_Request request;

@@ -35,6 +35,9 @@ struct Announcement {
   uint64_t outer = 0;
   uint64_t bytes = 0;
   SharedLocation operand;
+  /// Where the others write this rank's results (allReduceRows).
+  uint32_t destinationCount = 0;
+  SharedLocation destinations[SharedMemoryGroup::kMaxRowResults];
 };
 
 using Clock = std::chrono::steady_clock;
@@ -50,6 +53,7 @@ const char *kindName(uint32_t kind) {
   case 1: return "all_reduce";
   case 2: return "all_gather";
   case 3: return "reduce_scatter";
+  case 4: return "all_reduce (fused with the row-wise op after it)";
   default: return "an unknown collective";
   }
 }
@@ -199,6 +203,8 @@ Status SharedMemoryGroup::connect(MPI_Comm comm,
 SharedMemoryGroup::~SharedMemoryGroup() {
   releaseHost(control);
   releaseHost(staging);
+  for (Block &b : receiving)
+    releaseHost(b.data);
 }
 
 Status SharedMemoryGroup::stage(const void *data, uint64_t bytes,
@@ -214,6 +220,21 @@ Status SharedMemoryGroup::stage(const void *data, uint64_t bytes,
   }
   std::memcpy(staging, data, bytes);
   staged = staging;
+  return Status::success();
+}
+
+Status SharedMemoryGroup::receivingBlock(int index, uint64_t bytes,
+                                         void *&block) {
+  Block &b = receiving[index];
+  if (bytes > b.bytes) {
+    releaseHost(b.data);
+    b = Block{};
+    void *grown = nullptr;
+    if (Status s = allocateShared(bytes, &grown); !s)
+      return Status::error("cannot stage a collective's result: " + s.message);
+    b = Block{grown, bytes};
+  }
+  block = b.data;
   return Status::success();
 }
 
@@ -272,18 +293,31 @@ Status SharedMemoryGroup::peerFailed(int r, const char *what) const {
 Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
                                const void *operand, uint64_t bytes,
                                const void *avoid, uint64_t avoidBytes,
-                               const char *what) {
+                               const char *what,
+                               const std::vector<Destination> &destinations) {
   Announcement &mine = control->announced;
-  mine = Announcement{static_cast<uint32_t>(kind),
-                      static_cast<uint32_t>(dtype),
-                      outer,
-                      bytes,
-                      {}};
+  mine = Announcement{};
+  mine.kind = static_cast<uint32_t>(kind);
+  mine.dtype = static_cast<uint32_t>(dtype);
+  mine.outer = outer;
+  mine.bytes = bytes;
   if (bytes > 0 && (overlaps(operand, bytes, avoid, avoidBytes) ||
                     !locateShared(operand, bytes, mine.operand))) {
     if (Status s = stage(operand, bytes, operand); !s)
       return abandon(s);
     locateShared(operand, bytes, mine.operand);
+  }
+  mine.destinationCount = static_cast<uint32_t>(destinations.size());
+  destinationStaged.assign(destinations.size(), false);
+  for (size_t i = 0; i < destinations.size(); ++i) {
+    const Destination &d = destinations[i];
+    if (d.bytes == 0 || locateShared(d.data, d.bytes, mine.destinations[i]))
+      continue;
+    destinationStaged[i] = true;
+    void *block = nullptr;
+    if (Status s = receivingBlock(static_cast<int>(i), d.bytes, block); !s)
+      return abandon(s);
+    locateShared(block, d.bytes, mine.destinations[i]);
   }
   if (Status s = signalAndWait(kArrived, what, /*checkFailures=*/false); !s)
     return s;
@@ -293,8 +327,12 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
       return abandon(peerFailed(r, what));
     // Every rank sees a disagreement itself: no need to release the others.
     const Announcement &theirs = controls[r]->announced;
-    if (theirs.kind != mine.kind || theirs.dtype != mine.dtype ||
-        theirs.outer != mine.outer || theirs.bytes != mine.bytes)
+    bool same = theirs.kind == mine.kind && theirs.dtype == mine.dtype &&
+                theirs.outer == mine.outer && theirs.bytes == mine.bytes &&
+                theirs.destinationCount == mine.destinationCount;
+    for (uint32_t i = 0; same && i < mine.destinationCount; ++i)
+      same = theirs.destinations[i].bytes == mine.destinations[i].bytes;
+    if (!same)
       return Status::error(
           std::string("the ranks disagree on a collective: this rank (") +
           std::to_string(me) + ") is in " + kindName(mine.kind) + " of " +
@@ -318,6 +356,26 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
       operands[r] = static_cast<uint8_t *>(peer);
     }
   }
+  return mapDestinations(what);
+}
+
+Status SharedMemoryGroup::mapDestinations(const char *what) {
+  const uint32_t count = control->announced.destinationCount;
+  peerDestinations.assign(ranks, std::vector<uint8_t *>(count, nullptr));
+  for (int r = 0; r < ranks; ++r)
+    for (uint32_t i = 0; i < count && r != me; ++i) {
+      const SharedLocation &where = controls[r]->announced.destinations[i];
+      if (where.bytes == 0)
+        continue;
+      void *mapped = nullptr;
+      if (Status s = mapShared(where, mapped); !s)
+        return abandon(
+            failed(r)
+                ? peerFailed(r, what)
+                : Status::error(std::string(what) + ": cannot write rank " +
+                                std::to_string(r) + "'s memory: " + s.message));
+      peerDestinations[r][i] = static_cast<uint8_t *>(mapped);
+    }
   return Status::success();
 }
 
@@ -391,6 +449,83 @@ Status SharedMemoryGroup::reduceScatterSum(const void *in, void *out,
         !s)
       return abandon(s);
   return signalAndWait(kDone, "reduce_scatter");
+}
+
+Status SharedMemoryGroup::allReduceRows(const Tensor &partial, Tensor &reduced,
+                                        int64_t rows,
+                                        const Communicator::RowsFinish &finish,
+                                        const std::vector<Tensor> &results) {
+  const char *what = "all_reduce";
+  if (results.size() > static_cast<size_t>(kMaxRowResults))
+    return Status::error("all_reduce: more than " +
+                         std::to_string(kMaxRowResults) +
+                         " results of the row-wise op");
+  const uint64_t bytes = partial.bytes();
+  // Each rank writes only its rows of `reduced`, and reads the others'
+  // `partial` only at its rows: the two may share bytes row for row (the
+  // memory plan's in-place sum), not at a shift.
+  auto sameOrApart = [](const Tensor &a, const Tensor &b) {
+    return a.data == b.data ? a.bytes() == b.bytes()
+                            : !overlaps(a.data, a.bytes(), b.data, b.bytes());
+  };
+  const Tensor *stageIfOverlapping = nullptr;
+  if (!sameOrApart(partial, reduced))
+    stageIfOverlapping = &reduced;
+  std::vector<Destination> destinations;
+  for (const Tensor &result : results) {
+    if (!sameOrApart(result, reduced))
+      return Status::error("all_reduce: the sum overlaps a result");
+    if (!sameOrApart(partial, result))
+      stageIfOverlapping = &result;
+    destinations.push_back(Destination{result.data, result.bytes()});
+  }
+  ++sequence;
+  if (Status s = meet(Kind::AllReduceRows, partial.dtype,
+                      static_cast<uint64_t>(rows), partial.data, bytes,
+                      stageIfOverlapping ? stageIfOverlapping->data : nullptr,
+                      stageIfOverlapping ? stageIfOverlapping->bytes() : 0,
+                      what, destinations);
+      !s)
+    return s;
+  // This rank's rows: summed, finished, then written into every rank's
+  // results; one more meeting and every rank has all of them.
+  const int64_t per = rows > 0 ? (rows + ranks - 1) / ranks : 0;
+  const int64_t begin = std::min<int64_t>(rows, me * per);
+  const int64_t end = std::min<int64_t>(rows, (me + 1) * per);
+  if (end > begin) {
+    const uint64_t rowBytes = bytes / rows;
+    if (Status s = sumInto(
+            partial.dtype,
+            static_cast<uint8_t *>(reduced.data) + begin * rowBytes, operands,
+            begin * rowBytes, (end - begin) * (partial.numel() / rows), what);
+        !s)
+      return abandon(s);
+    if (Status s = finish(begin, end); !s)
+      return abandon(s);
+    for (size_t i = 0; i < results.size(); ++i) {
+      const uint64_t resultRow = results[i].bytes() / rows;
+      const uint8_t *mine =
+          static_cast<const uint8_t *>(results[i].data) + begin * resultRow;
+      for (int r = 0; r < ranks; ++r)
+        if (r != me && peerDestinations[r][i])
+          std::memcpy(peerDestinations[r][i] + begin * resultRow, mine,
+                      (end - begin) * resultRow);
+    }
+  }
+  if (Status s = signalAndWait(kReduced, what); !s)
+    return s;
+  // The others' rows of a result that could not be shared came to staging.
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!destinationStaged[i])
+      continue;
+    const uint64_t resultRow = rows > 0 ? results[i].bytes() / rows : 0;
+    auto *dst = static_cast<uint8_t *>(results[i].data);
+    auto *src = static_cast<const uint8_t *>(receiving[i].data);
+    std::memcpy(dst, src, begin * resultRow);
+    std::memcpy(dst + end * resultRow, src + end * resultRow,
+                (rows - end) * resultRow);
+  }
+  return Status::success();
 }
 
 } // namespace mp::rt::mpi

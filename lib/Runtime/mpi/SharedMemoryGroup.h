@@ -22,6 +22,7 @@
 #define MP_LIB_RUNTIME_MPI_SHAREDMEMORYGROUP_H
 
 #include "../SharedMemory.h"
+#include "mp/Runtime/Comm.h"
 #include "mp/Runtime/Tensor.h"
 
 #include <mpi.h>
@@ -58,18 +59,41 @@ public:
   /// elements.
   Status reduceScatterSum(const void *in, void *out, int64_t outer,
                           int64_t count, DType dtype);
+  /// Communicator::allReduceRows: rank r sums and finishes the r-th 1/n of
+  /// the rows and writes them into every rank's results (at most
+  /// kMaxRowResults), which it maps like the operands (staged when not
+  /// shareable).
+  static constexpr int kMaxRowResults = 2;
+  Status allReduceRows(const Tensor &partial, Tensor &reduced, int64_t rows,
+                       const Communicator::RowsFinish &finish,
+                       const std::vector<Tensor> &results);
 
 private:
-  enum class Kind : uint32_t { AllReduce = 1, AllGather, ReduceScatter };
+  enum class Kind : uint32_t {
+    AllReduce = 1,
+    AllGather,
+    ReduceScatter,
+    AllReduceRows
+  };
+  /// Memory the other ranks write into in a collective: this rank's
+  /// `data`, or a staging block copied into it afterwards.
+  struct Destination {
+    void *data;
+    uint64_t bytes;
+  };
   SharedMemoryGroup(int rank, int size) : me(rank), ranks(size) {}
 
   /// Announces this rank's operand of the collective begun (staged when it
   /// is not shareable or overlaps `avoid`), waits for every rank's, checks
   /// they agree and maps theirs into `operands` (this rank's own, maybe the
   /// staging copy, is writable).
+  /// With `destinations`, also announces where the others write this
+  /// rank's (staged when not shareable) and maps theirs into
+  /// `peerDestinations`.
   Status meet(Kind kind, DType dtype, uint64_t outer, const void *operand,
               uint64_t bytes, const void *avoid, uint64_t avoidBytes,
-              const char *what);
+              const char *what,
+              const std::vector<Destination> &destinations = {});
   /// Sets this rank's flag `flag` to the current sequence number and waits
   /// until every rank's is there; with `checkFailures`, a rank that
   /// abandoned the collective is an error.
@@ -82,14 +106,27 @@ private:
   bool failed(int r) const;
   Status peerFailed(int r, const char *what) const;
   Status stage(const void *data, uint64_t bytes, const void *&staged);
+  /// Maps the other ranks' announced destinations into peerDestinations.
+  Status mapDestinations(const char *what);
+  /// Shareable memory of at least `bytes` for destination `index`.
+  Status receivingBlock(int index, uint64_t bytes, void *&block);
 
   int me, ranks;
   uint64_t sequence = 0;
   Control *control = nullptr;            // this rank's, shared
   std::vector<const Control *> controls; // every rank's, this one included
   std::vector<uint8_t *> operands;       // of the current collective
+  /// [rank][destination] of the current collective (this rank's included).
+  std::vector<std::vector<uint8_t *>> peerDestinations;
+  /// Which of this rank's destinations the others write to staging.
+  std::vector<bool> destinationStaged;
   void *staging = nullptr;
   uint64_t stagingBytes = 0;
+  struct Block {
+    void *data = nullptr;
+    uint64_t bytes = 0;
+  };
+  Block receiving[kMaxRowResults];
 };
 
 } // namespace mp::rt::mpi

@@ -212,6 +212,15 @@ void addAttributes(Operation *op, program::Instruction &inst) {
       .Case([&](AddRMSNormOp r) {
         addFloat(inst, AttrName::Epsilon, r.getEpsilon().convertToFloat());
       })
+      .Case([&](AllReduceAddLayerNormOp l) {
+        addInt(inst, AttrName::GridAxis, l.getGridAxis());
+        addInt(inst, AttrName::Axis, l.getNormalizedAxis());
+        addFloat(inst, AttrName::Epsilon, l.getEpsilon().convertToFloat());
+      })
+      .Case([&](AllReduceAddRMSNormOp r) {
+        addInt(inst, AttrName::GridAxis, r.getGridAxis());
+        addFloat(inst, AttrName::Epsilon, r.getEpsilon().convertToFloat());
+      })
       .Case([&](SoftmaxOp s) {
         addInt(inst, AttrName::Axis, s.getNormalizedAxis());
       })
@@ -325,6 +334,11 @@ LogicalResult checkAttributes(Operation *op, const contract::OpInfo &info,
 /// operands are null.
 SmallVector<Value> positionalOperands(Operation *op,
                                       const contract::OpInfo &info) {
+  // (An op with two optional operands: the first absent is a -1 before the
+  // second.)
+  if (auto fused = dyn_cast<AllReduceAddLayerNormOp>(op))
+    return {fused.getPartial(), fused.getResidual(), fused.getScale(),
+            fused.getBias(), fused.getAddend()};
   SmallVector<Value> operands(op->getOperands());
   if (!info.variadicOperands())
     operands.resize(std::max<size_t>(operands.size(), info.operands));

@@ -199,6 +199,43 @@ func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xf32>) {
 
 // -----
 
+// Tests the all-reduces fused with their norms: a grid that exists, an axis
+// of it, an addend of one value per feature, and the norm's rule.
+func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @below {{grid @tp is not a shard.grid}}
+  %0:2 = mp.all_reduce_add_rms_norm %x, %x, %s {grid = @tp, grid_axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @below {{grid_axis 1 is not an axis of @tp}}
+  %0:2 = mp.all_reduce_add_rms_norm %x, %x, %s {grid = @tp, grid_axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xf32>, %a: tensor<2x3xf32>) {
+  // expected-error @below {{expected addend shape 3 (one value per feature) but found 2x3}}
+  %0:2 = mp.all_reduce_add_layer_norm %x, %x, %s addend %a {grid = @tp, grid_axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32>, tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+func.func @f(%x: tensor<2x3xf32>, %s: tensor<2xf32>) {
+  // expected-error @below {{expected scale shape 3 but found 2}}
+  %0:2 = mp.all_reduce_add_layer_norm %x, %x, %s {grid = @tp, grid_axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x3xf32>, %y: tensor<1x3xf32>, %s: tensor<3xf32>) {
   // expected-error @below {{all of {lhs, rhs, sum, result} have same type}}
   %0:2 = mp.add_rms_norm %x, %y, %s : (tensor<2x3xf32>, tensor<1x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)

@@ -7,10 +7,13 @@
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Comm.h"
 #include "mp/Runtime/Device.h"
+#include "mp/Runtime/Kernels.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -159,6 +162,139 @@ TEST(MPIComm, CollectivesOfEveryTypeOnTheRuntimesMemory) {
   ASSERT_TRUE(group->reduceScatterSum(out, mine, 1));
   for (int i = 0; i < 3 * 5 * 7; ++i)
     ASSERT_EQ(shard[i], 2 * local[i]);
+}
+
+/// A row-parallel linear's all_reduce, bias, residual add and layer_norm
+/// over `rows` rows of kWidth, fused (allReduceRows) and as separate
+/// collective and kernels: every rank must get the same bits either way.
+class ReducedNorm {
+public:
+  static constexpr int64_t kWidth = 5;
+  ReducedNorm(Communicator &group, int64_t rows)
+      : group(group), rows(rows), n(rows * kWidth), partial(n), residual(n),
+        sum(n), norm(n), vectors(3 * kWidth) {
+    for (int64_t i = 0; i < n; ++i) { // sums that depend on their order
+      partial[i] = std::sin(0.37f * i + group.rank()) * 1e3f;
+      residual[i] = std::cos(0.11f * i);
+    }
+    for (int64_t i = 0; i < 3 * kWidth; ++i)
+      vectors[i] = 0.5f + 0.25f * i;
+  }
+  /// The fused collective, with the results where `at` says: separate
+  /// arrays, in place (the sum in the residual's bytes, the norm in the
+  /// partial sums'), or in memory other ranks cannot map.
+  enum class Results { Apart, InPlace, Unshareable };
+  Status fused(Results at, std::vector<float> &sumOut,
+               std::vector<float> &normOut, int failingRank = -1) {
+    std::vector<float> ownPartial(partial.data(), partial.data() + n),
+        ownResidual(residual.data(), residual.data() + n);
+    float *p = partial.data(), *res = residual.data(), *s = sum.data(),
+          *o = norm.data();
+    if (at == Results::InPlace) {
+      s = res;
+      o = p;
+    } else if (at == Results::Unshareable) {
+      p = ownPartial.data();
+      res = ownResidual.data();
+      sumOut.assign(n, 0.0f);
+      normOut.assign(n, 0.0f);
+      s = sumOut.data();
+      o = normOut.data();
+    }
+    Tensor tp = rowsOf(p, 0, rows), tr = rowsOf(res, 0, rows),
+           ts = rowsOf(s, 0, rows), to = rowsOf(o, 0, rows);
+    auto finish = [&](int64_t begin, int64_t end) {
+      if (group.rank() == failingRank)
+        return Status::error("this rank's norm failed");
+      return finishRows(tr, to, ts, begin, end);
+    };
+    Status st = group.allReduceRows(tp, to, rows, finish, {ts, to});
+    sumOut.assign(s, s + n);
+    normOut.assign(o, o + n);
+    std::memcpy(partial.data(), ownPartial.data(), n * sizeof(float));
+    std::memcpy(residual.data(), ownResidual.data(), n * sizeof(float));
+    return st;
+  }
+  Status unfused(std::vector<float> &sumOut, std::vector<float> &normOut) {
+    Tensor tp = rowsOf(partial.data(), 0, rows),
+           tr = rowsOf(residual.data(), 0, rows),
+           ts = rowsOf(sum.data(), 0, rows), to = rowsOf(norm.data(), 0, rows);
+    if (Status st = group.allReduceSum(tp, to); !st)
+      return st;
+    Status st = finishRows(tr, to, ts, 0, rows);
+    sumOut.assign(sum.data(), sum.data() + n);
+    normOut.assign(norm.data(), norm.data() + n);
+    return st;
+  }
+
+private:
+  Tensor rowsOf(float *base, int64_t begin, int64_t end) {
+    return Tensor{base + begin * kWidth, DType::F32, {end - begin, kWidth}};
+  }
+  Status finishRows(const Tensor &res, const Tensor &reduced, const Tensor &s,
+                    int64_t begin, int64_t end) {
+    Tensor scale{vectors.data(), DType::F32, {kWidth}};
+    Tensor shift{vectors.data() + kWidth, DType::F32, {kWidth}};
+    Tensor bias{vectors.data() + 2 * kWidth, DType::F32, {kWidth}};
+    Tensor r = rowsOf(reduced.as<float>(), begin, end);
+    if (Status st = cpu::binary(cpu::BinaryKind::Add, r, bias, r); !st)
+      return st;
+    Tensor sumRows = rowsOf(s.as<float>(), begin, end);
+    return cpu::addLayerNorm(rowsOf(res.as<float>(), begin, end), r, scale,
+                             &shift, 1, 1e-5f, sumRows, r);
+  }
+  Communicator &group;
+  int64_t rows, n;
+  HostArray<float> partial, residual, sum, norm, vectors;
+};
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(MPIComm, AllReduceRowsGivesEveryRankTheUnfusedBits) {
+  std::unique_ptr<Communicator> group;
+  ASSERT_TRUE(world->split(kGrid, 1, group));
+  using Results = ReducedNorm::Results;
+  // Rows that divide, that do not, and fewer rows than ranks (some ranks
+  // finish none); on the 2-rank group and on all 4 ranks.
+  for (Communicator *comm : {group.get(), world.get()})
+    for (int64_t rows : {8, 7, 3, 1}) {
+      ReducedNorm op(*comm, rows);
+      std::vector<float> sum, norm;
+      ASSERT_TRUE(op.unfused(sum, norm));
+      for (Results at :
+           {Results::Apart, Results::InPlace, Results::Unshareable}) {
+        std::vector<float> fusedSum, fusedNorm;
+        ASSERT_TRUE(op.fused(at, fusedSum, fusedNorm));
+        EXPECT_TRUE(sameBits(fusedSum, sum))
+            << rows << " rows over " << comm->size() << " ranks, results "
+            << static_cast<int>(at);
+        EXPECT_TRUE(sameBits(fusedNorm, norm))
+            << rows << " rows over " << comm->size() << " ranks, results "
+            << static_cast<int>(at);
+      }
+    }
+}
+
+TEST(MPIComm, ARankWhoseRowsFailReleasesTheOthers) {
+  std::unique_ptr<Communicator> group;
+  ASSERT_TRUE(world->split(kGrid, 1, group));
+  if (group->packsBlocks())
+    GTEST_SKIP() << "without shared memory each rank finishes every row "
+                    "after the all_reduce: only the failing rank fails";
+  ReducedNorm op(*group, 8);
+  std::vector<float> sum, norm;
+  Status s = op.fused(ReducedNorm::Results::Apart, sum, norm, /*failing=*/0);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message.find(group->rank() == 0
+                               ? "this rank's norm failed"
+                               : "rank 0 of the group failed in it"),
+            std::string::npos)
+      << s.message;
+  // The group goes on working.
+  ASSERT_TRUE(op.fused(ReducedNorm::Results::Apart, sum, norm));
 }
 
 TEST(MPIComm, RanksInDifferentCollectivesGetAnErrorNamingBoth) {

@@ -489,22 +489,68 @@ static LogicalResult verifyNormRule(Operation *op, float epsilon, bool ruleHeld,
   return success();
 }
 
-LogicalResult AddLayerNormOp::verify() {
-  Shape result, bias;
-  if (getBias())
-    bias = shapeOf(getBias());
+/// A fused norm of `sum`: the layer_norm's rule (with `bias` when set) or
+/// the rms_norm's (`axis` unset), and a positive epsilon.
+static LogicalResult verifyFusedNorm(Operation *op, Value sum, Value scale,
+                                     Value bias, std::optional<int64_t> axis,
+                                     APFloat epsilon) {
+  Shape result, biasShape;
+  if (bias)
+    biasShape = shapeOf(bias);
   std::string error;
-  bool ok = shape::layerNorm(shapeOf(getSum()), getAxis(), shapeOf(getScale()),
-                             getBias() ? &bias : nullptr, result, error);
-  return verifyNormRule(*this, getEpsilon().convertToFloat(), ok, error);
+  bool ok = axis ? shape::layerNorm(shapeOf(sum), *axis, shapeOf(scale),
+                                    bias ? &biasShape : nullptr, result, error)
+                 : shape::rmsNorm(shapeOf(sum), shapeOf(scale), result, error);
+  return verifyNormRule(op, epsilon.convertToFloat(), ok, error);
+}
+
+LogicalResult AddLayerNormOp::verify() {
+  return verifyFusedNorm(*this, getSum(), getScale(), getBias(), getAxis(),
+                         getEpsilon());
 }
 
 LogicalResult AddRMSNormOp::verify() {
-  Shape result;
-  std::string error;
-  bool ok =
-      shape::rmsNorm(shapeOf(getSum()), shapeOf(getScale()), result, error);
-  return verifyNormRule(*this, getEpsilon().convertToFloat(), ok, error);
+  return verifyFusedNorm(*this, getSum(), getScale(), {}, std::nullopt,
+                         getEpsilon());
+}
+
+/// The collective part of the fused all-reduce norms: a grid axis that
+/// exists, an addend that is one value per feature.
+static LogicalResult verifyReducedNorm(Operation *op, FlatSymbolRefAttr grid,
+                                       int64_t gridAxis, Value partial,
+                                       Value addend) {
+  auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, grid);
+  if (!gridOp)
+    return op->emitOpError() << "grid " << grid << " is not a shard.grid";
+  if (gridAxis < 0 || gridAxis >= gridOp.getRank())
+    return op->emitOpError()
+           << "grid_axis " << gridAxis << " is not an axis of " << grid;
+  if (addend) {
+    Shape features = shapeOf(partial);
+    Shape expected{features.empty() ? 1 : features.back()};
+    if (shapeOf(addend) != expected)
+      return op->emitOpError()
+             << "expected addend shape " << formatShape(expected)
+             << " (one value per feature) but found "
+             << formatShape(shapeOf(addend));
+  }
+  return success();
+}
+
+LogicalResult AllReduceAddLayerNormOp::verify() {
+  if (failed(verifyReducedNorm(*this, getGridAttr(), getGridAxis(),
+                               getPartial(), getAddend())))
+    return failure();
+  return verifyFusedNorm(*this, getSum(), getScale(), getBias(), getAxis(),
+                         getEpsilon());
+}
+
+LogicalResult AllReduceAddRMSNormOp::verify() {
+  if (failed(verifyReducedNorm(*this, getGridAttr(), getGridAxis(),
+                               getPartial(), getAddend())))
+    return failure();
+  return verifyFusedNorm(*this, getSum(), getScale(), {}, std::nullopt,
+                         getEpsilon());
 }
 
 LogicalResult AttentionOp::verify() {
@@ -637,6 +683,12 @@ FailureOr<func::FuncOp> mp::getEntryFunction(ModuleOp module) {
     diag << "'" << f.getSymName() << "'";
   });
   return diag << " are public; make all but one private";
+}
+
+StringRef mp::fusionPassOf(Operation *op) {
+  if (isa<AllReduceAddLayerNormOp, AllReduceAddRMSNormOp>(op))
+    return "mp-fuse-reduced-norms";
+  return "mp-fuse-residual-norms";
 }
 
 bool mp::isTrainStep(ModuleOp module) {

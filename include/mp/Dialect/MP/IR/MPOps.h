@@ -28,6 +28,9 @@ mlir::FailureOr<mlir::func::FuncOp> getEntryFunction(mlir::ModuleOp module);
 /// Whether `module` holds a backward pass (ops mp-autodiff made): a train
 /// step, whole or cut into pipeline chunks.
 bool isTrainStep(mlir::ModuleOp module);
+/// The pass that makes `op`, a fusion (OpTrait::Fused): for the errors of
+/// the passes that must run before it.
+llvm::StringRef fusionPassOf(mlir::Operation *op);
 /// The functions whose inputs and results mp-run exchanges with the user:
 /// every defined function nothing calls, in an inference program that is
 /// not cut into pipeline stages (a train step is fed from the token file

@@ -424,6 +424,69 @@ def MP_AddRMSNormOp : MP_AddNormOp<"add_rms_norm", "rms_norm"> {
   }];
 }
 
+// A row-parallel linear's all-reduce, its bias, the residual add and the
+// norm after them, as one collective (mp-fuse-reduced-norms).
+class MP_AllReduceAddNormOp<string mnemonic, string norm,
+                            list<Trait> traits = []> : MP_Op<mnemonic,
+    !listconcat([Pure, MP_FusedOpTrait, MP_TransformerOpTrait,
+                 MP_InPlaceOpInterface,
+                 AllTypesMatch<["partial", "residual", "sum", "result"]>],
+                traits)> {
+  let summary = "`residual + (all_reduce(partial) + addend)`, and `mp."
+                # norm # "` of that sum";
+  let description = [{
+    `sum` is `residual + (s + addend)`, where `s` is the sum of `partial`
+    over the ranks along `grid_axis` of `grid` (`shard.all_reduce`) and
+    `addend` (optional) a bias broadcast along the rows; `result` is
+    `mp.}] # norm # [{` of `sum`. Both are the same on every rank. Ranks
+    that share memory each sum, add and normalize 1/n of the rows and write
+    them into every rank's results, so the norm that each rank of a
+    tensor-parallel layer would compute whole is divided among them;
+    elsewhere the runtime runs the all-reduce and then the rest. Either way
+    each element is summed in rank order and each row computed by one
+    rank: the bits of the ops it replaces. f32 only. The memory plan may put
+    `sum` in `residual`'s bytes and `result` in `partial`'s.
+    `mp-fuse-reduced-norms` makes it, last, in inference programs;
+    partitioning and differentiation refuse it.
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_AllReduceAddLayerNormOp
+    : MP_AllReduceAddNormOp<"all_reduce_add_layer_norm", "layer_norm",
+                            [AttrSizedOperandSegments]> {
+  let arguments = (ins MP_F32Tensor:$partial, MP_F32Tensor:$residual,
+                       MP_F32Tensor:$scale, Optional<MP_F32Tensor>:$bias,
+                       Optional<MP_F32Tensor>:$addend,
+                       FlatSymbolRefAttr:$grid, I64Attr:$grid_axis,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs MP_F32Tensor:$sum, MP_F32Tensor:$result);
+  let assemblyFormat = [{
+    $partial `,` $residual `,` $scale (`bias` $bias^)? (`addend` $addend^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// `axis` made non-negative.
+    int64_t getNormalizedAxis() {
+      return ::mp::detail::nonNegativeAxis(getAxis(), getPartial());
+    }
+  }];
+}
+
+def MP_AllReduceAddRMSNormOp
+    : MP_AllReduceAddNormOp<"all_reduce_add_rms_norm", "rms_norm"> {
+  let arguments = (ins MP_F32Tensor:$partial, MP_F32Tensor:$residual,
+                       MP_F32Tensor:$scale, Optional<MP_F32Tensor>:$addend,
+                       FlatSymbolRefAttr:$grid, I64Attr:$grid_axis,
+                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
+  let results = (outs MP_F32Tensor:$sum, MP_F32Tensor:$result);
+  let assemblyFormat = [{
+    $partial `,` $residual `,` $scale (`addend` $addend^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 def MP_SoftmaxOp : MP_Op<"softmax", [MP_Differentiable, MP_CoreAttentionTrait,
     MP_MixingTrait,
     Pure, SameOperandsAndResultType,
