@@ -222,3 +222,30 @@ module {
 // CHECK:   %[[VIEW:.*]] = mp.reshape %[[TABLE]] {{.*}}: tensor<5x6xf32> -> tensor<5x2x3xf32>
 // CHECK:   %[[DP:.*]] = mp.transpose %[[VIEW]] [1, 0, 2] {{.*}}: tensor<5x2x3xf32> -> tensor<2x5x3xf32>
 // CHECK:   return %{{.*}}, %[[DP]]
+
+// -----
+
+// Einsum: each operand's gradient is the einsum of the result's gradient
+// with the other operands, onto the operand's labels; ellipsis dims get
+// letters the equation does not use.
+module {
+  mp.param @w : tensor<4x2x3xf32>
+  mp.param @v : tensor<3x5xf32>
+  func.func @main(%x: tensor<6x4xf32>) -> tensor<f32> {
+    %w = mp.get_param @w : tensor<4x2x3xf32>
+    %h = mp.einsum "sd,dhk->hsk" %x, %w : (tensor<6x4xf32>, tensor<4x2x3xf32>) -> tensor<2x6x3xf32>
+    %v = mp.get_param @v : tensor<3x5xf32>
+    %y = mp.einsum "...k,kf->...f" %h, %v : (tensor<2x6x3xf32>, tensor<3x5xf32>) -> tensor<2x6x5xf32>
+    %l = mp.reduce sum, %y {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<2x6x5xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @main(%arg0: tensor<6x4xf32>) -> (tensor<f32>, tensor<4x2x3xf32> {mp.name = "grads/w"}, tensor<3x5xf32> {mp.name = "grads/v"})
+// CHECK:   %[[H:.*]] = mp.einsum "sd,dhk->hsk" %arg0, %{{.*}} :
+// CHECK:   %[[V:.*]] = mp.get_param @v :
+// CHECK:   %[[DY:.*]] = mp.expand {{.*}} -> tensor<2x6x5xf32>
+// CHECK:   %[[DH:.*]] = mp.einsum "abf,kf->abk" %[[DY]], %[[V]] {mp.backward} : (tensor<2x6x5xf32>, tensor<3x5xf32>) -> tensor<2x6x3xf32>
+// CHECK:   %[[DV:.*]] = mp.einsum "abf,abk->kf" %[[DY]], %[[H]] {mp.backward} : (tensor<2x6x5xf32>, tensor<2x6x3xf32>) -> tensor<3x5xf32>
+// CHECK:   %[[DW:.*]] = mp.einsum "hsk,sd->dhk" %[[DH]], %arg0 {mp.backward} : (tensor<2x6x3xf32>, tensor<6x4xf32>) -> tensor<4x2x3xf32>
+// CHECK:   return %{{.*}}, %[[DW]], %[[DV]]

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Support/Einsum.h"
 
 #include "OpHelpers.h"
 
@@ -290,6 +291,104 @@ LogicalResult MatmulOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
     operands[1] = g.sumTo(
         MatmulOp::create(b, getLoc(), g.transposeLastTwo(getLhs()), results[0]),
         getRhs().getType());
+  return success();
+}
+
+namespace {
+/// An einsum equation spelled with letters only: the parsed spec's labels
+/// (ellipsis dims are the digits '0'..'9') each mapped to a letter.
+struct EinsumSpelling {
+  std::map<char, char> letterOf;
+
+  explicit EinsumSpelling(const EinsumSpec &spec) {
+    std::string used = spec.output;
+    for (const std::string &term : spec.inputs)
+      used += term;
+    std::string spare;
+    for (char c = 'a'; c <= 'z'; ++c)
+      spare += c;
+    for (char c = 'A'; c <= 'Z'; ++c)
+      spare += c;
+    llvm::erase_if(spare, [&](char c) { return used.find(c) != used.npos; });
+    for (char c : used)
+      if (!letterOf.count(c))
+        letterOf[c] = std::isalpha(static_cast<unsigned char>(c))
+                          ? c
+                          : spare[letterOf.size() % spare.size()];
+  }
+  std::string spell(const std::string &labels) const {
+    std::string out;
+    for (char c : labels)
+      out += letterOf.at(c);
+    return out;
+  }
+};
+
+/// Why operand `j` of `spec` has no einsum for its gradient, or "".
+std::string einsumGradBlocker(const EinsumSpec &spec, size_t j,
+                              const std::vector<Shape> &shapes) {
+  const std::string &mine = spec.inputs[j];
+  for (size_t d = 0; d < mine.size(); ++d) {
+    char label = mine[d];
+    if (mine.find(label) != d)
+      return "a label repeats in operand " + std::to_string(j) +
+             " (a diagonal)";
+    bool elsewhere = spec.output.find(label) != std::string::npos;
+    for (size_t k = 0; k < spec.inputs.size(); ++k) {
+      size_t at = spec.inputs[k].find(label);
+      if (k == j || at == std::string::npos)
+        continue;
+      elsewhere = true;
+      if (shapes[k][at] != shapes[j][d])
+        return "a dim of operand " + std::to_string(j) +
+               " is broadcast against another operand's";
+    }
+    if (!elsewhere)
+      return "operand " + std::to_string(j) +
+             " has a dim that only it holds, summed over";
+  }
+  return "";
+}
+} // namespace
+
+LogicalResult EinsumOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                      ArrayRef<bool> needed,
+                                      SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  if (!results[0])
+    return success();
+  std::vector<Shape> shapes;
+  std::vector<int64_t> ranks;
+  for (Value input : getInputs()) {
+    shapes.push_back(tensorType(input).getShape().vec());
+    ranks.push_back(tensorType(input).getRank());
+  }
+  EinsumSpec spec;
+  std::string error;
+  if (!parseEinsum(getEquation().str(), ranks, spec, error))
+    return emitOpError() << error;
+  EinsumSpelling spelling(spec);
+  // An operand's gradient is the einsum of the result's gradient with the
+  // other operands, onto the operand's labels: each of its labels is in
+  // the result or another operand, where nothing is broadcast.
+  for (size_t j = 0; j < spec.inputs.size(); ++j) {
+    if (!needed[j])
+      continue;
+    std::string blocker = einsumGradBlocker(spec, j, shapes);
+    if (!blocker.empty())
+      return emitOpError() << "has no derivative rule for '" << getEquation()
+                           << "': " << blocker;
+    SmallVector<Value> inputs{results[0]};
+    std::string equation = spelling.spell(spec.output);
+    for (size_t k = 0; k < spec.inputs.size(); ++k)
+      if (k != j) {
+        inputs.push_back(getInputs()[k]);
+        equation += "," + spelling.spell(spec.inputs[k]);
+      }
+    equation += "->" + spelling.spell(spec.inputs[j]);
+    operands[j] =
+        EinsumOp::create(b, getLoc(), inputs, b.getStringAttr(equation));
+  }
   return success();
 }
 

@@ -644,7 +644,7 @@ def MP_VocabParallelCrossEntropyOp : MP_Op<"vocab_parallel_cross_entropy",
 }
 
 def MP_EinsumOp : MP_Op<"einsum", [Pure, InferTypeOpAdaptor, MP_Costed,
-    MP_TransformerOpTrait]> {
+    MP_Differentiable, MP_TransformerOpTrait]> {
   let summary = "Einstein summation with an explicit equation";
   let arguments = (ins Variadic<MP_Tensor>:$inputs, StrAttr:$equation);
   let results = (outs MP_Tensor:$result);
