@@ -18,6 +18,37 @@ func.func @linear(%x: tensor<2x8x32xf32>) -> tensor<2x8x64xf32> {
 
 // -----
 
+// Tests that an einsum with a rank-2 parameter weight, contracting the
+// input's last dim, becomes a linear ("bsd,df->bsf"; "...d,fd->...f" with
+// transpose_weight, a bias added after it folded in); einsums that are not
+// a linear stay: an output in another order, a 3-D weight, a weight that is
+// no parameter, a contracted label that is not the input's last.
+// CHECK-LABEL: func.func @linear_einsum
+// CHECK: %[[Y:.*]] = mp.linear %arg0, %{{.*}} : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
+// CHECK: %[[Z:.*]] = mp.linear %[[Y]], %{{.*}}, %{{.*}} {transpose_weight} : (tensor<2x8x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+// CHECK-COUNT-4: mp.einsum
+// CHECK-NOT: mp.linear
+mp.param @w : tensor<32x64xf32>
+mp.param @v : tensor<32x64xf32>
+mp.param @b : tensor<32xf32>
+mp.param @h : tensor<32x2x4xf32>
+func.func @linear_einsum(%x: tensor<2x8x32xf32>, %a: tensor<32x64xf32>, %s: tensor<2x32x8xf32>) -> (tensor<2x8x32xf32>, tensor<2x64x8xf32>, tensor<2x8x2x4xf32>, tensor<2x8x64xf32>, tensor<2x64x8xf32>) {
+  %w = mp.get_param @w : tensor<32x64xf32>
+  %y = mp.einsum "bsd,df->bsf" %x, %w : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
+  %v = mp.get_param @v : tensor<32x64xf32>
+  %b = mp.get_param @b : tensor<32xf32>
+  %z0 = mp.einsum "...f,df->...d" %y, %v : (tensor<2x8x64xf32>, tensor<32x64xf32>) -> tensor<2x8x32xf32>
+  %z = mp.add %z0, %b : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  %o = mp.einsum "bsd,df->bfs" %x, %w : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x64x8xf32>
+  %h = mp.get_param @h : tensor<32x2x4xf32>
+  %q = mp.einsum "bsd,dhk->bshk" %x, %h : (tensor<2x8x32xf32>, tensor<32x2x4xf32>) -> tensor<2x8x2x4xf32>
+  %n = mp.einsum "bsd,df->bsf" %x, %a : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
+  %c = mp.einsum "bds,df->bfs" %s, %w : (tensor<2x32x8xf32>, tensor<32x64xf32>) -> tensor<2x64x8xf32>
+  return %z, %o, %q, %n, %c : tensor<2x8x32xf32>, tensor<2x64x8xf32>, tensor<2x8x2x4xf32>, tensor<2x8x64xf32>, tensor<2x64x8xf32>
+}
+
+// -----
+
 // Tests that Gemm's transB form (matmul with a transposed parameter) becomes
 // a linear with transpose_weight, and that a matmul of two activations stays.
 // CHECK-LABEL: func.func @linear_transposed
