@@ -1,7 +1,8 @@
 //===- FuseReducedNorms.cpp - an all-reduce and the norm after it as one --===//
 //
-// mp-fuse-reduced-norms: a row-parallel linear's partial sums are
-// all-reduced, its bias added, the residual added and the next norm taken
+// mp-fuse-reduced-norms: a row-parallel linear's partial sums (or a
+// vocab-parallel embedding's) are all-reduced, its bias added, the residual
+// added and the next norm taken
 // (mp.add_layer_norm, after mp-fuse-residual-norms). Each tensor-parallel
 // rank then adds and normalizes every row itself, the same work n times.
 // Fused into one mp.all_reduce_add_layer_norm (or _rms_norm), ranks that
@@ -14,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Analysis/MemoryPlan.h"
+#include "mp/Analysis/RankLocal.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -60,8 +62,11 @@ Operation *soleReader(Value value) {
 /// The pattern rooted at `reduce`, if the whole of it is there: a sum over
 /// one grid axis of f32 read once, by a bias add of one value per feature
 /// read once or directly, by an add-and-norm whose other operand is the
-/// residual; all in one pipeline chunk.
-std::optional<ReducedNorm> match(shard::AllReduceOp reduce) {
+/// residual; all in one pipeline chunk, and the residual, bias and the
+/// norm's scale and bias the same on every rank (not in `rankLocal`): the
+/// fused op sends one rank's rows to all.
+std::optional<ReducedNorm> match(shard::AllReduceOp reduce,
+                                 const DenseSet<Value> &rankLocal) {
   auto type = dyn_cast<RankedTensorType>(reduce.getResult().getType());
   if (reduce.getReduction() != shard::ReductionKind::Sum ||
       reduce.getGridAxes().size() != 1 || !type ||
@@ -87,6 +92,10 @@ std::optional<ReducedNorm> match(shard::AllReduceOp reduce) {
     return std::nullopt;
   m.residual = otherOperand(reader, reduced);
   if (!m.residual || m.residual == reduced)
+    return std::nullopt;
+  auto local = [&](Value v) { return v && rankLocal.contains(v); };
+  if (local(m.residual) || local(m.addend) ||
+      llvm::any_of(reader->getOperands().drop_front(2), local))
     return std::nullopt;
   StringRef stage = MPDialect::getStageAttrName();
   if (reader->getAttr(stage) != reduce->getAttr(stage) ||
@@ -137,14 +146,22 @@ struct FuseReducedNormsPass
                        "before mp-plan-memory, not after");
         return signalPassFailure();
       }
-    // (Matched one at a time: a fusion replaces the residual a later one
-    // reads.)
-    SmallVector<shard::AllReduceOp> reduces;
-    getOperation().walk(
-        [&](shard::AllReduceOp reduce) { reduces.push_back(reduce); });
-    for (shard::AllReduceOp reduce : reduces)
-      if (std::optional<ReducedNorm> m = match(reduce))
-        fuse(*m);
+    SymbolTableCollection symbols;
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      // (Rank-local values as the program stands: a fused op's results,
+      // new, are the same on every rank, as the sums they replace were.
+      // Matched one at a time: a fusion replaces the residual a later one
+      // reads.)
+      DenseSet<Value> rankLocal =
+          rankLocalValues(func.getBody().front(), symbols);
+      SmallVector<shard::AllReduceOp> reduces;
+      func.walk([&](shard::AllReduceOp reduce) { reduces.push_back(reduce); });
+      for (shard::AllReduceOp reduce : reduces)
+        if (std::optional<ReducedNorm> m = match(reduce, rankLocal))
+          fuse(*m);
+    }
   }
 };
 

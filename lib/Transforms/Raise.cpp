@@ -165,6 +165,14 @@ struct LinearFromEinsum : OpRewritePattern<EinsumOp> {
     if (op.getInputs().size() != 2)
       return failure();
     Value input = op.getInputs()[0], weight = op.getInputs()[1];
+    // (A parameter read transposed, as a tied head's `E.t()`, is read the
+    // other way round.)
+    bool flipped = false;
+    if (auto t = weight.getDefiningOp<TransposeOp>();
+        t && t.getPermutation() == ArrayRef<int64_t>{1, 0}) {
+      weight = t.getInput();
+      flipped = true;
+    }
     if (!isParam(weight) || tensorType(weight).getRank() != 2 ||
         tensorType(input).getRank() < 2 ||
         !isa<FloatType>(tensorType(weight).getElementType()))
@@ -186,9 +194,14 @@ struct LinearFromEinsum : OpRewritePattern<EinsumOp> {
     const char n = transposed ? w[0] : w[1];
     if (prefix.find(n) != std::string::npos || spec.output != prefix + n)
       return failure();
+    // No broadcast: the contracted dims are equal (an ellipsis label may
+    // pair a size-1 dim with the weight's).
+    ArrayRef<int64_t> weightShape = tensorType(op.getInputs()[1]).getShape();
+    if (tensorType(input).getShape().back() != weightShape[transposed ? 1 : 0])
+      return failure();
     rewriter.replaceOpWithNewOp<LinearOp>(
-        op, op.getInputs()[0], weight, Value(),
-        transposed ? rewriter.getUnitAttr() : nullptr);
+        op, input, weight, Value(),
+        transposed != flipped ? rewriter.getUnitAttr() : nullptr);
     return success();
   }
 };

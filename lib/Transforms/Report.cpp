@@ -190,6 +190,9 @@ std::optional<std::pair<std::string, double>> collectiveBytes(Operation *op,
   if (auto r = dyn_cast<shard::AllReduceOp>(op))
     return std::make_pair(std::string("all_reduce"),
                           2 * share * bytesOf(r.getInput().getType()));
+  if (Value partial = fusedAllReduceInput(op))
+    return std::make_pair(std::string("all_reduce"),
+                          2 * share * bytesOf(partial.getType()));
   if (auto g = dyn_cast<shard::AllGatherOp>(op))
     return std::make_pair(std::string("all_gather"),
                           share * bytesOf(g.getResult().getType()));

@@ -89,9 +89,9 @@ void tensor_parallel::reportWeightsNotInLinears(func::FuncOp func, int64_t tp) {
         continue;
       std::string why = ("it reads parameter '" + read.getName() +
                          "' as a weight, and tensor parallelism splits "
-                         "linears only (mp-raise makes them of a MatMul or "
-                         "Gemm with a 2-D weight): this contraction is not "
-                         "one")
+                         "linears only (mp-raise makes them of a MatMul, "
+                         "Gemm or einsum with a 2-D weight): this "
+                         "contraction is not one")
                             .str();
       op->setAttr(MPDialect::getReplicatedAttrName(),
                   StringAttr::get(op->getContext(), why));

@@ -120,7 +120,8 @@ module {
 
 // An einsum whose operand's gradient is no einsum of the others: a label
 // repeated in it (a diagonal), one only it holds and sums over, and an
-// ellipsis dim broadcast against another operand's.
+// ellipsis dim broadcast against another operand's, or between two other
+// operands.
 module {
   mp.param @p : tensor<3x3xf32>
   func.func @main(%x: tensor<3xf32>) -> tensor<f32> {
@@ -151,9 +152,22 @@ module {
   mp.param @p : tensor<1x3xf32>
   func.func @main(%x: tensor<2x3xf32>) -> tensor<f32> {
     %p = mp.get_param @p : tensor<1x3xf32>
-    // expected-error @below {{'mp.einsum' op has no derivative rule for '...i,...i->...i': a dim of operand 0 is broadcast against another operand's}}
+    // expected-error @below {{'mp.einsum' op has no derivative rule for '...i,...i->...i': an ellipsis dim is broadcast (size 1 against another)}}
     %y = mp.einsum "...i,...i->...i" %p, %x : (tensor<1x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
     %l = mp.reduce sum, %y {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x3xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+module {
+  mp.param @p : tensor<4xf32>
+  func.func @main(%x: tensor<2x1x4xf32>, %y: tensor<1x3x4xf32>) -> tensor<f32> {
+    %p = mp.get_param @p : tensor<4xf32>
+    // expected-error @below {{'mp.einsum' op has no derivative rule for '...d,...d,d->...d': an ellipsis dim is broadcast (size 1 against another)}}
+    %e = mp.einsum "...d,...d,d->...d" %x, %y, %p : (tensor<2x1x4xf32>, tensor<1x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+    %l = mp.reduce sum, %e {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<2x3x4xf32> -> tensor<f32>
     return %l : tensor<f32>
   }
 }

@@ -37,12 +37,14 @@ func.func @two_reductions(%p: tensor<2x4x16xf32>, %x: tensor<2x4x16xf32>, %bo: t
 // Tests what does not fuse: a sum read twice; a bias add read twice; an
 // addend that is not one value per feature; a max, not a sum; a sum over two
 // grid axes; an all-reduce read by a plain norm (no residual add); one
-// added to itself; and an add-and-norm in another pipeline chunk.
+// added to itself; an add-and-norm in another pipeline chunk; and a
+// residual that differs between the ranks (each rank's slice of a value):
+// the fused op would send one rank's rows to all.
 // CHECK-LABEL: func.func @not_fused
 // CHECK-NOT: mp.all_reduce_add
 // CHECK: return
 shard.grid @tp(shape = 2x2)
-func.func @not_fused(%p: tensor<4x16xf32>, %x: tensor<4x16xf32>, %g: tensor<16xf32>, %bo: tensor<16xf32>, %rows: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
+func.func @not_fused(%p: tensor<4x16xf32>, %x: tensor<4x16xf32>, %g: tensor<16xf32>, %bo: tensor<16xf32>, %rows: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
   %r0 = shard.all_reduce %p on @tp grid_axes = [0] : tensor<4x16xf32> -> tensor<4x16xf32>
   %h0, %n0 = mp.add_rms_norm %x, %r0, %g : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
   %e0 = mp.exp %r0 : tensor<4x16xf32>
@@ -63,7 +65,11 @@ func.func @not_fused(%p: tensor<4x16xf32>, %x: tensor<4x16xf32>, %g: tensor<16xf
   %h6, %n6 = mp.add_rms_norm %r6, %r6, %g : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
   %r7 = shard.all_reduce %p on @tp grid_axes = [0] {mp.stage = 0 : i64} : tensor<4x16xf32> -> tensor<4x16xf32>
   %h7, %n7 = mp.add_rms_norm %x, %r7, %g {mp.stage = 1 : i64} : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
-  return %e0, %e1, %n2, %n3, %n4, %n5, %n6, %n7, %h0, %h1 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+  %big = mp.concat %x, %x {axis = 0 : i64} : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %mine = shard.all_slice %big on @tp grid_axes = [0] slice_axis = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+  %r8 = shard.all_reduce %p on @tp grid_axes = [0] : tensor<4x16xf32> -> tensor<4x16xf32>
+  %h8, %n8 = mp.add_rms_norm %mine, %r8, %g : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  return %e0, %e1, %n2, %n3, %n4, %n5, %n6, %n7, %h0, %h1, %n8 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
 }
 
 // -----

@@ -20,19 +20,25 @@ func.func @linear(%x: tensor<2x8x32xf32>) -> tensor<2x8x64xf32> {
 
 // Tests that an einsum with a rank-2 parameter weight, contracting the
 // input's last dim, becomes a linear ("bsd,df->bsf"; "...d,fd->...f" with
-// transpose_weight, a bias added after it folded in); einsums that are not
-// a linear stay: an output in another order, a 3-D weight, a weight that is
-// no parameter, a contracted label that is not the input's last.
+// transpose_weight, a bias added after it folded in; a parameter read
+// transposed, as a tied head's, read the other way round); einsums that are
+// not a linear stay: an output in another order, a 3-D weight, a weight
+// that is no parameter, a contracted label that is not the input's last, a
+// contracted ellipsis dim of size 1 broadcast against the weight's.
 // CHECK-LABEL: func.func @linear_einsum
 // CHECK: %[[Y:.*]] = mp.linear %arg0, %{{.*}} : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
 // CHECK: %[[Z:.*]] = mp.linear %[[Y]], %{{.*}}, %{{.*}} {transpose_weight} : (tensor<2x8x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
-// CHECK-COUNT-4: mp.einsum
+// CHECK-COUNT-3: mp.einsum
+// CHECK-NOT: mp.transpose
+// CHECK: mp.linear %arg0, %{{.*}} {transpose_weight} : (tensor<2x8x32xf32>, tensor<64x32xf32>) -> tensor<2x8x64xf32>
+// CHECK-COUNT-2: mp.einsum
 // CHECK-NOT: mp.linear
 mp.param @w : tensor<32x64xf32>
 mp.param @v : tensor<32x64xf32>
 mp.param @b : tensor<32xf32>
 mp.param @h : tensor<32x2x4xf32>
-func.func @linear_einsum(%x: tensor<2x8x32xf32>, %a: tensor<32x64xf32>, %s: tensor<2x32x8xf32>) -> (tensor<2x8x32xf32>, tensor<2x64x8xf32>, tensor<2x8x2x4xf32>, tensor<2x8x64xf32>, tensor<2x64x8xf32>) {
+mp.param @e : tensor<64x32xf32>
+func.func @linear_einsum(%x: tensor<2x8x32xf32>, %a: tensor<32x64xf32>, %s: tensor<2x32x8xf32>, %one: tensor<2x1xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x64xf32>, tensor<2x64x8xf32>, tensor<2x8x2x4xf32>, tensor<2x8x64xf32>, tensor<2x64x8xf32>, tensor<2x64xf32>) {
   %w = mp.get_param @w : tensor<32x64xf32>
   %y = mp.einsum "bsd,df->bsf" %x, %w : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
   %v = mp.get_param @v : tensor<32x64xf32>
@@ -43,8 +49,12 @@ func.func @linear_einsum(%x: tensor<2x8x32xf32>, %a: tensor<32x64xf32>, %s: tens
   %h = mp.get_param @h : tensor<32x2x4xf32>
   %q = mp.einsum "bsd,dhk->bshk" %x, %h : (tensor<2x8x32xf32>, tensor<32x2x4xf32>) -> tensor<2x8x2x4xf32>
   %n = mp.einsum "bsd,df->bsf" %x, %a : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
+  %e = mp.get_param @e : tensor<64x32xf32>
+  %et = mp.transpose %e [1, 0] : tensor<64x32xf32> -> tensor<32x64xf32>
+  %t = mp.einsum "bsd,dv->bsv" %x, %et : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
   %c = mp.einsum "bds,df->bfs" %s, %w : (tensor<2x32x8xf32>, tensor<32x64xf32>) -> tensor<2x64x8xf32>
-  return %z, %o, %q, %n, %c : tensor<2x8x32xf32>, tensor<2x64x8xf32>, tensor<2x8x2x4xf32>, tensor<2x8x64xf32>, tensor<2x64x8xf32>
+  %k = mp.einsum "b...,...f->bf" %one, %w : (tensor<2x1xf32>, tensor<32x64xf32>) -> tensor<2x64xf32>
+  return %z, %t, %o, %q, %n, %c, %k : tensor<2x8x32xf32>, tensor<2x8x64xf32>, tensor<2x64x8xf32>, tensor<2x8x2x4xf32>, tensor<2x8x64xf32>, tensor<2x64x8xf32>, tensor<2x64xf32>
 }
 
 // -----

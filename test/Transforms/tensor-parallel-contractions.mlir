@@ -13,7 +13,7 @@ mp.param @wq : tensor<16x2x8xf32> {file = "x.onnx"}
 mp.param @wc : tensor<2x16x16xf32> {file = "x.onnx"}
 func.func @main(%x: tensor<2x4x16xf32>) -> (tensor<2x4x2x8xf32>, tensor<2x4x16xf32>) {
   %w = mp.get_param @wq {mp.layer = 0 : i64} : tensor<16x2x8xf32>
-  // expected-warning @below {{this 'mp.einsum' stays whole (replicated on all 2 ranks): it reads parameter 'wq' as a weight, and tensor parallelism splits linears only (mp-raise makes them of a MatMul or Gemm with a 2-D weight): this contraction is not one}}
+  // expected-warning @below {{this 'mp.einsum' stays whole (replicated on all 2 ranks): it reads parameter 'wq' as a weight, and tensor parallelism splits linears only (mp-raise makes them of a MatMul, Gemm or einsum with a 2-D weight): this contraction is not one}}
   %q = mp.einsum "bsd,dhk->bshk" %x, %w {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x2x8xf32>) -> tensor<2x4x2x8xf32>
   %c = mp.get_param @wc {mp.layer = 0 : i64} : tensor<2x16x16xf32>
   // expected-warning @below {{this 'mp.matmul' stays whole}}

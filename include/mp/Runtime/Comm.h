@@ -50,9 +50,12 @@ public:
   /// sum and finish 1/n of the rows and write those rows into every rank's
   /// results, so the row-wise work is divided rather than repeated. Each
   /// element is summed in rank order and each row finished by one rank, so
-  /// every rank gets the bits the unfused ops give. `reduced` is written on
-  /// this rank only; it may be `partial`, or a result (whose rows `finish`
-  /// then overwrites).
+  /// every rank gets the bits the unfused ops give. `reduced` is scratch
+  /// for the sums `finish` reads, written on this rank only (ranks sharing
+  /// memory write only the rows they finish: its other rows are left as
+  /// they were); it may be `partial`, or a result (whose rows `finish` then
+  /// overwrites). The row-wise op's other operands must be the same on
+  /// every rank: one rank's rows go to all.
   Status allReduceRows(const Tensor &partial, Tensor &reduced, int64_t rows,
                        const RowsFinish &finish,
                        const std::vector<Tensor> &results);

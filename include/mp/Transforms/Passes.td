@@ -256,8 +256,9 @@ def MPFuseReducedNorms : Pass<"mp-fuse-reduced-norms", "mlir::ModuleOp"> {
   let summary = "fold an all-reduce, its bias, the residual add and the norm "
                 "after them into one collective";
   let description = [{
-    A row-parallel linear's sum over the ranks, the bias added to it, and
-    the residual add and norm that read it (an `mp.add_layer_norm` or
+    A sum over the ranks (a row-parallel linear's, or a vocab-parallel
+    embedding's), the bias added to it, and the residual add and norm that
+    read it (an `mp.add_layer_norm` or
     `mp.add_rms_norm`, made by `mp-fuse-residual-norms`) become one op:
 
     ```mlir
@@ -274,7 +275,9 @@ def MPFuseReducedNorms : Pass<"mp-fuse-reduced-norms", "mlir::ModuleOp"> {
     (others run the all-reduce and then the rest). Every rank gets the bits
     the unfused ops give. The all-reduce must be a sum over one grid axis
     of f32 read only by the bias add (one value per feature) or the
-    add-and-norm, in one pipeline chunk. `--artifact` runs it after
+    add-and-norm, in one pipeline chunk, and the residual, bias and norm
+    weights the same on every rank (not rank-local: one rank's rows go to
+    all). `--artifact` runs it after
     `mp-fuse-residual-norms`, on inference programs, before
     `mp-plan-memory` (a planned module is an error).
   }];

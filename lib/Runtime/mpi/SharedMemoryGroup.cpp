@@ -356,7 +356,7 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
       operands[r] = static_cast<uint8_t *>(peer);
     }
   }
-  return mapDestinations(what);
+  return Status::success();
 }
 
 Status SharedMemoryGroup::mapDestinations(const char *what) {
@@ -472,21 +472,39 @@ Status SharedMemoryGroup::allReduceRows(const Tensor &partial, Tensor &reduced,
   if (!sameOrApart(partial, reduced))
     stageIfOverlapping = &reduced;
   std::vector<Destination> destinations;
-  for (const Tensor &result : results) {
-    if (!sameOrApart(result, reduced))
-      return Status::error("all_reduce: the sum overlaps a result");
+  bool overlapping = false;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Tensor &result = results[i];
+    overlapping = overlapping || !sameOrApart(result, reduced);
+    for (size_t j = 0; j < i; ++j)
+      overlapping =
+          overlapping || overlaps(result.data, result.bytes(), results[j].data,
+                                  results[j].bytes());
     if (!sameOrApart(partial, result))
       stageIfOverlapping = &result;
     destinations.push_back(Destination{result.data, result.bytes()});
   }
   ++sequence;
+  // A rank that fails here still waits until the others are done writing
+  // its results (they see its failure at their last meeting, or at the
+  // first), so its memory can be reused once it returns.
+  auto fail = [&](Status s) {
+    abandon(s);
+    signalAndWait(kReduced, what, /*checkFailures=*/false);
+    return s;
+  };
+  if (overlapping)
+    return fail(Status::error(
+        "all_reduce: its results overlap each other or the sums"));
   if (Status s = meet(Kind::AllReduceRows, partial.dtype,
                       static_cast<uint64_t>(rows), partial.data, bytes,
                       stageIfOverlapping ? stageIfOverlapping->data : nullptr,
                       stageIfOverlapping ? stageIfOverlapping->bytes() : 0,
                       what, destinations);
-      !s)
-    return s;
+      !s) // (ranks that disagree on the collective write nothing)
+    return failed(me) ? fail(s) : s;
+  if (Status s = mapDestinations(what); !s)
+    return fail(s);
   // This rank's rows: summed, finished, then written into every rank's
   // results; one more meeting and every rank has all of them.
   const int64_t per = rows > 0 ? (rows + ranks - 1) / ranks : 0;
@@ -499,9 +517,9 @@ Status SharedMemoryGroup::allReduceRows(const Tensor &partial, Tensor &reduced,
             static_cast<uint8_t *>(reduced.data) + begin * rowBytes, operands,
             begin * rowBytes, (end - begin) * (partial.numel() / rows), what);
         !s)
-      return abandon(s);
+      return fail(s);
     if (Status s = finish(begin, end); !s)
-      return abandon(s);
+      return fail(s);
     for (size_t i = 0; i < results.size(); ++i) {
       const uint64_t resultRow = results[i].bytes() / rows;
       const uint8_t *mine =

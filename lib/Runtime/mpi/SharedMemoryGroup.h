@@ -88,8 +88,7 @@ private:
   /// they agree and maps theirs into `operands` (this rank's own, maybe the
   /// staging copy, is writable).
   /// With `destinations`, also announces where the others write this
-  /// rank's (staged when not shareable) and maps theirs into
-  /// `peerDestinations`.
+  /// rank's (staged when not shareable); mapDestinations then maps theirs.
   Status meet(Kind kind, DType dtype, uint64_t outer, const void *operand,
               uint64_t bytes, const void *avoid, uint64_t avoidBytes,
               const char *what,

@@ -296,9 +296,11 @@ LogicalResult MatmulOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
 
 namespace {
 /// An einsum equation spelled with letters only: the parsed spec's labels
-/// (ellipsis dims are the digits '0'..'9') each mapped to a letter.
+/// (ellipsis dims are the digits '0'..'9') each mapped to a letter; `ok`
+/// is false when the equation leaves too few letters unused.
 struct EinsumSpelling {
   std::map<char, char> letterOf;
+  bool ok = true;
 
   explicit EinsumSpelling(const EinsumSpec &spec) {
     std::string used = spec.output;
@@ -310,11 +312,17 @@ struct EinsumSpelling {
     for (char c = 'A'; c <= 'Z'; ++c)
       spare += c;
     llvm::erase_if(spare, [&](char c) { return used.find(c) != used.npos; });
-    for (char c : used)
-      if (!letterOf.count(c))
-        letterOf[c] = std::isalpha(static_cast<unsigned char>(c))
-                          ? c
-                          : spare[letterOf.size() % spare.size()];
+    size_t nextSpare = 0;
+    for (char c : used) {
+      if (letterOf.count(c))
+        continue;
+      if (std::isalpha(static_cast<unsigned char>(c)))
+        letterOf[c] = c;
+      else if (nextSpare < spare.size())
+        letterOf[c] = spare[nextSpare++];
+      else
+        ok = false;
+    }
   }
   std::string spell(const std::string &labels) const {
     std::string out;
@@ -324,9 +332,11 @@ struct EinsumSpelling {
   }
 };
 
-/// Why operand `j` of `spec` has no einsum for its gradient, or "".
+/// Why operand `j` of `spec` (operand shapes `shapes`, result shape
+/// `result`) has no einsum for its gradient, or "".
 std::string einsumGradBlocker(const EinsumSpec &spec, size_t j,
-                              const std::vector<Shape> &shapes) {
+                              const std::vector<Shape> &shapes,
+                              const Shape &result) {
   const std::string &mine = spec.inputs[j];
   for (size_t d = 0; d < mine.size(); ++d) {
     char label = mine[d];
@@ -334,19 +344,27 @@ std::string einsumGradBlocker(const EinsumSpec &spec, size_t j,
       return "a label repeats in operand " + std::to_string(j) +
              " (a diagonal)";
     bool elsewhere = spec.output.find(label) != std::string::npos;
-    for (size_t k = 0; k < spec.inputs.size(); ++k) {
-      size_t at = spec.inputs[k].find(label);
-      if (k == j || at == std::string::npos)
-        continue;
-      elsewhere = true;
-      if (shapes[k][at] != shapes[j][d])
-        return "a dim of operand " + std::to_string(j) +
-               " is broadcast against another operand's";
-    }
+    for (size_t k = 0; k < spec.inputs.size(); ++k)
+      elsewhere = elsewhere ||
+                  (k != j && spec.inputs[k].find(label) != std::string::npos);
     if (!elsewhere)
       return "operand " + std::to_string(j) +
              " has a dim that only it holds, summed over";
   }
+  // Spelled with letters, every dim of a label must have one size: no
+  // ellipsis dim may broadcast (size 1 against n) anywhere in it.
+  std::map<char, int64_t> sizes;
+  auto sameSizes = [&](const std::string &labels, const Shape &shape) {
+    for (size_t d = 0; d < labels.size(); ++d)
+      if (sizes.emplace(labels[d], shape[d]).first->second != shape[d])
+        return false;
+    return true;
+  };
+  bool same = sameSizes(spec.output, result);
+  for (size_t k = 0; k < spec.inputs.size() && same; ++k)
+    same = sameSizes(spec.inputs[k], shapes[k]);
+  if (!same)
+    return "an ellipsis dim is broadcast (size 1 against another)";
   return "";
 }
 } // namespace
@@ -368,13 +386,18 @@ LogicalResult EinsumOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   if (!parseEinsum(getEquation().str(), ranks, spec, error))
     return emitOpError() << error;
   EinsumSpelling spelling(spec);
+  if (!spelling.ok)
+    return emitOpError() << "has no derivative rule for '" << getEquation()
+                         << "': too many labels to spell its ellipsis dims "
+                            "with letters";
   // An operand's gradient is the einsum of the result's gradient with the
   // other operands, onto the operand's labels: each of its labels is in
-  // the result or another operand, where nothing is broadcast.
+  // the result or another operand, and no dim is broadcast.
   for (size_t j = 0; j < spec.inputs.size(); ++j) {
     if (!needed[j])
       continue;
-    std::string blocker = einsumGradBlocker(spec, j, shapes);
+    std::string blocker = einsumGradBlocker(
+        spec, j, shapes, tensorType(getResult()).getShape().vec());
     if (!blocker.empty())
       return emitOpError() << "has no derivative rule for '" << getEquation()
                            << "': " << blocker;

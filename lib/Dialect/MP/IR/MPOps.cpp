@@ -691,6 +691,14 @@ StringRef mp::fusionPassOf(Operation *op) {
   return "mp-fuse-residual-norms";
 }
 
+Value mp::fusedAllReduceInput(Operation *op) {
+  if (auto layer = dyn_cast<AllReduceAddLayerNormOp>(op))
+    return layer.getPartial();
+  if (auto rms = dyn_cast<AllReduceAddRMSNormOp>(op))
+    return rms.getPartial();
+  return {};
+}
+
 bool mp::isTrainStep(ModuleOp module) {
   return module
       ->walk([](Operation *op) {

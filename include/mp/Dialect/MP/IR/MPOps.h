@@ -31,6 +31,9 @@ bool isTrainStep(mlir::ModuleOp module);
 /// The pass that makes `op`, a fusion (OpTrait::Fused): for the errors of
 /// the passes that must run before it.
 llvm::StringRef fusionPassOf(mlir::Operation *op);
+/// The partial sums `op` all-reduces over its grid when it is an
+/// all-reduce fused with its norm (mp-fuse-reduced-norms); null otherwise.
+mlir::Value fusedAllReduceInput(mlir::Operation *op);
 /// The functions whose inputs and results mp-run exchanges with the user:
 /// every defined function nothing calls, in an inference program that is
 /// not cut into pipeline stages (a train step is fed from the token file

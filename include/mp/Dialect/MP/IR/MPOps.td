@@ -429,7 +429,7 @@ def MP_AddRMSNormOp : MP_AddNormOp<"add_rms_norm", "rms_norm"> {
 class MP_AllReduceAddNormOp<string mnemonic, string norm,
                             list<Trait> traits = []> : MP_Op<mnemonic,
     !listconcat([Pure, MP_FusedOpTrait, MP_TransformerOpTrait,
-                 MP_InPlaceOpInterface,
+                 MP_InPlaceOpInterface, MP_ReplicatedResultsTrait,
                  AllTypesMatch<["partial", "residual", "sum", "result"]>],
                 traits)> {
   let summary = "`residual + (all_reduce(partial) + addend)`, and `mp."
@@ -444,8 +444,10 @@ class MP_AllReduceAddNormOp<string mnemonic, string norm,
     tensor-parallel layer would compute whole is divided among them;
     elsewhere the runtime runs the all-reduce and then the rest. Either way
     each element is summed in rank order and each row computed by one
-    rank: the bits of the ops it replaces. f32 only. The memory plan may put
-    `sum` in `residual`'s bytes and `result` in `partial`'s.
+    rank: the bits of the ops it replaces. `residual`, `addend`, `scale`
+    and `bias` must be the same on every rank (one rank's rows go to all).
+    f32 only. The memory plan may put `sum` in `residual`'s bytes and
+    `result` in `partial`'s.
     `mp-fuse-reduced-norms` makes it, last, in inference programs;
     partitioning and differentiation refuse it.
   }];
