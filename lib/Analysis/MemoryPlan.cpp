@@ -210,6 +210,14 @@ bool MemoryPlan::isAttached(func::FuncOp func) {
   return func->hasAttr(kArenaBytes);
 }
 
+LogicalResult MemoryPlan::refuseIfPlanned(ModuleOp module, StringRef pass) {
+  for (auto func : module.getOps<func::FuncOp>())
+    if (isAttached(func))
+      return func.emitError() << "carries a memory plan: " << pass
+                              << " runs before mp-plan-memory, not after";
+  return success();
+}
+
 LogicalResult MemoryPlan::checkSharedOffsets(func::FuncOp func) const {
   for (Operation &op : func.getBody().front().without_terminator()) {
     auto recorded = op.getAttrOfType<DenseI64ArrayAttr>(kResultOffsets);

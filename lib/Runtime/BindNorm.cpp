@@ -141,10 +141,10 @@ Status Binder::bindAllReduceAddNorm(Executable::Step &step, bool layer) {
   const KernelTable *kernels = exe.kernels;
   std::optional<Tensor> bias =
       addend ? std::optional<Tensor>(*addend) : std::nullopt;
-  // The sum lands in `normalized`'s bytes (which the norm then overwrites).
   step.kernel = [kernels, comm, partial, residual, bias, rowParams, sum,
                  normalized, rowShape, rows]() mutable {
     auto finish = [&](int64_t begin, int64_t end) {
+      // (The rows' sums, then their norms, in `normalized`'s bytes.)
       Tensor reduced = rowsOf(normalized, rowShape, rows, begin, end);
       if (bias)
         if (Status s =
@@ -153,8 +153,7 @@ Status Binder::bindAllReduceAddNorm(Executable::Step &step, bool layer) {
           return s;
       Tensor res = rowsOf(residual, rowShape, rows, begin, end);
       Tensor s = rowsOf(sum, rowShape, rows, begin, end);
-      Tensor n = rowsOf(normalized, rowShape, rows, begin, end);
-      return rowParams.runAdd(*kernels, res, reduced, s, n);
+      return rowParams.runAdd(*kernels, res, reduced, s, reduced);
     };
     return comm->allReduceRows(partial, normalized, rows, finish,
                                {sum, normalized});

@@ -140,12 +140,8 @@ struct FuseReducedNormsPass
   void runOnOperation() override {
     if (isTrainStep(getOperation()))
       return;
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (MemoryPlan::isAttached(func)) {
-        func.emitError("carries a memory plan: mp-fuse-reduced-norms runs "
-                       "before mp-plan-memory, not after");
-        return signalPassFailure();
-      }
+    if (failed(MemoryPlan::refuseIfPlanned(getOperation(), getArgument())))
+      return signalPassFailure();
     SymbolTableCollection symbols;
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())

@@ -114,12 +114,8 @@ struct FuseResidualNormsPass
   void runOnOperation() override {
     if (isTrainStep(getOperation()))
       return;
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (MemoryPlan::isAttached(func)) {
-        func.emitError("carries a memory plan: mp-fuse-residual-norms runs "
-                       "before mp-plan-memory, not after");
-        return signalPassFailure();
-      }
+    if (failed(MemoryPlan::refuseIfPlanned(getOperation(), getArgument())))
+      return signalPassFailure();
     SmallVector<AddOp> adds;
     getOperation().walk([&](AddOp add) { adds.push_back(add); });
     DominanceInfo dominance(getOperation());

@@ -5,21 +5,25 @@ with [d, heads, head_dim] weights, the output projection with a
 [heads, head_dim, d] one, attention scores and mixing as einsums, and the
 MLP as `bsd,df->bsf`. Writes OUT/model.onnx, ids.npy, labels.npy (one
 -100), loss.npy (token mean cross-entropy) and grads/NAME.npy for every
-parameter.
+parameter, as frozen_buffers.py writes its models.
 
 Usage: einsum_model.py OUT
 """
 import math
 import os
 import sys
-import warnings
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-VOCAB, HIDDEN, HEADS, SEQ, BATCH, LAYERS = 32, 16, 2, 8, 2, 2
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True
+# The sizes and the writer of the frozen-buffer models: the same inputs,
+# loss and gradient files.
+from frozen_buffers import HEADS, HIDDEN, SEQ, VOCAB, write  # noqa: E402
+
+LAYERS = 2
 HEAD_DIM = HIDDEN // HEADS
 
 
@@ -64,28 +68,8 @@ class EinsumDecoder(nn.Module):
 
 
 def main():
-    out = sys.argv[1]
     torch.manual_seed(0)
-    model = EinsumDecoder().eval()
-    with torch.no_grad():  # norms away from their initial ones and zeros
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
-    labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
-    labels[0, 0] = -100
-    os.makedirs(os.path.join(out, "grads"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (ids,), os.path.join(out, "model.onnx"), opset_version=17,
-                          input_names=["input_ids"], output_names=["logits"])
-    loss = F.cross_entropy(model(ids).reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
-    loss.backward()
-    np.save(os.path.join(out, "ids.npy"), ids.numpy())
-    np.save(os.path.join(out, "labels.npy"), labels.numpy())
-    np.save(os.path.join(out, "loss.npy"), loss.detach().numpy())
-    for n, p in model.named_parameters():
-        np.save(os.path.join(out, "grads", n + ".npy"), p.grad.numpy())
+    write(EinsumDecoder().eval(), sys.argv[1], 0)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@
 #define MP_ANALYSIS_MEMORYPLAN_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -96,6 +97,11 @@ public:
   void attach(mlir::func::FuncOp func) const;
   /// Whether `func` carries a plan (attach ran).
   static bool isAttached(mlir::func::FuncOp func);
+  /// Fails, with an error on the first function of `module` that carries a
+  /// plan, for `pass`, which must run before mp-plan-memory (a plan would
+  /// no longer fit the program it changes).
+  static mlir::LogicalResult refuseIfPlanned(mlir::ModuleOp module,
+                                             llvm::StringRef pass);
   /// The plan recorded on `func`, checked against its values (sizes, live
   /// ranges that would overlap): a hand-edited plan that would corrupt data
   /// is an error.

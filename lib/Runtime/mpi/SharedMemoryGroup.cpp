@@ -202,39 +202,31 @@ Status SharedMemoryGroup::connect(MPI_Comm comm,
 
 SharedMemoryGroup::~SharedMemoryGroup() {
   releaseHost(control);
-  releaseHost(staging);
+  releaseHost(staging.data);
   for (Block &b : receiving)
     releaseHost(b.data);
 }
 
-Status SharedMemoryGroup::stage(const void *data, uint64_t bytes,
-                                const void *&staged) {
-  if (bytes > stagingBytes) {
-    releaseHost(staging);
-    staging = nullptr;
-    const uint64_t grown = std::max(bytes, 2 * stagingBytes);
-    stagingBytes = 0;
-    if (Status s = allocateShared(grown, &staging); !s)
-      return Status::error("cannot stage a collective's operand: " + s.message);
-    stagingBytes = grown;
-  }
-  std::memcpy(staging, data, bytes);
-  staged = staging;
+Status SharedMemoryGroup::fit(Block &block, uint64_t bytes, const char *what) {
+  if (bytes <= block.bytes)
+    return Status::success();
+  releaseHost(block.data);
+  const uint64_t grown = std::max(bytes, 2 * block.bytes);
+  block = Block{};
+  void *data = nullptr;
+  if (Status s = allocateShared(grown, &data); !s)
+    return Status::error(std::string("cannot stage a collective's ") + what +
+                         ": " + s.message);
+  block = Block{data, grown};
   return Status::success();
 }
 
-Status SharedMemoryGroup::receivingBlock(int index, uint64_t bytes,
-                                         void *&block) {
-  Block &b = receiving[index];
-  if (bytes > b.bytes) {
-    releaseHost(b.data);
-    b = Block{};
-    void *grown = nullptr;
-    if (Status s = allocateShared(bytes, &grown); !s)
-      return Status::error("cannot stage a collective's result: " + s.message);
-    b = Block{grown, bytes};
-  }
-  block = b.data;
+Status SharedMemoryGroup::stage(const void *data, uint64_t bytes,
+                                const void *&staged) {
+  if (Status s = fit(staging, bytes, "operand"); !s)
+    return s;
+  std::memcpy(staging.data, data, bytes);
+  staged = staging.data;
   return Status::success();
 }
 
@@ -314,10 +306,9 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
     if (d.bytes == 0 || locateShared(d.data, d.bytes, mine.destinations[i]))
       continue;
     destinationStaged[i] = true;
-    void *block = nullptr;
-    if (Status s = receivingBlock(static_cast<int>(i), d.bytes, block); !s)
+    if (Status s = fit(receiving[i], d.bytes, "result"); !s)
       return abandon(s);
-    locateShared(block, d.bytes, mine.destinations[i]);
+    locateShared(receiving[i].data, d.bytes, mine.destinations[i]);
   }
   if (Status s = signalAndWait(kArrived, what, /*checkFailures=*/false); !s)
     return s;
@@ -363,7 +354,7 @@ Status SharedMemoryGroup::mapDestinations(const char *what) {
   const uint32_t count = control->announced.destinationCount;
   peerDestinations.assign(ranks, std::vector<uint8_t *>(count, nullptr));
   for (int r = 0; r < ranks; ++r)
-    for (uint32_t i = 0; i < count && r != me; ++i) {
+    for (uint32_t i = 0; i < count && r != me; ++i) { // (not this rank's)
       const SharedLocation &where = controls[r]->announced.destinations[i];
       if (where.bytes == 0)
         continue;

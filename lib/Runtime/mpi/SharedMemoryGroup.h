@@ -107,25 +107,25 @@ private:
   Status stage(const void *data, uint64_t bytes, const void *&staged);
   /// Maps the other ranks' announced destinations into peerDestinations.
   Status mapDestinations(const char *what);
-  /// Shareable memory of at least `bytes` for destination `index`.
-  Status receivingBlock(int index, uint64_t bytes, void *&block);
+  /// Shareable memory kept between collectives, grown (at least doubled)
+  /// when `bytes` do not fit; `what` names its use in the error.
+  struct Block {
+    void *data = nullptr;
+    uint64_t bytes = 0;
+  };
+  static Status fit(Block &block, uint64_t bytes, const char *what);
 
   int me, ranks;
   uint64_t sequence = 0;
   Control *control = nullptr;            // this rank's, shared
   std::vector<const Control *> controls; // every rank's, this one included
   std::vector<uint8_t *> operands;       // of the current collective
-  /// [rank][destination] of the current collective (this rank's included).
+  /// [rank][destination] of the current collective (null for this rank).
   std::vector<std::vector<uint8_t *>> peerDestinations;
   /// Which of this rank's destinations the others write to staging.
   std::vector<bool> destinationStaged;
-  void *staging = nullptr;
-  uint64_t stagingBytes = 0;
-  struct Block {
-    void *data = nullptr;
-    uint64_t bytes = 0;
-  };
-  Block receiving[kMaxRowResults];
+  Block staging;                   // an operand others cannot map, copied
+  Block receiving[kMaxRowResults]; // where others write such a destination
 };
 
 } // namespace mp::rt::mpi

@@ -267,13 +267,12 @@ TEST(MPIComm, AllReduceRowsGivesEveryRankTheUnfusedBits) {
       for (Results at :
            {Results::Apart, Results::InPlace, Results::Unshareable}) {
         std::vector<float> fusedSum, fusedNorm;
+        SCOPED_TRACE(std::to_string(rows) + " rows over " +
+                     std::to_string(comm->size()) + " ranks, results " +
+                     std::to_string(static_cast<int>(at)));
         ASSERT_TRUE(op.fused(at, fusedSum, fusedNorm));
-        EXPECT_TRUE(sameBits(fusedSum, sum))
-            << rows << " rows over " << comm->size() << " ranks, results "
-            << static_cast<int>(at);
-        EXPECT_TRUE(sameBits(fusedNorm, norm))
-            << rows << " rows over " << comm->size() << " ranks, results "
-            << static_cast<int>(at);
+        EXPECT_TRUE(sameBits(fusedSum, sum));
+        EXPECT_TRUE(sameBits(fusedNorm, norm));
       }
     }
 }

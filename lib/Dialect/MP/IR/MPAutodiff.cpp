@@ -332,11 +332,26 @@ struct EinsumSpelling {
   }
 };
 
-/// Why operand `j` of `spec` (operand shapes `shapes`, result shape
-/// `result`) has no einsum for its gradient, or "".
-std::string einsumGradBlocker(const EinsumSpec &spec, size_t j,
-                              const std::vector<Shape> &shapes,
-                              const Shape &result) {
+/// Whether some label of `spec` has two sizes (an ellipsis dim of size 1
+/// broadcast against n), given the operands' shapes and the result's:
+/// spelled with letters, every dim of a label must have one size.
+bool einsumBroadcasts(const EinsumSpec &spec, const std::vector<Shape> &shapes,
+                      const Shape &result) {
+  std::map<char, int64_t> sizes;
+  auto sameSizes = [&](const std::string &labels, const Shape &shape) {
+    for (size_t d = 0; d < labels.size(); ++d)
+      if (sizes.emplace(labels[d], shape[d]).first->second != shape[d])
+        return false;
+    return true;
+  };
+  bool same = sameSizes(spec.output, result);
+  for (size_t k = 0; k < spec.inputs.size() && same; ++k)
+    same = sameSizes(spec.inputs[k], shapes[k]);
+  return !same;
+}
+
+/// Why operand `j` of `spec` has no einsum for its gradient, or "".
+std::string einsumGradBlocker(const EinsumSpec &spec, size_t j) {
   const std::string &mine = spec.inputs[j];
   for (size_t d = 0; d < mine.size(); ++d) {
     char label = mine[d];
@@ -351,20 +366,6 @@ std::string einsumGradBlocker(const EinsumSpec &spec, size_t j,
       return "operand " + std::to_string(j) +
              " has a dim that only it holds, summed over";
   }
-  // Spelled with letters, every dim of a label must have one size: no
-  // ellipsis dim may broadcast (size 1 against n) anywhere in it.
-  std::map<char, int64_t> sizes;
-  auto sameSizes = [&](const std::string &labels, const Shape &shape) {
-    for (size_t d = 0; d < labels.size(); ++d)
-      if (sizes.emplace(labels[d], shape[d]).first->second != shape[d])
-        return false;
-    return true;
-  };
-  bool same = sameSizes(spec.output, result);
-  for (size_t k = 0; k < spec.inputs.size() && same; ++k)
-    same = sameSizes(spec.inputs[k], shapes[k]);
-  if (!same)
-    return "an ellipsis dim is broadcast (size 1 against another)";
   return "";
 }
 } // namespace
@@ -390,14 +391,17 @@ LogicalResult EinsumOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
     return emitOpError() << "has no derivative rule for '" << getEquation()
                          << "': too many labels to spell its ellipsis dims "
                             "with letters";
+  const bool broadcasts =
+      einsumBroadcasts(spec, shapes, tensorType(getResult()).getShape().vec());
   // An operand's gradient is the einsum of the result's gradient with the
   // other operands, onto the operand's labels: each of its labels is in
   // the result or another operand, and no dim is broadcast.
   for (size_t j = 0; j < spec.inputs.size(); ++j) {
     if (!needed[j])
       continue;
-    std::string blocker = einsumGradBlocker(
-        spec, j, shapes, tensorType(getResult()).getShape().vec());
+    std::string blocker = einsumGradBlocker(spec, j);
+    if (blocker.empty() && broadcasts)
+      blocker = "an ellipsis dim is broadcast (size 1 against another)";
     if (!blocker.empty())
       return emitOpError() << "has no derivative rule for '" << getEquation()
                            << "': " << blocker;
