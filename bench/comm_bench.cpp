@@ -12,8 +12,11 @@
 // floats, it also times an all_reduce followed by a bias add and a residual
 // add-and-layer_norm on every rank ("... then norm", as mp-run runs them
 // without mp-fuse-reduced-norms) against the same fused, each rank
-// finishing 1/n of the rows (allReduceRows). MP_SHM_COLLECTIVES=0 runs the
-// same through MPI. Not a test: run it by hand.
+// finishing 1/n of the rows (allReduceRows); and sequence parallelism's
+// reduce_scatter, bias, add-and-layer_norm of the rank's rows and
+// all_gather of the norm, separate and fused (reduceScatterRows).
+// MP_SHM_COLLECTIVES=0 runs the same through MPI. Not a test: run it by
+// hand.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Runtime/Comm.h"
@@ -115,6 +118,20 @@ void benchReducedNorm(Communicator &comm, int iterations, int64_t count) {
     return cpu::addLayerNorm(rowsOf(residual, begin, end), reduced, scale,
                              &shift, 1, 1e-5f, s, reduced);
   };
+  // Sequence parallelism's: this rank's rows of the residual and sums.
+  const int64_t slice = rows / comm.size(), me = comm.rank();
+  Buffer localBytes(3 * slice * kWidth * sizeof(float));
+  auto *locals = static_cast<float *>(localBytes.data);
+  Tensor localResidual{locals, DType::F32, {slice, kWidth}};
+  Tensor localSum{locals + slice * kWidth, DType::F32, {slice, kWidth}};
+  Tensor localNorm{locals + 2 * slice * kWidth, DType::F32, {slice, kWidth}};
+  auto finishSlice = [&](const Tensor &reduced, int64_t begin, int64_t end) {
+    Tensor r = reduced, s = rowsOf(localSum, begin, end);
+    if (Status st = cpu::binary(cpu::BinaryKind::Add, r, bias, r); !st)
+      return st;
+    return cpu::addLayerNorm(rowsOf(localResidual, begin, end), r, scale,
+                             &shift, 1, 1e-5f, s, r);
+  };
   const Case cases[] = {
       {"all_reduce then norm",
        [&] {
@@ -126,8 +143,27 @@ void benchReducedNorm(Communicator &comm, int iterations, int64_t count) {
        [&] {
          return comm.allReduceRows(partial, norm, rows, finish, {sum, norm});
        }},
+      {"reduce_scatter, norm, all_gather",
+       [&] {
+         if (Status s = comm.reduceScatterSum(partial, localNorm, 0); !s)
+           return s;
+         if (Status s = finishSlice(localNorm, 0, slice); !s)
+           return s;
+         return comm.allGather(localNorm, norm, 0);
+       }},
+      {"the same fused (rows)",
+       [&] {
+         auto finishRows = [&](int64_t begin, int64_t end) {
+           return finishSlice(rowsOf(norm, begin, end), begin - me * slice,
+                              end - me * slice);
+         };
+         return comm.reduceScatterRows(partial, norm, rows, 1, finishRows,
+                                       {norm});
+       }},
   };
-  benchCases(comm, iterations, count, cases, std::size(cases));
+  // (Sequence parallelism's two need rows that divide among the ranks.)
+  const size_t n = rows % comm.size() == 0 ? std::size(cases) : 2;
+  benchCases(comm, iterations, count, cases, n);
 }
 
 void benchSize(Communicator &comm, int iterations, size_t bytes) {

@@ -308,14 +308,17 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
               "--mp-fuse-residual-norms", "--mp-fuse-reduced-norms",
               "--mp-shard-outputs", "--mp-plan-memory"]
     # "tp=2 norms whole": without mp-fuse-reduced-norms, every rank adds the
-    # bias and residual and normalizes every row after each all-reduce.
+    # bias and residual and normalizes every row after each all-reduce;
+    # "tp=2 sp unfused": sequence parallelism's reduce_scatter, norm and
+    # all_gather as three steps, not one collective.
     unfused = ["--mp-fuse-epilogues", "--mp-fuse-residual-norms",
                "--mp-shard-outputs", "--mp-plan-memory"]
     layouts = {"tp=2": (["tp=2"], {}, []), "tp=2 sp": (["tp=2", "sp=true"], {}, []),
                "tp=2 MPI": (["tp=2"], {"MP_SHM_COLLECTIVES": "0"}, []),
                "tp=2 gathered": (["tp=2"], {}, ["--mp-gather-outputs"]),
                "tp=2 bias folded": (["tp=2"], {}, folded),
-               "tp=2 norms whole": (["tp=2"], {}, unfused)}
+               "tp=2 norms whole": (["tp=2"], {}, unfused),
+               "tp=2 sp unfused": (["tp=2", "sp=true"], {}, unfused)}
 
     def artifact_of(options, flags):
         return os.path.join(work, "-".join(options + [f.strip("-") for f in flags])

@@ -103,7 +103,8 @@ Tensor rowsOf(const Tensor &t, const Shape &rowShape, int64_t rows,
 }
 } // namespace
 
-Status Binder::bindAllReduceAddNorm(Executable::Step &step, bool layer) {
+Status Binder::bindReducedNorm(Executable::Step &step, bool layer,
+                               bool scattered) {
   using namespace contract::all_reduce_add_norm;
   const Tensor partial = in(Partial), residual = in(Residual);
   const Tensor *addend = optIn(layer ? LayerAddend : RMSAddend);
@@ -112,9 +113,27 @@ Status Binder::bindAllReduceAddNorm(Executable::Step &step, bool layer) {
   if (partial.dtype != residual.dtype || partial.dtype != sum.dtype)
     return fail("the partial sums, residual and sum have different element "
                 "types");
-  if (Status s = expectShape("residual", residual.shape, partial.shape); !s)
+  Communicator *comm = nullptr;
+  if (Status s = groupOf(comm); !s)
     return s;
-  if (Status s = expectShape("sum", sum.shape, partial.shape); !s)
+  // The sum and residual: the whole of the partial sums' shape, or this
+  // rank's slice of it along the scatter axis.
+  const int64_t ranks = comm->size(), me = comm->rank();
+  int64_t scatterAxis = -1;
+  Shape sliced = partial.shape;
+  if (scattered) {
+    scatterAxis = intAttr(AttrName::ScatterAxis);
+    if (scatterAxis < 0 || scatterAxis >= static_cast<int64_t>(sliced.size()) ||
+        sliced[scatterAxis] % ranks != 0)
+      return fail("scatter axis " + std::to_string(scatterAxis) + " of " +
+                  formatShape(partial.shape) +
+                  " is not a dim that divides over " + std::to_string(ranks) +
+                  " ranks");
+    sliced[scatterAxis] /= ranks;
+  }
+  if (Status s = expectShape("residual", residual.shape, sliced); !s)
+    return s;
+  if (Status s = expectShape("sum", sum.shape, sliced); !s)
     return s;
   if (addend)
     if (Status s =
@@ -125,24 +144,40 @@ Status Binder::bindAllReduceAddNorm(Executable::Step &step, bool layer) {
   NormParams params;
   if (Status s = readNorm(layer, Scale, partial.shape, normalized, params); !s)
     return s;
-  Communicator *comm = nullptr;
-  if (Status s = groupOf(comm); !s)
-    return s;
   // A row is what one norm normalizes: the dims from `axis` on.
   const size_t axis =
       layer ? static_cast<size_t>(params.axis)
             : (partial.shape.empty() ? 0 : partial.shape.size() - 1);
+  if (scattered && static_cast<size_t>(scatterAxis) >= axis)
+    return fail("scatter axis " + std::to_string(scatterAxis) +
+                " is not before the norm's axis " + std::to_string(axis));
   const Shape rowShape(partial.shape.begin() + axis, partial.shape.end());
-  int64_t rows = 1;
+  int64_t rows = 1, outer = 1;
   for (size_t d = 0; d < axis; ++d)
     rows *= partial.shape[d];
+  for (int64_t d = 0; d < scatterAxis; ++d)
+    outer *= partial.shape[d];
+  // Full-layout row g of this rank's slices is row localRow(g) of the sum
+  // and residual (the identity when nothing is scattered).
+  const int64_t blockRows = outer > 0 ? rows / outer : 0,
+                sliceRows = blockRows / ranks;
+  auto localRow = [scattered, blockRows, sliceRows, me](int64_t g) {
+    return scattered
+               ? g / blockRows * sliceRows + g % blockRows - me * sliceRows
+               : g;
+  };
+  const int64_t localRows = scattered ? rows / ranks : rows;
+  if (scattered) {
+    size_t &scratch = exe.commScratch[intAttr(AttrName::GridAxis)];
+    scratch =
+        std::max(scratch, comm->scatterRowsBytes({partial, normalized}, outer));
+  }
   NormParams rowParams = params;
   rowParams.axis = 1;
   const KernelTable *kernels = exe.kernels;
   std::optional<Tensor> bias =
       addend ? std::optional<Tensor>(*addend) : std::nullopt;
-  step.kernel = [kernels, comm, partial, residual, bias, rowParams, sum,
-                 normalized, rowShape, rows]() mutable {
+  step.kernel = [=]() mutable {
     auto finish = [&](int64_t begin, int64_t end) {
       // (The rows' sums, then their norms, in `normalized`'s bytes.)
       Tensor reduced = rowsOf(normalized, rowShape, rows, begin, end);
@@ -151,10 +186,15 @@ Status Binder::bindAllReduceAddNorm(Executable::Step &step, bool layer) {
                 kernels->binary(cpu::BinaryKind::Add, reduced, *bias, reduced);
             !s)
           return s;
-      Tensor res = rowsOf(residual, rowShape, rows, begin, end);
-      Tensor s = rowsOf(sum, rowShape, rows, begin, end);
+      const int64_t local = localRow(begin);
+      Tensor res =
+          rowsOf(residual, rowShape, localRows, local, local + end - begin);
+      Tensor s = rowsOf(sum, rowShape, localRows, local, local + end - begin);
       return rowParams.runAdd(*kernels, res, reduced, s, reduced);
     };
+    if (scattered)
+      return comm->reduceScatterRows(partial, normalized, rows, outer, finish,
+                                     {normalized});
     return comm->allReduceRows(partial, normalized, rows, finish,
                                {sum, normalized});
   };

@@ -661,9 +661,13 @@ Status Binder::bind(Executable::Step &step) {
   case OpKind::ReduceScatter:
   case OpKind::AllSlice: return bindCollective(step, *kind);
   case OpKind::AllReduceAddLayerNorm:
-    return bindAllReduceAddNorm(step, /*layer=*/true);
+    return bindReducedNorm(step, /*layer=*/true, /*scattered=*/false);
   case OpKind::AllReduceAddRMSNorm:
-    return bindAllReduceAddNorm(step, /*layer=*/false);
+    return bindReducedNorm(step, /*layer=*/false, /*scattered=*/false);
+  case OpKind::ReduceScatterAddLayerNorm:
+    return bindReducedNorm(step, /*layer=*/true, /*scattered=*/true);
+  case OpKind::ReduceScatterAddRMSNorm:
+    return bindReducedNorm(step, /*layer=*/false, /*scattered=*/true);
   case OpKind::LinearWeightGrad: return bindLinearWeightGrad(step);
   case OpKind::LayerNormGrad: return bindNormGrad(step, /*layer=*/true);
   case OpKind::RMSNormGrad: return bindNormGrad(step, /*layer=*/false);

@@ -129,7 +129,8 @@ private:
   // Norms (BindNorm.cpp).
   Status bindNorm(Executable::Step &step, bool layer);
   Status bindAddNorm(Executable::Step &step, bool layer);
-  Status bindAllReduceAddNorm(Executable::Step &step, bool layer);
+  /// all_reduce_add_*_norm, or (`scattered`) reduce_scatter_add_*_norm.
+  Status bindReducedNorm(Executable::Step &step, bool layer, bool scattered);
   /// Reads a norm's scale (operand `scaleAt`), bias (the next operand, for
   /// a layer norm), axis and epsilon, and checks them and `result` against
   /// the shape of the input it normalizes.

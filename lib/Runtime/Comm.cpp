@@ -1,6 +1,7 @@
 //===- Comm.cpp - tensor-level collectives and the single-process backend -===//
 #include "mp/Runtime/Comm.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -218,6 +219,91 @@ Status Communicator::allReduceRowsRaw(const Tensor &partial, Tensor &reduced,
   if (Status s = allReduceSum(partial, reduced); !s)
     return s;
   return finish(0, rows);
+}
+
+Status Communicator::reduceScatterRows(const Tensor &partial, Tensor &reduced,
+                                       int64_t rows, int64_t outer,
+                                       const RowsFinish &finish,
+                                       const std::vector<Tensor> &results) {
+  if (partial.numel() != reduced.numel() || partial.dtype != reduced.dtype)
+    return Status::error("reduce_scatter: input and sums differ");
+  if (rows <= 0 || outer <= 0 || rows % (outer * size()) != 0)
+    return Status::error("reduce_scatter: " + std::to_string(rows) +
+                         " rows are not " + std::to_string(outer) +
+                         " blocks of " + std::to_string(size()) +
+                         " equal slices");
+  for (const Tensor *t : {&partial, static_cast<const Tensor *>(&reduced)})
+    if (t->numel() % rows != 0)
+      return Status::error("reduce_scatter: " + std::to_string(t->numel()) +
+                           " elements are not " + std::to_string(rows) +
+                           " rows");
+  for (const Tensor &result : results)
+    if (result.numel() % rows != 0)
+      return Status::error(
+          "reduce_scatter: a result of " + std::to_string(result.numel()) +
+          " elements is not " + std::to_string(rows) + " rows");
+  return reduceScatterRowsRaw(partial, reduced, rows, outer, finish, results);
+}
+
+namespace {
+size_t largestBytes(const std::vector<Tensor> &tensors) {
+  size_t bytes = 0;
+  for (const Tensor &t : tensors)
+    bytes = std::max(bytes, t.bytes());
+  return bytes;
+}
+} // namespace
+
+size_t Communicator::scatterRowsBytes(const std::vector<Tensor> &tensors,
+                                      int64_t outer) const {
+  if (!packsBlocks() || size() <= 0)
+    return 0;
+  const size_t full = largestBytes(tensors);
+  return full / static_cast<size_t>(size()) + (outer > 1 ? full : 0);
+}
+
+Status Communicator::reduceScatterRowsRaw(const Tensor &partial,
+                                          Tensor &reduced, int64_t rows,
+                                          int64_t outer,
+                                          const RowsFinish &finish,
+                                          const std::vector<Tensor> &results) {
+  const int64_t n = size(), sliceRows = rows / outer / n;
+  std::vector<Tensor> all{partial};
+  all.insert(all.end(), results.begin(), results.end());
+  // This rank's slices, packed, after the block the collectives' own
+  // packing takes (both come out of one scratch).
+  const size_t packing = outer > 1 ? largestBytes(all) : 0;
+  void *base;
+  if (Status s = scratch(scatterRowsBytes(all, outer), base); !s)
+    return s;
+  uint8_t *slices = static_cast<uint8_t *>(base) + packing;
+  // The sums: this rank's slice of every block, unpacked into `reduced`.
+  const size_t block = partial.bytes() / rows * sliceRows;
+  if (Status s = reduceScatterBlocks(partial.data, slices, outer, block,
+                                     partial.dtype);
+      !s)
+    return s;
+  if (Status s = copy2D(static_cast<uint8_t *>(reduced.data) + rank() * block,
+                        n * block, slices, block, block, outer);
+      !s)
+    return s;
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t begin = (o * n + rank()) * sliceRows;
+    if (Status s = finish(begin, begin + sliceRows); !s)
+      return s;
+  }
+  // Each result's rows from every rank.
+  for (const Tensor &result : results) {
+    const size_t resultBlock = result.bytes() / rows * sliceRows;
+    auto *data = static_cast<uint8_t *>(result.data);
+    if (Status s = copy2D(slices, resultBlock, data + rank() * resultBlock,
+                          n * resultBlock, resultBlock, outer);
+        !s)
+      return s;
+    if (Status s = allGatherBlocks(slices, data, outer, resultBlock); !s)
+      return s;
+  }
+  return Status::success();
 }
 
 Status Communicator::allGather(const Tensor &in, Tensor &out, int64_t axis) {

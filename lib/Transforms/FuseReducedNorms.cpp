@@ -13,6 +13,12 @@
 // programs, before the memory plan (a train step is left as it is, as
 // mp-fuse-residual-norms leaves it).
 //
+// Under sequence parallelism the same chain is a reduce_scatter, the bias,
+// the add-and-norm of this rank's slice and an all_gather of the norm: it
+// becomes one mp.reduce_scatter_add_layer_norm (or _rms_norm), whose ranks
+// write their norms straight into every rank's gathered result, one
+// meeting instead of two collectives.
+//
 //===----------------------------------------------------------------------===//
 #include "mp/Analysis/MemoryPlan.h"
 #include "mp/Analysis/RankLocal.h"
@@ -31,14 +37,16 @@ using namespace mp;
 
 namespace {
 
-/// An all_reduce, the bias add after it (if any), and the add-and-norm
-/// that reads them.
+/// A collective summing partial sums (an all_reduce, or a reduce_scatter
+/// whose norm is all-gathered), the bias add after it (if any), and the
+/// add-and-norm that reads them.
 struct ReducedNorm {
-  shard::AllReduceOp reduce;
+  Operation *reduce;
   AddOp biasAdd; // null without a bias
   Value addend;  // the bias, or null
   Operation *addNorm;
   Value residual;
+  shard::AllGatherOp gather; // a reduce_scatter's, of the norm
 };
 
 /// The other operand of the binary op `op` when `value` is one of them.
@@ -59,22 +67,20 @@ Operation *soleReader(Value value) {
   return def && user->getBlock() == def->getBlock() ? user : nullptr;
 }
 
-/// The pattern rooted at `reduce`, if the whole of it is there: a sum over
-/// one grid axis of f32 read once, by a bias add of one value per feature
-/// read once or directly, by an add-and-norm whose other operand is the
-/// residual; all in one pipeline chunk, and the residual, bias and the
-/// norm's scale and bias the same on every rank (not in `rankLocal`): the
-/// fused op sends one rank's rows to all.
-std::optional<ReducedNorm> match(shard::AllReduceOp reduce,
-                                 const DenseSet<Value> &rankLocal) {
-  auto type = dyn_cast<RankedTensorType>(reduce.getResult().getType());
-  if (reduce.getReduction() != shard::ReductionKind::Sum ||
-      reduce.getGridAxes().size() != 1 || !type ||
-      !type.getElementType().isF32() || type.getRank() == 0 ||
-      reduce.getInput().getType() != type)
+bool sameStage(Operation *a, Operation *b) {
+  StringRef stage = MPDialect::getStageAttrName();
+  return !b || a->getAttr(stage) == b->getAttr(stage);
+}
+
+/// The chain after `reduced`, the f32 sum a collective made: read once, by
+/// a bias add of one value per feature read once or directly, by an
+/// add-and-norm whose other operand is the residual, in the same pipeline
+/// chunk.
+std::optional<ReducedNorm> matchAfterSum(Operation *reduce, Value reduced) {
+  auto type = dyn_cast<RankedTensorType>(reduced.getType());
+  if (!type || !type.getElementType().isF32() || type.getRank() == 0)
     return std::nullopt;
-  ReducedNorm m{reduce, {}, {}, nullptr, {}};
-  Value reduced = reduce.getResult();
+  ReducedNorm m{reduce, {}, {}, nullptr, {}, {}};
   Operation *reader = soleReader(reduced);
   if (auto add = dyn_cast_or_null<AddOp>(reader)) {
     Value addend = otherOperand(add, reduced);
@@ -91,46 +97,117 @@ std::optional<ReducedNorm> match(shard::AllReduceOp reduce,
   if (!isa_and_nonnull<AddLayerNormOp, AddRMSNormOp>(reader))
     return std::nullopt;
   m.residual = otherOperand(reader, reduced);
-  if (!m.residual || m.residual == reduced)
-    return std::nullopt;
-  auto local = [&](Value v) { return v && rankLocal.contains(v); };
-  if (local(m.residual) || local(m.addend) ||
-      llvm::any_of(reader->getOperands().drop_front(2), local))
-    return std::nullopt;
-  StringRef stage = MPDialect::getStageAttrName();
-  if (reader->getAttr(stage) != reduce->getAttr(stage) ||
-      (m.biasAdd && m.biasAdd->getAttr(stage) != reduce->getAttr(stage)))
+  if (!m.residual || m.residual == reduced || !sameStage(reduce, reader) ||
+      !sameStage(reduce, m.biasAdd))
     return std::nullopt;
   m.addNorm = reader;
   return m;
 }
 
+/// The pattern rooted at an all_reduce: a sum over one grid axis, and the
+/// residual, bias and the norm's scale and bias the same on every rank (not
+/// in `rankLocal`): the fused op sends one rank's rows to all.
+std::optional<ReducedNorm> match(shard::AllReduceOp reduce,
+                                 const DenseSet<Value> &rankLocal) {
+  if (reduce.getReduction() != shard::ReductionKind::Sum ||
+      reduce.getGridAxes().size() != 1 ||
+      reduce.getInput().getType() != reduce.getResult().getType())
+    return std::nullopt;
+  std::optional<ReducedNorm> m = matchAfterSum(reduce, reduce.getResult());
+  auto local = [&](Value v) { return v && rankLocal.contains(v); };
+  if (!m || local(m->residual) || local(m->addend) ||
+      llvm::any_of(m->addNorm->getOperands().drop_front(2), local))
+    return std::nullopt;
+  return m;
+}
+
+/// The norm's axis of an add-and-norm.
+int64_t normAxis(Operation *addNorm) {
+  if (auto layer = dyn_cast<AddLayerNormOp>(addNorm))
+    return layer.getNormalizedAxis();
+  return cast<RankedTensorType>(addNorm->getResult(0).getType()).getRank() - 1;
+}
+
+/// The pattern rooted at a reduce_scatter: a sum over one grid axis along
+/// a dim before the norm's, whose norm is read only by an all_gather along
+/// the same dim back to the partial sums' type. (Each rank computes its
+/// own rows with its own operands, as the unfused ops do: rank-local ones
+/// are fine.)
+std::optional<ReducedNorm> match(shard::ReduceScatterOp scatter) {
+  if (scatter.getReduction() != shard::ReductionKind::Sum ||
+      scatter.getGridAxes().size() != 1)
+    return std::nullopt;
+  std::optional<ReducedNorm> m = matchAfterSum(scatter, scatter.getResult());
+  if (!m)
+    return std::nullopt;
+  const int64_t axis = scatter.getScatterAxis().getSExtValue();
+  auto gather = dyn_cast_or_null<shard::AllGatherOp>(
+      soleReader(m->addNorm->getResult(1)));
+  if (axis >= normAxis(m->addNorm) || !gather ||
+      gather.getGridAttr() != scatter.getGridAttr() ||
+      gather.getGridAxes() != scatter.getGridAxes() ||
+      gather.getGatherAxis().getSExtValue() != axis ||
+      gather.getResult().getType() != scatter.getInput().getType() ||
+      !sameStage(scatter, gather))
+    return std::nullopt;
+  m->gather = gather;
+  return m;
+}
+
+/// The fused op for `m`, built by `b` at the add-and-norm's place.
+Operation *buildFused(OpBuilder &b, ReducedNorm m) {
+  Operation *addNorm = m.addNorm;
+  Location loc = addNorm->getLoc();
+  Type sum = addNorm->getResult(0).getType();
+  auto layer = dyn_cast<AddLayerNormOp>(addNorm);
+  auto rms = dyn_cast<AddRMSNormOp>(addNorm);
+  if (auto reduce = dyn_cast<shard::AllReduceOp>(m.reduce)) {
+    IntegerAttr gridAxis = b.getI64IntegerAttr(reduce.getGridAxes().front());
+    Value partial = reduce.getInput();
+    if (layer)
+      return AllReduceAddLayerNormOp::create(
+          b, loc, sum, sum, partial, m.residual, layer.getScale(),
+          layer.getBias(), m.addend, reduce.getGridAttr(), gridAxis,
+          layer.getAxisAttr(), layer.getEpsilonAttr());
+    return AllReduceAddRMSNormOp::create(
+        b, loc, sum, sum, partial, m.residual, rms.getScale(), m.addend,
+        reduce.getGridAttr(), gridAxis, rms.getEpsilonAttr());
+  }
+  auto scatter = cast<shard::ReduceScatterOp>(m.reduce);
+  IntegerAttr gridAxis = b.getI64IntegerAttr(scatter.getGridAxes().front());
+  IntegerAttr scatterAxis =
+      b.getI64IntegerAttr(scatter.getScatterAxis().getSExtValue());
+  Value partial = scatter.getInput();
+  Type gathered = m.gather.getResult().getType();
+  if (layer)
+    return ReduceScatterAddLayerNormOp::create(
+        b, loc, sum, gathered, partial, m.residual, layer.getScale(),
+        layer.getBias(), m.addend, scatter.getGridAttr(), gridAxis, scatterAxis,
+        layer.getAxisAttr(), layer.getEpsilonAttr());
+  return ReduceScatterAddRMSNormOp::create(
+      b, loc, sum, gathered, partial, m.residual, rms.getScale(), m.addend,
+      scatter.getGridAttr(), gridAxis, scatterAxis, rms.getEpsilonAttr());
+}
+
 /// Replaces the matched ops by one fused op at the add-and-norm's place,
-/// where every operand is defined.
-void fuse(ReducedNorm m) {
+/// where every operand is defined (the all_gather, if any, comes later).
+Operation *fuse(ReducedNorm m) {
   Operation *addNorm = m.addNorm;
   OpBuilder b(addNorm);
-  Type type = m.reduce.getResult().getType();
-  auto grid = m.reduce.getGridAttr();
-  IntegerAttr axis = b.getI64IntegerAttr(m.reduce.getGridAxes().front());
-  Value partial = m.reduce.getInput();
-  Operation *fused;
-  if (auto layer = dyn_cast<AddLayerNormOp>(addNorm))
-    fused = AllReduceAddLayerNormOp::create(
-        b, addNorm->getLoc(), type, type, partial, m.residual, layer.getScale(),
-        layer.getBias(), m.addend, grid, axis, layer.getAxisAttr(),
-        layer.getEpsilonAttr());
-  else
-    fused = AllReduceAddRMSNormOp::create(
-        b, addNorm->getLoc(), type, type, partial, m.residual,
-        cast<AddRMSNormOp>(addNorm).getScale(), m.addend, grid, axis,
-        cast<AddRMSNormOp>(addNorm).getEpsilonAttr());
+  Operation *fused = buildFused(b, m);
   fused->setDiscardableAttrs(addNorm->getDiscardableAttrDictionary());
-  addNorm->replaceAllUsesWith(fused->getResults());
+  addNorm->getResult(0).replaceAllUsesWith(fused->getResult(0));
+  if (m.gather) {
+    m.gather.getResult().replaceAllUsesWith(fused->getResult(1));
+    m.gather->erase();
+  } else {
+    addNorm->getResult(1).replaceAllUsesWith(fused->getResult(1));
+  }
   addNorm->erase();
   if (m.biasAdd)
     m.biasAdd->erase();
   m.reduce->erase();
+  return fused;
 }
 
 struct FuseReducedNormsPass
@@ -152,11 +229,22 @@ struct FuseReducedNormsPass
       // reads.)
       DenseSet<Value> rankLocal =
           rankLocalValues(func.getBody().front(), symbols);
-      SmallVector<shard::AllReduceOp> reduces;
-      func.walk([&](shard::AllReduceOp reduce) { reduces.push_back(reduce); });
-      for (shard::AllReduceOp reduce : reduces)
-        if (std::optional<ReducedNorm> m = match(reduce, rankLocal))
+      SmallVector<Operation *> reduces;
+      func.walk([&](Operation *op) {
+        if (isa<shard::AllReduceOp, shard::ReduceScatterOp>(op))
+          reduces.push_back(op);
+      });
+      for (Operation *reduce : reduces) {
+        std::optional<ReducedNorm> m =
+            isa<shard::AllReduceOp>(reduce)
+                ? match(cast<shard::AllReduceOp>(reduce), rankLocal)
+                : match(cast<shard::ReduceScatterOp>(reduce));
+        // (A reduce_scatter's fused sum is this rank's slice.)
+        if (m && m->gather)
+          rankLocal.insert(fuse(*m)->getResult(0));
+        else if (m)
           fuse(*m);
+      }
     }
   }
 };

@@ -183,23 +183,25 @@ double layerStash(func::FuncOp func, int64_t layer) {
   return bytes;
 }
 
-/// Collective traffic one rank sends per run of `op` (ring algorithms).
-std::optional<std::pair<std::string, double>> collectiveBytes(Operation *op,
-                                                              int64_t t) {
+/// Collective traffic one rank sends per run of `op` (ring algorithms), by
+/// kind: a fused op's collectives each count as their own kind.
+SmallVector<std::pair<std::string, double>> collectiveBytes(Operation *op,
+                                                            int64_t t) {
   const double share = double(t - 1) / double(t);
+  auto traffic = [&](StringRef kind, Type moved) {
+    const double factor = kind == "all_reduce" ? 2 * share : share;
+    return std::make_pair(kind.str(), factor * bytesOf(moved));
+  };
+  SmallVector<std::pair<std::string, double>> sent;
   if (auto r = dyn_cast<shard::AllReduceOp>(op))
-    return std::make_pair(std::string("all_reduce"),
-                          2 * share * bytesOf(r.getInput().getType()));
-  if (Value partial = fusedAllReduceInput(op))
-    return std::make_pair(std::string("all_reduce"),
-                          2 * share * bytesOf(partial.getType()));
+    sent.push_back(traffic("all_reduce", r.getInput().getType()));
   if (auto g = dyn_cast<shard::AllGatherOp>(op))
-    return std::make_pair(std::string("all_gather"),
-                          share * bytesOf(g.getResult().getType()));
+    sent.push_back(traffic("all_gather", g.getResult().getType()));
   if (auto rs = dyn_cast<shard::ReduceScatterOp>(op))
-    return std::make_pair(std::string("reduce_scatter"),
-                          share * bytesOf(rs.getInput().getType()));
-  return std::nullopt;
+    sent.push_back(traffic("reduce_scatter", rs.getInput().getType()));
+  for (const FusedCollective &fused : fusedCollectives(op))
+    sent.push_back(traffic(fused.kind, fused.moved));
+  return sent;
 }
 
 Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
@@ -305,11 +307,11 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
       if (!op->hasAttr(MPDialect::getRecomputedAttrName()))
         f.modelFlops += flops;
     }
-    if (auto traffic = collectiveBytes(op, d.t)) {
+    for (auto &[kind, bytes] : collectiveBytes(op, d.t)) {
       const int64_t stage =
           intAttr(op, MPDialect::getStageAttrName()).value_or(0) % d.p;
-      f.ranks[static_cast<size_t>(stage)].collectives[traffic->first] +=
-          traffic->second * double(d.m);
+      f.ranks[static_cast<size_t>(stage)].collectives[kind] +=
+          bytes * double(d.m);
     }
   });
   const Figures::Rank *busiest = &f.ranks.front();

@@ -69,8 +69,8 @@ struct OpCounts {
       ++named[op->getName().stripDialect().str()];
     else if (!isa<GetParamOp, ConstantOp>(op))
       ++other;
-    if (fusedAllReduceInput(op)) // (its norm named above, its sum here)
-      ++collectives["all_reduce"];
+    for (const FusedCollective &fused : fusedCollectives(op))
+      ++collectives[fused.kind.str()]; // (its norm named above)
   }
   void print(llvm::raw_ostream &os) const {
     bool first = true;

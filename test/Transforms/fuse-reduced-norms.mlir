@@ -108,3 +108,89 @@ func.func @in_place(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
   %h2 = mp.add %h, %m : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return %h2 : tensor<2x8xf32>
 }
+
+// -----
+
+// Tests sequence parallelism's form: a reduce_scatter along the sequence,
+// the bias, the add-and-norm of this rank's slice and the all_gather of the
+// norm become one op whose sum is the slice and whose norm is gathered; the
+// second site (no bias, an rms_norm) reads the first's sum as its residual.
+// Residuals are rank-local here, as sequence parallelism's are: each rank
+// computes its own rows, as the unfused ops do.
+// CHECK-LABEL: func.func @sequence_parallel
+// CHECK: %[[H:.*]], %[[N:.*]] = mp.reduce_scatter_add_layer_norm %arg0, %arg1, %arg3 bias %arg4 addend %arg2 {epsilon = 1.000000e-03 : f32, grid = @tp, grid_axis = 1 : i64, mp.layer = 0 : i64, scatter_axis = 1 : i64} :
+// CHECK-SAME: -> (tensor<2x2x16xf32>, tensor<2x4x16xf32>)
+// CHECK: %[[M:.*]] = mp.gelu %[[N]]
+// CHECK: %[[H2:.*]], %[[R:.*]] = mp.reduce_scatter_add_rms_norm %[[M]], %[[H]], %arg3 {grid = @tp, grid_axis = 1 : i64, scatter_axis = 1 : i64} :
+// CHECK-NOT: shard.
+// CHECK-NOT: mp.add
+// CHECK: return %[[H2]], %[[R]]
+// TWICE-LABEL: func.func @sequence_parallel
+// TWICE-COUNT-2: mp.reduce_scatter_add
+// TP: error: 'mp.reduce_scatter_add_layer_norm' op is a fusion: mp-fuse-reduced-norms runs after mp-tensor-parallel, not before
+shard.grid @tp(shape = 1x2)
+func.func @sequence_parallel(%p: tensor<2x4x16xf32>, %x: tensor<2x2x16xf32>, %bo: tensor<16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>) -> (tensor<2x2x16xf32>, tensor<2x4x16xf32>) {
+  %r = shard.reduce_scatter %p on @tp grid_axes = [1] scatter_axis = 1 : tensor<2x4x16xf32> -> tensor<2x2x16xf32>
+  %rb = mp.add %r, %bo : (tensor<2x2x16xf32>, tensor<16xf32>) -> tensor<2x2x16xf32>
+  %h, %n = mp.add_layer_norm %x, %rb, %g, %b {epsilon = 1.0e-3 : f32, mp.layer = 0 : i64} : (tensor<2x2x16xf32>, tensor<2x2x16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x2x16xf32>, tensor<2x2x16xf32>)
+  %gn = shard.all_gather %n on @tp grid_axes = [1] gather_axis = 1 : tensor<2x2x16xf32> -> tensor<2x4x16xf32>
+  %m = mp.gelu %gn : tensor<2x4x16xf32>
+  %r2 = shard.reduce_scatter %m on @tp grid_axes = [1] scatter_axis = 1 : tensor<2x4x16xf32> -> tensor<2x2x16xf32>
+  %h2, %n2 = mp.add_rms_norm %r2, %h, %g : (tensor<2x2x16xf32>, tensor<2x2x16xf32>, tensor<16xf32>) -> (tensor<2x2x16xf32>, tensor<2x2x16xf32>)
+  %gn2 = shard.all_gather %n2 on @tp grid_axes = [1] gather_axis = 1 : tensor<2x2x16xf32> -> tensor<2x4x16xf32>
+  return %h2, %gn2 : tensor<2x2x16xf32>, tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests the sequence-parallel forms that do not fuse: a norm read besides
+// its all_gather; a norm not gathered; gathered along another dim; gathered
+// over another grid axis; scattered along the norm's own dim; a max, not a
+// sum.
+// CHECK-LABEL: func.func @scatter_not_fused
+// CHECK-NOT: mp.reduce_scatter_add
+// CHECK: return
+shard.grid @tp(shape = 2x2)
+func.func @scatter_not_fused(%p: tensor<4x8xf32>, %x: tensor<2x8xf32>, %xt: tensor<4x4xf32>, %g: tensor<8xf32>, %g4: tensor<4xf32>) -> (tensor<2x8xf32>, tensor<4x8xf32>, tensor<2x8xf32>, tensor<2x16xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %r0 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h0, %n0 = mp.add_rms_norm %x, %r0, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  %a0 = shard.all_gather %n0 on @tp grid_axes = [0] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  %r1 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h1, %n1 = mp.add_rms_norm %x, %r1, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  %r2 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h2, %n2 = mp.add_rms_norm %x, %r2, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  %a2 = shard.all_gather %n2 on @tp grid_axes = [0] gather_axis = 1 : tensor<2x8xf32> -> tensor<2x16xf32>
+  %r3 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h3, %n3 = mp.add_rms_norm %x, %r3, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  %a3 = shard.all_gather %n3 on @tp grid_axes = [1] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  %r4 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
+  %h4, %n4 = mp.add_rms_norm %xt, %r4, %g4 : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
+  %a4 = shard.all_gather %n4 on @tp grid_axes = [0] gather_axis = 1 : tensor<4x4xf32> -> tensor<4x8xf32>
+  %r5 = shard.reduce_scatter %p on @tp grid_axes = [0] reduction = max scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h5, %n5 = mp.add_rms_norm %x, %r5, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  %a5 = shard.all_gather %n5 on @tp grid_axes = [0] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  return %n0, %a0, %n1, %a2, %a3, %a4, %a5 : tensor<2x8xf32>, tensor<4x8xf32>, tensor<2x8xf32>, tensor<2x16xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests the memory plan of the sequence-parallel form: the slice's sum in
+// the residual's bytes, the gathered norm in the partial sums'.
+// CHECK-LABEL: func.func @scatter_in_place
+// CHECK: mp.reduce_scatter_add_rms_norm %0, %all_slice, %arg1
+// PLAN-LABEL: memory plan of @scatter_in_place
+// PLAN: %sum = mp.reduce_scatter_add_rms_norm: in place of %all_slice
+// PLAN-NEXT: %result = mp.reduce_scatter_add_rms_norm: in place of %0
+shard.grid @tp(shape = 2)
+func.func @scatter_in_place(%x: tensor<4x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
+  %p = mp.neg %x : tensor<4x8xf32>
+  %big = mp.exp %x : tensor<4x8xf32>
+  %res = shard.all_slice %big on @tp grid_axes = [0] slice_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %r = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h, %n = mp.add_rms_norm %res, %r, %s : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  %a = shard.all_gather %n on @tp grid_axes = [0] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  %m = mp.gelu %a : tensor<4x8xf32>
+  %ms = shard.all_slice %m on @tp grid_axes = [0] slice_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h2 = mp.add %h, %ms : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %h2 : tensor<2x8xf32>
+}

@@ -60,6 +60,27 @@ public:
                        const RowsFinish &finish,
                        const std::vector<Tensor> &results);
 
+  /// Sequence parallelism's reduce_scatter fused with the row-wise op after
+  /// it and the all_gather of that op's results: `partial` (`rows` rows)
+  /// is `outer` blocks of size() slices; this rank sums its slice of every
+  /// block into those rows of `reduced` (the full layout; scratch as in
+  /// allReduceRows) and calls `finish` on them, once per block (rows
+  /// numbered in the full layout; what it writes besides `results` is its
+  /// own business, e.g. the rank's slice of a sum). Then every rank has
+  /// every rank's rows of `results` (full layout). Ranks that share memory
+  /// write their rows straight into the others' results; elsewhere it is
+  /// the reduce_scatter, `finish`, then the all_gather, through scratch
+  /// (scatterRowsBytes). Every element is summed as reduceScatterSum sums
+  /// it: the bits of the unfused ops.
+  Status reduceScatterRows(const Tensor &partial, Tensor &reduced, int64_t rows,
+                           int64_t outer, const RowsFinish &finish,
+                           const std::vector<Tensor> &results);
+  /// The scratch reduceScatterRows needs for `partial` and `results` (the
+  /// larger of their slices, and a full one to unpack when `outer` > 1);
+  /// 0 on a backend that does not pack.
+  size_t scatterRowsBytes(const std::vector<Tensor> &tensors,
+                          int64_t outer) const;
+
   /// The scratch allGather (of `local` into `full`) or reduceScatterSum (of
   /// `full` into `local`) along `axis` needs to pack blocks: 0 when `axis`
   /// is outermost or the backend does not pack, else `full`'s bytes.
@@ -112,6 +133,12 @@ protected:
   virtual Status allReduceRowsRaw(const Tensor &partial, Tensor &reduced,
                                   int64_t rows, const RowsFinish &finish,
                                   const std::vector<Tensor> &results);
+  /// reduceScatterRows on checked operands; by default the reduce_scatter,
+  /// `finish`, then the all_gather.
+  virtual Status reduceScatterRowsRaw(const Tensor &partial, Tensor &reduced,
+                                      int64_t rows, int64_t outer,
+                                      const RowsFinish &finish,
+                                      const std::vector<Tensor> &results);
   /// Gathers `bytes` from every rank into `out` (rank-major).
   virtual Status allGatherRaw(const void *in, void *out, size_t bytes) = 0;
   /// Sums rank-major blocks of `count` elements; rank r keeps block r.

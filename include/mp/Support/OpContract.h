@@ -73,7 +73,7 @@ namespace add_norm { // add_layer_norm, add_rms_norm
 enum Operand : int { Lhs, Rhs, Scale, Bias };
 enum Result : int { Sum, Normalized };
 } // namespace add_norm
-namespace all_reduce_add_norm { // all_reduce_add_layer_norm, _rms_norm
+namespace all_reduce_add_norm { // all_reduce_add_*_norm, reduce_scatter_add_*
 enum Operand : int { Partial, Residual, Scale, LayerBias, LayerAddend };
 constexpr int RMSAddend = 3; // (an rms_norm has no bias)
 } // namespace all_reduce_add_norm

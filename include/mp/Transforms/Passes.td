@@ -253,8 +253,9 @@ def MPFuseResidualNorms : Pass<"mp-fuse-residual-norms", "mlir::ModuleOp"> {
 }
 
 def MPFuseReducedNorms : Pass<"mp-fuse-reduced-norms", "mlir::ModuleOp"> {
-  let summary = "fold an all-reduce, its bias, the residual add and the norm "
-                "after them into one collective";
+  let summary = "fold an all-reduce (or sequence parallelism's reduce_scatter "
+                "and all_gather), its bias, the residual add and the norm "
+                "into one collective";
   let description = [{
     A sum over the ranks (a row-parallel linear's, or a vocab-parallel
     embedding's), the bias added to it, and the residual add and norm that
@@ -277,7 +278,21 @@ def MPFuseReducedNorms : Pass<"mp-fuse-reduced-norms", "mlir::ModuleOp"> {
     of f32 read only by the bias add (one value per feature) or the
     add-and-norm, in one pipeline chunk, and the residual, bias and norm
     weights the same on every rank (not rank-local: one rank's rows go to
-    all). `--artifact` runs it after
+    all).
+
+    Under sequence parallelism the chain is a `shard.reduce_scatter`, the
+    bias, the add-and-norm of this rank's slice, and a `shard.all_gather`
+    of the norm: it becomes an `mp.reduce_scatter_add_layer_norm` (or
+    `_rms_norm`) whose `sum` is the slice and whose norm is gathered. Ranks
+    that share memory sum and normalize their own rows and write the norms
+    straight into every rank's result (one meeting instead of two
+    collectives; others run the reduce_scatter, the rest, then the
+    all_gather). The norm must be read only by that all_gather, along the
+    scatter dim (a dim before the norm's), so a post-norm model's norms,
+    which are the next residual too, stay unfused. Rank-local operands are
+    fine here: each rank computes its own rows.
+
+    `--artifact` runs it after
     `mp-fuse-residual-norms`, on inference programs, before
     `mp-plan-memory` (a planned module is an error).
   }];

@@ -341,6 +341,16 @@ protected:
     return Communicator::allReduceRowsRaw(partial, reduced, rows, finish,
                                           results);
   }
+  Status reduceScatterRowsRaw(const Tensor &partial, Tensor &reduced,
+                              int64_t rows, int64_t outer,
+                              const RowsFinish &finish,
+                              const std::vector<Tensor> &results) override {
+    if (shared && mpiType(partial.dtype) != MPI_DATATYPE_NULL)
+      return shared->reduceScatterRows(partial, reduced, rows, outer, finish,
+                                       results);
+    return Communicator::reduceScatterRowsRaw(partial, reduced, rows, outer,
+                                              finish, results);
+  }
   Status allGatherRaw(const void *in, void *out, size_t bytes) override {
     if (bytes <= static_cast<size_t>(messageLimit)) {
       MPI_Request request;

@@ -33,6 +33,7 @@ struct Announcement {
   uint32_t kind = 0;
   uint32_t dtype = 0;
   uint64_t outer = 0;
+  uint64_t blocks = 0; // (the row collectives': blocks of rows)
   uint64_t bytes = 0;
   SharedLocation operand;
   /// Where the others write this rank's results (allReduceRows).
@@ -54,6 +55,9 @@ const char *kindName(uint32_t kind) {
   case 2: return "all_gather";
   case 3: return "reduce_scatter";
   case 4: return "all_reduce (fused with the row-wise op after it)";
+  case 5:
+    return "reduce_scatter (fused with the row-wise op and all_gather after "
+           "it)";
   default: return "an unknown collective";
   }
 }
@@ -286,12 +290,14 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
                                const void *operand, uint64_t bytes,
                                const void *avoid, uint64_t avoidBytes,
                                const char *what,
-                               const std::vector<Destination> &destinations) {
+                               const std::vector<Destination> &destinations,
+                               uint64_t blocks) {
   Announcement &mine = control->announced;
   mine = Announcement{};
   mine.kind = static_cast<uint32_t>(kind);
   mine.dtype = static_cast<uint32_t>(dtype);
   mine.outer = outer;
+  mine.blocks = blocks;
   mine.bytes = bytes;
   if (bytes > 0 && (overlaps(operand, bytes, avoid, avoidBytes) ||
                     !locateShared(operand, bytes, mine.operand))) {
@@ -319,7 +325,8 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
     // Every rank sees a disagreement itself: no need to release the others.
     const Announcement &theirs = controls[r]->announced;
     bool same = theirs.kind == mine.kind && theirs.dtype == mine.dtype &&
-                theirs.outer == mine.outer && theirs.bytes == mine.bytes &&
+                theirs.outer == mine.outer && theirs.blocks == mine.blocks &&
+                theirs.bytes == mine.bytes &&
                 theirs.destinationCount == mine.destinationCount;
     for (uint32_t i = 0; same && i < mine.destinationCount; ++i)
       same = theirs.destinations[i].bytes == mine.destinations[i].bytes;
@@ -446,9 +453,41 @@ Status SharedMemoryGroup::allReduceRows(const Tensor &partial, Tensor &reduced,
                                         int64_t rows,
                                         const Communicator::RowsFinish &finish,
                                         const std::vector<Tensor> &results) {
-  const char *what = "all_reduce";
+  // This rank's rows: the r-th 1/n.
+  const int64_t per = rows > 0 ? (rows + ranks - 1) / ranks : 0;
+  const int64_t begin = std::min<int64_t>(rows, me * per);
+  const int64_t end = std::min<int64_t>(rows, (me + 1) * per);
+  return rowsCollective(Kind::AllReduceRows, partial, reduced, rows, 1,
+                        {{begin, end}}, finish, results);
+}
+
+Status
+SharedMemoryGroup::reduceScatterRows(const Tensor &partial, Tensor &reduced,
+                                     int64_t rows, int64_t outer,
+                                     const Communicator::RowsFinish &finish,
+                                     const std::vector<Tensor> &results) {
+  // This rank's rows: its slice of every block (the caller checked that
+  // they divide).
+  const int64_t sliceRows = rows / outer / ranks;
+  std::vector<RowRange> own;
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t begin = (o * ranks + me) * sliceRows;
+    own.emplace_back(begin, begin + sliceRows);
+  }
+  return rowsCollective(Kind::ReduceScatterRows, partial, reduced, rows,
+                        static_cast<uint64_t>(outer), own, finish, results);
+}
+
+Status SharedMemoryGroup::rowsCollective(Kind kind, const Tensor &partial,
+                                         Tensor &reduced, int64_t rows,
+                                         uint64_t outer,
+                                         const std::vector<RowRange> &own,
+                                         const Communicator::RowsFinish &finish,
+                                         const std::vector<Tensor> &results) {
+  const char *what =
+      kind == Kind::AllReduceRows ? "all_reduce" : "reduce_scatter";
   if (results.size() > static_cast<size_t>(kMaxRowResults))
-    return Status::error("all_reduce: more than " +
+    return Status::error(std::string(what) + ": more than " +
                          std::to_string(kMaxRowResults) +
                          " results of the row-wise op");
   const uint64_t bytes = partial.bytes();
@@ -485,24 +524,23 @@ Status SharedMemoryGroup::allReduceRows(const Tensor &partial, Tensor &reduced,
     return s;
   };
   if (overlapping)
-    return fail(Status::error(
-        "all_reduce: its results overlap each other or the sums"));
-  if (Status s = meet(Kind::AllReduceRows, partial.dtype,
-                      static_cast<uint64_t>(rows), partial.data, bytes,
-                      stageIfOverlapping ? stageIfOverlapping->data : nullptr,
-                      stageIfOverlapping ? stageIfOverlapping->bytes() : 0,
-                      what, destinations);
+    return fail(Status::error(std::string(what) +
+                              ": its results overlap each other or the sums"));
+  if (Status s =
+          meet(kind, partial.dtype, static_cast<uint64_t>(rows), partial.data,
+               bytes, stageIfOverlapping ? stageIfOverlapping->data : nullptr,
+               stageIfOverlapping ? stageIfOverlapping->bytes() : 0, what,
+               destinations, outer);
       !s) // (ranks that disagree on the collective write nothing)
     return failed(me) ? fail(s) : s;
   if (Status s = mapDestinations(what); !s)
     return fail(s);
   // This rank's rows: summed, finished, then written into every rank's
   // results; one more meeting and every rank has all of them.
-  const int64_t per = rows > 0 ? (rows + ranks - 1) / ranks : 0;
-  const int64_t begin = std::min<int64_t>(rows, me * per);
-  const int64_t end = std::min<int64_t>(rows, (me + 1) * per);
-  if (end > begin) {
-    const uint64_t rowBytes = bytes / rows;
+  const uint64_t rowBytes = rows > 0 ? bytes / rows : 0;
+  for (const auto &[begin, end] : own) {
+    if (end <= begin)
+      continue;
     if (Status s = sumInto(
             partial.dtype,
             static_cast<uint8_t *>(reduced.data) + begin * rowBytes, operands,
@@ -523,16 +561,22 @@ Status SharedMemoryGroup::allReduceRows(const Tensor &partial, Tensor &reduced,
   }
   if (Status s = signalAndWait(kReduced, what); !s)
     return s;
-  // The others' rows of a result that could not be shared came to staging.
+  // The others' rows of a result that could not be shared came to staging:
+  // every row but this rank's (`own` is in order).
   for (size_t i = 0; i < results.size(); ++i) {
     if (!destinationStaged[i])
       continue;
     const uint64_t resultRow = rows > 0 ? results[i].bytes() / rows : 0;
     auto *dst = static_cast<uint8_t *>(results[i].data);
     auto *src = static_cast<const uint8_t *>(receiving[i].data);
-    std::memcpy(dst, src, begin * resultRow);
-    std::memcpy(dst + end * resultRow, src + end * resultRow,
-                (rows - end) * resultRow);
+    int64_t next = 0;
+    for (const auto &[begin, end] : own) {
+      std::memcpy(dst + next * resultRow, src + next * resultRow,
+                  (begin - next) * resultRow);
+      next = std::max(next, end);
+    }
+    std::memcpy(dst + next * resultRow, src + next * resultRow,
+                (rows - next) * resultRow);
   }
   return Status::success();
 }

@@ -67,14 +67,30 @@ public:
   Status allReduceRows(const Tensor &partial, Tensor &reduced, int64_t rows,
                        const Communicator::RowsFinish &finish,
                        const std::vector<Tensor> &results);
+  /// Communicator::reduceScatterRows: the same, rank r's rows being the
+  /// r-th slice of each of `outer` blocks.
+  Status reduceScatterRows(const Tensor &partial, Tensor &reduced, int64_t rows,
+                           int64_t outer,
+                           const Communicator::RowsFinish &finish,
+                           const std::vector<Tensor> &results);
 
 private:
   enum class Kind : uint32_t {
     AllReduce = 1,
     AllGather,
     ReduceScatter,
-    AllReduceRows
+    AllReduceRows,
+    ReduceScatterRows
   };
+  /// Rows [first, second) of the full layout.
+  using RowRange = std::pair<int64_t, int64_t>;
+  /// allReduceRows and reduceScatterRows: this rank sums and finishes
+  /// `own` rows and writes them into every rank's results.
+  Status rowsCollective(Kind kind, const Tensor &partial, Tensor &reduced,
+                        int64_t rows, uint64_t outer,
+                        const std::vector<RowRange> &own,
+                        const Communicator::RowsFinish &finish,
+                        const std::vector<Tensor> &results);
   /// Memory the other ranks write into in a collective: this rank's
   /// `data`, or a staging block copied into it afterwards.
   struct Destination {
@@ -89,10 +105,12 @@ private:
   /// staging copy, is writable).
   /// With `destinations`, also announces where the others write this
   /// rank's (staged when not shareable); mapDestinations then maps theirs.
+  /// `blocks`: the row collectives' blocks of rows (the ranks must agree).
   Status meet(Kind kind, DType dtype, uint64_t outer, const void *operand,
               uint64_t bytes, const void *avoid, uint64_t avoidBytes,
               const char *what,
-              const std::vector<Destination> &destinations = {});
+              const std::vector<Destination> &destinations = {},
+              uint64_t blocks = 1);
   /// Sets this rank's flag `flag` to the current sequence number and waits
   /// until every rank's is there; with `checkFailures`, a rank that
   /// abandoned the collective is an error.

@@ -221,6 +221,17 @@ void addAttributes(Operation *op, program::Instruction &inst) {
         addInt(inst, AttrName::GridAxis, r.getGridAxis());
         addFloat(inst, AttrName::Epsilon, r.getEpsilon().convertToFloat());
       })
+      .Case([&](ReduceScatterAddLayerNormOp l) {
+        addInt(inst, AttrName::GridAxis, l.getGridAxis());
+        addInt(inst, AttrName::ScatterAxis, l.getScatterAxis());
+        addInt(inst, AttrName::Axis, l.getNormalizedAxis());
+        addFloat(inst, AttrName::Epsilon, l.getEpsilon().convertToFloat());
+      })
+      .Case([&](ReduceScatterAddRMSNormOp r) {
+        addInt(inst, AttrName::GridAxis, r.getGridAxis());
+        addInt(inst, AttrName::ScatterAxis, r.getScatterAxis());
+        addFloat(inst, AttrName::Epsilon, r.getEpsilon().convertToFloat());
+      })
       .Case([&](SoftmaxOp s) {
         addInt(inst, AttrName::Axis, s.getNormalizedAxis());
       })
@@ -337,6 +348,9 @@ SmallVector<Value> positionalOperands(Operation *op,
   // (An op with two optional operands: the first absent is a -1 before the
   // second.)
   if (auto fused = dyn_cast<AllReduceAddLayerNormOp>(op))
+    return {fused.getPartial(), fused.getResidual(), fused.getScale(),
+            fused.getBias(), fused.getAddend()};
+  if (auto fused = dyn_cast<ReduceScatterAddLayerNormOp>(op))
     return {fused.getPartial(), fused.getResidual(), fused.getScale(),
             fused.getBias(), fused.getAddend()};
   SmallVector<Value> operands(op->getOperands());

@@ -236,6 +236,44 @@ func.func @f(%x: tensor<2x3xf32>, %s: tensor<2xf32>) {
 
 // -----
 
+// The sequence-parallel form: the sum is this rank's slice along
+// scatter_axis, a dim before the norm's; the grid is checked as above.
+shard.grid @tp(shape = 2)
+func.func @f(%x: tensor<4x3xf32>, %h: tensor<4x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @below {{expected sum shape 2x3 (a slice of 4x3 along dim 0 over 2 ranks) but found 4x3}}
+  %0:2 = mp.reduce_scatter_add_rms_norm %x, %h, %s {grid = @tp, grid_axis = 0 : i64, scatter_axis = 0 : i64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+func.func @f(%x: tensor<4x4xf32>, %h: tensor<4x2xf32>, %s: tensor<2xf32>) {
+  // expected-error @below {{scatter_axis 1 must be a dim before the norm's axis 1}}
+  %0:2 = mp.reduce_scatter_add_layer_norm %x, %h, %s {grid = @tp, grid_axis = 0 : i64, scatter_axis = 1 : i64} : (tensor<4x4xf32>, tensor<4x2xf32>, tensor<2xf32>) -> (tensor<4x2xf32>, tensor<4x4xf32>)
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+func.func @f(%x: tensor<4x3xf32>, %h: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @below {{grid_axis 1 is not an axis of @tp}}
+  %0:2 = mp.reduce_scatter_add_rms_norm %x, %h, %s {grid = @tp, grid_axis = 1 : i64, scatter_axis = 0 : i64} : (tensor<4x3xf32>, tensor<2x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<4x3xf32>)
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+func.func @f(%x: tensor<3x3xf32>, %h: tensor<1x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @below {{dim 0 of 3x3 does not divide over 2 ranks}}
+  %0:2 = mp.reduce_scatter_add_rms_norm %x, %h, %s {grid = @tp, grid_axis = 0 : i64, scatter_axis = 0 : i64} : (tensor<3x3xf32>, tensor<1x3xf32>, tensor<3xf32>) -> (tensor<1x3xf32>, tensor<3x3xf32>)
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2x3xf32>, %y: tensor<1x3xf32>, %s: tensor<3xf32>) {
   // expected-error @below {{all of {lhs, rhs, sum, result} have same type}}
   %0:2 = mp.add_rms_norm %x, %y, %s : (tensor<2x3xf32>, tensor<1x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)

@@ -277,6 +277,127 @@ TEST(MPIComm, AllReduceRowsGivesEveryRankTheUnfusedBits) {
     }
 }
 
+/// Sequence parallelism's reduce_scatter (along dim 1 of [outer, ranks x
+/// slice, kWidth]), bias, residual add, layer_norm and the norm's
+/// all_gather, fused (reduceScatterRows) and as separate collectives and
+/// kernels: every rank must get the same bits either way.
+class ScatteredNorm {
+public:
+  static constexpr int64_t kWidth = 5;
+  ScatteredNorm(Communicator &group, int64_t outer, int64_t slice)
+      : group(group), outer(outer), slice(slice),
+        rows(outer * group.size() * slice), localRows(outer * slice),
+        partial(rows * kWidth), residual(localRows * kWidth),
+        sum(localRows * kWidth), local(localRows * kWidth), norm(rows * kWidth),
+        vectors(3 * kWidth) {
+    for (int64_t i = 0; i < rows * kWidth; ++i) // sums that depend on order
+      partial[i] = std::sin(0.37f * i + group.rank()) * 1e3f;
+    for (int64_t i = 0; i < localRows * kWidth; ++i)
+      residual[i] = std::cos(0.11f * i + group.rank());
+    for (int64_t i = 0; i < 3 * kWidth; ++i)
+      vectors[i] = 0.5f + 0.25f * i;
+  }
+  /// The fused collective, with the results apart, in place (the sum in
+  /// the residual's bytes, the norm in the partial sums'), or in memory
+  /// other ranks cannot map (the norm's rows from the others staged).
+  using Results = ReducedNorm::Results;
+  Status fused(Results at, std::vector<float> &sumOut,
+               std::vector<float> &normOut) {
+    std::vector<float> ownPartial(partial.data(),
+                                  partial.data() + rows * kWidth),
+        ownResidual(residual.data(), residual.data() + localRows * kWidth),
+        unshareable((localRows + rows) * kWidth);
+    float *s = sum.data(), *o = norm.data();
+    if (at == Results::InPlace) {
+      s = residual.data();
+      o = partial.data();
+    } else if (at == Results::Unshareable) {
+      s = unshareable.data();
+      o = unshareable.data() + localRows * kWidth;
+    }
+    Tensor tp = full(partial.data()), to = full(o);
+    const int64_t blockRows = group.size() * slice;
+    auto finish = [&](int64_t begin, int64_t end) {
+      const int64_t first =
+          begin / blockRows * slice + begin % blockRows - group.rank() * slice;
+      return finishRows(rowsOf(residual.data(), first, first + end - begin),
+                        rowsOf(o, begin, end),
+                        rowsOf(s, first, first + end - begin));
+    };
+    Status st = group.reduceScatterRows(tp, to, rows, outer, finish, {to});
+    sumOut.assign(s, s + localRows * kWidth);
+    normOut.assign(o, o + rows * kWidth);
+    std::copy(ownPartial.begin(), ownPartial.end(), partial.data());
+    std::copy(ownResidual.begin(), ownResidual.end(), residual.data());
+    return st;
+  }
+  Status unfused(std::vector<float> &sumOut, std::vector<float> &normOut) {
+    Tensor tl = sliced(local.data()), tn = full(norm.data());
+    if (Status st = group.reduceScatterSum(full(partial.data()), tl, 1); !st)
+      return st;
+    if (Status st = finishRows(rowsOf(residual.data(), 0, localRows),
+                               rowsOf(local.data(), 0, localRows),
+                               rowsOf(sum.data(), 0, localRows));
+        !st)
+      return st;
+    if (Status st = group.allGather(tl, tn, 1); !st)
+      return st;
+    sumOut.assign(sum.data(), sum.data() + localRows * kWidth);
+    normOut.assign(norm.data(), norm.data() + rows * kWidth);
+    return Status::success();
+  }
+
+private:
+  Tensor full(float *base) {
+    return Tensor{base, DType::F32, {outer, group.size() * slice, kWidth}};
+  }
+  Tensor sliced(float *base) {
+    return Tensor{base, DType::F32, {outer, slice, kWidth}};
+  }
+  Tensor rowsOf(float *base, int64_t begin, int64_t end) {
+    return Tensor{base + begin * kWidth, DType::F32, {end - begin, kWidth}};
+  }
+  /// Bias, residual add and layer_norm of rows `reduced`, in place.
+  Status finishRows(const Tensor &res, Tensor reduced, Tensor s) {
+    Tensor scale{vectors.data(), DType::F32, {kWidth}};
+    Tensor shift{vectors.data() + kWidth, DType::F32, {kWidth}};
+    Tensor bias{vectors.data() + 2 * kWidth, DType::F32, {kWidth}};
+    if (Status st = cpu::binary(cpu::BinaryKind::Add, reduced, bias, reduced);
+        !st)
+      return st;
+    return cpu::addLayerNorm(res, reduced, scale, &shift, 1, 1e-5f, s, reduced);
+  }
+  Communicator &group;
+  int64_t outer, slice, rows, localRows;
+  HostArray<float> partial, residual, sum, local, norm, vectors;
+};
+
+TEST(MPIComm, ReduceScatterRowsGivesEveryRankTheUnfusedBits) {
+  std::unique_ptr<Communicator> group;
+  ASSERT_TRUE(world->split(kGrid, 1, group));
+  // One block or several (each rank's rows in several places), slices of
+  // one row or more; on the 2-rank group and on all 4 ranks.
+  for (Communicator *comm : {group.get(), world.get()})
+    for (int64_t outer : {1, 3})
+      for (int64_t slice : {1, 2}) {
+        ScatteredNorm op(*comm, outer, slice);
+        std::vector<float> sum, norm;
+        ASSERT_TRUE(op.unfused(sum, norm));
+        for (ScatteredNorm::Results at :
+             {ScatteredNorm::Results::Apart, ScatteredNorm::Results::InPlace,
+              ScatteredNorm::Results::Unshareable}) {
+          std::vector<float> fusedSum, fusedNorm;
+          SCOPED_TRACE(std::to_string(outer) + " blocks of " +
+                       std::to_string(slice) + "-row slices over " +
+                       std::to_string(comm->size()) + " ranks, results " +
+                       std::to_string(static_cast<int>(at)));
+          ASSERT_TRUE(op.fused(at, fusedSum, fusedNorm));
+          EXPECT_TRUE(sameBits(fusedSum, sum));
+          EXPECT_TRUE(sameBits(fusedNorm, norm));
+        }
+      }
+}
+
 TEST(MPIComm, ARankWhoseRowsFailReleasesTheOthers) {
   std::unique_ptr<Communicator> group;
   ASSERT_TRUE(world->split(kGrid, 1, group));

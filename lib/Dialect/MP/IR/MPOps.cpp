@@ -19,6 +19,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mp;
@@ -553,6 +554,56 @@ LogicalResult AllReduceAddRMSNormOp::verify() {
                          getEpsilon());
 }
 
+/// The collective part of the fused reduce-scatter norms: the grid axis
+/// and addend as above, `sum` this rank's slice of `result` along
+/// `scatterAxis`, and the norm's rows (from `normAxis` on) inside a slice.
+static LogicalResult verifyScatteredNorm(Operation *op, FlatSymbolRefAttr grid,
+                                         int64_t gridAxis, int64_t scatterAxis,
+                                         int64_t normAxis, Value partial,
+                                         Value sum, Value addend) {
+  if (failed(verifyReducedNorm(op, grid, gridAxis, partial, addend)))
+    return failure();
+  Shape full = shapeOf(partial), local = shapeOf(sum);
+  const int64_t rank = static_cast<int64_t>(full.size());
+  if (scatterAxis < 0 || scatterAxis >= rank || scatterAxis >= normAxis)
+    return op->emitOpError()
+           << "scatter_axis " << scatterAxis
+           << " must be a dim before the norm's axis " << normAxis;
+  auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, grid);
+  const int64_t ranks = gridOp.getShape()[gridAxis];
+  if (ranks <= 0 || full[scatterAxis] % ranks != 0)
+    return op->emitOpError()
+           << "dim " << scatterAxis << " of " << formatShape(full)
+           << " does not divide over " << ranks << " ranks";
+  Shape expected = full;
+  expected[scatterAxis] = full[scatterAxis] / ranks;
+  if (local != expected)
+    return op->emitOpError()
+           << "expected sum shape " << formatShape(expected) << " (a slice of "
+           << formatShape(full) << " along dim " << scatterAxis << " over "
+           << ranks << " ranks) but found " << formatShape(local);
+  return success();
+}
+
+LogicalResult ReduceScatterAddLayerNormOp::verify() {
+  if (failed(verifyScatteredNorm(*this, getGridAttr(), getGridAxis(),
+                                 getScatterAxis(), getNormalizedAxis(),
+                                 getPartial(), getSum(), getAddend())))
+    return failure();
+  return verifyFusedNorm(*this, getSum(), getScale(), getBias(), getAxis(),
+                         getEpsilon());
+}
+
+LogicalResult ReduceScatterAddRMSNormOp::verify() {
+  if (failed(verifyScatteredNorm(*this, getGridAttr(), getGridAxis(),
+                                 getScatterAxis(),
+                                 detail::nonNegativeAxis(-1, getPartial()),
+                                 getPartial(), getSum(), getAddend())))
+    return failure();
+  return verifyFusedNorm(*this, getSum(), getScale(), {}, std::nullopt,
+                         getEpsilon());
+}
+
 LogicalResult AttentionOp::verify() {
   if (getScale().convertToFloat() <= 0.0f)
     return emitOpError() << "scale must be positive";
@@ -686,17 +737,25 @@ FailureOr<func::FuncOp> mp::getEntryFunction(ModuleOp module) {
 }
 
 StringRef mp::fusionPassOf(Operation *op) {
-  if (isa<AllReduceAddLayerNormOp, AllReduceAddRMSNormOp>(op))
+  if (isa<AllReduceAddLayerNormOp, AllReduceAddRMSNormOp,
+          ReduceScatterAddLayerNormOp, ReduceScatterAddRMSNormOp>(op))
     return "mp-fuse-reduced-norms";
   return "mp-fuse-residual-norms";
 }
 
-Value mp::fusedAllReduceInput(Operation *op) {
-  if (auto layer = dyn_cast<AllReduceAddLayerNormOp>(op))
-    return layer.getPartial();
-  if (auto rms = dyn_cast<AllReduceAddRMSNormOp>(op))
-    return rms.getPartial();
-  return {};
+SmallVector<FusedCollective> mp::fusedCollectives(Operation *op) {
+  return TypeSwitch<Operation *, SmallVector<FusedCollective>>(op)
+      .Case<AllReduceAddLayerNormOp, AllReduceAddRMSNormOp>([](auto fused) {
+        return SmallVector<FusedCollective>{
+            {"all_reduce", fused.getPartial().getType()}};
+      })
+      .Case<ReduceScatterAddLayerNormOp, ReduceScatterAddRMSNormOp>(
+          [](auto fused) {
+            return SmallVector<FusedCollective>{
+                {"reduce_scatter", fused.getPartial().getType()},
+                {"all_gather", fused.getResult().getType()}};
+          })
+      .Default([](Operation *) { return SmallVector<FusedCollective>{}; });
 }
 
 bool mp::isTrainStep(ModuleOp module) {

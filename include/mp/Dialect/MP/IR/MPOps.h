@@ -31,9 +31,15 @@ bool isTrainStep(mlir::ModuleOp module);
 /// The pass that makes `op`, a fusion (OpTrait::Fused): for the errors of
 /// the passes that must run before it.
 llvm::StringRef fusionPassOf(mlir::Operation *op);
-/// The partial sums `op` all-reduces over its grid when it is an
-/// all-reduce fused with its norm (mp-fuse-reduced-norms); null otherwise.
-mlir::Value fusedAllReduceInput(mlir::Operation *op);
+/// A collective a fused op holds: its kind ("all_reduce", ...) and the
+/// tensor it moves (a reduction's input, a gather's result).
+struct FusedCollective {
+  llvm::StringRef kind;
+  mlir::Type moved;
+};
+/// The collectives `op` holds when it is a collective fused with its norm
+/// (mp-fuse-reduced-norms); none otherwise.
+llvm::SmallVector<FusedCollective> fusedCollectives(mlir::Operation *op);
 /// The functions whose inputs and results mp-run exchanges with the user:
 /// every defined function nothing calls, in an inference program that is
 /// not cut into pipeline stages (a train step is fed from the token file

@@ -489,6 +489,76 @@ def MP_AllReduceAddRMSNormOp
   }];
 }
 
+// Sequence parallelism's reduce_scatter, the bias, the residual add, the
+// norm and the all_gather of the norm, as one collective
+// (mp-fuse-reduced-norms).
+class MP_ReduceScatterAddNormOp<string mnemonic, string norm,
+                                list<Trait> traits = []> : MP_Op<mnemonic,
+    !listconcat([Pure, MP_FusedOpTrait, MP_TransformerOpTrait,
+                 MP_InPlaceOpInterface,
+                 AllTypesMatch<["residual", "sum"]>,
+                 AllTypesMatch<["partial", "result"]>],
+                traits)> {
+  let summary = "`residual + (reduce_scatter(partial) + addend)`, and the "
+                "all_gather of `mp." # norm # "` of that sum";
+  let description = [{
+    `sum` is `residual + (s + addend)`, where `s` is this rank's slice along
+    `scatter_axis` of the sum of `partial` over the ranks along `grid_axis`
+    of `grid` (`shard.reduce_scatter`) and `addend` (optional) a bias
+    broadcast along the rows; `result` is every rank's `mp.}] # norm # [{`
+    of its `sum`, gathered along `scatter_axis` (`shard.all_gather`): the
+    same on every rank, while `sum` is this rank's slice (sequence
+    parallelism's residual stream). Ranks that share memory sum and
+    normalize their rows and write the norms straight into every rank's
+    `result`: one meeting where the unfused ops hold two collectives.
+    Elsewhere the runtime runs the reduce_scatter, the rest, then the
+    all_gather. Either way each element is summed in rank order and each
+    row computed by its rank: the bits of the ops it replaces. f32 only;
+    the norm's axis comes after `scatter_axis`. The memory plan may put
+    `sum` in `residual`'s bytes and `result` in `partial`'s.
+    `mp-fuse-reduced-norms` makes it, last, in inference programs;
+    partitioning and differentiation refuse it.
+  }];
+  let hasVerifier = 1;
+}
+
+def MP_ReduceScatterAddLayerNormOp
+    : MP_ReduceScatterAddNormOp<"reduce_scatter_add_layer_norm", "layer_norm",
+                                [AttrSizedOperandSegments]> {
+  let arguments = (ins MP_F32Tensor:$partial, MP_F32Tensor:$residual,
+                       MP_F32Tensor:$scale, Optional<MP_F32Tensor>:$bias,
+                       Optional<MP_F32Tensor>:$addend,
+                       FlatSymbolRefAttr:$grid, I64Attr:$grid_axis,
+                       I64Attr:$scatter_axis,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs MP_F32Tensor:$sum, MP_F32Tensor:$result);
+  let assemblyFormat = [{
+    $partial `,` $residual `,` $scale (`bias` $bias^)? (`addend` $addend^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// `axis` made non-negative.
+    int64_t getNormalizedAxis() {
+      return ::mp::detail::nonNegativeAxis(getAxis(), getPartial());
+    }
+  }];
+}
+
+def MP_ReduceScatterAddRMSNormOp
+    : MP_ReduceScatterAddNormOp<"reduce_scatter_add_rms_norm", "rms_norm"> {
+  let arguments = (ins MP_F32Tensor:$partial, MP_F32Tensor:$residual,
+                       MP_F32Tensor:$scale, Optional<MP_F32Tensor>:$addend,
+                       FlatSymbolRefAttr:$grid, I64Attr:$grid_axis,
+                       I64Attr:$scatter_axis,
+                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
+  let results = (outs MP_F32Tensor:$sum, MP_F32Tensor:$result);
+  let assemblyFormat = [{
+    $partial `,` $residual `,` $scale (`addend` $addend^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 def MP_SoftmaxOp : MP_Op<"softmax", [MP_Differentiable, MP_CoreAttentionTrait,
     MP_MixingTrait,
     Pure, SameOperandsAndResultType,
