@@ -234,8 +234,9 @@ def run_ms(command, env=None):
     proc = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
     ms = float(re.search(r"([0-9.]+) ms/run \(median", proc.stdout).group(1))
     comm = {}
-    # (The fused all-reduces hold their bias, residual add and norm too.)
-    collective = r"all_reduce_add_(?:layer|rms)_norm|all_reduce|all_gather|reduce_scatter"
+    # (The fused collectives hold their bias, residual add and norm too.)
+    collective = (r"(?:all_reduce|reduce_scatter)_add_(?:layer|rms)_norm|all_reduce|all_gather|"
+                  r"reduce_scatter")
     for name, value in re.findall(r"\n  (%s) +([0-9.]+) ms" % collective, proc.stdout):
         comm.setdefault(name, float(value))  # the first profile printed
     return ms, comm

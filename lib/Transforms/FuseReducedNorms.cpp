@@ -129,28 +129,36 @@ int64_t normAxis(Operation *addNorm) {
 }
 
 /// The pattern rooted at a reduce_scatter: a sum over one grid axis along
-/// a dim before the norm's, whose norm is read only by an all_gather along
-/// the same dim back to the partial sums' type. (Each rank computes its
-/// own rows with its own operands, as the unfused ops do: rank-local ones
-/// are fine.)
+/// a dim before the norm's, whose norm an all_gather along the same dim
+/// takes back to the partial sums' type. The norm's other readers (a
+/// post-norm model's next residual), all in its block, get this rank's
+/// slice of the gathered norm. (Each rank computes its own rows with its
+/// own operands, as the unfused ops do: rank-local ones are fine.)
 std::optional<ReducedNorm> match(shard::ReduceScatterOp scatter) {
   if (scatter.getReduction() != shard::ReductionKind::Sum ||
       scatter.getGridAxes().size() != 1)
     return std::nullopt;
   std::optional<ReducedNorm> m = matchAfterSum(scatter, scatter.getResult());
-  if (!m)
-    return std::nullopt;
   const int64_t axis = scatter.getScatterAxis().getSExtValue();
-  auto gather = dyn_cast_or_null<shard::AllGatherOp>(
-      soleReader(m->addNorm->getResult(1)));
-  if (axis >= normAxis(m->addNorm) || !gather ||
-      gather.getGridAttr() != scatter.getGridAttr() ||
-      gather.getGridAxes() != scatter.getGridAxes() ||
-      gather.getGatherAxis().getSExtValue() != axis ||
-      gather.getResult().getType() != scatter.getInput().getType() ||
-      !sameStage(scatter, gather))
+  if (!m || axis >= normAxis(m->addNorm))
     return std::nullopt;
-  m->gather = gather;
+  auto gathers = [&](Operation *user) {
+    auto gather = dyn_cast<shard::AllGatherOp>(user);
+    return gather && gather.getGridAttr() == scatter.getGridAttr() &&
+           gather.getGridAxes() == scatter.getGridAxes() &&
+           gather.getGatherAxis().getSExtValue() == axis &&
+           gather.getResult().getType() == scatter.getInput().getType() &&
+           sameStage(scatter, gather);
+  };
+  Value norm = m->addNorm->getResult(1);
+  for (Operation *user : norm.getUsers()) {
+    if (user->getBlock() != m->addNorm->getBlock())
+      return std::nullopt;
+    if (!m->gather && gathers(user))
+      m->gather = cast<shard::AllGatherOp>(user);
+  }
+  if (!m->gather)
+    return std::nullopt;
   return m;
 }
 
@@ -198,6 +206,18 @@ Operation *fuse(ReducedNorm m) {
   fused->setDiscardableAttrs(addNorm->getDiscardableAttrDictionary());
   addNorm->getResult(0).replaceAllUsesWith(fused->getResult(0));
   if (m.gather) {
+    Value norm = addNorm->getResult(1);
+    if (!norm.hasOneUse()) { // (this rank's slice of the gathered norm)
+      b.setInsertionPointAfter(fused);
+      auto slice = shard::AllSliceOp::create(
+          b, addNorm->getLoc(), norm.getType(), m.gather.getGridAttr(),
+          m.gather.getGridAxesAttr(), fused->getResult(1),
+          m.gather.getGatherAxisAttr());
+      slice->setDiscardableAttrs(addNorm->getDiscardableAttrDictionary());
+      norm.replaceUsesWithIf(slice.getResult(), [&](OpOperand &use) {
+        return use.getOwner() != m.gather.getOperation();
+      });
+    }
     m.gather.getResult().replaceAllUsesWith(fused->getResult(1));
     m.gather->erase();
   } else {

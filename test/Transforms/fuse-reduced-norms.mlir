@@ -143,18 +143,39 @@ func.func @sequence_parallel(%p: tensor<2x4x16xf32>, %x: tensor<2x2x16xf32>, %bo
 
 // -----
 
-// Tests the sequence-parallel forms that do not fuse: a norm read besides
-// its all_gather; a norm not gathered; gathered along another dim; gathered
-// over another grid axis; scattered along the norm's own dim; a max, not a
-// sum.
+// Tests a post-norm model's form: the norm is the next residual as well
+// as the next layer's gathered input. The fused op gives the gathered norm;
+// the residual reads this rank's slice of it (an all_slice: the same bits).
+// CHECK-LABEL: func.func @post_norm
+// CHECK: %[[H:.*]], %[[N:.*]] = mp.reduce_scatter_add_rms_norm %arg0, %arg1, %arg2 {grid = @tp, grid_axis = 0 : i64, scatter_axis = 0 : i64} :
+// CHECK-NEXT: %[[MINE:.*]] = shard.all_slice %[[N]] on @tp grid_axes = [0] slice_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+// CHECK-NEXT: %[[M:.*]] = mp.gelu %[[N]]
+// CHECK-NEXT: %[[P:.*]] = mp.neg %[[M]]
+// CHECK-NEXT: %{{.*}}, %[[N2:.*]] = mp.reduce_scatter_add_rms_norm %[[P]], %[[MINE]], %arg2
+// CHECK-NEXT: return %[[N2]]
+shard.grid @tp(shape = 2)
+func.func @post_norm(%p: tensor<4x8xf32>, %x: tensor<2x8xf32>, %g: tensor<8xf32>) -> tensor<4x8xf32> {
+  %r0 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h0, %n0 = mp.add_rms_norm %x, %r0, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  %a0 = shard.all_gather %n0 on @tp grid_axes = [0] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  %m = mp.gelu %a0 : tensor<4x8xf32>
+  %p1 = mp.neg %m : tensor<4x8xf32>
+  %r1 = shard.reduce_scatter %p1 on @tp grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h1, %n1 = mp.add_rms_norm %n0, %r1, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  %a1 = shard.all_gather %n1 on @tp grid_axes = [0] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  return %a1 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests the sequence-parallel forms that do not fuse: a norm not gathered;
+// gathered along another dim; gathered over another grid axis; scattered
+// along the norm's own dim; a max, not a sum.
 // CHECK-LABEL: func.func @scatter_not_fused
 // CHECK-NOT: mp.reduce_scatter_add
 // CHECK: return
 shard.grid @tp(shape = 2x2)
-func.func @scatter_not_fused(%p: tensor<4x8xf32>, %x: tensor<2x8xf32>, %xt: tensor<4x4xf32>, %g: tensor<8xf32>, %g4: tensor<4xf32>) -> (tensor<2x8xf32>, tensor<4x8xf32>, tensor<2x8xf32>, tensor<2x16xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
-  %r0 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
-  %h0, %n0 = mp.add_rms_norm %x, %r0, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
-  %a0 = shard.all_gather %n0 on @tp grid_axes = [0] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+func.func @scatter_not_fused(%p: tensor<4x8xf32>, %x: tensor<2x8xf32>, %xt: tensor<4x4xf32>, %g: tensor<8xf32>, %g4: tensor<4xf32>) -> (tensor<2x8xf32>, tensor<2x16xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
   %r1 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
   %h1, %n1 = mp.add_rms_norm %x, %r1, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
   %r2 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
@@ -169,7 +190,7 @@ func.func @scatter_not_fused(%p: tensor<4x8xf32>, %x: tensor<2x8xf32>, %xt: tens
   %r5 = shard.reduce_scatter %p on @tp grid_axes = [0] reduction = max scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
   %h5, %n5 = mp.add_rms_norm %x, %r5, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
   %a5 = shard.all_gather %n5 on @tp grid_axes = [0] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
-  return %n0, %a0, %n1, %a2, %a3, %a4, %a5 : tensor<2x8xf32>, tensor<4x8xf32>, tensor<2x8xf32>, tensor<2x16xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  return %n1, %a2, %a3, %a4, %a5 : tensor<2x8xf32>, tensor<2x16xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
 
 // -----

@@ -287,10 +287,11 @@ def MPFuseReducedNorms : Pass<"mp-fuse-reduced-norms", "mlir::ModuleOp"> {
     that share memory sum and normalize their own rows and write the norms
     straight into every rank's result (one meeting instead of two
     collectives; others run the reduce_scatter, the rest, then the
-    all_gather). The norm must be read only by that all_gather, along the
-    scatter dim (a dim before the norm's), so a post-norm model's norms,
-    which are the next residual too, stay unfused. Rank-local operands are
-    fine here: each rank computes its own rows.
+    all_gather). The norm must be all-gathered along the scatter dim (a dim
+    before the norm's); its other readers (a post-norm model's next
+    residual) get this rank's slice of the gathered norm, a
+    `shard.all_slice`. Rank-local operands are fine here: each rank
+    computes its own rows.
 
     `--artifact` runs it after
     `mp-fuse-residual-norms`, on inference programs, before
