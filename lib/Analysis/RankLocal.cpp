@@ -29,6 +29,11 @@ DenseSet<Value> mp::rankLocalValues(Block &body,
       isLocal = embedding.getGrid().has_value();
     } else if (op.hasTrait<mp::OpTrait::ReplicatedResults>()) {
       isLocal = false;
+    } else if (isa<ReduceScatterAddLayerNormOp, ReduceScatterAddRMSNormOp>(
+                   op)) {
+      // This rank's slice of the sum; the gathered norm, the same on all.
+      local.insert(op.getResult(0));
+      continue;
     } else {
       isLocal = llvm::any_of(op.getOperands(),
                              [&](Value v) { return local.contains(v); });

@@ -227,6 +227,8 @@ Status Communicator::reduceScatterRows(const Tensor &partial, Tensor &reduced,
                                        const std::vector<Tensor> &results) {
   if (partial.numel() != reduced.numel() || partial.dtype != reduced.dtype)
     return Status::error("reduce_scatter: input and sums differ");
+  if (rows == 0 && partial.numel() == 0)
+    return Status::success(); // (nothing to sum, finish or gather)
   if (rows <= 0 || outer <= 0 || rows % (outer * size()) != 0)
     return Status::error("reduce_scatter: " + std::to_string(rows) +
                          " rows are not " + std::to_string(outer) +

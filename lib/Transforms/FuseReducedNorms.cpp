@@ -198,8 +198,9 @@ Operation *buildFused(OpBuilder &b, ReducedNorm m) {
 }
 
 /// Replaces the matched ops by one fused op at the add-and-norm's place,
-/// where every operand is defined (the all_gather, if any, comes later).
-Operation *fuse(ReducedNorm m) {
+/// where every operand is defined (the all_gather, if any, comes later),
+/// keeping `rankLocal` true of the program.
+void fuse(ReducedNorm m, DenseSet<Value> &rankLocal) {
   Operation *addNorm = m.addNorm;
   OpBuilder b(addNorm);
   Operation *fused = buildFused(b, m);
@@ -217,17 +218,21 @@ Operation *fuse(ReducedNorm m) {
       norm.replaceUsesWithIf(slice.getResult(), [&](OpOperand &use) {
         return use.getOwner() != m.gather.getOperation();
       });
+      rankLocal.insert(slice.getResult());
     }
     m.gather.getResult().replaceAllUsesWith(fused->getResult(1));
-    m.gather->erase();
+    rankLocal.insert(fused->getResult(0)); // (this rank's slice of the sum)
   } else {
     addNorm->getResult(1).replaceAllUsesWith(fused->getResult(1));
   }
-  addNorm->erase();
-  if (m.biasAdd)
-    m.biasAdd->erase();
-  m.reduce->erase();
-  return fused;
+  // (The erased ops' values leave the set: new ones may take their place.)
+  for (Operation *op :
+       {m.gather.getOperation(), addNorm, m.biasAdd.getOperation(), m.reduce})
+    if (op) {
+      for (Value v : op->getResults())
+        rankLocal.erase(v);
+      op->erase();
+    }
 }
 
 struct FuseReducedNormsPass
@@ -243,10 +248,11 @@ struct FuseReducedNormsPass
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      // (Rank-local values as the program stands: a fused op's results,
-      // new, are the same on every rank, as the sums they replace were.
-      // Matched one at a time: a fusion replaces the residual a later one
-      // reads.)
+      // (Rank-local values as the program stands, kept so by fuse: an
+      // all-reduce fusion's results are the same on every rank, as the
+      // sums they replace were; a reduce_scatter fusion's sum is this
+      // rank's slice. Matched one at a time: a fusion replaces the residual
+      // a later one reads.)
       DenseSet<Value> rankLocal =
           rankLocalValues(func.getBody().front(), symbols);
       SmallVector<Operation *> reduces;
@@ -259,11 +265,8 @@ struct FuseReducedNormsPass
             isa<shard::AllReduceOp>(reduce)
                 ? match(cast<shard::AllReduceOp>(reduce), rankLocal)
                 : match(cast<shard::ReduceScatterOp>(reduce));
-        // (A reduce_scatter's fused sum is this rank's slice.)
-        if (m && m->gather)
-          rankLocal.insert(fuse(*m)->getResult(0));
-        else if (m)
-          fuse(*m);
+        if (m)
+          fuse(*m, rankLocal);
       }
     }
   }

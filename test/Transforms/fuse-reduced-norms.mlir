@@ -215,3 +215,24 @@ func.func @scatter_in_place(%x: tensor<4x8xf32>, %s: tensor<8xf32>) -> tensor<2x
   %h2 = mp.add %h, %ms : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return %h2 : tensor<2x8xf32>
 }
+
+// -----
+
+// Tests that an all-reduce whose residual is a reduce_scatter fusion's sum
+// (this rank's slice, whatever the operands) stays unfused, in one run and
+// in a second that finds the fused op already there.
+// CHECK-LABEL: func.func @slice_as_residual
+// CHECK: mp.reduce_scatter_add_rms_norm
+// CHECK: shard.all_reduce
+// TWICE-LABEL: func.func @slice_as_residual
+// TWICE: mp.reduce_scatter_add_rms_norm
+// TWICE: shard.all_reduce
+shard.grid @tp(shape = 2)
+func.func @slice_as_residual(%p: tensor<4x8xf32>, %x: tensor<2x8xf32>, %g: tensor<8xf32>, %q: tensor<2x8xf32>) -> (tensor<4x8xf32>, tensor<2x8xf32>) {
+  %r = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  %h, %n = mp.add_rms_norm %x, %r, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  %ng = shard.all_gather %n on @tp grid_axes = [0] gather_axis = 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+  %r2 = shard.all_reduce %q on @tp grid_axes = [0] : tensor<2x8xf32> -> tensor<2x8xf32>
+  %h2, %n2 = mp.add_rms_norm %h, %r2, %g : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+  return %ng, %n2 : tensor<4x8xf32>, tensor<2x8xf32>
+}

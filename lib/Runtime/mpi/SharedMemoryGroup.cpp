@@ -322,7 +322,8 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
   for (int r = 0; r < ranks; ++r) {
     if (r != me && failed(r))
       return abandon(peerFailed(r, what));
-    // Every rank sees a disagreement itself: no need to release the others.
+    // Every rank sees a disagreement itself: no need to release the others
+    // (but all wait until all have seen it).
     const Announcement &theirs = controls[r]->announced;
     bool same = theirs.kind == mine.kind && theirs.dtype == mine.dtype &&
                 theirs.outer == mine.outer && theirs.blocks == mine.blocks &&
@@ -331,14 +332,14 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
     for (uint32_t i = 0; same && i < mine.destinationCount; ++i)
       same = theirs.destinations[i].bytes == mine.destinations[i].bytes;
     if (!same)
-      return Status::error(
+      return disagreement(Status::error(
           std::string("the ranks disagree on a collective: this rank (") +
           std::to_string(me) + ") is in " + kindName(mine.kind) + " of " +
           std::to_string(mine.bytes) + " bytes of " + dtypeName(dtype) +
           ", rank " + std::to_string(r) + " in " + kindName(theirs.kind) +
           " of " + std::to_string(theirs.bytes) + " bytes of " +
           dtypeName(static_cast<DType>(theirs.dtype)) +
-          " (do the ranks run one artifact with the same options?)");
+          " (do the ranks run one artifact with the same options?)"));
     if (r == me)
       operands[r] = static_cast<uint8_t *>(const_cast<void *>(operand));
     else if (bytes > 0) {
@@ -355,6 +356,16 @@ Status SharedMemoryGroup::meet(Kind kind, DType dtype, uint64_t outer,
     }
   }
   return Status::success();
+}
+
+Status SharedMemoryGroup::disagreement(Status s) {
+  // Every rank sees a disagreement (each compares its announcement with
+  // all), so every rank waits here: none moves on to its next collective,
+  // overwriting its announcement, while another still reads it (which
+  // could match that one's and run a collective alone).
+  signalAndWait(kReduced, "a collective the ranks disagree on",
+                /*checkFailures=*/false);
+  return s;
 }
 
 Status SharedMemoryGroup::mapDestinations(const char *what) {

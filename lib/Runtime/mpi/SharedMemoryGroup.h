@@ -122,6 +122,9 @@ private:
   /// saying so.
   bool failed(int r) const;
   Status peerFailed(int r, const char *what) const;
+  /// `s` (the ranks announced different collectives) once every rank has
+  /// compared the announcements.
+  Status disagreement(Status s);
   Status stage(const void *data, uint64_t bytes, const void *&staged);
   /// Maps the other ranks' announced destinations into peerDestinations.
   Status mapDestinations(const char *what);

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -376,11 +377,22 @@ TEST(MPIComm, ReduceScatterRowsGivesEveryRankTheUnfusedBits) {
   std::unique_ptr<Communicator> group;
   ASSERT_TRUE(world->split(kGrid, 1, group));
   // One block or several (each rank's rows in several places), slices of
-  // one row or more; on the 2-rank group and on all 4 ranks.
+  // one row or more; on the 2-rank group, lent exactly the scratch
+  // scatterRowsBytes asks for (as an executable lends it), and on all 4
+  // ranks.
   for (Communicator *comm : {group.get(), world.get()})
     for (int64_t outer : {1, 3})
       for (int64_t slice : {1, 2}) {
         ScatteredNorm op(*comm, outer, slice);
+        const int64_t elements =
+            outer * comm->size() * slice * ScatteredNorm::kWidth;
+        std::vector<float> fullRows(elements);
+        Tensor full{fullRows.data(), DType::F32, {elements}};
+        // (Followed by bytes that must stay as they are.)
+        const size_t lentBytes = comm->scatterRowsBytes({full}, outer);
+        std::vector<uint8_t> lent(lentBytes + 64, 0xab);
+        if (comm == group.get())
+          comm->lendScratch(lent.data(), lentBytes);
         std::vector<float> sum, norm;
         ASSERT_TRUE(op.unfused(sum, norm));
         for (ScatteredNorm::Results at :
@@ -395,7 +407,52 @@ TEST(MPIComm, ReduceScatterRowsGivesEveryRankTheUnfusedBits) {
           EXPECT_TRUE(sameBits(fusedSum, sum));
           EXPECT_TRUE(sameBits(fusedNorm, norm));
         }
+        EXPECT_TRUE(std::all_of(lent.begin() + lentBytes, lent.end(),
+                                [](uint8_t b) { return b == 0xab; }));
       }
+}
+
+TEST(MPIComm, RanksThatDisagreeOnTheBlocksAllFailThenGoOn) {
+  using Results = ScatteredNorm::Results;
+  if (world->packsBlocks())
+    GTEST_SKIP() << "MPI's own collectives cannot tell (the ranks do not "
+                    "share memory here)";
+  // 8 rows over 4 ranks: rank 0 in one block of 2-row slices, the others
+  // in two blocks of 1-row slices. Every rank fails; then all run the one
+  // rank 0 ran (which a rank still reading rank 0's first announcement
+  // would have taken for the first, and run alone, waiting for the others
+  // until the timeout: 30 s here).
+  const double timeout = collectiveTimeout();
+  setCollectiveTimeout(30);
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const bool first = world->rank() == 0;
+    ScatteredNorm disagreeing(*world, first ? 1 : 2, first ? 2 : 1);
+    std::vector<float> sum, norm;
+    Status s = disagreeing.fused(Results::Apart, sum, norm);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.message.find("the ranks disagree on a collective"),
+              std::string::npos)
+        << s.message;
+    ScatteredNorm agreeing(*world, 1, 2);
+    std::vector<float> fusedSum, fusedNorm;
+    ASSERT_TRUE(agreeing.fused(Results::Apart, fusedSum, fusedNorm));
+    ASSERT_TRUE(agreeing.unfused(sum, norm));
+    EXPECT_TRUE(sameBits(fusedSum, sum));
+    EXPECT_TRUE(sameBits(fusedNorm, norm));
+  }
+  setCollectiveTimeout(timeout);
+}
+
+TEST(MPIComm, ReduceScatterRowsOfNothingIsNothing) {
+  std::vector<float> none(1);
+  Tensor empty{none.data(), DType::F32, {0, 5}};
+  int calls = 0;
+  auto finish = [&](int64_t, int64_t) {
+    ++calls;
+    return Status::success();
+  };
+  ASSERT_TRUE(world->reduceScatterRows(empty, empty, 0, 1, finish, {empty}));
+  EXPECT_EQ(calls, 0);
 }
 
 TEST(MPIComm, ARankWhoseRowsFailReleasesTheOthers) {
