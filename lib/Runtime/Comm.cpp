@@ -194,22 +194,35 @@ Status Communicator::allReduceSum(const Tensor &in, Tensor &out) {
   return allReduceRaw(out.data, out.numel(), out.dtype);
 }
 
-Status Communicator::allReduceRows(const Tensor &partial, Tensor &reduced,
-                                   int64_t rows, const RowsFinish &finish,
-                                   const std::vector<Tensor> &results) {
+namespace {
+/// The operands of allReduceRows and reduceScatterRows: sums the size of
+/// the partial sums, which are `rows` whole rows, as is each result.
+Status checkRows(const char *what, const Tensor &partial, const Tensor &reduced,
+                 int64_t rows, const std::vector<Tensor> &results) {
   if (partial.numel() != reduced.numel() || partial.dtype != reduced.dtype)
-    return Status::error("all_reduce: input and sum differ");
+    return Status::error(std::string(what) + ": input and sums differ");
   auto wholeRows = [rows](const Tensor &t) {
     return rows > 0 ? t.numel() % rows == 0 : t.numel() == 0;
   };
   if (!wholeRows(partial))
-    return Status::error("all_reduce: " + std::to_string(partial.numel()) +
+    return Status::error(std::string(what) + ": " +
+                         std::to_string(partial.numel()) +
                          " elements are not " + std::to_string(rows) + " rows");
   for (const Tensor &result : results)
     if (!wholeRows(result))
-      return Status::error(
-          "all_reduce: a result of " + std::to_string(result.numel()) +
-          " elements is not " + std::to_string(rows) + " rows");
+      return Status::error(std::string(what) + ": a result of " +
+                           std::to_string(result.numel()) +
+                           " elements is not " + std::to_string(rows) +
+                           " rows");
+  return Status::success();
+}
+} // namespace
+
+Status Communicator::allReduceRows(const Tensor &partial, Tensor &reduced,
+                                   int64_t rows, const RowsFinish &finish,
+                                   const std::vector<Tensor> &results) {
+  if (Status s = checkRows("all_reduce", partial, reduced, rows, results); !s)
+    return s;
   return allReduceRowsRaw(partial, reduced, rows, finish, results);
 }
 
@@ -225,25 +238,16 @@ Status Communicator::reduceScatterRows(const Tensor &partial, Tensor &reduced,
                                        int64_t rows, int64_t outer,
                                        const RowsFinish &finish,
                                        const std::vector<Tensor> &results) {
-  if (partial.numel() != reduced.numel() || partial.dtype != reduced.dtype)
-    return Status::error("reduce_scatter: input and sums differ");
-  if (rows == 0 && partial.numel() == 0)
+  if (Status s = checkRows("reduce_scatter", partial, reduced, rows, results);
+      !s)
+    return s;
+  if (rows == 0)
     return Status::success(); // (nothing to sum, finish or gather)
-  if (rows <= 0 || outer <= 0 || rows % (outer * size()) != 0)
+  if (rows < 0 || outer <= 0 || rows % (outer * size()) != 0)
     return Status::error("reduce_scatter: " + std::to_string(rows) +
                          " rows are not " + std::to_string(outer) +
                          " blocks of " + std::to_string(size()) +
                          " equal slices");
-  for (const Tensor *t : {&partial, static_cast<const Tensor *>(&reduced)})
-    if (t->numel() % rows != 0)
-      return Status::error("reduce_scatter: " + std::to_string(t->numel()) +
-                           " elements are not " + std::to_string(rows) +
-                           " rows");
-  for (const Tensor &result : results)
-    if (result.numel() % rows != 0)
-      return Status::error(
-          "reduce_scatter: a result of " + std::to_string(result.numel()) +
-          " elements is not " + std::to_string(rows) + " rows");
   return reduceScatterRowsRaw(partial, reduced, rows, outer, finish, results);
 }
 

@@ -468,7 +468,7 @@ Status SharedMemoryGroup::allReduceRows(const Tensor &partial, Tensor &reduced,
   const int64_t per = rows > 0 ? (rows + ranks - 1) / ranks : 0;
   const int64_t begin = std::min<int64_t>(rows, me * per);
   const int64_t end = std::min<int64_t>(rows, (me + 1) * per);
-  return rowsCollective(Kind::AllReduceRows, partial, reduced, rows, 1,
+  return rowsCollective(Kind::AllReduceRows, partial, reduced, rows,
                         {{begin, end}}, finish, results);
 }
 
@@ -485,13 +485,12 @@ SharedMemoryGroup::reduceScatterRows(const Tensor &partial, Tensor &reduced,
     const int64_t begin = (o * ranks + me) * sliceRows;
     own.emplace_back(begin, begin + sliceRows);
   }
-  return rowsCollective(Kind::ReduceScatterRows, partial, reduced, rows,
-                        static_cast<uint64_t>(outer), own, finish, results);
+  return rowsCollective(Kind::ReduceScatterRows, partial, reduced, rows, own,
+                        finish, results);
 }
 
 Status SharedMemoryGroup::rowsCollective(Kind kind, const Tensor &partial,
                                          Tensor &reduced, int64_t rows,
-                                         uint64_t outer,
                                          const std::vector<RowRange> &own,
                                          const Communicator::RowsFinish &finish,
                                          const std::vector<Tensor> &results) {
@@ -541,7 +540,7 @@ Status SharedMemoryGroup::rowsCollective(Kind kind, const Tensor &partial,
           meet(kind, partial.dtype, static_cast<uint64_t>(rows), partial.data,
                bytes, stageIfOverlapping ? stageIfOverlapping->data : nullptr,
                stageIfOverlapping ? stageIfOverlapping->bytes() : 0, what,
-               destinations, outer);
+               destinations, own.size()); // (a range per block)
       !s) // (ranks that disagree on the collective write nothing)
     return failed(me) ? fail(s) : s;
   if (Status s = mapDestinations(what); !s)

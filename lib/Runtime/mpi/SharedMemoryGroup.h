@@ -85,10 +85,10 @@ private:
   /// Rows [first, second) of the full layout.
   using RowRange = std::pair<int64_t, int64_t>;
   /// allReduceRows and reduceScatterRows: this rank sums and finishes
-  /// `own` rows and writes them into every rank's results.
+  /// `own` rows (a range per block of rows) and writes them into every
+  /// rank's results.
   Status rowsCollective(Kind kind, const Tensor &partial, Tensor &reduced,
-                        int64_t rows, uint64_t outer,
-                        const std::vector<RowRange> &own,
+                        int64_t rows, const std::vector<RowRange> &own,
                         const Communicator::RowsFinish &finish,
                         const std::vector<Tensor> &results);
   /// Memory the other ranks write into in a collective: this rank's

@@ -516,16 +516,19 @@ LogicalResult AddRMSNormOp::verify() {
 }
 
 /// The collective part of the fused all-reduce norms: a grid axis that
-/// exists, an addend that is one value per feature.
+/// exists (its size in `ranks`, if asked), an addend that is one value per
+/// feature.
 static LogicalResult verifyReducedNorm(Operation *op, FlatSymbolRefAttr grid,
                                        int64_t gridAxis, Value partial,
-                                       Value addend) {
+                                       Value addend, int64_t *ranks = nullptr) {
   auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, grid);
   if (!gridOp)
     return op->emitOpError() << "grid " << grid << " is not a shard.grid";
   if (gridAxis < 0 || gridAxis >= gridOp.getRank())
     return op->emitOpError()
            << "grid_axis " << gridAxis << " is not an axis of " << grid;
+  if (ranks)
+    *ranks = gridOp.getShape()[gridAxis];
   if (addend) {
     Shape features = shapeOf(partial);
     Shape expected{features.empty() ? 1 : features.back()};
@@ -561,7 +564,8 @@ static LogicalResult verifyScatteredNorm(Operation *op, FlatSymbolRefAttr grid,
                                          int64_t gridAxis, int64_t scatterAxis,
                                          int64_t normAxis, Value partial,
                                          Value sum, Value addend) {
-  if (failed(verifyReducedNorm(op, grid, gridAxis, partial, addend)))
+  int64_t ranks = 0;
+  if (failed(verifyReducedNorm(op, grid, gridAxis, partial, addend, &ranks)))
     return failure();
   Shape full = shapeOf(partial), local = shapeOf(sum);
   const int64_t rank = static_cast<int64_t>(full.size());
@@ -569,8 +573,6 @@ static LogicalResult verifyScatteredNorm(Operation *op, FlatSymbolRefAttr grid,
     return op->emitOpError()
            << "scatter_axis " << scatterAxis
            << " must be a dim before the norm's axis " << normAxis;
-  auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, grid);
-  const int64_t ranks = gridOp.getShape()[gridAxis];
   if (ranks <= 0 || full[scatterAxis] % ranks != 0)
     return op->emitOpError()
            << "dim " << scatterAxis << " of " << formatShape(full)
