@@ -5,7 +5,10 @@ PyTorch eager on the same model with the same number of threads, and
 against PyTorch's own oneDNN path (torch.utils.mkldnn.to_mkldnn, its
 linears as nn.Linear). --model llama runs a Llama-style shape of similar
 size instead (12 layers, hidden 768, 12 heads, SwiGLU 2048, RMSNorm, rotary,
-vocab 32000, untied head). --dtype bf16 runs both in bf16 (mp: parameters
+vocab 32000, untied head); --model neox the zoo's GPT-NeoX at GPT-2-small's
+size (parallel residual blocks, untied head; its --tensor-parallel rows add
+"tp=2 sums apart", the attention's and the MLP's sums all-reduced one by one
+as before mp-merge-partial-sums). --dtype bf16 runs both in bf16 (mp: parameters
 and activations bf16, GEMMs through oneDNN's bf16 kernels with f32
 accumulation; PyTorch: the model converted with .to(torch.bfloat16)); its
 oneDNN path is fp32-only and is skipped then.
@@ -43,7 +46,13 @@ CONFIGS = {
     "llama": dict(arch="llama", layers=12, hidden=768, heads=12, kv_heads=12,
                   ffn=2048, vocab=32000, eps=1e-6, rope_theta=10000.0,
                   max_positions=None, tied=False),
+    # The zoo's GPT-NeoX (models/gen_zoo.py) at this size: parallel
+    # residual blocks, x + attn(ln1(x)) + mlp(ln2(x)).
+    "neox": dict(arch="neox", layers=12, hidden=768, heads=12, vocab=50304,
+                 ffn=3072, tied=False),
 }
+LABELS = {"gpt2": "GPT-2-small shape", "llama": "Llama-style shape",
+          "neox": "GPT-NeoX-style shape"}
 CONFIG = CONFIGS["gpt2"]
 BATCH, SEQ = 4, 128
 
@@ -52,6 +61,12 @@ def build_model():
     torch.manual_seed(0)
     if CONFIG["arch"] == "llama":
         model = gen_tiny.Llama(CONFIG).eval()
+    elif CONFIG["arch"] == "neox":
+        import gen_zoo  # its modules read their sizes from these globals
+        gen_zoo.SEQ, gen_zoo.VOCAB = SEQ, CONFIG["vocab"]
+        gen_zoo.HIDDEN, gen_zoo.HEADS = CONFIG["hidden"], CONFIG["heads"]
+        gen_zoo.LAYERS, gen_zoo.HEAD_DIM = CONFIG["layers"], CONFIG["hidden"] // CONFIG["heads"]
+        model = gen_zoo.NeoX().eval()
     else:
         model = gen_tiny.GPT2(CONFIG, tied=True).eval()
     with torch.no_grad():  # GPT-2-like weight scale keeps activations sane
@@ -143,7 +158,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     model = build_model()
     ids = torch.randint(0, CONFIG["vocab"], (BATCH, SEQ), generator=torch.Generator().manual_seed(1))
-    label = "GPT-2-small shape" if args.model == "gpt2" else "Llama-style shape"
+    label = LABELS[args.model]
     onnx_path = os.path.join(work, args.model + "_small.onnx")
     ids_path = os.path.join(work, "input_ids.npy")
     np.save(ids_path, ids.numpy())
@@ -320,14 +335,19 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
                "tp=2 bias folded": (["tp=2"], {}, folded),
                "tp=2 norms whole": (["tp=2"], {}, unfused),
                "tp=2 sp unfused": (["tp=2", "sp=true"], {}, unfused)}
+    # (mp-opt's arguments, extra environment) of each layout.
+    commands = {name: (["--mp-parallelize=" + " ".join(options + precision)] + flags, extra)
+                for name, (options, extra, flags) in layouts.items()}
+    if CONFIG["arch"] == "neox":
+        # The passes of --mp-parallelize=tp=2 without mp-merge-partial-sums.
+        convert = [] if args.dtype == "f32" else ["--mp-convert-precision=dtype=" + args.dtype]
+        commands["tp=2 sums apart"] = (["--mp-raise"] + convert + ["--mp-tensor-parallel=tp=2"], {})
 
-    def artifact_of(options, flags):
-        return os.path.join(work, "-".join(options + [f.strip("-") for f in flags])
-                            .replace("=", ""))
+    def artifact_of(name):
+        return os.path.join(work, re.sub(r"[^A-Za-z0-9]+", "-", name))
 
-    for options, _, flags in layouts.values():
-        subprocess.run([mp_opt, onnx_path, "--mp-parallelize=" + " ".join(options + precision),
-                        "--artifact", artifact_of(options, flags)] + flags,
+    for name, (arguments, _) in commands.items():
+        subprocess.run([mp_opt, onnx_path, "--artifact", artifact_of(name)] + arguments,
                        check=True, capture_output=True)
     per_rank = max(1, args.threads // 2)
     common = ["--input", "input_ids=" + ids_path, "--warmup", "1",
@@ -339,8 +359,8 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
     for _ in range(rounds):
         single, _ = run_ms([mp_run, artifact, "--threads", str(args.threads)] + common)
         times["1 rank"].append(single)
-        for name, (options, extra, flags) in layouts.items():
-            path = artifact_of(options, flags)
+        for name, (_, extra) in commands.items():
+            path = artifact_of(name)
             out = os.path.join(work, "out-" + os.path.basename(path))
             ms, comm[name] = run_ms(["mpirun", "-np", "2", mp_run, path, "--threads",
                                      str(per_rank), "--output-dir", out] + common,
@@ -355,7 +375,7 @@ def compare_tensor_parallel(args, mp_opt, mp_run, onnx_path, ids_path, artifact,
           "ranks' collectives through MPI instead of each other's memory; the\n"
           "range is of each round's ratio to the 1-rank run beside it):" % rounds)
     print("  1 rank x %d threads:               %8.1f ms/run" % (args.threads, median["1 rank"]))
-    for name in layouts:
+    for name in commands:
         collectives = ", ".join("%s %.1f ms" % item for item in sorted(comm[name].items()))
         paired = sorted(a / b for a, b in zip(times["1 rank"], times[name]))
         print("  %-13s 2 ranks x %d thread%s: %8.1f ms/run  %.2fx the 1-rank run "

@@ -19,6 +19,8 @@ void mp::buildRaisePipeline(OpPassManager &pm,
 void mp::buildPartitionPipeline(OpPassManager &pm,
                                 const ParallelizeOptions &options) {
   pm.addPass(createMPTensorParallel({options.tp, options.grid}));
+  if (options.tp > 1)
+    pm.addPass(createMPMergePartialSums());
   if (options.sp)
     pm.addPass(createMPSequenceParallel({options.grid}));
   if (options.dp > 1 || options.zero)

@@ -77,7 +77,8 @@ def MPTensorParallel : Pass<"mp-tensor-parallel", "mlir::ModuleOp"> {
     the artifact writer stores one shard per rank. A dimension that does not
     divide by `tp` is an error naming it.
 
-    Per transformer layer the forward pass has exactly two all-reduces.
+    Per transformer layer the forward pass has exactly two all-reduces
+    (one in a parallel-attention block, after `mp-merge-partial-sums`).
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1",
@@ -86,6 +87,41 @@ def MPTensorParallel : Pass<"mp-tensor-parallel", "mlir::ModuleOp"> {
            /*default=*/"::mp::kDefaultTensorParallelGrid",
            "name of the shard.grid to create (or reuse)">,
   ];
+  let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
+}
+
+def MPMergePartialSums : Pass<"mp-merge-partial-sums", "mlir::ModuleOp"> {
+  let summary = "sum row-parallel partial products before one all-reduce "
+                "where two sums meet (parallel attention)";
+  let description = [{
+    A parallel-attention block (GPT-J, GPT-NeoX, Falcon, Phi-2:
+    `x + attn(ln(x)) + mlp(ln(x))`) ends in two row-parallel linears whose
+    all-reduced outputs are added. A sum of all-reduces is the all-reduce of
+    the sum, so the partial products are added first and reduced once: one
+    collective per layer instead of two, as in GPT-NeoX's Megatron-based
+    trainer. The adds around them (a tree of `mp.add` of one type, read only
+    by each other) are rebuilt as the residual plus the reduced sum plus the
+    biases, the form a sequential block has, so that sequence parallelism
+    and `mp-fuse-reduced-norms` treat it as they treat every other site:
+
+    ```mlir
+    %ra = shard.all_reduce %pa on @tp grid_axes = [0] : tensor<2x8x32xf32> -> tensor<2x8x32xf32>
+    %h = mp.add %x, %ra : (tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+    %rm = shard.all_reduce %pm on @tp grid_axes = [0] : tensor<2x8x32xf32> -> tensor<2x8x32xf32>
+    %m = mp.add %rm, %bm : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+    %y = mp.add %h, %m : (tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+    // becomes
+    %p = mp.add %pa, %pm : (tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+    %r = shard.all_reduce %p on @tp grid_axes = [0] : tensor<2x8x32xf32> -> tensor<2x8x32xf32>
+    %s = mp.add %r, %bm : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+    %y = mp.add %x, %s : (tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+    ```
+
+    The all-reduces merged are sums over the same grid axes, of the tree's
+    type, read only by the tree, in its block and pipeline stage; biases of
+    one type are added to each other first. Only the order of the additions
+    changes. `--mp-parallelize` runs it after tensor parallelism.
+  }];
   let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
 }
 

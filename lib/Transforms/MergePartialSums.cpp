@@ -1,0 +1,191 @@
+//===- MergePartialSums.cpp - sum partial sums before reducing them -------===//
+//
+// mp-merge-partial-sums: a parallel-attention block (GPT-J, GPT-NeoX,
+// Falcon, Phi-2: x + attn(ln(x)) + mlp(ln(x))) ends in two row-parallel
+// linears, each of whose partial products tensor parallelism sums over the
+// ranks on its own, and the two sums then meet in one add. A sum of
+// all-reduces is the all-reduce of the sum: adding the partial products
+// first needs one collective per layer instead of two (as GPT-NeoX's
+// Megatron-based trainer does), with the same bytes per collective. The
+// adds around them are reassociated into the form a sequential block has,
+// residual + (all_reduce + bias), so that sequence parallelism and
+// mp-fuse-reduced-norms see the one site they know. Only the order of the
+// additions changes.
+//
+//===----------------------------------------------------------------------===//
+#include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+namespace mp {
+#define GEN_PASS_DEF_MPMERGEPARTIALSUMS
+#include "mp/Transforms/Passes.h.inc"
+} // namespace mp
+
+using namespace mlir;
+using namespace mp;
+
+namespace {
+
+/// A tree of mp.add ops of one result type, read only by each other, and
+/// the values it sums (each broadcast to that type).
+struct SumTree {
+  AddOp root;
+  SmallVector<AddOp> adds; // root first, then each before its operands
+  SmallVector<Value> leaves;
+};
+
+bool sameStage(Operation *a, Operation *b) {
+  StringRef stage = MPDialect::getStageAttrName();
+  return a->getAttr(stage) == b->getAttr(stage);
+}
+
+/// Whether `value` is summed inside the tree rooted at `root`: an add of the
+/// root's type read only by another add of the tree.
+bool isInnerAdd(Value value, AddOp root) {
+  auto add = value.getDefiningOp<AddOp>();
+  return add && value.hasOneUse() && add.getType() == root.getType() &&
+         add->getBlock() == root->getBlock() && sameStage(add, root);
+}
+
+/// Whether `add` is the root of its tree: not itself an inner add of the
+/// add that reads it.
+bool isRoot(AddOp add) {
+  if (!add->hasOneUse())
+    return true;
+  auto user = dyn_cast<AddOp>(*add->getUsers().begin());
+  return !user || !isInnerAdd(add.getResult(), user);
+}
+
+/// Adds `add`'s operands to `tree`, left to right: inner adds (after
+/// `add`) and their operands in turn, or leaves.
+void collect(AddOp add, SumTree &tree) {
+  tree.adds.push_back(add);
+  for (Value operand : add->getOperands()) {
+    if (isInnerAdd(operand, tree.root))
+      collect(operand.getDefiningOp<AddOp>(), tree);
+    else
+      tree.leaves.push_back(operand);
+  }
+}
+
+SumTree sumTree(AddOp root) {
+  SumTree tree{root, {}, {}};
+  collect(root, tree);
+  return tree;
+}
+
+/// `leaf` as a sum over ranks that can take another's partial products: a
+/// sum all_reduce or reduce_scatter of the tree's type, read only by the
+/// tree.
+Operation *mergeableSum(Value leaf, AddOp root) {
+  Operation *sum = leaf.getDefiningOp();
+  if (!sum || !leaf.hasOneUse() || leaf.getType() != root.getType() ||
+      sum->getBlock() != root->getBlock() || !sameStage(sum, root))
+    return nullptr;
+  if (auto reduce = dyn_cast<shard::AllReduceOp>(sum))
+    return reduce.getReduction() == shard::ReductionKind::Sum ? sum : nullptr;
+  if (auto scatter = dyn_cast<shard::ReduceScatterOp>(sum))
+    return scatter.getReduction() == shard::ReductionKind::Sum ? sum : nullptr;
+  return nullptr;
+}
+
+/// Whether `a` and `b` sum the same shape over the same ranks, and scatter
+/// the same way.
+bool sameGroup(Operation *a, Operation *b) {
+  if (a->getName() != b->getName() ||
+      a->getOperand(0).getType() != b->getOperand(0).getType())
+    return false;
+  if (auto reduce = dyn_cast<shard::AllReduceOp>(a)) {
+    auto other = cast<shard::AllReduceOp>(b);
+    return reduce.getGridAttr() == other.getGridAttr() &&
+           reduce.getGridAxes() == other.getGridAxes();
+  }
+  auto scatter = cast<shard::ReduceScatterOp>(a);
+  auto other = cast<shard::ReduceScatterOp>(b);
+  return scatter.getGridAttr() == other.getGridAttr() &&
+         scatter.getGridAxes() == other.getGridAxes() &&
+         scatter.getScatterAxis() == other.getScatterAxis();
+}
+
+/// The sums among `tree`'s leaves that sum over the same ranks as the first
+/// such leaf; fewer than two when there is nothing to merge.
+SmallVector<Operation *> mergeable(const SumTree &tree) {
+  SmallVector<Operation *> group;
+  for (Value leaf : tree.leaves)
+    if (Operation *sum = mergeableSum(leaf, tree.root))
+      if (group.empty() || sameGroup(group.front(), sum))
+        group.push_back(sum);
+  return group;
+}
+
+/// Rebuilds `tree` as residual + ... + (all_reduce(p1 + p2 + ...) + bias),
+/// the biases (values broadcast to the tree's type) summed first where they
+/// share a type.
+void merge(SumTree &tree, ArrayRef<Operation *> sums) {
+  AddOp root = tree.root;
+  OpBuilder b(root);
+  Location loc = root.getLoc();
+  Type type = root.getType();
+  auto add = [&](Value lhs, Value rhs, Type resultType) -> Value {
+    auto sum = AddOp::create(b, loc, resultType, lhs, rhs);
+    sum->setDiscardableAttrs(root->getDiscardableAttrDictionary());
+    return sum;
+  };
+
+  Value partial = sums.front()->getOperand(0);
+  for (Operation *sum : sums.drop_front())
+    partial = add(partial, sum->getOperand(0), partial.getType());
+  Operation *merged = b.clone(*sums.front());
+  merged->setOperand(0, partial);
+
+  SmallVector<Value> biases, residuals;
+  for (Value leaf : tree.leaves) {
+    if (llvm::is_contained(sums, leaf.getDefiningOp()))
+      continue;
+    (leaf.getType() == type ? residuals : biases).push_back(leaf);
+  }
+  // Biases of one type are summed at their own size before the broadcast.
+  SmallVector<Value> addends;
+  for (Value bias : biases) {
+    auto same = llvm::find_if(
+        addends, [&](Value v) { return v.getType() == bias.getType(); });
+    if (same == addends.end())
+      addends.push_back(bias);
+    else
+      *same = add(*same, bias, bias.getType());
+  }
+  Value total = merged->getResult(0);
+  for (Value addend : addends)
+    total = add(total, addend, type);
+  for (Value residual : residuals)
+    total = add(residual, total, type);
+
+  root.getResult().replaceAllUsesWith(total);
+  for (AddOp inner : tree.adds)
+    inner->erase();
+  for (Operation *sum : sums)
+    sum->erase();
+}
+
+struct MergePartialSumsPass
+    : public mp::impl::MPMergePartialSumsBase<MergePartialSumsPass> {
+  using MPMergePartialSumsBase::MPMergePartialSumsBase;
+
+  void runOnOperation() override {
+    SmallVector<AddOp> roots;
+    getOperation().walk([&](AddOp add) {
+      if (isRoot(add))
+        roots.push_back(add);
+    });
+    for (AddOp root : roots) {
+      SumTree tree = sumTree(root);
+      SmallVector<Operation *> sums = mergeable(tree);
+      if (sums.size() >= 2)
+        merge(tree, sums);
+    }
+  }
+};
+
+} // namespace

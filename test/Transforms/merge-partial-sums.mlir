@@ -1,0 +1,131 @@
+// RUN: mp-opt %s --mp-merge-partial-sums --split-input-file | FileCheck %s
+// RUN: mp-opt %s --mp-merge-partial-sums --mp-merge-partial-sums --split-input-file | FileCheck %s
+
+// Tests a GPT-J block, x + attn + (mlp + b): the attention's and the MLP's
+// partial products are added, reduced once, then the bias and the residual
+// are added (the form of a sequential block). The second run finds nothing
+// more to merge.
+// CHECK-LABEL: func.func @gptj
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xf32>, %[[PA:.*]]: tensor<2x4x8xf32>, %[[PM:.*]]: tensor<2x4x8xf32>)
+// CHECK: %[[B:.*]] = mp.get_param @b
+// CHECK: %[[P:.*]] = mp.add %[[PA]], %[[PM]] {mp.layer = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[P]] on @tp grid_axes = [0] {mp.layer = 1 : i64}
+// CHECK-NEXT: %[[RB:.*]] = mp.add %[[R]], %[[B]] {mp.layer = 1 : i64} : (tensor<2x4x8xf32>, tensor<8xf32>)
+// CHECK-NEXT: %[[Y:.*]] = mp.add %[[X]], %[[RB]] {mp.layer = 1 : i64}
+// CHECK-NEXT: return %[[Y]]
+shard.grid @tp(shape = 2)
+mp.param @b : tensor<8xf32> {file = "x.onnx"}
+func.func @gptj(%x: tensor<2x4x8xf32>, %pa: tensor<2x4x8xf32>, %pm: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %b = mp.get_param @b : tensor<8xf32>
+  %ra = shard.all_reduce %pa on @tp grid_axes = [0] {mp.layer = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %h = mp.add %x, %ra {mp.layer = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %rm = shard.all_reduce %pm on @tp grid_axes = [0] {mp.layer = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %m = mp.add %rm, %b {mp.layer = 1 : i64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %y = mp.add %h, %m {mp.layer = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests Phi-2's form, x + (attn + b1) + (mlp + b2): the two biases are added
+// at their own size, then once to the reduced sum. Falcon's, without
+// biases, is the residual plus the one all-reduce. Three sums (a third
+// branch) reduce as one.
+// CHECK-LABEL: func.func @phi2
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xf32>, %[[PA:.*]]: tensor<2x4x8xf32>, %[[PM:.*]]: tensor<2x4x8xf32>)
+// CHECK-DAG: %[[B1:.*]] = mp.get_param @b1
+// CHECK-DAG: %[[B2:.*]] = mp.get_param @b2
+// CHECK: %[[P:.*]] = mp.add %[[PA]], %[[PM]]
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[P]]
+// CHECK-NEXT: %[[BS:.*]] = mp.add %[[B1]], %[[B2]] : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+// CHECK-NEXT: %[[RB:.*]] = mp.add %[[R]], %[[BS]]
+// CHECK-NEXT: %[[Y:.*]] = mp.add %[[X]], %[[RB]]
+// CHECK-NEXT: return %[[Y]]
+// CHECK-LABEL: func.func @falcon
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xf32>, %[[PA:.*]]: tensor<2x4x8xf32>, %[[PM:.*]]: tensor<2x4x8xf32>)
+// CHECK-NEXT: %[[P:.*]] = mp.add %[[PA]], %[[PM]]
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[P]]
+// CHECK-NEXT: %[[Y:.*]] = mp.add %[[X]], %[[R]]
+// CHECK-NEXT: return %[[Y]]
+// CHECK-LABEL: func.func @three
+// CHECK-SAME: (%[[P0:.*]]: tensor<2x4x8xf32>, %[[P1:.*]]: tensor<2x4x8xf32>, %[[P2:.*]]: tensor<2x4x8xf32>)
+// CHECK-NEXT: %[[S:.*]] = mp.add %[[P0]], %[[P1]]
+// CHECK-NEXT: %[[P:.*]] = mp.add %[[S]], %[[P2]]
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[P]]
+// CHECK-NEXT: return %[[R]]
+shard.grid @tp(shape = 2)
+mp.param @b1 : tensor<8xf32> {file = "x.onnx"}
+mp.param @b2 : tensor<8xf32> {file = "x.onnx"}
+func.func @phi2(%x: tensor<2x4x8xf32>, %pa: tensor<2x4x8xf32>, %pm: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %b1 = mp.get_param @b1 : tensor<8xf32>
+  %b2 = mp.get_param @b2 : tensor<8xf32>
+  %ra = shard.all_reduce %pa on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %a = mp.add %ra, %b1 : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %h = mp.add %x, %a : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %rm = shard.all_reduce %pm on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %m = mp.add %rm, %b2 : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %y = mp.add %h, %m : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+func.func @falcon(%x: tensor<2x4x8xf32>, %pa: tensor<2x4x8xf32>, %pm: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %ra = shard.all_reduce %pa on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %h = mp.add %x, %ra : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %rm = shard.all_reduce %pm on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %y = mp.add %h, %rm : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+func.func @three(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %p2: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %r2 = shard.all_reduce %p2 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %s = mp.add %r0, %r1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %y = mp.add %s, %r2 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests what is not merged: sums over other grids or axes, a max, a sum
+// read outside the tree (the embedding's all-reduce that a layer's residual
+// stream starts from), a reduced value broadcast into the tree, sums in
+// different pipeline stages, and reduce_scatters of different dims. Two
+// along the same dim (run after sequence parallelism) are merged.
+// CHECK-LABEL: func.func @not_merged
+// CHECK-COUNT-12: shard.all_reduce
+// CHECK-NOT: shard.all_reduce
+// CHECK: shard.reduce_scatter %{{.*}} scatter_axis = 1
+// CHECK-NEXT: shard.reduce_scatter %{{.*}} scatter_axis = 2
+// CHECK: %[[P:.*]] = mp.add %arg0, %arg1
+// CHECK-NEXT: %[[S:.*]] = shard.reduce_scatter %[[P]] on @tp grid_axes = [0] scatter_axis = 1 : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+// CHECK-NEXT: return {{.*}}, %[[S]] :
+shard.grid @tp(shape = 2)
+shard.grid @other(shape = 2)
+shard.grid @two(shape = 2x2)
+func.func @not_merged(%p: tensor<2x4x8xf32>, %q: tensor<2x4x8xf32>, %v: tensor<8xf32>, %r: tensor<2x2x16xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x2x8xf32>, tensor<2x2x8xf32>) {
+  %a0 = shard.all_reduce %p on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %a1 = shard.all_reduce %q on @other grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %grids = mp.add %a0, %a1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %b0 = shard.all_reduce %p on @two grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %b1 = shard.all_reduce %q on @two grid_axes = [1] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %axes = mp.add %b0, %b1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %c0 = shard.all_reduce %p on @tp grid_axes = [0] reduction = max : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %c1 = shard.all_reduce %q on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %max = mp.add %c0, %c1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %d0 = shard.all_reduce %p on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %d1 = shard.all_reduce %q on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %shared = mp.add %d0, %d1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %e0 = shard.all_reduce %v on @tp grid_axes = [0] : tensor<8xf32> -> tensor<8xf32>
+  %e1 = shard.all_reduce %q on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %broadcast = mp.add %e1, %e0 : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %f0 = shard.all_reduce %p on @tp grid_axes = [0] {mp.stage = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %f1 = shard.all_reduce %q on @tp grid_axes = [0] {mp.stage = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %stages = mp.add %f0, %f1 {mp.stage = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %g0 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 1 : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+  %g1 = shard.reduce_scatter %r on @tp grid_axes = [0] scatter_axis = 2 : tensor<2x2x16xf32> -> tensor<2x2x8xf32>
+  %dims = mp.add %g0, %g1 : (tensor<2x2x8xf32>, tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+  %h0 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 1 : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+  %h1 = shard.reduce_scatter %q on @tp grid_axes = [0] scatter_axis = 1 : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+  %scattered = mp.add %h0, %h1 : (tensor<2x2x8xf32>, tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+  return %grids, %axes, %max, %shared, %d0, %broadcast, %stages, %dims, %scattered : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x2x8xf32>, tensor<2x2x8xf32>
+}
