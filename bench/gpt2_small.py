@@ -258,17 +258,20 @@ def run_ms(command, env=None):
 
 
 FUSED_OPS = ("add", "layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm",
-             "gelu", "silu", "linear")
+             "gelu", "silu", "linear", "rotary", "mul", "neg", "slice", "concat")
 
 
 def compare_fusions(args, mp_opt, mp_run, onnx_path, ids_path, artifact, work,
                     precision, ref, tolerance):
     """The default artifact (every fusion) against ones compiled without
-    the residual-norm fusion and without any fusion: --artifact fuses only
+    the rotary and residual-norm fusions, without the rotary one (a model
+    with rotary embeddings) and without any fusion: --artifact fuses only
     where the pipeline planned no memory, so naming mp-plan-memory (after
     mp-fuse-epilogues, or alone) leaves the rest out. Runs interleaved."""
     variants = {"no fusion": ["--mp-plan-memory"],
-                "epilogues only": ["--mp-fuse-epilogues", "--mp-plan-memory"]}
+                "epilogues only": ["--mp-fuse-epilogues", "--mp-plan-memory"],
+                "all but rotary": ["--mp-fuse-epilogues", "--mp-fuse-residual-norms",
+                                   "--mp-plan-memory"]}
     paths = {"every fusion (default)": artifact}
     for name, passes in variants.items():
         paths[name] = os.path.join(work, name.replace(" ", "-"))

@@ -342,6 +342,35 @@ Status Binder::bindTrilu(Executable::Step &step) {
   return Status::success();
 }
 
+Status Binder::bindRotary(Executable::Step &step) {
+  const KernelTable *kernels = exe.kernels;
+  if (!kernels->rotary)
+    return fail(std::string("the ") + kernels->name +
+                " kernels have no rotary embedding");
+  const Tensor x = in(0), cos = in(1), sin = in(2);
+  Tensor o = out();
+  for (const Tensor *t :
+       std::initializer_list<const Tensor *>{&x, &cos, &sin, &o})
+    if (t->dtype != DType::F32)
+      return fail("rotary takes f32 only, not " +
+                  std::string(dtypeName(t->dtype)));
+  if (Status s = expectShape("sin", sin.shape, cos.shape); !s)
+    return s;
+  const int64_t rotaryDim = intAttr(AttrName::RotaryDim);
+  const bool interleaved = intAttr(AttrName::Interleaved) != 0;
+  Shape expected;
+  std::string error;
+  if (Status s = expectResult(
+          shape::rotary(x.shape, cos.shape, rotaryDim, expected, error), error,
+          expected);
+      !s)
+    return s;
+  step.kernel = [kernels, x, cos, sin, o, rotaryDim, interleaved]() mutable {
+    return kernels->rotary(x, cos, sin, rotaryDim, interleaved, o);
+  };
+  return Status::success();
+}
+
 //===----------------------------------------------------------------------===//
 // Transformer ops
 //===----------------------------------------------------------------------===//
@@ -645,6 +674,7 @@ Status Binder::bind(Executable::Step &step) {
   case OpKind::RMSNorm: return bindNorm(step, /*layer=*/false);
   case OpKind::AddLayerNorm: return bindAddNorm(step, /*layer=*/true);
   case OpKind::AddRMSNorm: return bindAddNorm(step, /*layer=*/false);
+  case OpKind::Rotary: return bindRotary(step);
   case OpKind::Attention: return bindAttention(step);
   case OpKind::Embedding: return bindEmbedding(step, /*gather=*/false);
   case OpKind::Gather: return bindEmbedding(step, /*gather=*/true);

@@ -124,6 +124,7 @@ private:
   Status bindCopyLike(Executable::Step &step, OpKind kind);
   Status bindSoftmax(Executable::Step &step);
   Status bindTrilu(Executable::Step &step);
+  Status bindRotary(Executable::Step &step);
   Status bindMatmul(Executable::Step &step);
   Status bindLinear(Executable::Step &step);
   // Norms (BindNorm.cpp).

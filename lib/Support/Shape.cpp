@@ -160,6 +160,30 @@ bool rmsNorm(const Shape &input, const Shape &scale, Shape &result,
   return true;
 }
 
+bool rotary(const Shape &input, const Shape &table, int64_t rotaryDim,
+            Shape &result, std::string &error) {
+  if (input.empty())
+    return fail(error, "input must have rank >= 1");
+  if (rotaryDim <= 0 || rotaryDim % 2 != 0 || rotaryDim > input.back())
+    return fail(error, "rotary_dim " + std::to_string(rotaryDim) +
+                           " must be even, positive and at most the last "
+                           "dim, " +
+                           std::to_string(input.back()));
+  if (table.empty() || table.size() > input.size() || table.back() != rotaryDim)
+    return fail(error, "cos and sin " + formatShape(table) +
+                           " must have rotary_dim channels and no more dims "
+                           "than the input " +
+                           formatShape(input));
+  const size_t lead = input.size() - table.size();
+  for (size_t i = 0; i + 1 < table.size(); ++i)
+    if (table[i] != 1 && table[i] != input[lead + i])
+      return fail(error, "cos and sin " + formatShape(table) +
+                             " do not broadcast to the input " +
+                             formatShape(input));
+  result = input;
+  return true;
+}
+
 bool softmax(const Shape &input, int64_t axis, Shape &result,
              std::string &error) {
   int64_t a;

@@ -49,15 +49,6 @@ struct ReducedNorm {
   shard::AllGatherOp gather; // a reduce_scatter's, of the norm
 };
 
-/// The other operand of the binary op `op` when `value` is one of them.
-Value otherOperand(Operation *op, Value value) {
-  if (op->getOperand(0) == value)
-    return op->getOperand(1);
-  if (op->getOperand(1) == value)
-    return op->getOperand(0);
-  return {};
-}
-
 /// `value`'s one reader in its block, if it has exactly one.
 Operation *soleReader(Value value) {
   if (!value.hasOneUse())

@@ -84,18 +84,28 @@ Operation *mergeableSum(Value leaf, AddOp root) {
   if (!sum || !leaf.hasOneUse() || leaf.getType() != root.getType() ||
       sum->getBlock() != root->getBlock() || !sameStage(sum, root))
     return nullptr;
+  shard::ReductionKind kind;
   if (auto reduce = dyn_cast<shard::AllReduceOp>(sum))
-    return reduce.getReduction() == shard::ReductionKind::Sum ? sum : nullptr;
-  if (auto scatter = dyn_cast<shard::ReduceScatterOp>(sum))
-    return scatter.getReduction() == shard::ReductionKind::Sum ? sum : nullptr;
-  return nullptr;
+    kind = reduce.getReduction();
+  else if (auto scatter = dyn_cast<shard::ReduceScatterOp>(sum))
+    kind = scatter.getReduction();
+  else
+    return nullptr;
+  // (A sum that widens its input would add the partials narrow.)
+  if (kind != shard::ReductionKind::Sum ||
+      getElementTypeOrSelf(sum->getOperand(0)) != getElementTypeOrSelf(leaf))
+    return nullptr;
+  return sum;
 }
 
 /// Whether `a` and `b` sum the same shape over the same ranks, and scatter
 /// the same way.
 bool sameGroup(Operation *a, Operation *b) {
+  // A norm's statistics are sums that sequence parallelism leaves alone.
+  StringRef statistics = MPDialect::getNormStatisticsAttrName();
   if (a->getName() != b->getName() ||
-      a->getOperand(0).getType() != b->getOperand(0).getType())
+      a->getOperand(0).getType() != b->getOperand(0).getType() ||
+      a->hasAttr(statistics) != b->hasAttr(statistics))
     return false;
   if (auto reduce = dyn_cast<shard::AllReduceOp>(a)) {
     auto other = cast<shard::AllReduceOp>(b);
@@ -109,21 +119,42 @@ bool sameGroup(Operation *a, Operation *b) {
          scatter.getScatterAxis() == other.getScatterAxis();
 }
 
-/// The sums among `tree`'s leaves that sum over the same ranks as the first
-/// such leaf; fewer than two when there is nothing to merge.
-SmallVector<Operation *> mergeable(const SumTree &tree) {
-  SmallVector<Operation *> group;
-  for (Value leaf : tree.leaves)
-    if (Operation *sum = mergeableSum(leaf, tree.root))
-      if (group.empty() || sameGroup(group.front(), sum))
-        group.push_back(sum);
-  return group;
+/// The sums among `tree`'s leaves, in groups that sum over the same ranks;
+/// only groups of two or more, which merge.
+SmallVector<SmallVector<Operation *>> mergeable(const SumTree &tree) {
+  SmallVector<SmallVector<Operation *>> groups;
+  for (Value leaf : tree.leaves) {
+    Operation *sum = mergeableSum(leaf, tree.root);
+    if (!sum)
+      continue;
+    auto group = llvm::find_if(groups, [&](ArrayRef<Operation *> g) {
+      return sameGroup(g.front(), sum);
+    });
+    if (group == groups.end())
+      groups.push_back({sum});
+    else
+      group->push_back(sum);
+  }
+  llvm::erase_if(groups, [](ArrayRef<Operation *> g) { return g.size() < 2; });
+  return groups;
 }
 
-/// Rebuilds `tree` as residual + ... + (all_reduce(p1 + p2 + ...) + bias),
-/// the biases (values broadcast to the tree's type) summed first where they
-/// share a type.
-void merge(SumTree &tree, ArrayRef<Operation *> sums) {
+/// One collective for `sums`, of their partial products added, before `b`'s
+/// insertion point; `add` builds the adds.
+template <class AddFn>
+Value mergeGroup(OpBuilder &b, ArrayRef<Operation *> sums, AddFn add) {
+  Value partial = sums.front()->getOperand(0);
+  for (Operation *sum : sums.drop_front())
+    partial = add(partial, sum->getOperand(0), partial.getType());
+  Operation *merged = b.clone(*sums.front());
+  merged->setOperand(0, partial);
+  return merged->getResult(0);
+}
+
+/// Rebuilds `tree` as residual + ... + (collective(p1 + p2 + ...) + bias),
+/// a collective per group, the biases (values broadcast to the tree's
+/// type) summed first where they share a type.
+void merge(SumTree &tree, ArrayRef<SmallVector<Operation *>> groups) {
   AddOp root = tree.root;
   OpBuilder b(root);
   Location loc = root.getLoc();
@@ -134,15 +165,16 @@ void merge(SumTree &tree, ArrayRef<Operation *> sums) {
     return sum;
   };
 
-  Value partial = sums.front()->getOperand(0);
-  for (Operation *sum : sums.drop_front())
-    partial = add(partial, sum->getOperand(0), partial.getType());
-  Operation *merged = b.clone(*sums.front());
-  merged->setOperand(0, partial);
-
-  SmallVector<Value> biases, residuals;
+  SmallVector<Value> merged, biases, residuals;
+  for (ArrayRef<Operation *> group : groups)
+    merged.push_back(mergeGroup(b, group, add));
+  auto inGroup = [&](Operation *op) {
+    return llvm::any_of(groups, [&](ArrayRef<Operation *> group) {
+      return llvm::is_contained(group, op);
+    });
+  };
   for (Value leaf : tree.leaves) {
-    if (llvm::is_contained(sums, leaf.getDefiningOp()))
+    if (inGroup(leaf.getDefiningOp()))
       continue;
     (leaf.getType() == type ? residuals : biases).push_back(leaf);
   }
@@ -156,17 +188,20 @@ void merge(SumTree &tree, ArrayRef<Operation *> sums) {
     else
       *same = add(*same, bias, bias.getType());
   }
-  Value total = merged->getResult(0);
+  Value total = merged.front();
   for (Value addend : addends)
     total = add(total, addend, type);
+  for (Value other : llvm::drop_begin(merged))
+    total = add(other, total, type);
   for (Value residual : residuals)
     total = add(residual, total, type);
 
   root.getResult().replaceAllUsesWith(total);
   for (AddOp inner : tree.adds)
     inner->erase();
-  for (Operation *sum : sums)
-    sum->erase();
+  for (ArrayRef<Operation *> group : groups)
+    for (Operation *sum : group)
+      sum->erase();
 }
 
 struct MergePartialSumsPass
@@ -181,9 +216,9 @@ struct MergePartialSumsPass
     });
     for (AddOp root : roots) {
       SumTree tree = sumTree(root);
-      SmallVector<Operation *> sums = mergeable(tree);
-      if (sums.size() >= 2)
-        merge(tree, sums);
+      SmallVector<SmallVector<Operation *>> groups = mergeable(tree);
+      if (!groups.empty())
+        merge(tree, groups);
     }
   }
 };

@@ -85,13 +85,47 @@ func.func @three(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %p2: tensor<2x4
 
 // -----
 
+// Tests sums over two grids in one tree: each grid's sums merge into one
+// collective (the first group's takes the bias), a lone sum stays.
+// CHECK-LABEL: func.func @groups
+// CHECK-SAME: (%[[P0:.*]]: tensor<2x4x8xf32>, %[[P1:.*]]: tensor<2x4x8xf32>, %[[P2:.*]]: tensor<2x4x8xf32>, %[[P3:.*]]: tensor<2x4x8xf32>, %[[B:.*]]: tensor<8xf32>)
+// CHECK-NEXT: %[[L:.*]] = shard.all_reduce %[[P0]] on @lone
+// CHECK-NEXT: %[[T:.*]] = mp.add %[[P1]], %[[P3]]
+// CHECK-NEXT: %[[RT:.*]] = shard.all_reduce %[[T]] on @tp
+// CHECK-NEXT: %[[D:.*]] = mp.add %[[P2]], %[[P0]]
+// CHECK-NEXT: %[[RD:.*]] = shard.all_reduce %[[D]] on @dp
+// CHECK-NEXT: %[[S:.*]] = mp.add %[[RT]], %[[B]]
+// CHECK-NEXT: %[[S2:.*]] = mp.add %[[RD]], %[[S]]
+// CHECK-NEXT: %[[Y:.*]] = mp.add %[[L]], %[[S2]]
+// CHECK-NEXT: return %[[Y]]
+shard.grid @tp(shape = 2)
+shard.grid @dp(shape = 2)
+shard.grid @lone(shape = 2)
+func.func @groups(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %p2: tensor<2x4x8xf32>, %p3: tensor<2x4x8xf32>, %b: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %l = shard.all_reduce %p0 on @lone grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %t1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %d1 = shard.all_reduce %p2 on @dp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %t2 = shard.all_reduce %p3 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %d2 = shard.all_reduce %p0 on @dp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %a = mp.add %l, %t1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %c = mp.add %a, %d1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %e = mp.add %t2, %b : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %f = mp.add %c, %e : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %y = mp.add %f, %d2 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
 // Tests what is not merged: sums over other grids or axes, a max, a sum
 // read outside the tree (the embedding's all-reduce that a layer's residual
 // stream starts from), a reduced value broadcast into the tree, sums in
-// different pipeline stages, and reduce_scatters of different dims. Two
-// along the same dim (run after sequence parallelism) are merged.
+// different pipeline stages, a norm's statistics with another sum, sums
+// that widen bf16 to f32 (the partials would be added in bf16), and
+// reduce_scatters of different dims. Two along the same dim (run after
+// sequence parallelism) are merged.
 // CHECK-LABEL: func.func @not_merged
-// CHECK-COUNT-12: shard.all_reduce
+// CHECK-COUNT-16: shard.all_reduce
 // CHECK-NOT: shard.all_reduce
 // CHECK: shard.reduce_scatter %{{.*}} scatter_axis = 1
 // CHECK-NEXT: shard.reduce_scatter %{{.*}} scatter_axis = 2
@@ -101,8 +135,8 @@ func.func @three(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %p2: tensor<2x4
 shard.grid @tp(shape = 2)
 shard.grid @other(shape = 2)
 shard.grid @two(shape = 2x2)
-func.func @not_merged(%p: tensor<2x4x8xf32>, %q: tensor<2x4x8xf32>, %v: tensor<8xf32>, %r: tensor<2x2x16xf32>)
-    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x2x8xf32>, tensor<2x2x8xf32>) {
+func.func @not_merged(%p: tensor<2x4x8xf32>, %q: tensor<2x4x8xf32>, %v: tensor<8xf32>, %r: tensor<2x2x16xf32>, %n: tensor<2x4x8xbf16>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x2x8xf32>, tensor<2x2x8xf32>) {
   %a0 = shard.all_reduce %p on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
   %a1 = shard.all_reduce %q on @other grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
   %grids = mp.add %a0, %a1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
@@ -121,11 +155,17 @@ func.func @not_merged(%p: tensor<2x4x8xf32>, %q: tensor<2x4x8xf32>, %v: tensor<8
   %f0 = shard.all_reduce %p on @tp grid_axes = [0] {mp.stage = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
   %f1 = shard.all_reduce %q on @tp grid_axes = [0] {mp.stage = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
   %stages = mp.add %f0, %f1 {mp.stage = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %s0 = shard.all_reduce %p on @tp grid_axes = [0] {mp.norm_statistics} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %s1 = shard.all_reduce %q on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %statistics = mp.add %s0, %s1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %w0 = shard.all_reduce %n on @tp grid_axes = [0] : tensor<2x4x8xbf16> -> tensor<2x4x8xf32>
+  %w1 = shard.all_reduce %n on @tp grid_axes = [0] : tensor<2x4x8xbf16> -> tensor<2x4x8xf32>
+  %widened = mp.add %w0, %w1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %g0 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 1 : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
   %g1 = shard.reduce_scatter %r on @tp grid_axes = [0] scatter_axis = 2 : tensor<2x2x16xf32> -> tensor<2x2x8xf32>
   %dims = mp.add %g0, %g1 : (tensor<2x2x8xf32>, tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
   %h0 = shard.reduce_scatter %p on @tp grid_axes = [0] scatter_axis = 1 : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
   %h1 = shard.reduce_scatter %q on @tp grid_axes = [0] scatter_axis = 1 : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
   %scattered = mp.add %h0, %h1 : (tensor<2x2x8xf32>, tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
-  return %grids, %axes, %max, %shared, %d0, %broadcast, %stages, %dims, %scattered : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x2x8xf32>, tensor<2x2x8xf32>
+  return %grids, %axes, %max, %shared, %d0, %broadcast, %stages, %statistics, %widened, %dims, %scattered : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x2x8xf32>, tensor<2x2x8xf32>
 }

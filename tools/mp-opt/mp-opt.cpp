@@ -334,9 +334,9 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
   if (outputFilename != "-" &&
       failed(printModule(*module, outputFilename, config, /*locations=*/true)))
     return 1;
-  // Activations become their linears' epilogues, residual adds join their
-  // norms, outputs gathered only to be returned stay sharded and inputs
-  // only cut are read as each rank's block, last
+  // Activations become their linears' epilogues, rotary embeddings one op,
+  // residual adds join their norms, outputs gathered only to be returned stay
+  // sharded and inputs only cut are read as each rank's block, last
   // (partitioning and training are done) and before the memory plan,
   // unless this pipeline planned memory already (the plan would no longer
   // fit the program).
@@ -344,6 +344,8 @@ static int compile(StringRef inputFilename, StringRef outputFilename,
     PassManager fuse(&context);
     if (!runs(pm, "mp-fuse-epilogues"))
       fuse.addPass(mp::createMPFuseEpilogues());
+    if (!runs(pm, "mp-fuse-rotary"))
+      fuse.addPass(mp::createMPFuseRotary());
     if (!runs(pm, "mp-fuse-residual-norms"))
       fuse.addPass(mp::createMPFuseResidualNorms());
     if (!runs(pm, "mp-fuse-reduced-norms"))

@@ -98,6 +98,8 @@ void withdrawScratch();
 Status einsum(const std::string &equation,
               const std::vector<const Tensor *> &inputs, Tensor &out);
 Status trilu(const Tensor &x, bool upper, int64_t k, Tensor &out);
+Status rotary(const Tensor &x, const Tensor &cos, const Tensor &sin,
+              int64_t rotaryDim, bool interleaved, Tensor &out);
 Status slice(const Tensor &x, const std::vector<int64_t> &starts,
              const std::vector<int64_t> &strides, Tensor &out);
 Status concat(const std::vector<const Tensor *> &inputs, int64_t axis,

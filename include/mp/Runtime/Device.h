@@ -101,6 +101,9 @@ struct KernelTable {
   size_t (*attentionGradScratch)(const Tensor &q, const Tensor &k,
                                  const Tensor &v) = nullptr;
   size_t (*normGradScratch)(const Tensor &x, int64_t axis) = nullptr;
+  /// Rotary position embedding (mp.rotary; null: the device has none, and
+  /// a program that holds one is refused at load).
+  decltype(&cpu::rotary) rotary = nullptr;
   /// Ops whose kernels here compute only in f32: a 16-bit program runs them
   /// on f32 copies of their operands (Widen.cpp; the CPU's own rule
   /// there). Null: none.

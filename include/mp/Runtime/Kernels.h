@@ -108,6 +108,13 @@ Status addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
 /// sum = a + b and out = rmsNorm(sum), as addLayerNorm. f32.
 Status addRmsNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
                   float epsilon, Tensor &sum, Tensor &out);
+/// Rotary position embedding of the first `rotaryDim` channels of x's last
+/// dim (mp.rotary): pairs (c, c + rotaryDim/2), or (2i, 2i + 1) when
+/// `interleaved`; cos and sin [..., rotaryDim] broadcast along x's leading
+/// dims; the other channels copied. Bitwise the decomposed ops. out may be
+/// x. f32.
+Status rotary(const Tensor &x, const Tensor &cos, const Tensor &sin,
+              int64_t rotaryDim, bool interleaved, Tensor &out);
 /// Softmax along `axis` (non-negative). f32, f64.
 Status softmax(const Tensor &x, int64_t axis, Tensor &out);
 /// Reduces over `axes` (non-negative, sorted); out has the kept dims (with or

@@ -50,6 +50,11 @@ bool layerNorm(const Shape &input, int64_t axis, const Shape &scale,
 /// RMS norm over the last dim; scale has its size.
 bool rmsNorm(const Shape &input, const Shape &scale, Shape &result,
              std::string &error);
+/// Rotary embedding of the first `rotaryDim` channels of the last dim
+/// (even, at most the dim); cos and sin (`table`) have `rotaryDim` channels
+/// and broadcast along the input's other dims. The input's shape.
+bool rotary(const Shape &input, const Shape &table, int64_t rotaryDim,
+            Shape &result, std::string &error);
 /// Softmax along `axis`: the input's shape.
 bool softmax(const Shape &input, int64_t axis, Shape &result,
              std::string &error);

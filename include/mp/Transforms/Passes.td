@@ -256,6 +256,39 @@ def MPFoldRowParallelBias : Pass<"mp-fold-row-parallel-bias",
   }];
 }
 
+def MPFuseRotary : Pass<"mp-fuse-rotary", "mlir::ModuleOp"> {
+  let summary = "fold the decomposed rotary position embedding into one "
+                "mp.rotary";
+  let description = [{
+    Exporters write rotary position embedding as `x * cos + rotate(x) *
+    sin` in elementwise and shape ops, each a pass over the heads' memory:
+
+    ```mlir
+    %a = mp.mul %x, %cos : (tensor<2x4x8x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8x8xf32>
+    %hi = mp.slice %x {starts = array<i64: 0, 0, 0, 4>, ...} : tensor<2x4x8x8xf32> -> tensor<2x4x8x4xf32>
+    %n = mp.neg %hi : tensor<2x4x8x4xf32>
+    %lo = mp.slice %x {starts = array<i64: 0, 0, 0, 0>, ...} : tensor<2x4x8x8xf32> -> tensor<2x4x8x4xf32>
+    %r = mp.concat %n, %lo {axis = 3 : i64} : (...) -> tensor<2x4x8x8xf32>
+    %b = mp.mul %r, %sin : (tensor<2x4x8x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8x8xf32>
+    %y = mp.add %a, %b : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+    // becomes
+    %y = mp.rotary %x, %cos, %sin {rotary_dim = 8 : i64} : (...) -> tensor<2x4x8x8xf32>
+    ```
+
+    `rotate` is `rotate_half` (above: Llama, GPT-NeoX, Phi, Qwen) or GPT-J's
+    `rotate_every_two` (strided slices, a reshape to pairs, a concat and a
+    reshape back: `interleaved`); either product and the add in either
+    operand order. A partial rotary, whose result is concatenated with the
+    channels it leaves of the tensor it sliced (GPT-NeoX's quarter of each
+    head, Phi's), becomes one `mp.rotary` of that tensor with `rotary_dim`
+    the channels it turns. f32 only; cos and sin of `rotary_dim` channels,
+    broadcast along the other dims. The result is bitwise the ops it
+    replaces. It runs last, on inference programs (a train step is left
+    as it is), and `--artifact` runs it by default.
+  }];
+  let dependentDialects = ["mp::MPDialect"];
+}
+
 def MPFuseResidualNorms : Pass<"mp-fuse-residual-norms", "mlir::ModuleOp"> {
   let summary = "fold a residual add and the norm that reads it into one op";
   let description = [{

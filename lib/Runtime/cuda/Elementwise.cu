@@ -178,6 +178,36 @@ __global__ void triluKernel(const E *x, E *o, int64_t n, int64_t rows,
   }
 }
 
+/// mp.rotary (cpu::rotary): each thread one channel pair of a row, or one
+/// channel past `rotaryDim` to copy. __fmul_rn and friends keep each
+/// product rounded before the sum, as the ops it replaces round it.
+__global__ void rotaryKernel(const float *x, const float *cos, const float *sin,
+                             float *o, int64_t rows, int64_t inner,
+                             int64_t rotaryDim, bool interleaved, Dims rotated,
+                             Strides table) {
+  const int64_t pairs = rotaryDim / 2, rest = inner - rotaryDim;
+  const int64_t perRow = pairs + rest, n = rows * perRow;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t row, k;
+    divMod(i, perRow, row, k);
+    const float *xr = x + row * inner;
+    float *orow = o + row * inner;
+    if (k >= pairs) {
+      const int64_t c = rotaryDim + (k - pairs);
+      if (orow != xr)
+        orow[c] = xr[c];
+      continue;
+    }
+    const int64_t p = interleaved ? 2 * k : k;
+    const int64_t q = p + (interleaved ? 1 : pairs);
+    const int64_t t = offsetOf(row * rotaryDim, rotated, table);
+    const float a = xr[p], b = xr[q];
+    orow[p] = __fsub_rn(__fmul_rn(a, cos[t + p]), __fmul_rn(b, sin[t + p]));
+    orow[q] = __fadd_rn(__fmul_rn(b, cos[t + q]), __fmul_rn(a, sin[t + q]));
+  }
+}
+
 /// The index space of an elementwise result and the broadcast strides of
 /// up to three operands, coalesced (absent operands have zero strides,
 /// which never keep dims apart).
@@ -332,6 +362,26 @@ Status trilu(const Tensor &x, bool upper, int64_t k, Tensor &out) {
   default: return typeError("trilu", x.dtype);
   }
   return launched("trilu");
+}
+
+Status rotary(const Tensor &x, const Tensor &cos, const Tensor &sin,
+              int64_t rotaryDim, bool interleaved, Tensor &out) {
+  for (const Tensor *t :
+       std::initializer_list<const Tensor *>{&x, &cos, &sin, &out})
+    if (t->dtype != DType::F32)
+      return typeError("rotary", t->dtype);
+  const int64_t inner = x.shape.back();
+  const int64_t rows = inner ? x.numel() / inner : 0;
+  const int64_t n = rows * (inner - rotaryDim / 2);
+  if (n == 0)
+    return Status::success();
+  std::vector<int64_t> rotated = x.shape;
+  rotated.back() = rotaryDim;
+  rotaryKernel<<<blocksFor(n), kThreads, 0, computeStream()>>>(
+      x.as<const float>(), cos.as<const float>(), sin.as<const float>(),
+      out.as<float>(), rows, inner, rotaryDim, interleaved, dimsOf(rotated),
+      broadcastStrides(rotated, cos.shape));
+  return launched("rotary");
 }
 
 } // namespace mp::rt::cuda

@@ -19,7 +19,8 @@ static bool computesInF32Only(contract::OpKind kind) {
          kind == OpKind::VocabParallelCrossEntropyGrad;
 }
 
-/// The table with the gradient kernels, which follow the positional part.
+/// The table with the kernels named after its positional part: the
+/// gradients' and the rotary embedding's.
 static KernelTable withGradients(KernelTable t) {
   t.linearWeightGrad = cuda::linearWeightGrad;
   t.layerNormGrad = cuda::layerNormGrad;
@@ -33,6 +34,7 @@ static KernelTable withGradients(KernelTable t) {
   t.vocabParallelLoss = cuda::vocabParallelLoss;
   t.vocabParallelCrossEntropyGrad = cuda::vocabParallelCrossEntropyGrad;
   t.dropout = cuda::dropout;
+  t.rotary = cuda::rotary;
   t.attentionGradScratch = cuda::attentionGradScratchBytes;
   t.normGradScratch = cuda::normGradScratchBytes;
   t.widens = computesInF32Only;

@@ -212,6 +212,10 @@ void addAttributes(Operation *op, program::Instruction &inst) {
       .Case([&](AddRMSNormOp r) {
         addFloat(inst, AttrName::Epsilon, r.getEpsilon().convertToFloat());
       })
+      .Case([&](RotaryOp r) {
+        addInt(inst, AttrName::RotaryDim, r.getRotaryDim());
+        addInt(inst, AttrName::Interleaved, r.getInterleaved());
+      })
       .Case([&](AllReduceAddLayerNormOp l) {
         addInt(inst, AttrName::GridAxis, l.getGridAxis());
         addInt(inst, AttrName::Axis, l.getNormalizedAxis());

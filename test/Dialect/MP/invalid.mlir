@@ -743,3 +743,35 @@ func.func @f(%logits: tensor<2x8x64xf32>, %t: tensor<2x8xi64>, %g: tensor<2xf32>
   %0 = mp.cross_entropy_grad %logits, %t, %g : (tensor<2x8x64xf32>, tensor<2x8xi64>, tensor<2xf32>) -> tensor<2x8x64xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<2x4x4xf32>, %c: tensor<4x6xf32>) {
+  // expected-error @+1 {{rotary_dim 6 must be even, positive and at most the last dim, 4}}
+  %0 = mp.rotary %x, %c, %c {rotary_dim = 6 : i64} : (tensor<2x4x4xf32>, tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<2x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x8xf32>, %c: tensor<4x4xf32>) {
+  // expected-error @+1 {{rotary_dim 3 must be even}}
+  %0 = mp.rotary %x, %c, %c {rotary_dim = 3 : i64} : (tensor<2x4x8xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x8xf32>, %c: tensor<4x8xf32>) {
+  // expected-error @+1 {{cos and sin 4x8 must have rotary_dim channels}}
+  %0 = mp.rotary %x, %c, %c {rotary_dim = 4 : i64} : (tensor<2x4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4x8xf32>, %c: tensor<3x8xf32>) {
+  // expected-error @+1 {{cos and sin 3x8 do not broadcast to the input 2x4x8}}
+  %0 = mp.rotary %x, %c, %c {rotary_dim = 8 : i64} : (tensor<2x4x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<2x4x8xf32>
+  return
+}

@@ -515,6 +515,15 @@ LogicalResult AddRMSNormOp::verify() {
                          getEpsilon());
 }
 
+LogicalResult RotaryOp::verify() {
+  Shape result;
+  std::string error;
+  if (!shape::rotary(shapeOf(getInput()), shapeOf(getCos()), getRotaryDim(),
+                     result, error))
+    return emitOpError() << error;
+  return success();
+}
+
 /// The collective part of the fused all-reduce norms: a grid axis that
 /// exists (its size in `ranks`, if asked), an addend that is one value per
 /// feature.
@@ -738,10 +747,20 @@ FailureOr<func::FuncOp> mp::getEntryFunction(ModuleOp module) {
   return diag << " are public; make all but one private";
 }
 
+Value mp::otherOperand(Operation *op, Value value) {
+  if (op->getOperand(0) == value)
+    return op->getOperand(1);
+  if (op->getOperand(1) == value)
+    return op->getOperand(0);
+  return {};
+}
+
 StringRef mp::fusionPassOf(Operation *op) {
   if (isa<AllReduceAddLayerNormOp, AllReduceAddRMSNormOp,
           ReduceScatterAddLayerNormOp, ReduceScatterAddRMSNormOp>(op))
     return "mp-fuse-reduced-norms";
+  if (isa<RotaryOp>(op))
+    return "mp-fuse-rotary";
   return "mp-fuse-residual-norms";
 }
 

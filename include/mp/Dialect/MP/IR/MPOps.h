@@ -28,6 +28,9 @@ mlir::FailureOr<mlir::func::FuncOp> getEntryFunction(mlir::ModuleOp module);
 /// Whether `module` holds a backward pass (ops mp-autodiff made): a train
 /// step, whole or cut into pipeline chunks.
 bool isTrainStep(mlir::ModuleOp module);
+/// The other operand of the binary op `op` when `value` is one of them;
+/// null otherwise.
+mlir::Value otherOperand(mlir::Operation *op, mlir::Value value);
 /// The pass that makes `op`, a fusion (OpTrait::Fused): for the errors of
 /// the passes that must run before it.
 llvm::StringRef fusionPassOf(mlir::Operation *op);

@@ -424,6 +424,37 @@ def MP_AddRMSNormOp : MP_AddNormOp<"add_rms_norm", "rms_norm"> {
   }];
 }
 
+// Rotary position embedding in one pass over memory (mp-fuse-rotary).
+def MP_RotaryOp : MP_Op<"rotary", [Pure, MP_FusedOpTrait,
+    MP_TransformerOpTrait, MP_InPlaceOpInterface,
+    AllTypesMatch<["input", "result"]>,
+    AllTypesMatch<["cos", "sin"]>]> {
+  let summary = "rotary position embedding of the first `rotary_dim` "
+                "channels";
+  let description = [{
+    `input * cos + rotate(input) * sin` on the first `rotary_dim` channels
+    of the last dim, the others passed through. `rotate` takes the channels
+    in pairs and gives `(-b, a)` for `(a, b)`: the pairs are channel `c` and
+    `c + rotary_dim / 2` (`rotate_half`: Llama, GPT-NeoX, Phi, Qwen), or
+    `2i` and `2i + 1` with `interleaved` (GPT-J's `rotate_every_two`).
+    `cos` and `sin` have `rotary_dim` channels and broadcast along the
+    other dims of `input`. Each output is `x * cos - y * sin` or
+    `x * cos + y * sin`, rounded after each product as the ops it replaces
+    are, so it gives their bits. f32 only. `mp-fuse-rotary` makes it, last,
+    from the decomposed form an exporter writes; partitioning and
+    differentiation refuse it. The memory plan may put the result in the
+    input's bytes (each pair is read before it is written).
+  }];
+  let arguments = (ins MP_F32Tensor:$input, MP_F32Tensor:$cos,
+                       MP_F32Tensor:$sin, I64Attr:$rotary_dim,
+                       UnitAttr:$interleaved);
+  let results = (outs MP_F32Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 // A row-parallel linear's all-reduce, its bias, the residual add and the
 // norm after them, as one collective (mp-fuse-reduced-norms).
 class MP_AllReduceAddNormOp<string mnemonic, string norm,

@@ -1,0 +1,47 @@
+"""The inputs and numpy reference of rotary.test: `inputs DIR` writes them,
+`check DIR` compares mp-run's outputs of Inputs/rotary.mlir with numpy's
+float32 arithmetic, which rounds each product and sum as mp.rotary must:
+bitwise."""
+import os
+import sys
+
+import numpy as np
+
+
+def rotate(x, cos, sin, dim, interleaved):
+    """x * cos + rotate(x) * sin on the first `dim` channels, in float32."""
+    xr, rest = x[..., :dim], x[..., dim:]
+    if interleaved:
+        a, b = xr[..., 0::2], xr[..., 1::2]
+        turned = np.stack((-b, a), axis=-1).reshape(xr.shape)
+    else:
+        half = dim // 2
+        turned = np.concatenate((-xr[..., half:], xr[..., :half]), axis=-1)
+    return np.concatenate((xr * cos + turned * sin, rest), axis=-1)
+
+
+def main():
+    mode, d = sys.argv[1], sys.argv[2]
+    if mode == "inputs":
+        rng = np.random.default_rng(5)
+        shapes = [(2, 3, 4, 8), (4, 8), (4, 8), (2, 1, 4, 4), (2, 1, 4, 4)]
+        for i, shape in enumerate(shapes):
+            np.save(os.path.join(d, "in%d.npy" % i),
+                    rng.standard_normal(shape).astype(np.float32))
+        return 0
+    x, cos, sin, cp, sp = (np.load(os.path.join(d, "in%d.npy" % i)) for i in range(5))
+    expected = [rotate(x, cos, sin, 8, False), rotate(x, cos, sin, 8, True),
+                rotate(x, cp, sp, 4, False), rotate(x, cp, sp, 4, True),
+                rotate(x + x, cp, sp, 4, False)]
+    failed = 0
+    for i, want in enumerate(expected):
+        got = np.load(os.path.join(d, "out", "output%d.npy" % i))
+        same = got.shape == want.shape and np.array_equal(got, want)
+        print("output%d: %s" % (i, "bitwise numpy's" if same else
+                                "DIFFERS by %g" % np.max(np.abs(got - want))))
+        failed += not same
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
