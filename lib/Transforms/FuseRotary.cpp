@@ -15,6 +15,7 @@
 #include "mp/Support/Shape.h"
 #include "mp/Transforms/Passes.h"
 
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 namespace mp {
@@ -35,6 +36,7 @@ ArrayRef<int64_t> shapeOf(Value value) {
 /// the ops it replaces.
 struct Rotary {
   Operation *root;
+  AddOp add; // the sum of the products, whose attributes the op takes
   Value input, cos, sin;
   int64_t rotaryDim;
   bool interleaved;
@@ -147,13 +149,10 @@ std::optional<Rotary> matchFull(AddOp add) {
     for (unsigned side : {0u, 1u}) {
       Value rotated = rotatedMul->getOperand(side);
       Value sin = rotatedMul->getOperand(1 - side);
-      Rotary match{add,
-                   {},
-                   {},
-                   sin,
-                   shapeOf(add).back(),
-                   false,
-                   {add, rotatedMul, plainMul}};
+      Rotary match{add,   add,
+                   {},    {},
+                   sin,   shapeOf(add).back(),
+                   false, {add, rotatedMul, plainMul}};
       Value x = rotateHalfOf(rotated, match.replaced);
       if (!x) {
         x = rotateEveryTwoOf(rotated, match.replaced);
@@ -203,13 +202,18 @@ void widenToPartial(Rotary &match) {
 }
 
 /// Replaces `match.root` with one mp.rotary and erases the ops it made dead.
-void fuse(Rotary &match) {
+/// `fused` maps the results of the roots fused before to their rotaries (a
+/// rotation of a rotation reads the first one's).
+void fuse(Rotary &match, IRMapping &fused) {
   OpBuilder b(match.root);
+  Value input = fused.lookupOrDefault(match.input);
   auto rotary = RotaryOp::create(
-      b, match.root->getLoc(), match.input.getType(), match.input, match.cos,
-      match.sin, b.getI64IntegerAttr(match.rotaryDim),
+      b, match.root->getLoc(), input.getType(), input,
+      fused.lookupOrDefault(match.cos), fused.lookupOrDefault(match.sin),
+      b.getI64IntegerAttr(match.rotaryDim),
       match.interleaved ? b.getUnitAttr() : UnitAttr());
-  rotary->setDiscardableAttrs(match.root->getDiscardableAttrDictionary());
+  rotary->setDiscardableAttrs(match.add->getDiscardableAttrDictionary());
+  fused.map(match.root->getResult(0), rotary.getResult());
   match.root->getResult(0).replaceAllUsesWith(rotary.getResult());
   // The ops replaced may share operands (x's slices), or have readers
   // outside the match: erase each once nothing reads it.
@@ -239,8 +243,9 @@ struct FuseRotaryPass : public mp::impl::MPFuseRotaryBase<FuseRotaryPass> {
         matches.push_back(std::move(*match));
       }
     });
+    IRMapping fused;
     for (Rotary &match : matches)
-      fuse(match);
+      fuse(match, fused);
   }
 };
 

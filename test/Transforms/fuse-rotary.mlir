@@ -79,6 +79,32 @@ func.func @gptj(%x: tensor<2x4x8x8xf32>, %cos: tensor<1x1x8x4xf32>, %sin: tensor
 
 // -----
 
+// Tests a rotation of a rotation: the second mp.rotary reads the first.
+// CHECK-LABEL: func.func @twice
+// CHECK-SAME: (%[[X:.*]]: tensor<1x2x8xf32>, %[[COS:.*]]: tensor<2x8xf32>, %[[SIN:.*]]: tensor<2x8xf32>)
+// CHECK-NEXT: %[[Y:.*]] = mp.rotary %[[X]], %[[COS]], %[[SIN]] {rotary_dim = 8 : i64}
+// CHECK-NEXT: %[[Y2:.*]] = mp.rotary %[[Y]], %[[COS]], %[[SIN]] {rotary_dim = 8 : i64}
+// CHECK-NEXT: return %[[Y2]]
+func.func @twice(%x: tensor<1x2x8xf32>, %cos: tensor<2x8xf32>, %sin: tensor<2x8xf32>) -> tensor<1x2x8xf32> {
+  %a = mp.mul %x, %cos : (tensor<1x2x8xf32>, tensor<2x8xf32>) -> tensor<1x2x8xf32>
+  %hi = mp.slice %x {limits = array<i64: 1, 2, 8>, starts = array<i64: 0, 0, 4>, strides = array<i64: 1, 1, 1>} : tensor<1x2x8xf32> -> tensor<1x2x4xf32>
+  %n = mp.neg %hi : tensor<1x2x4xf32>
+  %lo = mp.slice %x {limits = array<i64: 1, 2, 4>, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<1x2x8xf32> -> tensor<1x2x4xf32>
+  %r = mp.concat %n, %lo {axis = 2 : i64} : (tensor<1x2x4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x8xf32>
+  %b = mp.mul %r, %sin : (tensor<1x2x8xf32>, tensor<2x8xf32>) -> tensor<1x2x8xf32>
+  %y = mp.add %a, %b : (tensor<1x2x8xf32>, tensor<1x2x8xf32>) -> tensor<1x2x8xf32>
+  %a2 = mp.mul %y, %cos : (tensor<1x2x8xf32>, tensor<2x8xf32>) -> tensor<1x2x8xf32>
+  %hi2 = mp.slice %y {limits = array<i64: 1, 2, 8>, starts = array<i64: 0, 0, 4>, strides = array<i64: 1, 1, 1>} : tensor<1x2x8xf32> -> tensor<1x2x4xf32>
+  %n2 = mp.neg %hi2 : tensor<1x2x4xf32>
+  %lo2 = mp.slice %y {limits = array<i64: 1, 2, 4>, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<1x2x8xf32> -> tensor<1x2x4xf32>
+  %r2 = mp.concat %n2, %lo2 {axis = 2 : i64} : (tensor<1x2x4xf32>, tensor<1x2x4xf32>) -> tensor<1x2x8xf32>
+  %b2 = mp.mul %r2, %sin : (tensor<1x2x8xf32>, tensor<2x8xf32>) -> tensor<1x2x8xf32>
+  %y2 = mp.add %a2, %b2 : (tensor<1x2x8xf32>, tensor<1x2x8xf32>) -> tensor<1x2x8xf32>
+  return %y2 : tensor<1x2x8xf32>
+}
+
+// -----
+
 // Tests what is not fused: the neg on the lower half (the rotation the
 // other way), slices of another tensor than the product's, cos and sin
 // broadcast along the channels, and sin of another type than cos.

@@ -111,8 +111,8 @@ Status addRmsNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
 /// Rotary position embedding of the first `rotaryDim` channels of x's last
 /// dim (mp.rotary): pairs (c, c + rotaryDim/2), or (2i, 2i + 1) when
 /// `interleaved`; cos and sin [..., rotaryDim] broadcast along x's leading
-/// dims; the other channels copied. Bitwise the decomposed ops. out may be
-/// x. f32.
+/// dims; the other channels copied. Bitwise the decomposed ops (a NaN's
+/// sign aside). out may be x. f32.
 Status rotary(const Tensor &x, const Tensor &cos, const Tensor &sin,
               int64_t rotaryDim, bool interleaved, Tensor &out);
 /// Softmax along `axis` (non-negative). f32, f64.

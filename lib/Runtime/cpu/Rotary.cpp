@@ -1,7 +1,8 @@
 //===- Rotary.cpp - rotary position embedding -----------------------------===//
 //
 // mp.rotary: each channel pair (a, b) of the first `rotaryDim` channels of
-// a row becomes (a * cos - b * sin, b * cos' + a * sin'), the rest copied.
+// a row becomes (a * cos + (-b) * sin, b * cos' + a * sin'), the rest
+// copied.
 // Built with -ffp-contract=off: each product is rounded before the sum, as
 // the mul, neg and add kernels the op replaces round them, so the results
 // are their bits.
@@ -54,9 +55,11 @@ void rotateRow(const float *x, const float *cos, const float *sin, float *y,
   for (int64_t i = 0; i < pairs; ++i) {
     const int64_t p = i * step, q = p + second;
     const float a = x[p], b = x[q];
-    const float aCos = a * cos[p], bSin = b * sin[p];
+    // (-b) * sin, as the ops it replaces compute it (a compiler may still
+    // make it a subtraction: only a NaN's sign could tell).
+    const float aCos = a * cos[p], negBSin = -b * sin[p];
     const float bCos = b * cos[q], aSin = a * sin[q];
-    y[p] = aCos - bSin;
+    y[p] = aCos + negBSin;
     y[q] = bCos + aSin;
   }
 }

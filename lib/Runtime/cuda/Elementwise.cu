@@ -203,7 +203,7 @@ __global__ void rotaryKernel(const float *x, const float *cos, const float *sin,
     const int64_t q = p + (interleaved ? 1 : pairs);
     const int64_t t = offsetOf(row * rotaryDim, rotated, table);
     const float a = xr[p], b = xr[q];
-    orow[p] = __fsub_rn(__fmul_rn(a, cos[t + p]), __fmul_rn(b, sin[t + p]));
+    orow[p] = __fadd_rn(__fmul_rn(a, cos[t + p]), __fmul_rn(-b, sin[t + p]));
     orow[q] = __fadd_rn(__fmul_rn(b, cos[t + q]), __fmul_rn(a, sin[t + q]));
   }
 }

@@ -438,9 +438,9 @@ def MP_RotaryOp : MP_Op<"rotary", [Pure, MP_FusedOpTrait,
     `c + rotary_dim / 2` (`rotate_half`: Llama, GPT-NeoX, Phi, Qwen), or
     `2i` and `2i + 1` with `interleaved` (GPT-J's `rotate_every_two`).
     `cos` and `sin` have `rotary_dim` channels and broadcast along the
-    other dims of `input`. Each output is `x * cos - y * sin` or
+    other dims of `input`. Each output is `x * cos + (-y) * sin` or
     `x * cos + y * sin`, rounded after each product as the ops it replaces
-    are, so it gives their bits. f32 only. `mp-fuse-rotary` makes it, last,
+    are, so it gives their bits (a NaN's sign aside). f32 only. `mp-fuse-rotary` makes it, last,
     from the decomposed form an exporter writes; partitioning and
     differentiation refuse it. The memory plan may put the result in the
     input's bytes (each pair is read before it is written).
