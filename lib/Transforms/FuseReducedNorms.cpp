@@ -58,11 +58,6 @@ Operation *soleReader(Value value) {
   return def && user->getBlock() == def->getBlock() ? user : nullptr;
 }
 
-bool sameStage(Operation *a, Operation *b) {
-  StringRef stage = MPDialect::getStageAttrName();
-  return !b || a->getAttr(stage) == b->getAttr(stage);
-}
-
 /// The chain after `reduced`, the f32 sum a collective made: read once, by
 /// a bias add of one value per feature read once or directly, by an
 /// add-and-norm whose other operand is the residual, in the same pipeline
@@ -88,8 +83,8 @@ std::optional<ReducedNorm> matchAfterSum(Operation *reduce, Value reduced) {
   if (!isa_and_nonnull<AddLayerNormOp, AddRMSNormOp>(reader))
     return std::nullopt;
   m.residual = otherOperand(reader, reduced);
-  if (!m.residual || m.residual == reduced || !sameStage(reduce, reader) ||
-      !sameStage(reduce, m.biasAdd))
+  if (!m.residual || m.residual == reduced || !inSameStage(reduce, reader) ||
+      (m.biasAdd && !inSameStage(reduce, m.biasAdd)))
     return std::nullopt;
   m.addNorm = reader;
   return m;
@@ -139,7 +134,7 @@ std::optional<ReducedNorm> match(shard::ReduceScatterOp scatter) {
            gather.getGridAxes() == scatter.getGridAxes() &&
            gather.getGatherAxis().getSExtValue() == axis &&
            gather.getResult().getType() == scatter.getInput().getType() &&
-           sameStage(scatter, gather);
+           inSameStage(scatter, gather);
   };
   Value norm = m->addNorm->getResult(1);
   for (Operation *user : norm.getUsers()) {

@@ -93,9 +93,8 @@ void tryFuse(AddOp add, DominanceInfo &dominance) {
   if (add.getLhs().getType() != type || add.getRhs().getType() != type ||
       !getElementTypeOrSelf(type).isF32())
     return;
-  StringRef stage = MPDialect::getStageAttrName();
   for (Operation *norm : normsReading(add)) {
-    if (add->getAttr(stage) != norm->getAttr(stage))
+    if (!inSameStage(add, norm))
       continue; // (a pipeline boundary between them)
     SmallVector<Operation *> hoisted;
     if (!availableAt(norm, add, dominance, hoisted))

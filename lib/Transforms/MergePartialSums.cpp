@@ -36,17 +36,12 @@ struct SumTree {
   SmallVector<Value> leaves;
 };
 
-bool sameStage(Operation *a, Operation *b) {
-  StringRef stage = MPDialect::getStageAttrName();
-  return a->getAttr(stage) == b->getAttr(stage);
-}
-
 /// Whether `value` is summed inside the tree rooted at `root`: an add of the
 /// root's type read only by another add of the tree.
 bool isInnerAdd(Value value, AddOp root) {
   auto add = value.getDefiningOp<AddOp>();
   return add && value.hasOneUse() && add.getType() == root.getType() &&
-         add->getBlock() == root->getBlock() && sameStage(add, root);
+         add->getBlock() == root->getBlock() && inSameStage(add, root);
 }
 
 /// Whether `add` is the root of its tree: not itself an inner add of the
@@ -82,7 +77,7 @@ SumTree sumTree(AddOp root) {
 Operation *mergeableSum(Value leaf, AddOp root) {
   Operation *sum = leaf.getDefiningOp();
   if (!sum || !leaf.hasOneUse() || leaf.getType() != root.getType() ||
-      sum->getBlock() != root->getBlock() || !sameStage(sum, root))
+      sum->getBlock() != root->getBlock() || !inSameStage(sum, root))
     return nullptr;
   shard::ReductionKind kind;
   if (auto reduce = dyn_cast<shard::AllReduceOp>(sum))

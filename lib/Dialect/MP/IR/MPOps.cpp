@@ -747,6 +747,11 @@ FailureOr<func::FuncOp> mp::getEntryFunction(ModuleOp module) {
   return diag << " are public; make all but one private";
 }
 
+bool mp::inSameStage(Operation *a, Operation *b) {
+  StringRef stage = MPDialect::getStageAttrName();
+  return a->getAttr(stage) == b->getAttr(stage);
+}
+
 Value mp::otherOperand(Operation *op, Value value) {
   if (op->getOperand(0) == value)
     return op->getOperand(1);

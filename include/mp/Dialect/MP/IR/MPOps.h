@@ -28,6 +28,9 @@ mlir::FailureOr<mlir::func::FuncOp> getEntryFunction(mlir::ModuleOp module);
 /// Whether `module` holds a backward pass (ops mp-autodiff made): a train
 /// step, whole or cut into pipeline chunks.
 bool isTrainStep(mlir::ModuleOp module);
+/// Whether `a` and `b` are in one pipeline stage (the same `mp.stage`, or
+/// neither has one).
+bool inSameStage(mlir::Operation *a, mlir::Operation *b);
 /// The other operand of the binary op `op` when `value` is one of them;
 /// null otherwise.
 mlir::Value otherOperand(mlir::Operation *op, mlir::Value value);
