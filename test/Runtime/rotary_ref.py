@@ -24,7 +24,7 @@ def main():
     mode, d = sys.argv[1], sys.argv[2]
     if mode == "inputs":
         rng = np.random.default_rng(5)
-        shapes = [(2, 3, 4, 8), (4, 8), (4, 8), (2, 1, 4, 4), (2, 1, 4, 4)]
+        shapes = [(3, 5, 37, 64), (37, 64), (37, 64), (3, 1, 37, 32), (3, 1, 37, 32)]
         for i, shape in enumerate(shapes):
             values = rng.standard_normal(shape).astype(np.float32)
             if i == 0:  # NaNs of both signs, which must stay NaNs
@@ -34,9 +34,9 @@ def main():
             np.save(os.path.join(d, "in%d.npy" % i), values)
         return 0
     x, cos, sin, cp, sp = (np.load(os.path.join(d, "in%d.npy" % i)) for i in range(5))
-    expected = [rotate(x, cos, sin, 8, False), rotate(x, cos, sin, 8, True),
-                rotate(x, cp, sp, 4, False), rotate(x, cp, sp, 4, True),
-                rotate(x + x, cp, sp, 4, False)]
+    expected = [rotate(x, cos, sin, 64, False), rotate(x, cos, sin, 64, True),
+                rotate(x, cp, sp, 32, False), rotate(x, cp, sp, 32, True),
+                rotate(x + x, cp, sp, 32, False)]
     failed = 0
     for i, want in enumerate(expected):
         got = np.load(os.path.join(d, "out", "output%d.npy" % i))
