@@ -42,7 +42,11 @@ bool takesHalfFloats(contract::OpKind kind) {
   case OpKind::Split:
   case OpKind::Expand:
   case OpKind::Embedding:
-  case OpKind::Gather: return true;
+  case OpKind::Gather:
+  // (They round the sum before normalizing it, which f32 shadows would
+  // not.)
+  case OpKind::AddLayerNorm:
+  case OpKind::AddRMSNorm: return true;
   default: return false;
   }
 }

@@ -4,7 +4,8 @@
 // result a layer_norm or rms_norm reads becomes mp.add_layer_norm or
 // mp.add_rms_norm, with both results (the sum, for its other readers, and
 // the norm of it), so that the runtime normalizes each row of the sum while
-// it is in cache rather than reading it back in a second kernel. Like
+// it is in cache rather than reading it back in a second kernel (in f32,
+// bf16 or f16). Like
 // mp-fuse-epilogues it runs last, on inference programs: a train step is
 // left as it is (its backward reads the sum anyway, and recompute copies
 // forward ops that must compute bit for bit what they copy).
@@ -28,6 +29,13 @@ namespace {
 
 bool isNorm(Operation *op) { return isa<LayerNormOp, RMSNormOp>(op); }
 
+/// The element types the fused kernels take: f32, and bf16 or f16, whose
+/// sum they round before normalizing it as the two ops would.
+bool isF32OrHalf(Type type) {
+  Type element = getElementTypeOrSelf(type);
+  return element.isF32() || element.isBF16() || element.isF16();
+}
+
 /// The norms in `add`'s block that normalize its result, in program order.
 SmallVector<Operation *> normsReading(AddOp add) {
   SmallVector<Operation *> norms;
@@ -50,7 +58,7 @@ bool availableAt(Operation *norm, AddOp add, DominanceInfo &dominance,
   for (Value value : norm->getOperands().drop_front()) {
     if (value == add.getResult())
       return false;
-    if (!getElementTypeOrSelf(value).isF32())
+    if (!isF32OrHalf(value.getType()))
       return false;
     if (dominance.properlyDominates(value, add))
       continue;
@@ -88,10 +96,9 @@ void fuse(AddOp add, Operation *norm) {
 /// Fuses `add` with the first norm reading it that can take it.
 void tryFuse(AddOp add, DominanceInfo &dominance) {
   Type type = add.getType();
-  // (f32 only: in a 16-bit program the fused norm would read the sum before
-  // it is rounded. No broadcast: the kernel adds rows of equal operands.)
+  // (No broadcast: the kernel adds rows of equal operands.)
   if (add.getLhs().getType() != type || add.getRhs().getType() != type ||
-      !getElementTypeOrSelf(type).isF32())
+      !isF32OrHalf(type))
     return;
   for (Operation *norm : normsReading(add)) {
     if (!inSameStage(add, norm))

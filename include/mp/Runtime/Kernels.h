@@ -101,11 +101,13 @@ Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
                Tensor &out);
 /// sum = a + b (operands of one shape) and out = layerNorm(sum), each row
 /// normalized while it is in cache; bitwise what `binary` and `layerNorm`
-/// give one after the other. f32.
+/// give one after the other. f32, or bf16 or f16 (a, b, sum and out; scale
+/// and bias f32 or 16-bit): then the sum is rounded to the type before it
+/// is normalized, as those two kernels on f32 copies would round it.
 Status addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
                     const Tensor *bias, int64_t axis, float epsilon,
                     Tensor &sum, Tensor &out);
-/// sum = a + b and out = rmsNorm(sum), as addLayerNorm. f32.
+/// sum = a + b and out = rmsNorm(sum), as addLayerNorm (f32, bf16, f16).
 Status addRmsNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
                   float epsilon, Tensor &sum, Tensor &out);
 /// Rotary position embedding of the first `rotaryDim` channels of x's last

@@ -308,9 +308,9 @@ def MPFuseResidualNorms : Pass<"mp-fuse-residual-norms", "mlir::ModuleOp"> {
     transformer layer has two such pairs. Where a device has no fused
     kernel, it runs the add and the norm one after the other. The memory
     plan may put the sum in `%x`'s bytes and the norm in `%y`'s
-    (InPlaceOpInterface), so the fusion needs no more arena. Only f32 adds
-    fuse (in a 16-bit program the fused norm would read the sum before it
-    is rounded); the first norm reading the sum whose scale and bias can be
+    (InPlaceOpInterface), so the fusion needs no more arena. f32, bf16 and
+    f16 adds fuse (in 16 bits the kernel rounds the sum before normalizing
+    it, as the two ops do); the first norm reading the sum whose scale and bias can be
     read at the add (defined before it, or an operand-free `mp.get_param`,
     moved up) is taken; ops in different pipeline chunks are not fused.
     Like `mp-fuse-epilogues`, `--artifact` runs it last, on inference

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "Common.h"
 #include "mp/Runtime/Kernels.h"
+#include "mp/Support/Float16.h"
 
 #include "OpenMP.h"
 
@@ -452,6 +453,85 @@ void addThenNormalize(const Tensor &a, const Tensor &b, Tensor &sum,
       });
 }
 
+/// A 16-bit float type's conversions, those of the cast kernel (rounding
+/// to nearest even).
+struct BF16Values {
+  static float widen(uint16_t h) { return bf16ToFloat(h); }
+  static uint16_t narrow(float f) { return floatToBf16(f); }
+};
+struct F16Values {
+  static float widen(uint16_t h) { return halfToFloat(h); }
+  static uint16_t narrow(float f) { return floatToHalf(f); }
+};
+
+bool isHalfFloat(DType t) { return t == DType::BF16 || t == DType::F16; }
+
+/// addThenNormalize on bf16 or f16 values: each sum is computed in f32 and
+/// rounded to the type, and the norm reads the rounded row, in f32, its
+/// results rounded once. That is what an mp.add and the norm give one after
+/// the other, each on f32 copies of its operands (Widen.cpp), so the fused
+/// results are theirs bit for bit. (The memory plan may put `sum` in a's
+/// bytes and `out` in b's: each element is read before it is written.)
+template <class Values, class Row>
+void addThenNormalizeHalf(const Tensor &a, const Tensor &b, Tensor &sum,
+                          Tensor &out, int64_t inner, const Row &row) {
+  const int64_t outer = inner ? a.numel() / inner : 0;
+  const uint16_t *pa = a.as<const uint16_t>(), *pb = b.as<const uint16_t>();
+  uint16_t *ps = sum.as<uint16_t>(), *po = out.as<uint16_t>();
+  parallelRange(outer, shouldParallelize(outer * inner),
+                [&](int64_t r0, int64_t r1) {
+                  std::vector<float> rounded(static_cast<size_t>(inner)),
+                      normalized(static_cast<size_t>(inner));
+                  for (int64_t r = r0; r < r1; ++r) {
+                    const int64_t at = r * inner;
+                    for (int64_t i = 0; i < inner; ++i) {
+                      ps[at + i] = Values::narrow(Values::widen(pa[at + i]) +
+                                                  Values::widen(pb[at + i]));
+                      rounded[size_t(i)] = Values::widen(ps[at + i]);
+                    }
+                    row(rounded.data(), normalized.data(),
+                        RowStats::of<Row::kCentred>(rounded.data(), inner));
+                    for (int64_t i = 0; i < inner; ++i)
+                      po[at + i] = Values::narrow(normalized[size_t(i)]);
+                  }
+                });
+}
+
+/// An f32 copy of a norm's scale or bias (f32, bf16 or f16).
+std::vector<float> widenedCopy(const Tensor &t) {
+  std::vector<float> values(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = t.dtype == DType::F32 ? t.as<const float>()[i]
+                : t.dtype == DType::BF16
+                    ? bf16ToFloat(t.as<const uint16_t>()[i])
+                    : halfToFloat(t.as<const uint16_t>()[i]);
+  return values;
+}
+
+/// The 16-bit form's types: a, b, sum and out of one 16-bit type, the
+/// norm's scale and bias f32 or 16-bit.
+Status expectHalfAddNorm(const char *kernel, const Tensor &a, const Tensor &b,
+                         const Tensor &sum, const Tensor &out,
+                         std::initializer_list<const Tensor *> normParams) {
+  for (const Tensor *t : {&b, &sum, &out})
+    if (t->dtype != a.dtype)
+      return mismatch(kernel, a.dtype, t->dtype);
+  for (const Tensor *t : normParams)
+    if (t && t->dtype != DType::F32 && !isHalfFloat(t->dtype))
+      return typeError(kernel, t->dtype);
+  return Status::success();
+}
+
+/// Runs addThenNormalizeHalf for a's type (bf16 or f16).
+template <class Row>
+void addThenNormalizeHalf(const Tensor &a, const Tensor &b, Tensor &sum,
+                          Tensor &out, int64_t inner, const Row &row) {
+  if (a.dtype == DType::BF16)
+    addThenNormalizeHalf<BF16Values>(a, b, sum, out, inner, row);
+  else
+    addThenNormalizeHalf<F16Values>(a, b, sum, out, inner, row);
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -491,10 +571,24 @@ Status rmsNorm(const Tensor &x, const Tensor &scale, float epsilon,
 Status addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
                     const Tensor *bias, int64_t axis, float epsilon,
                     Tensor &sum, Tensor &out) {
+  const int64_t inner = product(a.shape, size_t(axis), a.shape.size());
+  if (isHalfFloat(a.dtype)) {
+    if (Status s =
+            expectHalfAddNorm("addLayerNorm", a, b, sum, out, {&scale, bias});
+        !s)
+      return s;
+    const std::vector<float> wideScale = widenedCopy(scale),
+                             wideBias = bias ? widenedCopy(*bias)
+                                             : std::vector<float>();
+    addThenNormalizeHalf(a, b, sum, out, inner,
+                         LayerNormRow{wideScale.data(),
+                                      bias ? wideBias.data() : nullptr, inner,
+                                      epsilon});
+    return Status::success();
+  }
   if (Status s = expectF32("addLayerNorm", {&a, &b, &scale, bias, &sum, &out});
       !s)
     return s;
-  const int64_t inner = product(a.shape, size_t(axis), a.shape.size());
   const LayerNormRow row{scale.as<const float>(),
                          bias ? bias->as<const float>() : nullptr, inner,
                          epsilon};
@@ -504,9 +598,18 @@ Status addLayerNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
 
 Status addRmsNorm(const Tensor &a, const Tensor &b, const Tensor &scale,
                   float epsilon, Tensor &sum, Tensor &out) {
+  const int64_t inner = a.shape.empty() ? 1 : a.shape.back();
+  if (isHalfFloat(a.dtype)) {
+    if (Status s = expectHalfAddNorm("addRmsNorm", a, b, sum, out, {&scale});
+        !s)
+      return s;
+    const std::vector<float> wideScale = widenedCopy(scale);
+    addThenNormalizeHalf(a, b, sum, out, inner,
+                         RMSNormRow{wideScale.data(), inner, epsilon});
+    return Status::success();
+  }
   if (Status s = expectF32("addRmsNorm", {&a, &b, &scale, &sum, &out}); !s)
     return s;
-  const int64_t inner = a.shape.empty() ? 1 : a.shape.back();
   const RMSNormRow row{scale.as<const float>(), inner, epsilon};
   addThenNormalize(a, b, sum, out, inner, row);
   return Status::success();

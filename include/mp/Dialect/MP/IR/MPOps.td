@@ -68,6 +68,7 @@ def MP_Differentiable : DeclareOpInterfaceMethods<MP_AutodiffOpInterface>;
 def MP_Costed : DeclareOpInterfaceMethods<MP_CostOpInterface>;
 def MP_FloatTensor : RankedTensorOf<[AnyFloat]>;
 def MP_F32Tensor : RankedTensorOf<[F32]>;
+def MP_F32OrHalfTensor : RankedTensorOf<[F32, BF16, F16]>;
 def MP_IndexTensor : RankedTensorOf<[I32, I64]>;
 
 //===----------------------------------------------------------------------===//
@@ -385,10 +386,12 @@ class MP_AddNormOp<string mnemonic, string norm> : MP_Op<mnemonic, [Pure,
     Both results of a residual add and the norm that reads it: `sum` is
     `lhs + rhs` (the residual stream, for its other readers) and `result`
     is `mp.}] # norm # [{` of `sum`, computed on each row while it is in
-    cache rather than in another pass over memory. f32 only: in a 16-bit
-    program the norm would read the sum before it is rounded, unlike the
-    two ops it replaces. The memory plan may put `sum` in `lhs`'s bytes
-    and `result` in `rhs`'s, where nothing reads them after it.
+    cache rather than in another pass over memory. In bf16 or f16 the sum
+    is rounded to its type and the norm reads the rounded sum, as the two
+    ops it replaces do (each computing in f32 and rounding its result), so
+    the results are theirs bit for bit. The memory plan may put `sum` in
+    `lhs`'s bytes and `result` in `rhs`'s, where nothing reads them after
+    it.
     `mp-fuse-residual-norms` makes it, last, from an `mp.add` of two
     operands of the same type and a norm that reads it; partitioning and
     differentiation refuse it.
@@ -397,11 +400,12 @@ class MP_AddNormOp<string mnemonic, string norm> : MP_Op<mnemonic, [Pure,
 }
 
 def MP_AddLayerNormOp : MP_AddNormOp<"add_layer_norm", "layer_norm"> {
-  let arguments = (ins MP_F32Tensor:$lhs, MP_F32Tensor:$rhs,
-                       MP_F32Tensor:$scale, Optional<MP_F32Tensor>:$bias,
+  let arguments = (ins MP_F32OrHalfTensor:$lhs, MP_F32OrHalfTensor:$rhs,
+                       MP_F32OrHalfTensor:$scale,
+                       Optional<MP_F32OrHalfTensor>:$bias,
                        DefaultValuedAttr<I64Attr, "-1">:$axis,
                        DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
-  let results = (outs MP_F32Tensor:$sum, MP_F32Tensor:$result);
+  let results = (outs MP_F32OrHalfTensor:$sum, MP_F32OrHalfTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs `,` $scale (`,` $bias^)? attr-dict `:`
     functional-type(operands, results)
@@ -415,10 +419,10 @@ def MP_AddLayerNormOp : MP_AddNormOp<"add_layer_norm", "layer_norm"> {
 }
 
 def MP_AddRMSNormOp : MP_AddNormOp<"add_rms_norm", "rms_norm"> {
-  let arguments = (ins MP_F32Tensor:$lhs, MP_F32Tensor:$rhs,
-                       MP_F32Tensor:$scale,
+  let arguments = (ins MP_F32OrHalfTensor:$lhs, MP_F32OrHalfTensor:$rhs,
+                       MP_F32OrHalfTensor:$scale,
                        DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
-  let results = (outs MP_F32Tensor:$sum, MP_F32Tensor:$result);
+  let results = (outs MP_F32OrHalfTensor:$sum, MP_F32OrHalfTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs `,` $scale attr-dict `:` functional-type(operands, results)
   }];
