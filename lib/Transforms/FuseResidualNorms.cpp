@@ -36,6 +36,14 @@ bool isF32OrHalf(Type type) {
   return element.isF32() || element.isBF16() || element.isF16();
 }
 
+/// Whether the fused kernel for a sum of `sumType` takes a norm scale or
+/// bias of `paramType`: f32 for any sum, 16-bit for a 16-bit one.
+bool takesNormParam(Type sumType, Type paramType) {
+  Type sum = getElementTypeOrSelf(sumType);
+  Type param = getElementTypeOrSelf(paramType);
+  return param.isF32() || (!sum.isF32() && (param.isBF16() || param.isF16()));
+}
+
 /// The norms in `add`'s block that normalize its result, in program order.
 SmallVector<Operation *> normsReading(AddOp add) {
   SmallVector<Operation *> norms;
@@ -58,7 +66,7 @@ bool availableAt(Operation *norm, AddOp add, DominanceInfo &dominance,
   for (Value value : norm->getOperands().drop_front()) {
     if (value == add.getResult())
       return false;
-    if (!isF32OrHalf(value.getType()))
+    if (!takesNormParam(add.getType(), value.getType()))
       return false;
     if (dominance.properlyDominates(value, add))
       continue;

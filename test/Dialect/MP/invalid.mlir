@@ -199,6 +199,16 @@ func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xf32>) {
 
 // -----
 
+// (A 16-bit sum's norm takes f32 or 16-bit parameters; an f32 sum's f32.)
+func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xbf16>, %h: tensor<2x3xbf16>) {
+  %0:2 = mp.add_rms_norm %h, %h, %s : (tensor<2x3xbf16>, tensor<2x3xbf16>, tensor<3xbf16>) -> (tensor<2x3xbf16>, tensor<2x3xbf16>)
+  // expected-error @below {{an f32 sum's norm takes f32 parameters, not 'tensor<3xbf16>'}}
+  %1:2 = mp.add_rms_norm %x, %x, %s : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xbf16>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return
+}
+
+// -----
+
 // Tests the all-reduces fused with their norms: a grid that exists, an axis
 // of it, an addend of one value per feature, and the norm's rule.
 func.func @f(%x: tensor<2x3xf32>, %s: tensor<3xf32>) {

@@ -505,12 +505,29 @@ static LogicalResult verifyFusedNorm(Operation *op, Value sum, Value scale,
   return verifyNormRule(op, epsilon.convertToFloat(), ok, error);
 }
 
+/// An f32 sum's norm takes an f32 scale and bias (the kernels widen only a
+/// 16-bit sum's parameters).
+static LogicalResult verifyNormParamTypes(Operation *op, Value sum,
+                                          ValueRange params) {
+  if (!getElementTypeOrSelf(sum).isF32())
+    return success();
+  for (Value param : params)
+    if (param && !getElementTypeOrSelf(param).isF32())
+      return op->emitOpError() << "an f32 sum's norm takes f32 parameters, not "
+                               << param.getType();
+  return success();
+}
+
 LogicalResult AddLayerNormOp::verify() {
+  if (failed(verifyNormParamTypes(*this, getSum(), {getScale(), getBias()})))
+    return failure();
   return verifyFusedNorm(*this, getSum(), getScale(), getBias(), getAxis(),
                          getEpsilon());
 }
 
 LogicalResult AddRMSNormOp::verify() {
+  if (failed(verifyNormParamTypes(*this, getSum(), {getScale()})))
+    return failure();
   return verifyFusedNorm(*this, getSum(), getScale(), {}, std::nullopt,
                          getEpsilon());
 }
