@@ -238,6 +238,36 @@ TEST(KernelAttention, CausalMaskGqa) {
   }
 }
 
+// Each (batch, head, block of 64 query rows) is one item whose GEMMs (oneDNN's
+// where it is the GEMM library, for blocks of 16 rows or more) depend on its
+// shape alone: a rank holding half the heads (tensor parallelism) computes
+// them bit for bit as one holding all of them.
+TEST(KernelAttention, HeadsComputeAlikeWhateverTheirCount) {
+  const int64_t B = 2, H = 8, Hkv = 4, S = 130, D = 64;
+  Buf q = randomBuf(DType::F32, {B, H, S, D}, 21);
+  Buf k = randomBuf(DType::F32, {B, Hkv, S, D}, 22);
+  Buf v = randomBuf(DType::F32, {B, Hkv, S, D}, 23);
+  Buf out(DType::F32, {B, H, S, D});
+  ASSERT_TRUE(attention(q.t, k.t, v.t, nullptr, 0.125f, true, out.t).ok);
+  // The first half of the heads of each batch row, and of the key/value
+  // heads they read.
+  auto half = [&](const Buf &x, int64_t heads) {
+    Buf h(DType::F32, {B, heads / 2, S, D});
+    const int64_t block = heads / 2 * S * D;
+    for (int64_t b = 0; b < B; ++b)
+      std::copy_n(x.p<float>() + b * heads * S * D, block,
+                  h.p<float>() + b * block);
+    return h;
+  };
+  Buf hq = half(q, H), hk = half(k, Hkv), hv = half(v, Hkv),
+      hout = half(out, H);
+  Buf got(DType::F32, {B, H / 2, S, D});
+  ASSERT_TRUE(attention(hq.t, hk.t, hv.t, nullptr, 0.125f, true, got.t).ok);
+  EXPECT_TRUE(
+      std::equal(got.p<float>(), got.p<float>() + got.n(), hout.p<float>()))
+      << "half the heads differ from the same heads computed among all";
+}
+
 TEST(KernelAttention, FullyMaskedRowIsZero) {
   Buf q = randomBuf(DType::F32, {1, 1, 2, 4}, 1),
       k = randomBuf(DType::F32, {1, 1, 3, 4}, 2);

@@ -10,11 +10,21 @@
 #define MP_LIB_RUNTIME_CPU_ATTENTION_H
 
 #include "Common.h"
+#include "Dnnl.h"
 #include "Gemm.h"
 
 #include <limits>
 
 namespace mp::rt::cpu {
+
+/// C = alpha · A · B (B stored [n, k] when transB) of one attention block:
+/// oneDNN's kernel where smallGemm takes it, OpenBLAS's otherwise.
+inline void attentionGemm(int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *a, int64_t lda, const float *b,
+                          int64_t ldb, bool transB, float *c, int64_t ldc) {
+  if (!smallGemm(m, n, k, alpha, a, lda, b, ldb, transB, c, ldc))
+    gemm(false, transB, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
+}
 
 /// P [rows, keys] = softmax(q·kᵀ·scale + mask) of query rows i0 … i0+rows
 /// of one (batch, head): qb [rows, D], kb [keys, D]. With `causal`, key j
@@ -31,7 +41,7 @@ inline void attentionProbabilities(const float *qb, const float *kb,
   if (D == 0)
     std::fill(P, P + rows * keys, 0.0f);
   else
-    gemm(false, true, rows, keys, D, scale, qb, D, kb, D, 0.0f, P, keys);
+    attentionGemm(rows, keys, D, scale, qb, D, kb, D, true, P, keys);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float *s = P + r * keys;

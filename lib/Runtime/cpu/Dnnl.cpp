@@ -238,7 +238,100 @@ size_t DnnlGemm::packedBytes() const {
              : 0;
 }
 
+namespace {
+
+/// What a small GEMM's primitive is planned for.
+struct SmallGemmShape {
+  int64_t m, n, k, lda, ldb, ldc;
+  bool transB;
+  float alpha;
+  bool operator==(const SmallGemmShape &o) const {
+    return m == o.m && n == o.n && k == o.k && lda == o.lda && ldb == o.ldb &&
+           ldc == o.ldc && transB == o.transB && alpha == o.alpha;
+  }
+};
+
+struct SmallGemmShapeHash {
+  size_t operator()(const SmallGemmShape &s) const {
+    size_t h = std::hash<float>()(s.alpha) ^ size_t(s.transB);
+    for (int64_t v : {s.m, s.n, s.k, s.lda, s.ldb, s.ldc})
+      h = h * 1000003u ^ std::hash<int64_t>()(v);
+    return h;
+  }
+};
+
+/// A primitive and its operands' memory (rebound at each call).
+struct SmallGemmPlan {
+  dnnl::matmul primitive;
+  dnnl::memory a, b, c;
+};
+
+/// One thread's plans and stream. OpenMP's threads persist between
+/// kernels, so the plans are made once per shape; a run whose shapes keep
+/// changing starts over at kMaxPlans rather than grow.
+struct SmallGemmPlans {
+  static constexpr size_t kMaxPlans = 256;
+  std::unordered_map<SmallGemmShape, SmallGemmPlan, SmallGemmShapeHash> plans;
+  std::optional<dnnl::stream> stream;
+
+  SmallGemmPlan &planFor(const SmallGemmShape &s) {
+    auto it = plans.find(s);
+    if (it != plans.end())
+      return it->second;
+    if (plans.size() >= kMaxPlans)
+      plans.clear();
+    using dims = dnnl::memory::dims;
+    const dnnl::memory::data_type f32 = dnnl::memory::data_type::f32;
+    dnnl::memory::desc ad({s.m, s.k}, f32, dims{s.lda, 1});
+    dnnl::memory::desc bd({s.k, s.n}, f32,
+                          s.transB ? dims{1, s.ldb} : dims{s.ldb, 1});
+    dnnl::memory::desc cd({s.m, s.n}, f32, dims{s.ldc, 1});
+    dnnl::primitive_attr attr;
+    if (s.alpha != 1.0f)
+      attr.set_output_scales(0, {s.alpha});
+    const dnnl::engine &engine = context().engine;
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr,
+                                    engine);
+    SmallGemmPlan plan{dnnl::matmul(pd), dnnl::memory(ad, engine, nullptr),
+                       dnnl::memory(bd, engine, nullptr),
+                       dnnl::memory(cd, engine, nullptr)};
+    return plans.emplace(s, std::move(plan)).first->second;
+  }
+};
+
+} // namespace
+
+bool smallGemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+               int64_t lda, const float *b, int64_t ldb, bool transB, float *c,
+               int64_t ldc) {
+  if (m < kSmallGemmMinRows || n <= 0 || k <= 0 ||
+      gemmLibrary() != GemmLibrary::OneDNN)
+    return false;
+  thread_local SmallGemmPlans cache;
+  try {
+    if (!cache.stream)
+      cache.stream.emplace(context().engine);
+    SmallGemmPlan &plan =
+        cache.planFor({m, n, k, lda, ldb, ldc, transB, alpha});
+    plan.a.set_data_handle(const_cast<float *>(a));
+    plan.b.set_data_handle(const_cast<float *>(b));
+    plan.c.set_data_handle(c);
+    plan.primitive.execute(*cache.stream, {{DNNL_ARG_SRC, plan.a},
+                                           {DNNL_ARG_WEIGHTS, plan.b},
+                                           {DNNL_ARG_DST, plan.c}});
+    cache.stream->wait();
+    return true;
+  } catch (const dnnl::error &) {
+    return false; // (a shape oneDNN cannot plan: OpenBLAS runs it)
+  }
+}
+
 #else // !MP_HAVE_DNNL
+
+bool smallGemm(int64_t, int64_t, int64_t, float, const float *, int64_t,
+               const float *, int64_t, bool, float *, int64_t) {
+  return false;
+}
 
 GemmLibrary gemmLibrary() { return GemmLibrary::OpenBLAS; }
 

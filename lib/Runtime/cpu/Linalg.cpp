@@ -1,8 +1,9 @@
 //===- Linalg.cpp - GEMM-based CPU kernels --------------------------------===//
 //
 // matmul, linear, attention, einsum and the thread settings. A linear goes
-// to oneDNN where Dnnl.h chooses it (planned at load: planLinear). Other
-// GEMMs go to OpenBLAS, one single-threaded call per output tile, with the
+// to oneDNN where Dnnl.h chooses it (planned at load: planLinear), and so
+// do attention's per-block GEMMs (smallGemm, one thread each). Other GEMMs
+// go to OpenBLAS, one single-threaded call per output tile, with the
 // tiles spread over OpenMP threads: OpenBLAS is held at one thread for the
 // duration (the pthread build would otherwise start its own threads from
 // every OpenMP thread), which also makes results independent of the thread
@@ -532,7 +533,7 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
     attentionProbabilities(qb, kb, rows, keys, D, scale, i0, offset, causal,
                            pm ? pm + b * ms[0] + h * ms[1] : nullptr, ms[2],
                            ms[3], S);
-    gemm(false, false, rows, Dv, keys, 1.0f, S, keys, vb, Dv, 0.0f, ob, Dv);
+    attentionGemm(rows, Dv, keys, 1.0f, S, keys, vb, Dv, false, ob, Dv);
   };
 
   const double work = double(B * H) * double(Sq) * double(Sk) * double(D + Dv);
@@ -548,6 +549,9 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
         item(it, S.data());
     }
   } else {
+    // (One thread, as each item has in the parallel loop: oneDNN's GEMMs
+    // would otherwise spread over the threads, their sums in another order.)
+    OneThreadScope oneThread;
     std::vector<float> S(static_cast<size_t>(kRows * std::max<int64_t>(Sk, 1)));
     for (int64_t it = 0; it < items; ++it)
       item(it, S.data());

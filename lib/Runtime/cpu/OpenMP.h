@@ -19,4 +19,19 @@ inline int omp_in_parallel() { return 0; }
 inline void omp_set_num_threads(int) {}
 #endif
 
+namespace mp::rt::cpu {
+
+/// Holds OpenMP at one thread while it lives (then restores the count it
+/// found): what a kernel calls outside a parallel region (oneDNN) then runs
+/// serially, as it does inside one.
+struct OneThreadScope {
+  int saved = omp_get_max_threads();
+  OneThreadScope() { omp_set_num_threads(1); }
+  ~OneThreadScope() { omp_set_num_threads(saved); }
+  OneThreadScope(const OneThreadScope &) = delete;
+  OneThreadScope &operator=(const OneThreadScope &) = delete;
+};
+
+} // namespace mp::rt::cpu
+
 #endif // MP_RUNTIME_CPU_OPENMP_H
