@@ -17,13 +17,12 @@
 
 namespace mp::rt::cpu {
 
-/// C = alpha · A · B (B stored [n, k] when transB) of one attention block:
-/// oneDNN's kernel where smallGemm takes it, OpenBLAS's otherwise.
-inline void attentionGemm(int64_t m, int64_t n, int64_t k, float alpha,
-                          const float *a, int64_t lda, const float *b,
-                          int64_t ldb, bool transB, float *c, int64_t ldc) {
-  if (!smallGemm(m, n, k, alpha, a, lda, b, ldb, transB, c, ldc))
-    gemm(false, transB, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
+/// One GEMM of an attention block (forward or backward): oneDNN's kernel
+/// where smallGemm takes it, OpenBLAS's otherwise.
+inline void attentionGemm(const SmallGemm &g) {
+  if (!smallGemm(g))
+    gemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb,
+         g.accumulate ? 1.0f : 0.0f, g.c, g.ldc);
 }
 
 /// P [rows, keys] = softmax(q·kᵀ·scale + mask) of query rows i0 … i0+rows
@@ -41,7 +40,7 @@ inline void attentionProbabilities(const float *qb, const float *kb,
   if (D == 0)
     std::fill(P, P + rows * keys, 0.0f);
   else
-    attentionGemm(rows, keys, D, scale, qb, D, kb, D, true, P, keys);
+    attentionGemm({rows, keys, D, scale, qb, D, false, kb, D, true, P, keys});
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float *s = P + r * keys;

@@ -232,10 +232,10 @@ Status attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
                                pm ? pm + b * ms[0] + h * ms[1] : nullptr, ms[2],
                                ms[3], P);
         // dV += Pᵀ·dO; dP = dO·Vᵀ.
-        gemm(true, false, keys, Dv, rows, 1.0f, P, keys, dob, Dv, 1.0f, dvb,
-             Dv);
-        gemm(false, true, rows, keys, Dv, 1.0f, dob, Dv, vb, Dv, 0.0f, dP,
-             keys);
+        attentionGemm({keys, Dv, rows, 1.0f, P, keys, true, dob, Dv, false, dvb,
+                       Dv, true});
+        attentionGemm(
+            {rows, keys, Dv, 1.0f, dob, Dv, false, vb, Dv, true, dP, keys});
         // dS = P ∘ (dP − Σ dO·O), in place in dP.
         for (int64_t r = 0; r < rows; ++r) {
           double dot = 0;
@@ -247,8 +247,10 @@ Status attentionGrad(const Tensor &q, const Tensor &k, const Tensor &v,
             ds[j] = p[j] * (ds[j] - static_cast<float>(dot));
         }
         // dQ = scale · dS·K; dK += scale · dSᵀ·Q.
-        gemm(false, false, rows, D, keys, scale, dP, keys, kb, D, 0.0f, dqb, D);
-        gemm(true, false, keys, D, rows, scale, dP, keys, qb, D, 1.0f, dkb, D);
+        attentionGemm(
+            {rows, D, keys, scale, dP, keys, false, kb, D, false, dqb, D});
+        attentionGemm(
+            {keys, D, rows, scale, dP, keys, true, qb, D, false, dkb, D, true});
       }
     }
   };

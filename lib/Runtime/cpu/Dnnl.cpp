@@ -2,6 +2,7 @@
 #include "Dnnl.h"
 
 #include "HugePages.h"
+#include "OpenMP.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -243,17 +244,19 @@ namespace {
 /// What a small GEMM's primitive is planned for.
 struct SmallGemmShape {
   int64_t m, n, k, lda, ldb, ldc;
-  bool transB;
+  bool transA, transB, accumulate;
   float alpha;
   bool operator==(const SmallGemmShape &o) const {
     return m == o.m && n == o.n && k == o.k && lda == o.lda && ldb == o.ldb &&
-           ldc == o.ldc && transB == o.transB && alpha == o.alpha;
+           ldc == o.ldc && transA == o.transA && transB == o.transB &&
+           accumulate == o.accumulate && alpha == o.alpha;
   }
 };
 
 struct SmallGemmShapeHash {
   size_t operator()(const SmallGemmShape &s) const {
-    size_t h = std::hash<float>()(s.alpha) ^ size_t(s.transB);
+    size_t h = std::hash<float>()(s.alpha) ^ (size_t(s.transA) << 1) ^
+               (size_t(s.transB) << 2) ^ (size_t(s.accumulate) << 3);
     for (int64_t v : {s.m, s.n, s.k, s.lda, s.ldb, s.ldc})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
@@ -282,13 +285,20 @@ struct SmallGemmPlans {
       plans.clear();
     using dims = dnnl::memory::dims;
     const dnnl::memory::data_type f32 = dnnl::memory::data_type::f32;
-    dnnl::memory::desc ad({s.m, s.k}, f32, dims{s.lda, 1});
+    // (A transposed operand: its rows are the stored matrix's columns.)
+    dnnl::memory::desc ad({s.m, s.k}, f32,
+                          s.transA ? dims{1, s.lda} : dims{s.lda, 1});
     dnnl::memory::desc bd({s.k, s.n}, f32,
                           s.transB ? dims{1, s.ldb} : dims{s.ldb, 1});
     dnnl::memory::desc cd({s.m, s.n}, f32, dims{s.ldc, 1});
     dnnl::primitive_attr attr;
     if (s.alpha != 1.0f)
       attr.set_output_scales(0, {s.alpha});
+    if (s.accumulate) {
+      dnnl::post_ops sum;
+      sum.append_sum(1.0f);
+      attr.set_post_ops(sum);
+    }
     const dnnl::engine &engine = context().engine;
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr,
                                     engine);
@@ -301,21 +311,24 @@ struct SmallGemmPlans {
 
 } // namespace
 
-bool smallGemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-               int64_t lda, const float *b, int64_t ldb, bool transB, float *c,
-               int64_t ldc) {
-  if (m < kSmallGemmMinRows || n <= 0 || k <= 0 ||
+bool smallGemm(const SmallGemm &g) {
+  if (g.m < kSmallGemmMinRows || g.n < kSmallGemmMinRows || g.k <= 0 ||
       gemmLibrary() != GemmLibrary::OneDNN)
     return false;
   thread_local SmallGemmPlans cache;
+  // Planned and run for one thread wherever it is called (oneDNN plans a
+  // primitive for omp_get_max_threads() threads and writes only the shares
+  // of the threads it gets), so each result depends on its shape alone.
+  OneThreadScope oneThread;
   try {
     if (!cache.stream)
       cache.stream.emplace(context().engine);
     SmallGemmPlan &plan =
-        cache.planFor({m, n, k, lda, ldb, ldc, transB, alpha});
-    plan.a.set_data_handle(const_cast<float *>(a));
-    plan.b.set_data_handle(const_cast<float *>(b));
-    plan.c.set_data_handle(c);
+        cache.planFor({g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.transA, g.transB,
+                       g.accumulate, g.alpha});
+    plan.a.set_data_handle(const_cast<float *>(g.a));
+    plan.b.set_data_handle(const_cast<float *>(g.b));
+    plan.c.set_data_handle(g.c);
     plan.primitive.execute(*cache.stream, {{DNNL_ARG_SRC, plan.a},
                                            {DNNL_ARG_WEIGHTS, plan.b},
                                            {DNNL_ARG_DST, plan.c}});
@@ -328,10 +341,7 @@ bool smallGemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
 
 #else // !MP_HAVE_DNNL
 
-bool smallGemm(int64_t, int64_t, int64_t, float, const float *, int64_t,
-               const float *, int64_t, bool, float *, int64_t) {
-  return false;
-}
+bool smallGemm(const SmallGemm &) { return false; }
 
 GemmLibrary gemmLibrary() { return GemmLibrary::OpenBLAS; }
 

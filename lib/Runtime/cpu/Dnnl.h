@@ -73,21 +73,34 @@ private:
   std::unique_ptr<Impl> impl;
 };
 
-/// The fewest rows smallGemm takes: below, the GEMM is OpenBLAS's (a
-/// decoding step's one query row; its ever-growing key count would keep
-/// planning new primitives).
+/// The fewest rows (and columns) smallGemm takes: below, the GEMM is
+/// OpenBLAS's (a decoding step's one query row; its ever-growing key count
+/// would keep planning new primitives).
 inline constexpr int64_t kSmallGemmMinRows = 16;
 
-/// C[m, n] = alpha · A · B for attention's per-block GEMMs, f32, row-major
-/// with leading dims: A [m, k], B [k, n] or, when transB, stored [n, k].
-/// Through oneDNN's (AVX-512) kernel where it is the GEMM library and m is
+/// C[m, n] = alpha · A · B (+ C when `accumulate`) for attention's
+/// per-block GEMMs, f32, row-major with leading dims: A [m, k] or, when
+/// transA, stored [k, m]; B [k, n] or, when transB, stored [n, k]. Through
+/// oneDNN's (AVX-512) kernel where it is the GEMM library and m and n are
 /// at least kSmallGemmMinRows; false otherwise, and the caller runs
 /// OpenBLAS. Each thread plans a primitive per shape once and keeps it
-/// (operands rebound per call), and runs it on that thread alone, so each
-/// result depends on its shape only, not on threads or the call's place.
-bool smallGemm(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-               int64_t lda, const float *b, int64_t ldb, bool transB, float *c,
-               int64_t ldc);
+/// (operands rebound per call), planned for and run on that thread alone,
+/// so each result depends on its shape only, not on threads or the call's
+/// place.
+struct SmallGemm {
+  int64_t m, n, k;
+  float alpha;
+  const float *a;
+  int64_t lda;
+  bool transA;
+  const float *b;
+  int64_t ldb;
+  bool transB;
+  float *c;
+  int64_t ldc;
+  bool accumulate = false;
+};
+bool smallGemm(const SmallGemm &g);
 
 /// A kernel running `DnnlGemm::create(...)`'s plan; an empty one where
 /// oneDNN cannot plan it (OpenBLAS computes it as well).

@@ -533,7 +533,8 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
     attentionProbabilities(qb, kb, rows, keys, D, scale, i0, offset, causal,
                            pm ? pm + b * ms[0] + h * ms[1] : nullptr, ms[2],
                            ms[3], S);
-    attentionGemm(rows, Dv, keys, 1.0f, S, keys, vb, Dv, false, ob, Dv);
+    attentionGemm(
+        {rows, Dv, keys, 1.0f, S, keys, false, vb, Dv, false, ob, Dv});
   };
 
   const double work = double(B * H) * double(Sq) * double(Sk) * double(D + Dv);
@@ -549,9 +550,6 @@ Status attention(const Tensor &q, const Tensor &k, const Tensor &v,
         item(it, S.data());
     }
   } else {
-    // (One thread, as each item has in the parallel loop: oneDNN's GEMMs
-    // would otherwise spread over the threads, their sums in another order.)
-    OneThreadScope oneThread;
     std::vector<float> S(static_cast<size_t>(kRows * std::max<int64_t>(Sk, 1)));
     for (int64_t it = 0; it < items; ++it)
       item(it, S.data());
@@ -572,10 +570,18 @@ Status einsum(const std::string &equation,
 }
 
 void setNumThreads(int threads) {
-  if (threads <= 0)
-    return;
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  // oneDNN plans a primitive for omp_get_max_threads() threads and writes
+  // only the shares of the threads a run gets: a team smaller than that
+  // (OMP_DYNAMIC, OMP_THREAD_LIMIT, OMP_MAX_ACTIVE_LEVELS=0) would leave
+  // part of its output unwritten. So teams are not shrunk, and the count is
+  // one every team can have.
+  omp_set_dynamic(0);
+  int count = threads > 0 ? threads : omp_get_max_threads();
+  count = std::min(count, omp_get_thread_limit());
+  if (omp_get_max_active_levels() < 1)
+    count = 1;
+  omp_set_num_threads(count);
+  openblas_set_num_threads(count);
 }
 
 int getNumThreads() { return omp_get_max_threads(); }

@@ -17,13 +17,16 @@ inline int omp_get_num_threads() { return 1; }
 inline int omp_get_thread_num() { return 0; }
 inline int omp_in_parallel() { return 0; }
 inline void omp_set_num_threads(int) {}
+inline void omp_set_dynamic(int) {}
+inline int omp_get_thread_limit() { return 1; }
+inline int omp_get_max_active_levels() { return 1; }
 #endif
 
 namespace mp::rt::cpu {
 
 /// Holds OpenMP at one thread while it lives (then restores the count it
-/// found): what a kernel calls outside a parallel region (oneDNN) then runs
-/// serially, as it does inside one.
+/// found): oneDNN plans and runs a primitive made meanwhile on the calling
+/// thread alone, inside a parallel region or not.
 struct OneThreadScope {
   int saved = omp_get_max_threads();
   OneThreadScope() { omp_set_num_threads(1); }
