@@ -7,8 +7,10 @@
 // kernel on f32 copies ("shadows") of them, and its step converts the
 // operands into their shadows before the kernel and the results back after
 // it, rounding once per value as a GPU's bf16 kernels do (they too compute
-// in f32). Byte-moving kernels (transposes, slices, gathers, casts) and a
-// linear that oneDNN runs in bf16 need no shadows. The shadows of a step
+// in f32). Byte-moving kernels (transposes, slices, gathers, casts), the
+// residual add-norms (which round the sum before normalizing it, as shadows
+// would not) and a linear that oneDNN runs in bf16 need no shadows. The
+// shadows of a step
 // live only while it runs, so all steps share one block, sized at load for
 // the largest need.
 //
