@@ -334,7 +334,7 @@ bool smallGemm(const SmallGemm &g) {
                                            {DNNL_ARG_DST, plan.c}});
     cache.stream->wait();
     return true;
-  } catch (const dnnl::error &) {
+  } catch (const std::exception &) { // (dnnl::error, std::bad_alloc)
     return false; // (a shape oneDNN cannot plan: OpenBLAS runs it)
   }
 }
