@@ -23,9 +23,11 @@ that all produce the same logits. Not a test: run it by hand.
                                        [--rounds N]
 """
 import argparse
+import atexit
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -127,6 +129,14 @@ def mkldnn_model(model):
     return mkldnn.to_mkldnn(model.eval())
 
 
+def temporary_workdir(prefix):
+    """A temp dir for the model and artifacts, removed when the bench exits
+    (the tensor-parallel run's artifacts hold about 6 GB)."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
+    return work
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -147,14 +157,14 @@ def main():
                              "the linears' epilogues only) against the default, "
                              "interleaved, with each one's profile of the ops they fuse")
     parser.add_argument("--workdir", default=None,
-                        help="where the ONNX model and artifact go (default: a temp dir)")
+                        help="where the ONNX model and artifacts go, kept (default: a temp dir, removed at exit)")
     args = parser.parse_args()
     global CONFIG
     CONFIG = CONFIGS[args.model]
     mp_opt = os.path.join(args.build, "bin", "mp-opt")
     mp_run = os.path.join(args.build, "bin", "mp-run")
 
-    work = args.workdir or tempfile.mkdtemp(prefix="mp-bench-")
+    work = args.workdir or temporary_workdir("mp-bench-")
     os.makedirs(work, exist_ok=True)
     model = build_model()
     ids = torch.randint(0, CONFIG["vocab"], (BATCH, SEQ), generator=torch.Generator().manual_seed(1))

@@ -60,11 +60,12 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
-    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--workdir", default=None,
+                        help="where the model and artifact go, kept (default: a temp dir, removed at exit)")
     args = parser.parse_args()
     mp_opt = os.path.join(args.build, "bin", "mp-opt")
     mp_run = os.path.join(args.build, "bin", "mp-run")
-    work = args.workdir or tempfile.mkdtemp(prefix="mp-train-bench-")
+    work = args.workdir or gpt2_small.temporary_workdir("mp-train-bench-")
     os.makedirs(work, exist_ok=True)
 
     model = gpt2_small.build_model()

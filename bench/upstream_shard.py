@@ -12,8 +12,10 @@ test: run it by hand.
   /usr/bin/python3 bench/upstream_shard.py [--layers 96 960] [--mlir-opt PATH]
 """
 import argparse
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,6 +96,7 @@ def main():
     args = parser.parse_args()
     mp_opt = os.path.join(args.build, "bin", "mp-opt")
     work = tempfile.mkdtemp(prefix="mp-shard-bench-")
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     print("MLP matmul pairs, %d tokens, hidden %d, tp=%d; time and peak memory" % (T, H, TP))
     for layers in args.layers:
         up, mp = os.path.join(work, "upstream.mlir"), os.path.join(work, "mp.mlir")
