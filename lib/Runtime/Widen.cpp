@@ -10,9 +10,8 @@
 // in f32). Byte-moving kernels (transposes, slices, gathers, casts), the
 // residual add-norms (which round the sum before normalizing it, as shadows
 // would not) and a linear that oneDNN runs in bf16 need no shadows. The
-// shadows of a step
-// live only while it runs, so all steps share one block, sized at load for
-// the largest need.
+// shadows of a step live only while it runs, so all steps share one block,
+// sized at load for the largest need.
 //
 //===----------------------------------------------------------------------===//
 #include "Binder.h"
@@ -24,8 +23,6 @@
 namespace mp::rt {
 
 namespace {
-
-bool isHalfFloat(DType t) { return t == DType::BF16 || t == DType::F16; }
 
 size_t shadowBytes(const Tensor &t) {
   return (static_cast<size_t>(t.numel()) * 4 + 63) / 64 * 64;

@@ -22,6 +22,10 @@ size_t dtypeSize(DType type);
 const char *dtypeName(DType type);
 /// Parses the names dtypeName gives; false if unknown.
 bool parseDType(const std::string &name, DType &type);
+/// Whether `type` is a 16-bit float (bf16 or f16).
+inline bool isHalfFloat(DType type) {
+  return type == DType::BF16 || type == DType::F16;
+}
 
 /// The most bytes one tensor may have (256 TiB): sizes read from files are
 /// checked against it before anything is allocated or indexed.

@@ -464,8 +464,6 @@ struct F16Values {
   static uint16_t narrow(float f) { return floatToHalf(f); }
 };
 
-bool isHalfFloat(DType t) { return t == DType::BF16 || t == DType::F16; }
-
 /// addThenNormalize on bf16 or f16 values: each sum is computed in f32 and
 /// rounded to the type, and the norm reads the rounded row, in f32, its
 /// results rounded once. That is what an mp.add and the norm give one after
