@@ -4,13 +4,12 @@
 // elementwise ops. The partitioning passes and the kernels want intent, so
 // this pass pattern-matches those decompositions back into mp.linear,
 // mp.layer_norm, mp.rms_norm, mp.gelu, mp.silu and mp.attention (its
-// patterns in RaiseAttention.cpp), then tags each op of a repeated
-// transformer block with its layer index.
+// patterns in RaiseAttention.cpp; einsums in RaiseEinsum.cpp), then tags
+// each op of a repeated transformer block with its layer index.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Analysis/Layers.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
-#include "mp/Support/Einsum.h"
 #include "mp/Support/Shape.h"
 #include "mp/Transforms/Passes.h"
 
@@ -151,57 +150,6 @@ struct LinearFromMatmul : OpRewritePattern<MatmulOp> {
     rewriter.replaceOpWithNewOp<LinearOp>(op, op.getLhs(), weight, Value(),
                                           transposed ? rewriter.getUnitAttr()
                                                      : nullptr);
-    return success();
-  }
-};
-
-/// einsum("...k,kn->...n", x, W) (or "...k,nk->...n") with W a rank-2
-/// parameter: a linear written as an einsum (Flax/T5X ports, mesh-style
-/// code), which then splits like any other.
-struct LinearFromEinsum : OpRewritePattern<EinsumOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(EinsumOp op,
-                                PatternRewriter &rewriter) const override {
-    if (op.getInputs().size() != 2)
-      return failure();
-    Value input = op.getInputs()[0], weight = op.getInputs()[1];
-    // (A parameter read transposed, as a tied head's `E.t()`, is read the
-    // other way round.)
-    bool flipped = false;
-    if (auto t = weight.getDefiningOp<TransposeOp>();
-        t && t.getPermutation() == ArrayRef<int64_t>{1, 0}) {
-      weight = t.getInput();
-      flipped = true;
-    }
-    if (!isParam(weight) || tensorType(weight).getRank() != 2 ||
-        tensorType(input).getRank() < 2 ||
-        !isa<FloatType>(tensorType(weight).getElementType()))
-      return failure();
-    EinsumSpec spec;
-    std::string error;
-    if (!parseEinsum(op.getEquation().str(), {tensorType(input).getRank(), 2},
-                     spec, error))
-      return failure();
-    const std::string &x = spec.inputs[0], &w = spec.inputs[1];
-    // The contracted label is x's last and only there; the output is x's
-    // other labels in order, then the weight's other one.
-    const char k = x.back();
-    const std::string prefix = x.substr(0, x.size() - 1);
-    if (w[0] == w[1] || prefix.find(k) != std::string::npos ||
-        (w[0] != k && w[1] != k))
-      return failure();
-    const bool transposed = w[1] == k;
-    const char n = transposed ? w[0] : w[1];
-    if (prefix.find(n) != std::string::npos || spec.output != prefix + n)
-      return failure();
-    // No broadcast: the contracted dims are equal (an ellipsis label may
-    // pair a size-1 dim with the weight's).
-    ArrayRef<int64_t> weightShape = tensorType(op.getInputs()[1]).getShape();
-    if (tensorType(input).getShape().back() != weightShape[transposed ? 1 : 0])
-      return failure();
-    rewriter.replaceOpWithNewOp<LinearOp>(
-        op, input, weight, Value(),
-        transposed != flipped ? rewriter.getUnitAttr() : nullptr);
     return success();
   }
 };
@@ -612,10 +560,12 @@ struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     RewritePatternSet patterns(ctx);
-    patterns.add<LinearFromMatmul, LinearFromEinsum, LinearBias,
-                 EmbeddingFromGather, SliceFromGather, LayerNormFromDecomposed,
-                 RMSNormFromDecomposed, RMSNormFromDiv, NormScale,
-                 LayerNormBias, GeluFromDecomposed, SiluFromDecomposed>(ctx);
+    patterns
+        .add<LinearFromMatmul, LinearBias, EmbeddingFromGather, SliceFromGather,
+             LayerNormFromDecomposed, RMSNormFromDecomposed, RMSNormFromDiv,
+             NormScale, LayerNormBias, GeluFromDecomposed, SiluFromDecomposed>(
+            ctx);
+    populateRaiseEinsumPatterns(patterns);
     populateRaiseAttentionPatterns(patterns);
     FrozenRewritePatternSet raise(std::move(patterns));
     RewritePatternSet sinkPatterns(ctx);

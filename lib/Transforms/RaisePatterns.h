@@ -55,6 +55,19 @@ inline mlir::Value reshaped(mlir::PatternRewriter &rewriter, mlir::Location loc,
   return ReshapeOp::create(rewriter, loc, type, v);
 }
 
+/// `v` with its dims permuted (mp.transpose: result dim i is `v`'s dim
+/// perm[i]).
+inline mlir::Value transposed(mlir::PatternRewriter &rewriter,
+                              mlir::Location loc, mlir::Value v,
+                              llvm::ArrayRef<int64_t> perm) {
+  return TransposeOp::create(rewriter, loc, v,
+                             rewriter.getDenseI64ArrayAttr(perm));
+}
+
+/// Einsums that are linears (a parameter weight of any rank, viewed 2-D)
+/// or batched matmuls (RaiseEinsum.cpp).
+void populateRaiseEinsumPatterns(mlir::RewritePatternSet &patterns);
+
 /// softmax(q·kᵀ·scale [masked]) · v -> mp.attention (RaiseAttention.cpp).
 void populateRaiseAttentionPatterns(mlir::RewritePatternSet &patterns);
 

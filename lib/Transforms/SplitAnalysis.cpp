@@ -73,6 +73,40 @@ bool tensor_parallel::broadcastsAlong(Value v, int64_t dim) {
          tensorType(expand.getInput()).getDimSize(dim - offset) == 1;
 }
 
+GetParamOp tensor_parallel::paramRead(Value v) {
+  if (auto view = v.getDefiningOp<ReshapeOp>())
+    v = view.getInput();
+  return v.getDefiningOp<GetParamOp>();
+}
+
+int64_t tensor_parallel::paramAxis(Value v, int64_t axis, int64_t parts) {
+  auto view = v.getDefiningOp<ReshapeOp>();
+  if (!view)
+    return axis;
+  ArrayRef<int64_t> stored = tensorType(view.getInput()).getShape();
+  ArrayRef<int64_t> viewed = tensorType(v).getShape();
+  int64_t before = 1;
+  for (int64_t size : viewed.take_front(axis))
+    before *= size;
+  const int64_t through = before * viewed[axis];
+  // The stored dims merged into `axis`: those after the elements `before`
+  // it and up to `through`, when the view cuts none of them.
+  size_t first = 0;
+  int64_t elements = 1;
+  while (first < stored.size() && elements < before)
+    elements *= stored[first++];
+  if (elements != before)
+    return -1;
+  while (first < stored.size() && stored[first] == 1)
+    ++first;
+  size_t last = first;
+  while (last < stored.size() && elements < through)
+    elements *= stored[last++];
+  if (elements != through || last == first || stored[first] % parts)
+    return -1;
+  return static_cast<int64_t>(first);
+}
+
 ReshapeOp tensor_parallel::headRepeat(Value v, int64_t &dim) {
   // Through transposes (a repeated key transposed for QK^T).
   while (auto t = v.getDefiningOp<TransposeOp>()) {
@@ -447,6 +481,34 @@ std::pair<int64_t, int64_t> shardingOf(LinearOp linear, Value param,
   return {linear.getWeight() == param ? (transposed ? 0 : 1) : 0, groups};
 }
 
+/// shardingOf in the dims of the parameter `param` reads (through a
+/// view, paramAxis).
+std::pair<int64_t, int64_t> storedSharding(LinearOp linear, Value param,
+                                           const Split &split,
+                                           const SplitRoles &roles) {
+  std::pair<int64_t, int64_t> sharding =
+      shardingOf(linear, param, split, roles);
+  if (sharding.first >= 0)
+    sharding.first = paramAxis(param, sharding.first, 1);
+  return sharding;
+}
+
+/// The ops that read the parameter `read` reads, each with the value it
+/// reads: through a reshape (a view, paramRead), its users.
+SmallVector<std::pair<Operation *, Value>>
+readersThroughViews(GetParamOp read) {
+  SmallVector<std::pair<Operation *, Value>> readers;
+  for (Operation *user : read->getUsers()) {
+    if (auto view = dyn_cast<ReshapeOp>(user)) {
+      for (Operation *viewer : view->getUsers())
+        readers.push_back({viewer, view.getResult()});
+      continue;
+    }
+    readers.push_back({user, read.getResult()});
+  }
+  return readers;
+}
+
 } // namespace
 
 llvm::BitVector
@@ -473,20 +535,20 @@ tensor_parallel::unevenlySharedParams(ArrayRef<LinearOp> linears,
   for (auto [i, constLinear] : llvm::enumerate(linears)) {
     LinearOp linear = constLinear;
     for (Value param : {linear.getWeight(), linear.getBias()}) {
-      auto get = param ? param.getDefiningOp<GetParamOp>() : GetParamOp();
+      GetParamOp get = param ? paramRead(param) : GetParamOp();
       if (!get)
         continue;
       std::pair<int64_t, int64_t> mine =
-          shardingOf(linear, param, split, roles);
+          storedSharding(linear, param, split, roles);
       if (mine.first < 0)
         continue;
       std::optional<Uneven> found;
       for (GetParamOp read : reads.lookup(get.getNameAttr().getAttr()))
-        for (Operation *reader : read->getUsers()) {
+        for (auto [reader, value] : readersThroughViews(read)) {
           auto readerLinear = dyn_cast<LinearOp>(reader);
           std::pair<int64_t, int64_t> theirs{-1, 1};
           if (readerLinear)
-            theirs = shardingOf(readerLinear, read.getResult(), split, roles);
+            theirs = storedSharding(readerLinear, value, split, roles);
           if (theirs == mine || found)
             continue;
           found = Uneven{static_cast<unsigned>(i), reader, theirs.first < 0};

@@ -104,6 +104,19 @@ bool broadcastsAlong(mlir::Value v, int64_t dim);
 /// null when `v` is not that.
 ReshapeOp headRepeat(mlir::Value v, int64_t &dim);
 
+/// The parameter read that a linear's weight or bias is: the mp.get_param
+/// itself, or a reshape of one, the parameter viewed in another shape (an
+/// einsum's [d, heads, head_dim] weight as [d, heads * head_dim],
+/// RaiseEinsum.cpp); null for anything else.
+GetParamOp paramRead(mlir::Value v);
+
+/// The dim of the parameter `v` reads (paramRead) that a split of `v`'s dim
+/// `axis` into `parts` blocks splits: `axis` itself when `v` is the
+/// parameter; through a view, the first dim other than 1 of those merged
+/// into `axis`, which must divide into `parts` (the blocks are then the
+/// same elements); -1 when no dim does.
+int64_t paramAxis(mlir::Value v, int64_t axis, int64_t parts);
+
 /// Whether `op` belongs to a repeated transformer layer (mp.layer).
 inline bool inLayer(mlir::Operation *op) {
   return op->hasAttr(MPDialect::getLayerAttrName());
@@ -123,6 +136,14 @@ llvm::BitVector indivisibleOutsideLayers(llvm::ArrayRef<LinearOp> linears,
                                          const Split &split,
                                          llvm::DenseMap<unsigned, Stop> &stops,
                                          int64_t tp);
+
+/// The split linears to drop because they read a parameter through a view
+/// (paramRead) whose split dim is no split of one of the parameter's dims
+/// by `tp` (and the linear's groups); each with its stop.
+llvm::BitVector unsplittableViews(llvm::ArrayRef<LinearOp> linears,
+                                  const Split &split,
+                                  llvm::DenseMap<unsigned, Stop> &stops,
+                                  int64_t tp);
 
 /// Propagates splits from every linear in `allowed`; returns the linears to
 /// drop (those whose split reaches an op that cannot take it), or an empty

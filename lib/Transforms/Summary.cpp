@@ -1,5 +1,6 @@
 //===- Summary.cpp - one-screen summary of an mp module -------------------===//
 #include "ShardInputs.h"
+#include "SplitAnalysis.h"
 #include "mp/Analysis/Cost.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/PipelineSchedule.h"
@@ -229,8 +230,9 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
     for (Operation *op : whole.take_front(kShown)) {
       os << "    ";
       auto linear = dyn_cast<LinearOp>(op);
-      auto weight = linear ? linear.getWeight().getDefiningOp<GetParamOp>()
-                           : GetParamOp();
+      GetParamOp weight = linear
+                              ? tensor_parallel::paramRead(linear.getWeight())
+                              : GetParamOp();
       if (weight) {
         os << "@" << weight.getName() << ": ";
       } else {

@@ -102,6 +102,8 @@ struct TensorParallelPass
   /// Parameter symbol -> (axis, groups) and the ops allowed to see its shard.
   llvm::MapVector<StringAttr, std::pair<int64_t, int64_t>> paramShards;
   llvm::DenseMap<StringAttr, llvm::SmallPtrSet<Operation *, 4>> shardUsers;
+  /// Views of sharded parameters (paramRead) and their split dim.
+  llvm::MapVector<ReshapeOp, int64_t> views;
 };
 
 LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
@@ -144,10 +146,21 @@ LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
 
 LogicalResult TensorParallelPass::shardParam(Value v, int64_t axis,
                                              int64_t groups, Operation *user) {
-  auto get = v.getDefiningOp<GetParamOp>();
+  GetParamOp get = paramRead(v);
   if (!get)
     return user->emitError()
            << "a tensor-parallel weight must be a parameter (mp.get_param)";
+  if (auto view = v.getDefiningOp<ReshapeOp>()) {
+    // (unsplittableViews dropped the linears this would fail for.)
+    int64_t stored = paramAxis(v, axis, groups * tp);
+    if (stored < 0)
+      return user->emitError()
+             << "no dim of parameter '" << get.getName() << "' splits like dim "
+             << axis << " of its view";
+    views.insert({view, axis});
+    user = view;
+    axis = stored;
+  }
   StringAttr name = get.getNameAttr().getAttr();
   auto [it, inserted] = paramShards.insert({name, {axis, groups}});
   if (!inserted && it->second != std::make_pair(axis, groups))
@@ -187,6 +200,13 @@ LogicalResult TensorParallelPass::applyParamShards(ModuleOp module) {
     });
     if (walk.wasInterrupted())
       return failure();
+  }
+  // The views of sharded parameters, split along the dim that splits them.
+  for (auto [view, axis] : views) {
+    RankedTensorType t = tensorType(view.getResult());
+    SmallVector<int64_t> shape(t.getShape());
+    shape[axis] /= tp;
+    view.getResult().setType(t.clone(shape));
   }
   return success();
 }
@@ -600,6 +620,7 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
           analyze(func, linears, allowed, pairable, heads, split, stops);
       conflict |= indivisibleOutsideLayers(linears, split, stops, tp);
       conflict |= fewHeadSplits(func, tp, split, stops);
+      conflict |= unsplittableViews(linears, split, stops, tp);
       if (conflict.none())
         conflict |= unevenlySharedParams(linears, split, stops);
       factorized.insert(split.factorized.begin(), split.factorized.end());

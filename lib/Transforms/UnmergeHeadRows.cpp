@@ -33,12 +33,6 @@ static RankedTensorType withShape(Value v, ArrayRef<int64_t> shape) {
   return RankedTensorType::get(shape, tensorType(v).getElementType());
 }
 
-static Value transposed(PatternRewriter &rewriter, Location loc, Value v,
-                        ArrayRef<int64_t> perm) {
-  return TransposeOp::create(rewriter, loc, v,
-                             rewriter.getDenseI64ArrayAttr(perm));
-}
-
 /// Whether `perm` swaps the last two dims and keeps the others.
 static bool swapsLastTwo(ArrayRef<int64_t> perm) {
   int64_t rank = static_cast<int64_t>(perm.size());

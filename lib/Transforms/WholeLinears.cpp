@@ -10,6 +10,7 @@
 #include "KeyValueHeads.h"
 #include "SplitAnalysis.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
+#include "mp/Support/Shape.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/Support/raw_ostream.h"
@@ -75,10 +76,11 @@ static GetParamOp paramThroughViews(Value v) {
   return {};
 }
 
-/// Contractions with a parameter that are not linears (an einsum with a
-/// [d, heads, head_dim] weight, a MatMul against a 3-D one, a pointwise
-/// Conv1d): tensor parallelism splits only linears, so these stay whole,
-/// which a warning (in the layers) and the summary say.
+/// Contractions with a parameter that are not linears (an einsum that is
+/// not one, such as a weight whose contracted dim lies between its kept
+/// ones; a MatMul against a 3-D weight; a pointwise Conv1d): tensor
+/// parallelism splits only linears, so these stay whole, which a warning
+/// (in the layers) and the summary say.
 void tensor_parallel::reportWeightsNotInLinears(func::FuncOp func, int64_t tp) {
   func.walk([&](Operation *op) {
     if (!isa<MatmulOp, EinsumOp>(op))
@@ -89,9 +91,10 @@ void tensor_parallel::reportWeightsNotInLinears(func::FuncOp func, int64_t tp) {
         continue;
       std::string why = ("it reads parameter '" + read.getName() +
                          "' as a weight, and tensor parallelism splits "
-                         "linears only (mp-raise makes them of a MatMul, "
-                         "Gemm or einsum with a 2-D weight): this "
-                         "contraction is not one")
+                         "linears only (mp-raise makes them of a MatMul or "
+                         "Gemm with a 2-D weight, and of an einsum that "
+                         "contracts a weight's leading or trailing dims): "
+                         "this contraction is not one")
                             .str();
       op->setAttr(MPDialect::getReplicatedAttrName(),
                   StringAttr::get(op->getContext(), why));
@@ -153,6 +156,42 @@ llvm::BitVector tensor_parallel::indivisibleOutsideLayers(
                  "dim " + std::to_string(cut.dim) + " of operand " +
                      std::to_string(cut.operand),
                  size);
+  }
+  return drop;
+}
+
+llvm::BitVector tensor_parallel::unsplittableViews(
+    ArrayRef<LinearOp> linears, const Split &split,
+    llvm::DenseMap<unsigned, Stop> &stops, int64_t tp) {
+  llvm::BitVector drop(linears.size());
+  auto shapeText = [](Value v) {
+    ArrayRef<int64_t> shape = tensorType(v).getShape();
+    return formatShape(Shape(shape.begin(), shape.end()));
+  };
+  for (auto [i, constLinear] : llvm::enumerate(linears)) {
+    LinearOp linear = constLinear;
+    Value weight = linear.getWeight();
+    auto view = weight.getDefiningOp<ReshapeOp>();
+    bool row = llvm::is_contained(split.rows, linear);
+    if (!view || !paramRead(weight) ||
+        (!row && !llvm::is_contained(split.columns, linear)))
+      continue;
+    bool transposed = linear.getTransposeWeight();
+    int64_t axis = row == transposed ? 1 : 0;
+    int64_t parts = tp * std::max<int64_t>(1, split.groups.lookup(linear));
+    if (paramAxis(weight, axis, parts) >= 0)
+      continue;
+    drop.set(i);
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "it reads parameter '" << paramRead(weight).getName() << "' "
+       << shapeText(view.getInput()) << " viewed as " << shapeText(weight)
+       << ", and no dim of the "
+       << "parameter splits like dim " << axis << " of the view into " << parts
+       << " blocks";
+    Stop stop{linear, split.operandDims(linear), nullptr};
+    stop.text = text;
+    stops.try_emplace(i, stop);
   }
   return drop;
 }

@@ -18,21 +18,32 @@ func.func @linear(%x: tensor<2x8x32xf32>) -> tensor<2x8x64xf32> {
 
 // -----
 
-// Tests that an einsum with a rank-2 parameter weight, contracting the
-// input's last dim, becomes a linear ("bsd,df->bsf"; "...d,fd->...f" with
-// transpose_weight, a bias added after it folded in; a parameter read
-// transposed, as a tied head's, read the other way round); einsums that are
-// not a linear stay: an output in another order, a 3-D weight, a weight
-// that is no parameter, a contracted label that is not the input's last, a
-// contracted ellipsis dim of size 1 broadcast against the weight's.
+// Tests that an einsum with a parameter weight that contracts some of the
+// input's dims with the weight's leading (or trailing) dims becomes a
+// linear ("bsd,df->bsf"; "...d,fd->...f" with transpose_weight, a bias
+// added after it folded in; a parameter read transposed, as a tied head's,
+// read the other way round), with the transposes that give the einsum's
+// dim order (an output in another order, a contracted dim that is not the
+// input's last) and a 3-D weight viewed 2-D by a reshape of its
+// mp.get_param; einsums that are not a linear stay: a weight that is no
+// parameter, a contracted ellipsis dim of size 1 broadcast against the
+// weight's.
 // CHECK-LABEL: func.func @linear_einsum
-// CHECK: %[[Y:.*]] = mp.linear %arg0, %{{.*}} : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
+// CHECK: %[[W:.*]] = mp.get_param @w
+// CHECK: %[[Y:.*]] = mp.linear %arg0, %[[W]] : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
 // CHECK: %[[Z:.*]] = mp.linear %[[Y]], %{{.*}}, %{{.*}} {transpose_weight} : (tensor<2x8x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
-// CHECK-COUNT-3: mp.einsum
-// CHECK-NOT: mp.transpose
+// CHECK: %[[O:.*]] = mp.linear %arg0, %[[W]]
+// CHECK: mp.transpose %[[O]] [0, 2, 1] : tensor<2x8x64xf32> -> tensor<2x64x8xf32>
+// CHECK: %[[H:.*]] = mp.get_param @h : tensor<32x2x4xf32>
+// CHECK: %[[HV:.*]] = mp.reshape %[[H]] : tensor<32x2x4xf32> -> tensor<32x8xf32>
+// CHECK: %[[Q:.*]] = mp.linear %arg0, %[[HV]] : (tensor<2x8x32xf32>, tensor<32x8xf32>) -> tensor<2x8x8xf32>
+// CHECK: mp.reshape %[[Q]] : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+// CHECK: mp.einsum "bsd,df->bsf" %arg0, %arg1
 // CHECK: mp.linear %arg0, %{{.*}} {transpose_weight} : (tensor<2x8x32xf32>, tensor<64x32xf32>) -> tensor<2x8x64xf32>
-// CHECK-COUNT-2: mp.einsum
-// CHECK-NOT: mp.linear
+// CHECK: %[[ST:.*]] = mp.transpose %arg2 [0, 2, 1] : tensor<2x32x8xf32> -> tensor<2x8x32xf32>
+// CHECK: %[[C:.*]] = mp.linear %[[ST]], %[[W]]
+// CHECK: mp.transpose %[[C]] [0, 2, 1] : tensor<2x8x64xf32> -> tensor<2x64x8xf32>
+// CHECK: mp.einsum "b...,...f->bf"
 mp.param @w : tensor<32x64xf32>
 mp.param @v : tensor<32x64xf32>
 mp.param @b : tensor<32xf32>
@@ -55,6 +66,57 @@ func.func @linear_einsum(%x: tensor<2x8x32xf32>, %a: tensor<32x64xf32>, %s: tens
   %c = mp.einsum "bds,df->bfs" %s, %w : (tensor<2x32x8xf32>, tensor<32x64xf32>) -> tensor<2x64x8xf32>
   %k = mp.einsum "b...,...f->bf" %one, %w : (tensor<2x1xf32>, tensor<32x64xf32>) -> tensor<2x64xf32>
   return %z, %t, %o, %q, %n, %c, %k : tensor<2x8x32xf32>, tensor<2x8x64xf32>, tensor<2x64x8xf32>, tensor<2x8x2x4xf32>, tensor<2x8x64xf32>, tensor<2x64x8xf32>, tensor<2x64xf32>
+}
+
+// -----
+
+// Tests the projections of a model written with [d, heads, head_dim]
+// weights: "bsd,dhk->bhsk" is a linear against the weight viewed
+// [d, heads*head_dim], its result unmerged and transposed to the heads'
+// order; "bhsk,hkd->bsd" transposes its input to [b, s, h, k] and merges
+// the heads before a linear against [heads*head_dim, d]; "bsd,hdk->bshk"
+// (the contracted dim between the weight's kept dims) stays an einsum.
+// CHECK-LABEL: func.func @head_projections
+// CHECK: %[[WQ:.*]] = mp.reshape %{{.*}} : tensor<32x4x8xf32> -> tensor<32x32xf32>
+// CHECK: %[[Q:.*]] = mp.linear %arg0, %[[WQ]] : (tensor<2x8x32xf32>, tensor<32x32xf32>) -> tensor<2x8x32xf32>
+// CHECK: %[[QH:.*]] = mp.reshape %[[Q]] : tensor<2x8x32xf32> -> tensor<2x8x4x8xf32>
+// CHECK: mp.transpose %[[QH]] [0, 2, 1, 3] : tensor<2x8x4x8xf32> -> tensor<2x4x8x8xf32>
+// CHECK: %[[AT:.*]] = mp.transpose %arg1 [0, 2, 1, 3] : tensor<2x4x8x8xf32> -> tensor<2x8x4x8xf32>
+// CHECK: %[[AM:.*]] = mp.reshape %[[AT]] : tensor<2x8x4x8xf32> -> tensor<2x8x32xf32>
+// CHECK: %[[WO:.*]] = mp.reshape %{{.*}} : tensor<4x8x32xf32> -> tensor<32x32xf32>
+// CHECK: mp.linear %[[AM]], %[[WO]] : (tensor<2x8x32xf32>, tensor<32x32xf32>) -> tensor<2x8x32xf32>
+// CHECK: mp.einsum "bsd,hdk->bshk"
+mp.param @wq : tensor<32x4x8xf32>
+mp.param @wo : tensor<4x8x32xf32>
+mp.param @wm : tensor<4x32x8xf32>
+func.func @head_projections(%x: tensor<2x8x32xf32>, %a: tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x8x32xf32>, tensor<2x8x4x8xf32>) {
+  %wq = mp.get_param @wq : tensor<32x4x8xf32>
+  %q = mp.einsum "bsd,dhk->bhsk" %x, %wq : (tensor<2x8x32xf32>, tensor<32x4x8xf32>) -> tensor<2x4x8x8xf32>
+  %wo = mp.get_param @wo : tensor<4x8x32xf32>
+  %o = mp.einsum "bhsk,hkd->bsd" %a, %wo : (tensor<2x4x8x8xf32>, tensor<4x8x32xf32>) -> tensor<2x8x32xf32>
+  %wm = mp.get_param @wm : tensor<4x32x8xf32>
+  %m = mp.einsum "bsd,hdk->bshk" %x, %wm : (tensor<2x8x32xf32>, tensor<4x32x8xf32>) -> tensor<2x8x4x8xf32>
+  return %q, %o, %m : tensor<2x4x8x8xf32>, tensor<2x8x32xf32>, tensor<2x8x4x8xf32>
+}
+
+// -----
+
+// Tests that attention written as einsums becomes mp.attention: the scores
+// "bhqk,bhtk->bhqt" a matmul with the keys transposed, the mixing
+// "bhqt,bhtk->bhqk" a matmul; an einsum of two activations that is no
+// matrix product (two contracted labels) stays.
+// CHECK-LABEL: func.func @einsum_attention
+// CHECK: mp.attention %arg0, %arg1, %arg2 {scale = 0.353553385 : f32}
+// CHECK: mp.einsum "bhqk,bhqk->bh"
+// CHECK-NOT: mp.matmul
+func.func @einsum_attention(%q: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4xf32>) {
+  %scale = mp.constant dense<0.353553385> : tensor<f32>
+  %s = mp.einsum "bhqk,bhtk->bhqt" %q, %k : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %scaled = mp.mul %s, %scale : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+  %p = mp.softmax %scaled {axis = 3 : i64} : tensor<2x4x8x8xf32>
+  %o = mp.einsum "bhqt,bhtk->bhqk" %p, %v : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %d = mp.einsum "bhqk,bhqk->bh" %q, %k : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4xf32>
+  return %o, %d : tensor<2x4x8x8xf32>, tensor<2x4xf32>
 }
 
 // -----

@@ -1,8 +1,9 @@
 //===- LoaderTest.cpp - artifact loading corner cases --------------------===//
 //
 // Programs built here, sealed and loaded as an artifact directory: a splat
-// constant (one element stored, repeated by the loader) and the corrupt
-// ones the loader must refuse before it allocates anything.
+// constant (one element stored, repeated by the loader), a parameter's
+// reshape bound as a view of it, and the corrupt ones the loader must
+// refuse before it allocates anything.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Program/program.pb.h"
@@ -59,15 +60,23 @@ std::string floatBytes(float v) {
   return bytes;
 }
 
-TEST(Loader, RepeatsASplatConstant) {
-  ProgramDir dir(constantProgram({3, 5}, floatBytes(2.5f), true));
-  std::unique_ptr<Executable> exe;
+/// Loads `prog` (no inputs, one output) into `exe` and runs it once.
+void loadAndRun(const mp::program::Program &prog,
+                std::unique_ptr<Executable> &exe,
+                std::vector<Tensor> &outputs) {
+  ProgramDir dir(prog);
   Status s = Executable::load(dir.path, exe);
   ASSERT_TRUE(s) << s.message;
-  std::vector<Tensor> outputs;
   s = exe->run({}, outputs);
   ASSERT_TRUE(s) << s.message;
   ASSERT_EQ(outputs.size(), 1u);
+}
+
+TEST(Loader, RepeatsASplatConstant) {
+  std::unique_ptr<Executable> exe;
+  std::vector<Tensor> outputs;
+  ASSERT_NO_FATAL_FAILURE(loadAndRun(
+      constantProgram({3, 5}, floatBytes(2.5f), true), exe, outputs));
   const Tensor &t = outputs[0];
   ASSERT_EQ(t.numel(), 15);
   for (int64_t i = 0; i < t.numel(); ++i)
@@ -94,6 +103,46 @@ TEST(Loader, RefusesAHugeSplatBeforeAllocatingIt) {
   expectRefused(constantProgram({int64_t(1) << 20, int64_t(1) << 20},
                                 floatBytes(0), true),
                 "larger than every parameter and the arena");
+}
+
+TEST(Loader, BindsAReshapedParameterAsAViewOfIt) {
+  // y = reshape(w [2, 3, 4]) -> [2, 12]: an einsum's weight viewed 2-D by
+  // its linear (RaiseEinsum.cpp). The view is the parameter's bytes, no
+  // copy in the arena.
+  mp::program::Program prog;
+  prog.set_version(kProgramVersion);
+  prog.set_synthetic_weights(true);
+  mp::program::Parameter *w = prog.add_parameters();
+  w->set_name("w");
+  w->set_dtype("f32");
+  for (int64_t d : {2, 3, 4})
+    w->add_shape(d);
+  mp::program::Buffer *param = prog.add_buffers();
+  param->set_kind(mp::program::Buffer::PARAMETER);
+  param->set_dtype("f32");
+  for (int64_t d : {2, 3, 4})
+    param->add_shape(d);
+  param->set_parameter(0);
+  mp::program::Buffer *view = prog.add_buffers();
+  view->set_kind(mp::program::Buffer::ARENA);
+  view->set_dtype("f32");
+  for (int64_t d : {2, 12})
+    view->add_shape(d);
+  prog.set_arena_bytes(24 * sizeof(float));
+  mp::program::Instruction *reshape = prog.add_instructions();
+  reshape->set_op("reshape");
+  reshape->add_operands(0);
+  reshape->add_results(1);
+  mp::program::Binding *out = prog.add_outputs();
+  out->set_name("y");
+  out->set_buffer(1);
+
+  std::unique_ptr<Executable> exe;
+  std::vector<Tensor> outputs;
+  ASSERT_NO_FATAL_FAILURE(loadAndRun(prog, exe, outputs));
+  EXPECT_EQ(outputs[0].shape, (std::vector<int64_t>{2, 12}));
+  ASSERT_EQ(exe->parameters().size(), 1u);
+  EXPECT_EQ(outputs[0].data, exe->parameters()[0].tensor.data);
 }
 
 } // namespace
