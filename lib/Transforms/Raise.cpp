@@ -49,6 +49,15 @@ static bool isParam(Value v) {
   return v.getDefiningOp<GetParamOp>() != nullptr;
 }
 
+/// A parameter or a reshape of one: a view of its bytes in another shape
+/// (a pointwise Conv1d's [out, in, 1] weight as [out, in]), which a linear
+/// reads as its weight (RaiseEinsum.cpp says how it is split and run).
+static bool isParamView(Value v) {
+  if (auto view = v.getDefiningOp<ReshapeOp>())
+    v = view.getInput();
+  return isParam(v);
+}
+
 /// For a commutative binary op, returns the operand that is not `known`.
 template <typename OpT> static Value otherOperand(OpT op, Value known) {
   if (op.getLhs() == known)
@@ -130,7 +139,9 @@ static void collectFactors(Value v, bool isRoot, SmallVectorImpl<Value> &out) {
 
 namespace {
 
-/// matmul(x, W) or matmul(x, transpose(W)) with W a rank-2 parameter.
+/// matmul(x, W) or matmul(x, transpose(W)) with W a rank-2 parameter or
+/// a view of one as rank 2 (a pointwise Conv1d's weight, imported as a
+/// matmul against its [out, in, 1] weight reshaped and transposed).
 struct LinearFromMatmul : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MatmulOp op,
@@ -143,7 +154,7 @@ struct LinearFromMatmul : OpRewritePattern<MatmulOp> {
       weight = t.getInput();
       transposed = true;
     }
-    if (!isParam(weight) || tensorType(weight).getRank() != 2 ||
+    if (!isParamView(weight) || tensorType(weight).getRank() != 2 ||
         tensorType(op.getLhs()).getRank() < 2 ||
         !isa<FloatType>(tensorType(weight).getElementType()))
       return failure();

@@ -121,6 +121,27 @@ func.func @einsum_attention(%q: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x8xf32>, %v
 
 // -----
 
+// Tests a pointwise Conv1d as the importer writes it (a matmul against its
+// [out, in, 1] weight viewed [out, in] and transposed): a linear with
+// transpose_weight reading the view, its bias folded in.
+// CHECK-LABEL: func.func @pointwise_conv
+// CHECK: %[[V:.*]] = mp.reshape %{{.*}} : tensor<64x16x1xf32> -> tensor<64x16xf32>
+// CHECK: mp.linear %arg0, %[[V]], %{{.*}} {transpose_weight} : (tensor<2x8x16xf32>, tensor<64x16xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+// CHECK-NOT: mp.matmul
+mp.param @conv.weight : tensor<64x16x1xf32>
+mp.param @conv.bias : tensor<64xf32>
+func.func @pointwise_conv(%x: tensor<2x8x16xf32>) -> tensor<2x8x64xf32> {
+  %w = mp.get_param @conv.weight : tensor<64x16x1xf32>
+  %v = mp.reshape %w : tensor<64x16x1xf32> -> tensor<64x16xf32>
+  %t = mp.transpose %v [1, 0] : tensor<64x16xf32> -> tensor<16x64xf32>
+  %y = mp.matmul %x, %t : (tensor<2x8x16xf32>, tensor<16x64xf32>) -> tensor<2x8x64xf32>
+  %b = mp.get_param @conv.bias : tensor<64xf32>
+  %z = mp.add %y, %b : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  return %z : tensor<2x8x64xf32>
+}
+
+// -----
+
 // Tests that Gemm's transB form (matmul with a transposed parameter) becomes
 // a linear with transpose_weight, and that a matmul of two activations stays.
 // CHECK-LABEL: func.func @linear_transposed
