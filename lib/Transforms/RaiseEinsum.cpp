@@ -110,6 +110,13 @@ static bool readEinsum(EinsumOp op, EinsumSpec &spec,
          distinct(spec.output);
 }
 
+/// Whether `v` is a parameter, or a transpose of one.
+static bool readsParam(Value v) {
+  if (auto t = v.getDefiningOp<TransposeOp>())
+    v = t.getInput();
+  return v.getDefiningOp<GetParamOp>() != nullptr;
+}
+
 namespace {
 
 /// A pattern on two-operand einsums whose equation readEinsum reads.
@@ -126,11 +133,12 @@ template <typename Derived> struct EinsumPattern : OpRewritePattern<EinsumOp> {
   }
 };
 
-/// einsum(x, W) with W a parameter (or a transpose of one) that contracts
-/// some of x's dims with W's leading (or trailing: transpose_weight) dims
-/// and keeps the rest of both: a linear on x with the contracted dims last
-/// and merged, against W viewed 2-D, its result viewed and reordered as the
-/// einsum's. "bsd,df->bsf" is the plain case (no transpose, no reshape).
+/// einsum(x, W) (or einsum(W, x)) with W a parameter (or a transpose of one)
+/// that contracts some of x's dims with W's leading (or trailing:
+/// transpose_weight) dims and keeps the rest of both: a linear on x with the
+/// contracted dims last and merged, against W viewed 2-D, its result viewed and
+/// reordered as the einsum's. "bsd,df->bsf" is the plain case (no transpose, no
+/// reshape).
 struct LinearFromEinsum : EinsumPattern<LinearFromEinsum> {
   // (Before MatmulFromEinsum: a parameter is a linear's weight.)
   LinearFromEinsum(MLIRContext *ctx) : EinsumPattern(ctx, /*benefit=*/2) {}
@@ -138,8 +146,11 @@ struct LinearFromEinsum : EinsumPattern<LinearFromEinsum> {
   LogicalResult rewrite(EinsumOp op, const EinsumSpec &spec,
                         const std::map<char, int64_t> &sizes,
                         PatternRewriter &rewriter) const {
-    Value input = op.getInputs()[0], weight = op.getInputs()[1];
-    std::string x = spec.inputs[0], w = spec.inputs[1];
+    // The weight is the operand that reads a parameter (the second, as
+    // usual, or the first: "df,bsd->bsf").
+    unsigned which = readsParam(op.getInputs()[1]) ? 1 : 0;
+    Value input = op.getInputs()[1 - which], weight = op.getInputs()[which];
+    std::string x = spec.inputs[1 - which], w = spec.inputs[which];
     // A parameter read transposed (a tied head's `E.t()`) is read with its
     // own dims' labels.
     if (auto t = weight.getDefiningOp<TransposeOp>()) {
@@ -205,10 +216,10 @@ struct LinearFromEinsum : EinsumPattern<LinearFromEinsum> {
 };
 
 /// einsum of two operands of one rank that is a batched matrix product:
-/// the same leading batch labels on both and the result, one row label on
-/// the left, one column label on the right, one label contracted (either
-/// operand's last two dims in either order). Attention written as einsums,
-/// "bhqk,bhtk->bhqt" and "bhqt,bhtk->bhqk", becomes matmuls that
+/// the same leading batch labels on both and the result, one free label in
+/// each operand, one label contracted (either operand's last two dims in
+/// either order, the operands in either order). Attention written as
+/// einsums, "bhqk,bhtk->bhqt" and "bhqt,bhtk->bhqk", becomes matmuls that
 /// RaiseAttention then reads.
 struct MatmulFromEinsum : EinsumPattern<MatmulFromEinsum> {
   using EinsumPattern::EinsumPattern;
@@ -239,14 +250,22 @@ struct MatmulFromEinsum : EinsumPattern<MatmulFromEinsum> {
       return failure();
 
     Location loc = op.getLoc();
-    Value lhs = reordered(rewriter, loc, op.getInputs()[0], a,
-                          batch + std::string{m, k});
-    Value rhs = reordered(rewriter, loc, op.getInputs()[1], b,
+    // The operand whose free label comes first in the result is the lhs:
+    // scores written "bhtk,bhqk->bhqt" (keys first) are q·kᵀ all the same.
+    Value first = op.getInputs()[0], second = op.getInputs()[1];
+    std::string firstLabels = a, secondLabels = b;
+    if (out[rank - 2] == n) {
+      std::swap(first, second);
+      std::swap(firstLabels, secondLabels);
+      std::swap(m, n);
+    }
+    Value lhs =
+        reordered(rewriter, loc, first, firstLabels, batch + std::string{m, k});
+    Value rhs = reordered(rewriter, loc, second, secondLabels,
                           batch + std::string{k, n});
     auto product = MatmulOp::create(rewriter, loc, lhs, rhs);
     product->setDiscardableAttrs(op->getDiscardableAttrDictionary());
-    rewriter.replaceOp(
-        op, reordered(rewriter, loc, product, batch + std::string{m, n}, out));
+    rewriter.replaceOp(op, product);
     return success();
   }
 };

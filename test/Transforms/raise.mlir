@@ -75,7 +75,8 @@ func.func @linear_einsum(%x: tensor<2x8x32xf32>, %a: tensor<32x64xf32>, %s: tens
 // [d, heads*head_dim], its result unmerged and transposed to the heads'
 // order; "bhsk,hkd->bsd" transposes its input to [b, s, h, k] and merges
 // the heads before a linear against [heads*head_dim, d]; "bsd,hdk->bshk"
-// (the contracted dim between the weight's kept dims) stays an einsum.
+// (the contracted dim between the weight's kept dims) stays an einsum; a
+// weight written first ("fd,bsd->bsf") is a linear too.
 // CHECK-LABEL: func.func @head_projections
 // CHECK: %[[WQ:.*]] = mp.reshape %{{.*}} : tensor<32x4x8xf32> -> tensor<32x32xf32>
 // CHECK: %[[Q:.*]] = mp.linear %arg0, %[[WQ]] : (tensor<2x8x32xf32>, tensor<32x32xf32>) -> tensor<2x8x32xf32>
@@ -86,37 +87,47 @@ func.func @linear_einsum(%x: tensor<2x8x32xf32>, %a: tensor<32x64xf32>, %s: tens
 // CHECK: %[[WO:.*]] = mp.reshape %{{.*}} : tensor<4x8x32xf32> -> tensor<32x32xf32>
 // CHECK: mp.linear %[[AM]], %[[WO]] : (tensor<2x8x32xf32>, tensor<32x32xf32>) -> tensor<2x8x32xf32>
 // CHECK: mp.einsum "bsd,hdk->bshk"
+// CHECK: mp.linear %arg0, %{{.*}} {transpose_weight} : (tensor<2x8x32xf32>, tensor<32x32xf32>) -> tensor<2x8x32xf32>
 mp.param @wq : tensor<32x4x8xf32>
 mp.param @wo : tensor<4x8x32xf32>
 mp.param @wm : tensor<4x32x8xf32>
-func.func @head_projections(%x: tensor<2x8x32xf32>, %a: tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x8x32xf32>, tensor<2x8x4x8xf32>) {
+mp.param @wl : tensor<32x32xf32>
+func.func @head_projections(%x: tensor<2x8x32xf32>, %a: tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x8x32xf32>, tensor<2x8x4x8xf32>, tensor<2x8x32xf32>) {
+  %wl = mp.get_param @wl : tensor<32x32xf32>
   %wq = mp.get_param @wq : tensor<32x4x8xf32>
   %q = mp.einsum "bsd,dhk->bhsk" %x, %wq : (tensor<2x8x32xf32>, tensor<32x4x8xf32>) -> tensor<2x4x8x8xf32>
   %wo = mp.get_param @wo : tensor<4x8x32xf32>
   %o = mp.einsum "bhsk,hkd->bsd" %a, %wo : (tensor<2x4x8x8xf32>, tensor<4x8x32xf32>) -> tensor<2x8x32xf32>
   %wm = mp.get_param @wm : tensor<4x32x8xf32>
   %m = mp.einsum "bsd,hdk->bshk" %x, %wm : (tensor<2x8x32xf32>, tensor<4x32x8xf32>) -> tensor<2x8x4x8xf32>
-  return %q, %o, %m : tensor<2x4x8x8xf32>, tensor<2x8x32xf32>, tensor<2x8x4x8xf32>
+  %f = mp.einsum "fd,bsd->bsf" %wl, %x : (tensor<32x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+  return %q, %o, %m, %f : tensor<2x4x8x8xf32>, tensor<2x8x32xf32>, tensor<2x8x4x8xf32>, tensor<2x8x32xf32>
 }
 
 // -----
 
 // Tests that attention written as einsums becomes mp.attention: the scores
 // "bhqk,bhtk->bhqt" a matmul with the keys transposed, the mixing
-// "bhqt,bhtk->bhqk" a matmul; an einsum of two activations that is no
-// matrix product (two contracted labels) stays.
+// "bhqt,bhtk->bhqk" a matmul, and so with the operands written the other
+// way round ("bhtk,bhqk->bhqt", keys first); an einsum of two activations
+// that is no matrix product (two contracted labels) stays.
 // CHECK-LABEL: func.func @einsum_attention
 // CHECK: mp.attention %arg0, %arg1, %arg2 {scale = 0.353553385 : f32}
 // CHECK: mp.einsum "bhqk,bhqk->bh"
+// CHECK: mp.attention %arg0, %arg1, %arg2 {scale = 0.353553385 : f32}
 // CHECK-NOT: mp.matmul
-func.func @einsum_attention(%q: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4xf32>) {
+func.func @einsum_attention(%q: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4xf32>, tensor<2x4x8x8xf32>) {
   %scale = mp.constant dense<0.353553385> : tensor<f32>
   %s = mp.einsum "bhqk,bhtk->bhqt" %q, %k : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
   %scaled = mp.mul %s, %scale : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
   %p = mp.softmax %scaled {axis = 3 : i64} : tensor<2x4x8x8xf32>
   %o = mp.einsum "bhqt,bhtk->bhqk" %p, %v : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
   %d = mp.einsum "bhqk,bhqk->bh" %q, %k : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4xf32>
-  return %o, %d : tensor<2x4x8x8xf32>, tensor<2x4xf32>
+  %s2 = mp.einsum "bhtk,bhqk->bhqt" %k, %q : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %scaled2 = mp.mul %s2, %scale : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+  %p2 = mp.softmax %scaled2 {axis = 3 : i64} : tensor<2x4x8x8xf32>
+  %o2 = mp.einsum "bhtk,bhqt->bhqk" %v, %p2 : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  return %o, %d, %o2 : tensor<2x4x8x8xf32>, tensor<2x4xf32>, tensor<2x4x8x8xf32>
 }
 
 // -----
