@@ -111,6 +111,15 @@ LogicalResult MemoryPlan::collect(func::FuncOp func) {
       bufferOf[op.getResult(0)] = bufferOf.lookup(source);
       continue;
     }
+    // A view of a parameter is the parameter's bytes: no arena storage (a
+    // linear's weight viewed 2-D would otherwise hold a copy of it, live
+    // until the backward reads it).
+    if (source && isa<ReshapeOp>(op) &&
+        (source.getDefiningOp<GetParamOp>() ||
+         parameterViews.contains(source))) {
+      parameterViews.insert(op.getResult(0));
+      continue;
+    }
     for (Value operand : op.getOperands())
       use(operand, here);
     for (Value result : op.getResults())

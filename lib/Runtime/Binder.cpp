@@ -301,15 +301,6 @@ Status Binder::bindCopyLike(Executable::Step &step, OpKind kind) {
   }
   if (x.dtype != o.dtype)
     return fail("result element type differs from the input's");
-  // A parameter viewed in another shape (an einsum's [d, heads, head_dim]
-  // weight read as [d, heads * head_dim] by its linear) is that view of
-  // the parameter's bytes: the steps bound after this one read the
-  // parameter itself (and a linear packs it as a parameter's weight).
-  if (kind == OpKind::Reshape && exe.isParameter(x)) {
-    out().data = x.data;
-    step.kernel = []() { return Status::success(); };
-    return Status::success();
-  }
   step.kernel = [kernels, x, o]() mutable { return kernels->copy(x, o); };
   return Status::success();
 }

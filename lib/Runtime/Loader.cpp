@@ -417,9 +417,11 @@ Status Executable::load(const std::string &dir,
       t.data = exe->arena + b.offset();
       break;
     case program::Buffer::PARAMETER:
+      // (Of the parameter's shape, or a view of its bytes in another: an
+      // einsum's weight read 2-D by its linear.)
       if (b.parameter() < 0 ||
           b.parameter() >= static_cast<int>(params.size()) ||
-          params[b.parameter()].shape != t.shape ||
+          params[b.parameter()].numel() != t.numel() ||
           params[b.parameter()].dtype != t.dtype)
         return Status::error(where + " does not match parameter " +
                              std::to_string(b.parameter()));

@@ -15,8 +15,8 @@
 //
 // A parameter viewed with another shape is a reshape of its mp.get_param;
 // tensor parallelism shards the parameter along the dim the view's split
-// dim starts with (SplitAnalysis.h, paramView), and the runtime binds the
-// reshape of a parameter as a view of its bytes.
+// dim starts with (SplitAnalysis.h, paramAxis), and the memory plan makes
+// the reshape of a parameter a view of its bytes (no arena slot, no copy).
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"

@@ -22,6 +22,27 @@ func.func @chain(%x: tensor<2x64xf32>) -> tensor<2x64xf32> {
 
 // -----
 
+// Tests that a reshape of a parameter (an einsum's or a pointwise
+// convolution's weight viewed 2-D by its linear) is the parameter's bytes:
+// no arena slot, no offset of its own; the artifact reads the parameter
+// through a buffer of the view's shape, with no reshape instruction.
+// CHECK-LABEL: memory plan of @parameter_view: arena 512 bytes (512 without reuse)
+// CHECK-NEXT: %arg0 = argument: offset 0, size 256, live start..2
+// CHECK-NEXT: %2 = mp.linear: offset 256, size 256, live 2..end
+// CHECK-NOT: mp.reshape
+// IR-LABEL: func.func @parameter_view
+// IR: mp.reshape %{{.*}} : tensor<16x2x8xf32> -> tensor<16x16xf32>
+// IR-NEXT: mp.linear %arg0, %{{.*}} {mp.arena_offsets = array<i64: 256>}
+mp.param @w : tensor<16x2x8xf32> {file = "x.onnx"}
+func.func @parameter_view(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %w = mp.get_param @w : tensor<16x2x8xf32>
+  %v = mp.reshape %w : tensor<16x2x8xf32> -> tensor<16x16xf32>
+  %y = mp.linear %x, %v : (tensor<4x16xf32>, tensor<16x16xf32>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
 // Tests that a reshape of an arena value is a view sharing its bytes, whose
 // uses keep those bytes live (%arg0 until the mul reads its view %3), and
 // that parameters are not in the arena.

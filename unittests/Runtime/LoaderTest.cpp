@@ -1,8 +1,8 @@
 //===- LoaderTest.cpp - artifact loading corner cases --------------------===//
 //
 // Programs built here, sealed and loaded as an artifact directory: a splat
-// constant (one element stored, repeated by the loader), a parameter's
-// reshape bound as a view of it, and the corrupt ones the loader must
+// constant (one element stored, repeated by the loader), a parameter read
+// through a view of another shape, and the corrupt ones the loader must
 // refuse before it allocates anything.
 //
 //===----------------------------------------------------------------------===//
@@ -105,10 +105,10 @@ TEST(Loader, RefusesAHugeSplatBeforeAllocatingIt) {
                 "larger than every parameter and the arena");
 }
 
-TEST(Loader, BindsAReshapedParameterAsAViewOfIt) {
-  // y = reshape(w [2, 3, 4]) -> [2, 12]: an einsum's weight viewed 2-D by
-  // its linear (RaiseEinsum.cpp). The view is the parameter's bytes, no
-  // copy in the arena.
+/// A program returning parameter `w` [2, 3, 4] (synthetic values) read
+/// through a buffer of shape `viewed`: a view of its bytes, as the
+/// compiler writes an einsum's weight viewed 2-D by its linear.
+mp::program::Program parameterViewProgram(std::vector<int64_t> viewed) {
   mp::program::Program prog;
   prog.set_version(kProgramVersion);
   prog.set_synthetic_weights(true);
@@ -117,32 +117,30 @@ TEST(Loader, BindsAReshapedParameterAsAViewOfIt) {
   w->set_dtype("f32");
   for (int64_t d : {2, 3, 4})
     w->add_shape(d);
-  mp::program::Buffer *param = prog.add_buffers();
-  param->set_kind(mp::program::Buffer::PARAMETER);
-  param->set_dtype("f32");
-  for (int64_t d : {2, 3, 4})
-    param->add_shape(d);
-  param->set_parameter(0);
   mp::program::Buffer *view = prog.add_buffers();
-  view->set_kind(mp::program::Buffer::ARENA);
+  view->set_kind(mp::program::Buffer::PARAMETER);
   view->set_dtype("f32");
-  for (int64_t d : {2, 12})
+  for (int64_t d : viewed)
     view->add_shape(d);
-  prog.set_arena_bytes(24 * sizeof(float));
-  mp::program::Instruction *reshape = prog.add_instructions();
-  reshape->set_op("reshape");
-  reshape->add_operands(0);
-  reshape->add_results(1);
+  view->set_parameter(0);
   mp::program::Binding *out = prog.add_outputs();
   out->set_name("y");
-  out->set_buffer(1);
+  out->set_buffer(0);
+  return prog;
+}
 
+TEST(Loader, ReadsAParameterThroughAViewOfItsBytes) {
   std::unique_ptr<Executable> exe;
   std::vector<Tensor> outputs;
-  ASSERT_NO_FATAL_FAILURE(loadAndRun(prog, exe, outputs));
+  ASSERT_NO_FATAL_FAILURE(
+      loadAndRun(parameterViewProgram({2, 12}), exe, outputs));
   EXPECT_EQ(outputs[0].shape, (std::vector<int64_t>{2, 12}));
   ASSERT_EQ(exe->parameters().size(), 1u);
   EXPECT_EQ(outputs[0].data, exe->parameters()[0].tensor.data);
+}
+
+TEST(Loader, RefusesAParameterViewOfAnotherSize) {
+  expectRefused(parameterViewProgram({2, 13}), "does not match parameter 0");
 }
 
 } // namespace

@@ -21,6 +21,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <cstdint>
 #include <optional>
@@ -77,6 +78,12 @@ public:
   int64_t offset(mlir::Value v) const {
     return buffers[bufferOf.lookup(v)].offset;
   }
+  /// Whether `v` is a view of a parameter (a reshape of its mp.get_param,
+  /// an einsum's or a pointwise convolution's weight viewed 2-D): the
+  /// parameter's bytes, outside the arena.
+  bool isParameterView(mlir::Value v) const {
+    return parameterViews.contains(v);
+  }
   /// Whether `v` is a view sharing another value's bytes.
   bool isView(mlir::Value v) const {
     return inArena(v) && buffers[bufferOf.lookup(v)].value != v &&
@@ -126,6 +133,7 @@ private:
   std::vector<Buffer> buffers;
   llvm::DenseMap<mlir::Value, size_t> bufferOf; // value -> its bytes' owner
   llvm::DenseMap<mlir::Value, mlir::Value> inPlaceOf; // result -> operand
+  llvm::DenseSet<mlir::Value> parameterViews;
   int64_t peak = 0, unplanned = 0;
 };
 

@@ -534,6 +534,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     if (reduce.getReduction() != shard::ReductionKind::Sum)
       return op->emitError() << "only sum all-reduces are supported";
+  // A view of a parameter likewise: a parameter buffer of the view's
+  // shape, and no instruction.
+  if (op->getNumResults() == 1 && plan.isParameterView(op->getResult(0))) {
+    int parameter = prog.buffers(bufferOf.at(op->getOperand(0))).parameter();
+    FailureOr<int> id = newBuffer(op->getResult(0), program::Buffer::PARAMETER);
+    if (succeeded(id))
+      prog.mutable_buffers(*id)->set_parameter(parameter);
+    return success(succeeded(id));
+  }
   // A view of an arena value (a reshape, an inference dropout) is the same
   // bytes: a buffer at its source's offset, and no instruction.
   if (op->getNumResults() == 1 && plan.isView(op->getResult(0)))
