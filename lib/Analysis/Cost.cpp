@@ -9,7 +9,9 @@ namespace mp {
 
 Cost costOf(Operation *op) {
   Cost cost;
-  if (isa<GetParamOp, ConstantOp, ParamOp>(op) || op->getNumResults() == 0)
+  // (A view of a parameter is its bytes: nothing runs.)
+  if (isa<GetParamOp, ConstantOp, ParamOp>(op) || op->getNumResults() == 0 ||
+      MemoryPlan::viewsParameter(op))
     return cost;
   for (Value v : op->getOperands())
     cost.bytes += static_cast<double>(storageBytes(v.getType()));

@@ -70,6 +70,14 @@ Value MemoryPlan::viewSource(Operation *op) {
   return nullptr;
 }
 
+bool MemoryPlan::viewsParameter(Operation *op) {
+  if (!isa_and_nonnull<ReshapeOp>(op))
+    return false;
+  while (auto view = dyn_cast_or_null<ReshapeOp>(op))
+    op = view.getInput().getDefiningOp();
+  return isa_and_nonnull<GetParamOp>(op);
+}
+
 /// Ops whose results have storage of their own, outside the arena.
 static bool ownsStorage(Operation *op) {
   return isa<GetParamOp, ConstantOp>(op);
@@ -114,9 +122,7 @@ LogicalResult MemoryPlan::collect(func::FuncOp func) {
     // A view of a parameter is the parameter's bytes: no arena storage (a
     // linear's weight viewed 2-D would otherwise hold a copy of it, live
     // until the backward reads it).
-    if (source && isa<ReshapeOp>(op) &&
-        (source.getDefiningOp<GetParamOp>() ||
-         parameterViews.contains(source))) {
+    if (viewsParameter(&op)) {
       parameterViews.insert(op.getResult(0));
       continue;
     }

@@ -154,7 +154,7 @@ void stashOf(func::FuncOp func, std::vector<double> &bytes,
              std::vector<std::set<int64_t>> &layers) {
   func.walk([&](Operation *op) {
     if (isBackward(op) || isa<GetParamOp, ConstantOp>(op) ||
-        op->getNumResults() == 0)
+        MemoryPlan::viewsParameter(op) || op->getNumResults() == 0)
       return;
     const int64_t chunk =
         intAttr(op, MPDialect::getStageAttrName()).value_or(0);
@@ -174,6 +174,7 @@ double layerStash(func::FuncOp func, int64_t layer) {
   double bytes = 0;
   func.walk([&](Operation *op) {
     if (isBackward(op) || isa<GetParamOp, ConstantOp>(op) ||
+        MemoryPlan::viewsParameter(op) ||
         intAttr(op, MPDialect::getLayerAttrName()) != layer)
       return;
     for (Value v : op->getResults())
@@ -229,10 +230,17 @@ Figures measure(ModuleOp module, func::FuncOp func, const Gpu &gpu) {
   for (auto [s, rank] : llvm::enumerate(f.ranks))
     rank.stage = static_cast<int64_t>(s);
   func.walk([&](GetParamOp get) {
+    // The stages of its readers (through views: an einsum's weight read
+    // 2-D by its linear).
     std::set<int64_t> stages;
-    for (Operation *user : get->getUsers())
-      if (auto chunk = intAttr(user, MPDialect::getStageAttrName()))
+    SmallVector<Operation *> readers(get->getUsers());
+    while (!readers.empty()) {
+      Operation *user = readers.pop_back_val();
+      if (MemoryPlan::viewsParameter(user))
+        llvm::append_range(readers, user->getUsers());
+      else if (auto chunk = intAttr(user, MPDialect::getStageAttrName()))
         stages.insert(*chunk % d.p);
+    }
     if (stages.empty())
       stages.insert(0);
     const double elements =

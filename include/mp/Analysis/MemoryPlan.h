@@ -72,6 +72,10 @@ public:
   /// identity in inference. (A train step's plan must not alias dropout.)
   static mlir::Value viewSource(mlir::Operation *op);
 
+  /// Whether `op` is a view of a parameter: a reshape of an mp.get_param,
+  /// or of such a view. It has no arena storage (isParameterView).
+  static bool viewsParameter(mlir::Operation *op);
+
   /// Whether `v` lives in the arena (not a parameter or constant).
   bool inArena(mlir::Value v) const { return bufferOf.count(v); }
   /// `v`'s arena offset (a view's is its source's); `v` must be in the arena.
@@ -133,7 +137,7 @@ private:
   std::vector<Buffer> buffers;
   llvm::DenseMap<mlir::Value, size_t> bufferOf; // value -> its bytes' owner
   llvm::DenseMap<mlir::Value, mlir::Value> inPlaceOf; // result -> operand
-  llvm::DenseSet<mlir::Value> parameterViews;
+  llvm::DenseSet<mlir::Value> parameterViews;         // (viewsParameter)
   int64_t peak = 0, unplanned = 0;
 };
 
