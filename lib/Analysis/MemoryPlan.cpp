@@ -70,12 +70,14 @@ Value MemoryPlan::viewSource(Operation *op) {
   return nullptr;
 }
 
+GetParamOp MemoryPlan::viewedParameter(Value v) {
+  while (auto view = v.getDefiningOp<ReshapeOp>())
+    v = view.getInput();
+  return v.getDefiningOp<GetParamOp>();
+}
+
 bool MemoryPlan::viewsParameter(Operation *op) {
-  if (!isa_and_nonnull<ReshapeOp>(op))
-    return false;
-  while (auto view = dyn_cast_or_null<ReshapeOp>(op))
-    op = view.getInput().getDefiningOp();
-  return isa_and_nonnull<GetParamOp>(op);
+  return isa_and_nonnull<ReshapeOp>(op) && viewedParameter(op->getResult(0));
 }
 
 /// Ops whose results have storage of their own, outside the arena.

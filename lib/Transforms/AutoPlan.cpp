@@ -104,8 +104,7 @@ Model measure(ModuleOp module, func::FuncOp func) {
     // The bytes an op reads from parameters do not grow with the batch.
     double weights = 0;
     for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp();
-          isa_and_nonnull<GetParamOp>(def) || MemoryPlan::viewsParameter(def))
+      if (MemoryPlan::viewedParameter(operand))
         weights += double(storageBytes(operand.getType()));
     weights = std::min(weights, cost.bytes);
     if (!layer) {

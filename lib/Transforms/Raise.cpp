@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Analysis/Layers.h"
+#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/Shape.h"
 #include "mp/Transforms/Passes.h"
@@ -47,15 +48,6 @@ static bool isSplat(Value v, double expected, double relTol = 1e-4) {
 
 static bool isParam(Value v) {
   return v.getDefiningOp<GetParamOp>() != nullptr;
-}
-
-/// A parameter or a reshape of one: a view of its bytes in another shape
-/// (a pointwise Conv1d's [out, in, 1] weight as [out, in]), which a linear
-/// reads as its weight (RaiseEinsum.cpp says how it is split and run).
-static bool isParamView(Value v) {
-  if (auto view = v.getDefiningOp<ReshapeOp>())
-    v = view.getInput();
-  return isParam(v);
 }
 
 /// For a commutative binary op, returns the operand that is not `known`.
@@ -154,7 +146,10 @@ struct LinearFromMatmul : OpRewritePattern<MatmulOp> {
       weight = t.getInput();
       transposed = true;
     }
-    if (!isParamView(weight) || tensorType(weight).getRank() != 2 ||
+    // (A view of a parameter's bytes in another shape: RaiseEinsum.cpp says
+    // how it is split and run.)
+    if (!MemoryPlan::viewedParameter(weight) ||
+        tensorType(weight).getRank() != 2 ||
         tensorType(op.getLhs()).getRank() < 2 ||
         !isa<FloatType>(tensorType(weight).getElementType()))
       return failure();

@@ -6,6 +6,7 @@
 #include "SplitAnalysis.h"
 
 #include "DistributedNorm.h"
+#include "mp/Analysis/MemoryPlan.h"
 
 #include "llvm/Support/Debug.h"
 
@@ -73,17 +74,11 @@ bool tensor_parallel::broadcastsAlong(Value v, int64_t dim) {
          tensorType(expand.getInput()).getDimSize(dim - offset) == 1;
 }
 
-GetParamOp tensor_parallel::paramRead(Value v) {
-  if (auto view = v.getDefiningOp<ReshapeOp>())
-    v = view.getInput();
-  return v.getDefiningOp<GetParamOp>();
-}
-
 int64_t tensor_parallel::paramAxis(Value v, int64_t axis, int64_t parts) {
-  auto view = v.getDefiningOp<ReshapeOp>();
-  if (!view)
+  if (!v.getDefiningOp<ReshapeOp>())
     return axis;
-  ArrayRef<int64_t> stored = tensorType(view.getInput()).getShape();
+  ArrayRef<int64_t> stored =
+      tensorType(MemoryPlan::viewedParameter(v).getResult()).getShape();
   ArrayRef<int64_t> viewed = tensorType(v).getShape();
   int64_t before = 1;
   for (int64_t size : viewed.take_front(axis))
@@ -494,7 +489,7 @@ std::pair<int64_t, int64_t> storedSharding(LinearOp linear, Value param,
 }
 
 /// The ops that read the parameter `read` reads, each with the value it
-/// reads: through a reshape (a view, paramRead), its users.
+/// reads: through a reshape (a view, MemoryPlan::viewedParameter), its users.
 SmallVector<std::pair<Operation *, Value>>
 readersThroughViews(GetParamOp read) {
   SmallVector<std::pair<Operation *, Value>> readers;
@@ -535,7 +530,8 @@ tensor_parallel::unevenlySharedParams(ArrayRef<LinearOp> linears,
   for (auto [i, constLinear] : llvm::enumerate(linears)) {
     LinearOp linear = constLinear;
     for (Value param : {linear.getWeight(), linear.getBias()}) {
-      GetParamOp get = param ? paramRead(param) : GetParamOp();
+      GetParamOp get =
+          param ? MemoryPlan::viewedParameter(param) : GetParamOp();
       if (!get)
         continue;
       std::pair<int64_t, int64_t> mine =

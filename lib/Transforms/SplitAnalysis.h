@@ -104,13 +104,9 @@ bool broadcastsAlong(mlir::Value v, int64_t dim);
 /// null when `v` is not that.
 ReshapeOp headRepeat(mlir::Value v, int64_t &dim);
 
-/// The parameter read that a linear's weight or bias is: the mp.get_param
-/// itself, or a reshape of one, the parameter viewed in another shape (an
-/// einsum's [d, heads, head_dim] weight as [d, heads * head_dim],
-/// RaiseEinsum.cpp); null for anything else.
-GetParamOp paramRead(mlir::Value v);
-
-/// The dim of the parameter `v` reads (paramRead) that a split of `v`'s dim
+/// The dim of the parameter `v` reads (MemoryPlan::viewedParameter: the
+/// mp.get_param, or a view of it such as an einsum's [d, heads, head_dim]
+/// weight as [d, heads * head_dim], RaiseEinsum.cpp) that a split of `v`'s dim
 /// `axis` into `parts` blocks splits: `axis` itself when `v` is the
 /// parameter; through a view, the first dim other than 1 of those merged
 /// into `axis`, which must divide into `parts` (the blocks are then the
@@ -138,8 +134,8 @@ llvm::BitVector indivisibleOutsideLayers(llvm::ArrayRef<LinearOp> linears,
                                          int64_t tp);
 
 /// The split linears to drop because they read a parameter through a view
-/// (paramRead) whose split dim is no split of one of the parameter's dims
-/// by `tp` (and the linear's groups); each with its stop.
+/// (MemoryPlan::viewedParameter) whose split dim is no split of one of the
+/// parameter's dims by `tp` (and the linear's groups); each with its stop.
 llvm::BitVector unsplittableViews(llvm::ArrayRef<LinearOp> linears,
                                   const Split &split,
                                   llvm::DenseMap<unsigned, Stop> &stops,

@@ -2,6 +2,7 @@
 #include "ShardInputs.h"
 #include "SplitAnalysis.h"
 #include "mp/Analysis/Cost.h"
+#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/PipelineSchedule.h"
 #include "mp/Transforms/Passes.h"
@@ -231,7 +232,7 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
       os << "    ";
       auto linear = dyn_cast<LinearOp>(op);
       GetParamOp weight = linear
-                              ? tensor_parallel::paramRead(linear.getWeight())
+                              ? MemoryPlan::viewedParameter(linear.getWeight())
                               : GetParamOp();
       if (weight) {
         os << "@" << weight.getName() << ": ";

@@ -25,6 +25,7 @@
 #include "KeyValueHeads.h"
 #include "SplitAnalysis.h"
 #include "VocabPadding.h"
+#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -102,7 +103,8 @@ struct TensorParallelPass
   /// Parameter symbol -> (axis, groups) and the ops allowed to see its shard.
   llvm::MapVector<StringAttr, std::pair<int64_t, int64_t>> paramShards;
   llvm::DenseMap<StringAttr, llvm::SmallPtrSet<Operation *, 4>> shardUsers;
-  /// Views of sharded parameters (paramRead) and their split dim.
+  /// Views of sharded parameters (MemoryPlan::viewedParameter) and their split
+  /// dim.
   llvm::MapVector<ReshapeOp, int64_t> views;
 };
 
@@ -146,7 +148,7 @@ LogicalResult TensorParallelPass::checkDivisible(const Split &split) {
 
 LogicalResult TensorParallelPass::shardParam(Value v, int64_t axis,
                                              int64_t groups, Operation *user) {
-  GetParamOp get = paramRead(v);
+  GetParamOp get = MemoryPlan::viewedParameter(v);
   if (!get)
     return user->emitError()
            << "a tensor-parallel weight must be a parameter (mp.get_param)";

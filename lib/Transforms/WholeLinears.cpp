@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "KeyValueHeads.h"
 #include "SplitAnalysis.h"
+#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Support/Shape.h"
 
@@ -173,7 +174,7 @@ llvm::BitVector tensor_parallel::unsplittableViews(
     Value weight = linear.getWeight();
     auto view = weight.getDefiningOp<ReshapeOp>();
     bool row = llvm::is_contained(split.rows, linear);
-    if (!view || !paramRead(weight) ||
+    if (!view || !MemoryPlan::viewedParameter(weight) ||
         (!row && !llvm::is_contained(split.columns, linear)))
       continue;
     bool transposed = linear.getTransposeWeight();
@@ -184,7 +185,8 @@ llvm::BitVector tensor_parallel::unsplittableViews(
     drop.set(i);
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << "it reads parameter '" << paramRead(weight).getName() << "' "
+    os << "it reads parameter '"
+       << MemoryPlan::viewedParameter(weight).getName() << "' "
        << shapeText(view.getInput()) << " viewed as " << shapeText(weight)
        << ", and no dim of the "
        << "parameter splits like dim " << axis << " of the view into " << parts

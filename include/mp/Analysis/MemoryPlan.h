@@ -29,6 +29,8 @@
 
 namespace mp {
 
+class GetParamOp;
+
 /// A buffer needed over positions [start, end] (inclusive) of a schedule.
 struct LiveRange {
   int64_t size = 0;
@@ -72,6 +74,9 @@ public:
   /// identity in inference. (A train step's plan must not alias dropout.)
   static mlir::Value viewSource(mlir::Operation *op);
 
+  /// The parameter `v` reads: its mp.get_param, through any reshapes (a
+  /// view of its bytes in another shape); null for anything else.
+  static GetParamOp viewedParameter(mlir::Value v);
   /// Whether `op` is a view of a parameter: a reshape of an mp.get_param,
   /// or of such a view. It has no arena storage (isParameterView).
   static bool viewsParameter(mlir::Operation *op);
