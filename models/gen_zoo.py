@@ -1616,6 +1616,128 @@ class PerceiverIO(nn.Module):
 
 
 # ----------------------------------------------------------------------------
+# Qwen3: RMSNorm over each head's channels on the query and the key (one
+# weight of head_dim shared by the heads), applied to the [B, S, heads, d]
+# view before the heads are transposed.
+# ----------------------------------------------------------------------------
+class Qwen3Layer(LlamaLikeLayer):
+    def __init__(self):
+        super().__init__()
+        self.q_norm = RMSNorm(HEAD_DIM)
+        self.k_norm = RMSNorm(HEAD_DIM)
+
+    def qkv(self, h):
+        b, s, _ = h.shape
+        q = self.q_norm(self.q_proj(h).view(b, s, -1, HEAD_DIM)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(h).view(b, s, -1, HEAD_DIM)).transpose(1, 2)
+        return q, k, self.v_proj(h).view(b, s, -1, HEAD_DIM).transpose(1, 2)
+
+
+class Qwen3(LlamaLike):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(Qwen3Layer() for _ in range(LAYERS))
+
+
+def attention_sublayer(layer, x):
+    """A Llama-like layer's attention with its residual (LlamaLikeLayer's
+    first half), for layers that change the rest."""
+    h = layer.input_layernorm(x)
+    s = x.shape[1]
+    q, k, v = layer.qkv(h)
+    cos, sin = layer.cos[:, :, :s], layer.sin[:, :, :s]
+    q = q * cos + rotate_half(q) * sin
+    k = k * cos + rotate_half(k) * sin
+    return x + layer.o_proj(merge_heads(attend(q, k, v, layer.mask[:s, :s], "masked_fill")))
+
+
+# ----------------------------------------------------------------------------
+# Phi-3: one fused qkv_proj sliced into q, k and v (grouped key/value
+# heads), one fused gate_up_proj halved by chunk.
+# ----------------------------------------------------------------------------
+class Phi3Layer(LlamaLikeLayer):
+    def __init__(self):
+        super().__init__()
+        del self.q_proj, self.k_proj, self.v_proj, self.gate_proj, self.up_proj
+        self.qkv_proj = nn.Linear(HIDDEN, HIDDEN + 2 * self.kv * HEAD_DIM, bias=False)
+        self.gate_up_proj = nn.Linear(HIDDEN, 4 * HIDDEN, bias=False)
+
+    def qkv(self, h):
+        qkv = self.qkv_proj(h)
+        kv = self.kv * HEAD_DIM
+        q, k, v = qkv[..., :HIDDEN], qkv[..., HIDDEN:HIDDEN + kv], qkv[..., HIDDEN + kv:]
+        return split_heads(q, HEADS), split_heads(k, self.kv), split_heads(v, self.kv)
+
+    def mlp(self, h):
+        gate, up = self.gate_up_proj(h).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+    def forward(self, x):
+        x = attention_sublayer(self, x)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Phi3(LlamaLike):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(Phi3Layer() for _ in range(LAYERS))
+
+
+# ----------------------------------------------------------------------------
+# Mixtral: a sparse mixture of experts in place of the MLP. The router's
+# softmax picks the top 2 of 4 SwiGLU experts (TopK), their gates are
+# renormalised and scattered into a dense [B, S, experts] table
+# (ScatterElements), and every expert runs on every token, scaled by its
+# gate: the form that exports to a static graph (HF's loop over the tokens
+# each expert was given has shapes that depend on the routing).
+# ----------------------------------------------------------------------------
+class Expert(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.w3 = nn.Linear(HIDDEN, HIDDEN, bias=False)
+        self.w2 = nn.Linear(HIDDEN, HIDDEN, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class SparseMoE(nn.Module):
+    def __init__(self, experts=4, top=2):
+        super().__init__()
+        self.gate = nn.Linear(HIDDEN, experts, bias=False)
+        self.experts = nn.ModuleList(Expert() for _ in range(experts))
+        self.top = top
+
+    def forward(self, x):
+        probs = torch.softmax(self.gate(x), dim=-1)
+        weights, chosen = torch.topk(probs, self.top, dim=-1)
+        weights = weights / weights.sum(-1, keepdim=True)
+        gates = torch.zeros_like(probs).scatter(-1, chosen, weights)
+        out = 0
+        for e, expert in enumerate(self.experts):
+            out = out + expert(x) * gates[..., e:e + 1]
+        return out
+
+
+class MixtralLayer(LlamaLikeLayer):
+    def __init__(self):
+        super().__init__()
+        del self.gate_proj, self.up_proj, self.down_proj
+        self.moe = SparseMoE()
+
+    def forward(self, x):
+        x = attention_sublayer(self, x)
+        return x + self.moe(self.post_attention_layernorm(x))
+
+
+class Mixtral(LlamaLike):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(MixtralLayer() for _ in range(LAYERS))
+
+
+# ----------------------------------------------------------------------------
 # export
 # ----------------------------------------------------------------------------
 # name: (constructor, seed, dynamic batch/sequence axes); models with more
@@ -1653,6 +1775,9 @@ MODELS = {
     "torch_encoder": (TorchEncoderLM, 2031, False),
     "albert": (AlbertLM, 2032, False),
     "perceiver": (PerceiverIO, 2033, False),
+    "qwen3": (Qwen3, 2034, False),
+    "phi3": (Phi3, 2035, False),
+    "mixtral": (Mixtral, 2036, True),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
@@ -1660,7 +1785,8 @@ INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 # loss and every parameter's gradient.
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
                    "bart", "bloom_merged", "gpt_bigcode", "chatglm", "deberta_v2",
-                   "gpt_lecture", "torch_encoder", "albert", "perceiver"}
+                   "gpt_lecture", "torch_encoder", "albert", "perceiver", "qwen3", "phi3",
+                   "mixtral"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
                 "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
                 "gpt_bigcode": padding_mask, "deberta_v2": padding_mask}

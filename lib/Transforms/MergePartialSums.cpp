@@ -12,11 +12,19 @@
 // mp-fuse-reduced-norms see the one site they know. Only the order of the
 // additions changes.
 //
+// A mixture of experts computed densely sums its experts' row-parallel
+// outputs each scaled by its gate: sum_e all_reduce(p_e) * g_e. The gates
+// are the same on every rank (the router is whole), so each scaling moves
+// before its all-reduce, all_reduce(p_e * g_e), and the experts' sums then
+// merge as above: one collective per layer instead of one per expert.
+//
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/SymbolTable.h"
 
 namespace mp {
 #define GEN_PASS_DEF_MPMERGEPARTIALSUMS
@@ -69,6 +77,81 @@ SumTree sumTree(AddOp root) {
   SumTree tree{root, {}, {}};
   collect(root, tree);
   return tree;
+}
+
+/// Whether `v` is the same on every rank: computed only from values that
+/// are (function inputs, constants, parameters not sharded, the results of
+/// all-reduces and all-gathers), never from a rank's block, a partial sum
+/// or a rank's own random draw.
+bool sameOnEveryRank(Value v, SymbolTableCollection &symbols) {
+  SmallVector<Value> work{v};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    Operation *def = value.getDefiningOp();
+    if (!def) {
+      // A function input, unless each rank is given its block of it
+      // (mp-shard-inputs' key/value caches).
+      auto arg = cast<BlockArgument>(value);
+      auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      if (!func || func.getArgAttr(arg.getArgNumber(),
+                                   MPDialect::getShardAxisAttrName()))
+        return false;
+      continue;
+    }
+    if (isa<shard::AllReduceOp, shard::AllGatherOp>(def))
+      continue;
+    if (isa<shard::ShardDialect>(def->getDialect()) || isa<DropoutOp>(def))
+      return false;
+    if (auto get = dyn_cast<GetParamOp>(def)) {
+      auto param =
+          symbols.lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
+      if (!param || param.getShardAxisAttr())
+        return false;
+      continue;
+    }
+    for (Value operand : def->getOperands())
+      work.push_back(operand);
+  }
+  return true;
+}
+
+/// The sum over ranks `leaf` scales by a value the same on every rank (an
+/// expert's gate): all_reduce(p) * g, read only by the tree; null if it is
+/// not that.
+shard::AllReduceOp scaledSum(Value leaf, AddOp root,
+                             SymbolTableCollection &symbols) {
+  auto mul = leaf.getDefiningOp<MulOp>();
+  if (!mul || !leaf.hasOneUse() || mul.getType() != root.getType() ||
+      !inSameStage(mul, root))
+    return {};
+  for (unsigned i = 0; i < 2; ++i) {
+    auto sum = mul->getOperand(i).getDefiningOp<shard::AllReduceOp>();
+    if (sum && sum->hasOneUse() &&
+        sum.getReduction() == shard::ReductionKind::Sum &&
+        sum.getType() == mul.getType() &&
+        sum.getInput().getType() == sum.getType() && inSameStage(sum, mul) &&
+        sameOnEveryRank(mul->getOperand(1 - i), symbols))
+      return sum;
+  }
+  return {};
+}
+
+/// Moves the scaling `sum` * g (`leaf`) before the sum: all_reduce(p * g).
+void sinkScaling(Value leaf, shard::AllReduceOp sum) {
+  auto mul = leaf.getDefiningOp<MulOp>();
+  Value scale = mul->getOperand(mul->getOperand(0) == sum.getResult() ? 1 : 0);
+  OpBuilder b(mul);
+  auto scaled =
+      MulOp::create(b, mul.getLoc(), mul.getType(), sum.getInput(), scale);
+  scaled->setDiscardableAttrs(mul->getDiscardableAttrDictionary());
+  Operation *moved = b.clone(*sum);
+  moved->setOperand(0, scaled);
+  mul.getResult().replaceAllUsesWith(moved->getResult(0));
+  mul->erase();
+  sum->erase();
 }
 
 /// `leaf` as a sum over ranks that can take another's partial products: a
@@ -204,6 +287,7 @@ struct MergePartialSumsPass
   using MPMergePartialSumsBase::MPMergePartialSumsBase;
 
   void runOnOperation() override {
+    SymbolTableCollection symbols;
     SmallVector<AddOp> roots;
     getOperation().walk([&](AddOp add) {
       if (isRoot(add))
@@ -211,6 +295,21 @@ struct MergePartialSumsPass
     });
     for (AddOp root : roots) {
       SumTree tree = sumTree(root);
+      // Scaled sums move before their scaling where another sum is there
+      // to merge with.
+      SmallVector<std::pair<Value, shard::AllReduceOp>> scaled;
+      unsigned sums = 0;
+      for (Value leaf : tree.leaves) {
+        if (mergeableSum(leaf, root))
+          ++sums;
+        else if (shard::AllReduceOp sum = scaledSum(leaf, root, symbols))
+          scaled.push_back({leaf, sum});
+      }
+      if (!scaled.empty() && sums + scaled.size() >= 2) {
+        for (auto [leaf, sum] : scaled)
+          sinkScaling(leaf, sum);
+        tree = sumTree(root);
+      }
       SmallVector<SmallVector<Operation *>> groups = mergeable(tree);
       if (!groups.empty())
         merge(tree, groups);

@@ -22,10 +22,53 @@ using namespace mlir;
 using namespace mp;
 using namespace mp::tensor_parallel;
 
+/// Whether `linear`'s output features are scores that a top-k or an argmax
+/// selects among (a max or min reduction along them, reached through
+/// elementwise ops and a softmax): a mixture-of-experts router, which
+/// Megatron keeps whole too (its few outputs are compared with each other
+/// on every rank).
+static bool selectsAmongOutputs(LinearOp linear) {
+  const int64_t features = tensorType(linear.getResult()).getRank() - 1;
+  SmallVector<Value> work{linear.getResult()};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty() && seen.size() < 64) {
+    Value v = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (!seen.insert(user).second)
+        continue;
+      if (auto reduce = dyn_cast<ReduceOp>(user)) {
+        bool overFeatures = llvm::is_contained(reduce.getAxes(), features) ||
+                            llvm::is_contained(reduce.getAxes(), -1);
+        if (overFeatures && (reduce.getKind() == ReduceKind::max ||
+                             reduce.getKind() == ReduceKind::min))
+          return true;
+        continue;
+      }
+      // Through ops that keep the features where they are.
+      if (user->getNumResults() != 1 ||
+          tensorType(user->getResult(0)).getRank() != features + 1)
+        continue;
+      if (auto softmax = dyn_cast<SoftmaxOp>(user);
+          softmax && softmax.getNormalizedAxis() != features)
+        continue;
+      if (isa<SoftmaxOp, CompareOp, WhereOp, AddOp, SubOp, MulOp, DivOp,
+              SigmoidOp, ExpOp, CastOp>(user))
+        work.push_back(user->getResult(0));
+    }
+  }
+  return false;
+}
+
+/// Why a router stays whole, for the summary.
+static constexpr const char *kRouterReason =
+    "its outputs are scores a top-k selects among (a mixture-of-experts "
+    "router): whole on every rank, as Megatron keeps routers";
+
 /// A transformer-block linear that stays whole costs the parallelism the
 /// user asked for: a warning says so, naming the op that stopped its split,
 /// and `mp.replicated` records it for the summary (which lists the linears
-/// outside the layers left whole too).
+/// outside the layers left whole too). A router is whole by design: the
+/// summary lists it, without a warning.
 void tensor_parallel::reportWhole(ArrayRef<LinearOp> linears,
                                   const Split &split,
                                   const llvm::DenseMap<unsigned, Stop> &stops,
@@ -50,11 +93,14 @@ void tensor_parallel::reportWhole(ArrayRef<LinearOp> linears,
               "that split (a projection of the embeddings or patches, or a "
               "low-rank factor): they split instead";
     }
+    bool router = selectsAmongOutputs(linear);
+    if (router)
+      why = kRouterReason;
     linear->setAttr(MPDialect::getReplicatedAttrName(),
                     StringAttr::get(linear->getContext(), why));
     // (Outside the layers, whole is common and cheap: an embedding's
     // projection, a pooler; the summary lists them.)
-    if (!inLayer(linear))
+    if (!inLayer(linear) || router)
       continue;
     InFlightDiagnostic diag = linear->emitWarning()
                               << "this linear stays whole (replicated on all "

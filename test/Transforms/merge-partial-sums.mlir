@@ -169,3 +169,80 @@ func.func @not_merged(%p: tensor<2x4x8xf32>, %q: tensor<2x4x8xf32>, %v: tensor<8
   %scattered = mp.add %h0, %h1 : (tensor<2x2x8xf32>, tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
   return %grids, %axes, %max, %shared, %d0, %broadcast, %stages, %statistics, %widened, %dims, %scattered : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x2x8xf32>, tensor<2x2x8xf32>
 }
+
+// -----
+
+// Tests a mixture of experts computed densely, x + sum_e all_reduce(p_e) *
+// g_e: each gate (from the whole router) is the same on every rank, so the
+// scalings move before their all-reduces and the experts' partial products
+// are reduced once.
+// CHECK-LABEL: func.func @experts
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xf32>, %[[P0:.*]]: tensor<2x4x8xf32>, %[[P1:.*]]: tensor<2x4x8xf32>, %[[GATES:.*]]: tensor<2x4x2xf32>)
+// CHECK-DAG: %[[G0:.*]] = mp.slice %[[GATES]] {limits = array<i64: 2, 4, 1>
+// CHECK-DAG: %[[G1:.*]] = mp.slice %[[GATES]] {limits = array<i64: 2, 4, 2>
+// CHECK-DAG: %[[S0:.*]] = mp.mul %[[P0]], %[[G0]] {mp.layer = 0 : i64}
+// CHECK-DAG: %[[S1:.*]] = mp.mul %[[P1]], %[[G1]] {mp.layer = 0 : i64}
+// CHECK: %[[P:.*]] = mp.add %[[S0]], %[[S1]]
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[P]]
+// CHECK-NEXT: %[[Y:.*]] = mp.add %[[X]], %[[R]]
+// CHECK-NEXT: return %[[Y]]
+shard.grid @tp(shape = 2)
+func.func @experts(%x: tensor<2x4x8xf32>, %p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %gates: tensor<2x4x2xf32>) -> tensor<2x4x8xf32> {
+  %g0 = mp.slice %gates {starts = array<i64: 0, 0, 0>, limits = array<i64: 2, 4, 1>, strides = array<i64: 1, 1, 1>} : tensor<2x4x2xf32> -> tensor<2x4x1xf32>
+  %g1 = mp.slice %gates {starts = array<i64: 0, 0, 1>, limits = array<i64: 2, 4, 2>, strides = array<i64: 1, 1, 1>} : tensor<2x4x2xf32> -> tensor<2x4x1xf32>
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e0 = mp.mul %r0, %g0 {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] {mp.layer = 0 : i64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e1 = mp.mul %g1, %r1 {mp.layer = 0 : i64} : (tensor<2x4x1xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %m = mp.add %e0, %e1 {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %y = mp.add %x, %m {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests scalings that differ between ranks, which stay after their sums: a
+// sharded parameter, a scattered sum, a rank's block of an input, and a
+// scaling that is not added to another sum.
+// CHECK-LABEL: func.func @rank_dependent
+// CHECK: %[[R:.*]] = shard.all_reduce
+// CHECK-NEXT: mp.mul %[[R]]
+// CHECK-NEXT: shard.all_reduce
+// CHECK-LABEL: func.func @scattered
+// CHECK-COUNT-2: shard.all_reduce
+// CHECK-LABEL: func.func @sharded_input
+// CHECK-COUNT-2: shard.all_reduce
+// CHECK-LABEL: func.func @alone
+// CHECK: %[[R:.*]] = shard.all_reduce
+// CHECK-NEXT: mp.mul %[[R]]
+shard.grid @tp(shape = 2)
+mp.param @w : tensor<16xf32> {file = "x.onnx", grid = @tp, shard_axis = 0 : i64}
+func.func @rank_dependent(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w = mp.get_param @w : tensor<8xf32>
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e0 = mp.mul %r0, %w : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %y = mp.add %e0, %r1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+func.func @scattered(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %q: tensor<2x8x8xf32>) -> tensor<2x4x8xf32> {
+  %g = shard.reduce_scatter %q on @tp grid_axes = [0] scatter_axis = 1 : tensor<2x8x8xf32> -> tensor<2x4x8xf32>
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e0 = mp.mul %r0, %g : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %y = mp.add %e0, %r1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+func.func @sharded_input(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %g: tensor<2x4x1xf32> {mp.shard_axis = 1 : i64}) -> tensor<2x4x8xf32> {
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e0 = mp.mul %r0, %g : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %y = mp.add %e0, %r1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+func.func @alone(%p0: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %g: tensor<2x4x1xf32>) -> tensor<2x4x8xf32> {
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e0 = mp.mul %r0, %g : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %y = mp.add %x, %e0 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}

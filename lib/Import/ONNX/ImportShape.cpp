@@ -338,9 +338,7 @@ LogicalResult emitGatherElements(NodeEmitter &e) {
     return failure();
   Entry *ie = e.entry(1);
   if (!ie->constant)
-    return e.error() << "indices computed at run time are not supported "
-                        "(only indices known at import, as DeBERTa's "
-                        "relative positions are)";
+    return emitGatherElementsAtRunTime(e);
   const HostTensor &idx = *ie->constant;
   if (static_cast<int64_t>(idx.shape.size()) != rank)
     return e.error() << "indices of rank " << idx.shape.size()

@@ -224,6 +224,14 @@ mlir::LogicalResult emitCompositeReduce(NodeEmitter &e) {
 mlir::LogicalResult emitTile(NodeEmitter &e);
 mlir::LogicalResult emitPad(NodeEmitter &e);
 
+// ImportSelect.cpp: selections by indices computed at run time
+mlir::LogicalResult emitTopK(NodeEmitter &e);
+mlir::LogicalResult emitOneHot(NodeEmitter &e);
+mlir::LogicalResult emitScatterElements(NodeEmitter &e);
+/// GatherElements whose indices are not known at import (emitGatherElements
+/// takes those that are).
+mlir::LogicalResult emitGatherElementsAtRunTime(NodeEmitter &e);
+
 // ImportShape.cpp
 mlir::LogicalResult emitReshape(NodeEmitter &e);
 mlir::LogicalResult emitUnsqueeze(NodeEmitter &e);

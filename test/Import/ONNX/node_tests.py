@@ -49,19 +49,25 @@ def select_tests(data, claimed):
 
 
 INTEGER_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
+# Inputs of other types that decide output shapes: (op type, input index).
+SHAPE_INPUTS = {("OneHot", 1)}  # depth, the size of the new axis
 
 
 def bindings(path):
-    """Integer inputs (shapes, axes, indices, k) bound to the test's values:
-    mp imports static graphs, and these decide output shapes."""
+    """Integer inputs (shapes, axes, indices, k) and OneHot's depth bound to
+    the test's values: mp imports static graphs, and these decide output
+    shapes."""
     model = onnx.load(path, load_external_data=False)
     initializers = {i.name for i in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in initializers]
     data = os.path.join(os.path.dirname(path), "test_data_set_0")
+    shaping = {n.input[i] for n in model.graph.node for (op, i) in SHAPE_INPUTS
+               if n.op_type == op and len(n.input) > i}
     bound = []
     for index, value in enumerate(inputs):
         pb = os.path.join(data, "input_%d.pb" % index)
-        if value.type.tensor_type.elem_type in INTEGER_TYPES and os.path.exists(pb):
+        decides = value.type.tensor_type.elem_type in INTEGER_TYPES or value.name in shaping
+        if decides and os.path.exists(pb):
             bound.append("%s=%s" % (value.name, pb))
     return bound
 
