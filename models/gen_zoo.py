@@ -1684,7 +1684,8 @@ class Phi3(LlamaLike):
 
 
 # ----------------------------------------------------------------------------
-# Mixtral: a sparse mixture of experts in place of the MLP. The router's
+# Mixtures of experts in place of the MLP (Mixtral's, DeepSeek-V3's,
+# Qwen2-MoE's, the Switch Transformer's routing). Mixtral's router's
 # softmax picks the top 2 of 4 SwiGLU experts (TopK), their gates are
 # renormalised and scattered into a dense [B, S, experts] table
 # (ScatterElements), and every expert runs on every token, scaled by its
@@ -1720,21 +1721,90 @@ class SparseMoE(nn.Module):
         return out
 
 
-class MixtralLayer(LlamaLikeLayer):
-    def __init__(self):
+class DeepSeekMoE(nn.Module):
+    """DeepSeek-V3's routing: sigmoid scores, a selection bias added only to
+    pick the top 2 (a buffer, not trained), the gates gathered from the
+    unbiased scores (GatherElements on the picked indices), renormalised and
+    scaled; a shared expert always on."""
+
+    def __init__(self, experts=4, top=2, scale=2.5):
+        super().__init__()
+        self.gate = nn.Linear(HIDDEN, experts, bias=False)
+        self.register_buffer("e_score_correction_bias", torch.randn(experts) * 0.1)
+        self.experts = nn.ModuleList(Expert() for _ in range(experts))
+        self.shared_experts = Expert()
+        self.top, self.scale = top, scale
+
+    def forward(self, x):
+        scores = torch.sigmoid(self.gate(x))
+        _, chosen = torch.topk(scores + self.e_score_correction_bias, self.top, dim=-1)
+        weights = scores.gather(-1, chosen)
+        weights = weights / (weights.sum(-1, keepdim=True) + 1e-20) * self.scale
+        gates = torch.zeros_like(scores).scatter(-1, chosen, weights)
+        out = self.shared_experts(x)
+        for e, expert in enumerate(self.experts):
+            out = out + expert(x) * gates[..., e:e + 1]
+        return out
+
+
+class QwenMoE(nn.Module):
+    """Qwen2-MoE's: softmax top 2 not renormalised, the gates spread by a
+    one-hot of the picks (OneHot), a shared expert scaled by the sigmoid of
+    its one-output gate."""
+
+    def __init__(self, experts=4, top=2):
+        super().__init__()
+        self.gate = nn.Linear(HIDDEN, experts, bias=False)
+        self.experts = nn.ModuleList(Expert() for _ in range(experts))
+        self.shared_expert = Expert()
+        self.shared_expert_gate = nn.Linear(HIDDEN, 1, bias=False)
+        self.top = top
+
+    def forward(self, x):
+        probs = torch.softmax(self.gate(x), dim=-1)
+        weights, chosen = torch.topk(probs, self.top, dim=-1)
+        picked = F.one_hot(chosen, len(self.experts)).to(x.dtype)  # [B, S, top, experts]
+        gates = (picked * weights[..., None]).sum(-2)
+        out = torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
+        for e, expert in enumerate(self.experts):
+            out = out + expert(x) * gates[..., e:e + 1]
+        return out
+
+
+class SwitchMoE(nn.Module):
+    """The Switch Transformer's top-1 routing: the argmax expert, scaled by
+    its probability (a mask and the gate, two scalings)."""
+
+    def __init__(self, experts=4):
+        super().__init__()
+        self.router = nn.Linear(HIDDEN, experts, bias=False)
+        self.experts = nn.ModuleList(Expert() for _ in range(experts))
+
+    def forward(self, x):
+        probs = torch.softmax(self.router(x), dim=-1)
+        top = probs.argmax(-1, keepdim=True)
+        gate = probs.max(-1, keepdim=True).values
+        out = 0
+        for e, expert in enumerate(self.experts):
+            out = out + expert(x) * (top == e).to(x.dtype) * gate
+        return out
+
+
+class MoELayer(LlamaLikeLayer):
+    def __init__(self, moe):
         super().__init__()
         del self.gate_proj, self.up_proj, self.down_proj
-        self.moe = SparseMoE()
+        self.moe = moe()
 
     def forward(self, x):
         x = attention_sublayer(self, x)
         return x + self.moe(self.post_attention_layernorm(x))
 
 
-class Mixtral(LlamaLike):
-    def __init__(self):
+class MoEModel(LlamaLike):
+    def __init__(self, moe):
         super().__init__()
-        self.layers = nn.ModuleList(MixtralLayer() for _ in range(LAYERS))
+        self.layers = nn.ModuleList(MoELayer(moe) for _ in range(LAYERS))
 
 
 # ----------------------------------------------------------------------------
@@ -1777,7 +1847,10 @@ MODELS = {
     "perceiver": (PerceiverIO, 2033, False),
     "qwen3": (Qwen3, 2034, False),
     "phi3": (Phi3, 2035, False),
-    "mixtral": (Mixtral, 2036, True),
+    "mixtral": (lambda: MoEModel(SparseMoE), 2036, True),
+    "deepseek_moe": (lambda: MoEModel(DeepSeekMoE), 2037, False),
+    "qwen_moe": (lambda: MoEModel(QwenMoE), 2038, False),
+    "switch_moe": (lambda: MoEModel(SwitchMoE), 2039, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
@@ -1786,7 +1859,7 @@ INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
                    "bart", "bloom_merged", "gpt_bigcode", "chatglm", "deberta_v2",
                    "gpt_lecture", "torch_encoder", "albert", "perceiver", "qwen3", "phi3",
-                   "mixtral"}
+                   "mixtral", "deepseek_moe", "qwen_moe", "switch_moe"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
                 "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
                 "gpt_bigcode": padding_mask, "deberta_v2": padding_mask}
@@ -1847,6 +1920,13 @@ def write_train_reference(model, inputs, d, seed):
         np.save(os.path.join(d, "grads", n + ".npy"), p.grad.numpy())
         if p.dim() == 2:
             np.save(os.path.join(d, "grads", n + ".T.npy"), p.grad.t().contiguous().numpy())
+    # A buffer in the state dict is an initializer to mp, trained like a
+    # parameter: one that reaches the loss only through comparisons (a
+    # router's selection bias) has a zero gradient.
+    state = model.state_dict()
+    for n, b in model.named_buffers():
+        if n in state and b.is_floating_point():
+            np.save(os.path.join(d, "grads", n + ".npy"), np.zeros_like(b.numpy()))
 
 
 def main():

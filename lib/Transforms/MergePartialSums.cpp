@@ -26,6 +26,8 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include <optional>
+
 namespace mp {
 #define GEN_PASS_DEF_MPMERGEPARTIALSUMS
 #include "mp/Transforms/Passes.h.inc"
@@ -118,40 +120,57 @@ bool sameOnEveryRank(Value v, SymbolTableCollection &symbols) {
   return true;
 }
 
-/// The sum over ranks `leaf` scales by a value the same on every rank (an
-/// expert's gate): all_reduce(p) * g, read only by the tree; null if it is
-/// not that.
-shard::AllReduceOp scaledSum(Value leaf, AddOp root,
-                             SymbolTableCollection &symbols) {
+/// A sum over ranks scaled by values the same on every rank (an expert's
+/// gate, and its routing mask): all_reduce(p) * g1 * g2 ..., each product
+/// read only by the next.
+struct ScaledSum {
+  shard::AllReduceOp sum;
+  SmallVector<MulOp> chain; // the outermost product first
+};
+
+/// `leaf` as a scaled sum of the tree's type, if it is one.
+std::optional<ScaledSum> scaledSum(Value leaf, AddOp root,
+                                   SymbolTableCollection &symbols) {
   auto mul = leaf.getDefiningOp<MulOp>();
   if (!mul || !leaf.hasOneUse() || mul.getType() != root.getType() ||
       !inSameStage(mul, root))
-    return {};
+    return std::nullopt;
   for (unsigned i = 0; i < 2; ++i) {
-    auto sum = mul->getOperand(i).getDefiningOp<shard::AllReduceOp>();
+    Value inner = mul->getOperand(i);
+    if (!sameOnEveryRank(mul->getOperand(1 - i), symbols))
+      continue;
+    auto sum = inner.getDefiningOp<shard::AllReduceOp>();
     if (sum && sum->hasOneUse() &&
         sum.getReduction() == shard::ReductionKind::Sum &&
         sum.getType() == mul.getType() &&
-        sum.getInput().getType() == sum.getType() && inSameStage(sum, mul) &&
-        sameOnEveryRank(mul->getOperand(1 - i), symbols))
-      return sum;
+        sum.getInput().getType() == sum.getType() && inSameStage(sum, mul))
+      return ScaledSum{sum, {mul}};
+    if (std::optional<ScaledSum> deeper = scaledSum(inner, root, symbols)) {
+      deeper->chain.insert(deeper->chain.begin(), mul);
+      return deeper;
+    }
   }
-  return {};
+  return std::nullopt;
 }
 
-/// Moves the scaling `sum` * g (`leaf`) before the sum: all_reduce(p * g).
-void sinkScaling(Value leaf, shard::AllReduceOp sum) {
-  auto mul = leaf.getDefiningOp<MulOp>();
-  Value scale = mul->getOperand(mul->getOperand(0) == sum.getResult() ? 1 : 0);
-  OpBuilder b(mul);
-  auto scaled =
-      MulOp::create(b, mul.getLoc(), mul.getType(), sum.getInput(), scale);
-  scaled->setDiscardableAttrs(mul->getDiscardableAttrDictionary());
-  Operation *moved = b.clone(*sum);
-  moved->setOperand(0, scaled);
-  mul.getResult().replaceAllUsesWith(moved->getResult(0));
-  mul->erase();
-  sum->erase();
+/// Moves the scalings before the sum: all_reduce(p * g1 * g2 ...).
+void sinkScaling(ScaledSum scaled) {
+  MulOp outer = scaled.chain.front();
+  OpBuilder b(outer);
+  Value product = scaled.sum.getInput(), inner = scaled.sum.getResult();
+  for (MulOp mul : llvm::reverse(scaled.chain)) {
+    Value scale = mul->getOperand(mul->getOperand(0) == inner ? 1 : 0);
+    auto next = MulOp::create(b, mul.getLoc(), mul.getType(), product, scale);
+    next->setDiscardableAttrs(mul->getDiscardableAttrDictionary());
+    product = next;
+    inner = mul.getResult();
+  }
+  Operation *moved = b.clone(*scaled.sum);
+  moved->setOperand(0, product);
+  outer.getResult().replaceAllUsesWith(moved->getResult(0));
+  for (MulOp mul : scaled.chain)
+    mul->erase();
+  scaled.sum->erase();
 }
 
 /// `leaf` as a sum over ranks that can take another's partial products: a
@@ -297,17 +316,17 @@ struct MergePartialSumsPass
       SumTree tree = sumTree(root);
       // Scaled sums move before their scaling where another sum is there
       // to merge with.
-      SmallVector<std::pair<Value, shard::AllReduceOp>> scaled;
+      SmallVector<ScaledSum> scaled;
       unsigned sums = 0;
       for (Value leaf : tree.leaves) {
         if (mergeableSum(leaf, root))
           ++sums;
-        else if (shard::AllReduceOp sum = scaledSum(leaf, root, symbols))
-          scaled.push_back({leaf, sum});
+        else if (std::optional<ScaledSum> s = scaledSum(leaf, root, symbols))
+          scaled.push_back(*s);
       }
       if (!scaled.empty() && sums + scaled.size() >= 2) {
-        for (auto [leaf, sum] : scaled)
-          sinkScaling(leaf, sum);
+        for (ScaledSum &s : scaled)
+          sinkScaling(s);
         tree = sumTree(root);
       }
       SmallVector<SmallVector<Operation *>> groups = mergeable(tree);

@@ -67,8 +67,8 @@ static constexpr const char *kRouterReason =
 /// A transformer-block linear that stays whole costs the parallelism the
 /// user asked for: a warning says so, naming the op that stopped its split,
 /// and `mp.replicated` records it for the summary (which lists the linears
-/// outside the layers left whole too). A router is whole by design: the
-/// summary lists it, without a warning.
+/// outside the layers left whole too). Some are whole by nature (a router,
+/// a one-feature gate): the summary lists them, without a warning.
 void tensor_parallel::reportWhole(ArrayRef<LinearOp> linears,
                                   const Split &split,
                                   const llvm::DenseMap<unsigned, Stop> &stops,
@@ -93,14 +93,20 @@ void tensor_parallel::reportWhole(ArrayRef<LinearOp> linears,
               "that split (a projection of the embeddings or patches, or a "
               "low-rank factor): they split instead";
     }
-    bool router = selectsAmongOutputs(linear);
-    if (router)
+    // Whole by nature, said without a warning: a router, and a linear with
+    // one output feature (Qwen2-MoE's shared-expert gate).
+    bool byNature = true;
+    if (inLayer(linear) && selectsAmongOutputs(linear))
       why = kRouterReason;
+    else if (tensorType(linear->getResult(0)).getShape().back() == 1)
+      why = "it has one output feature (a gate or a score): nothing to split";
+    else
+      byNature = false;
     linear->setAttr(MPDialect::getReplicatedAttrName(),
                     StringAttr::get(linear->getContext(), why));
     // (Outside the layers, whole is common and cheap: an embedding's
     // projection, a pooler; the summary lists them.)
-    if (!inLayer(linear) || router)
+    if (!inLayer(linear) || byNature)
       continue;
     InFlightDiagnostic diag = linear->emitWarning()
                               << "this linear stays whole (replicated on all "
