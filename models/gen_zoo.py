@@ -1703,6 +1703,14 @@ class Expert(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
+def top_k_gates(probs, top):
+    """Mixtral's gates: the top `top` probabilities renormalised (TopK), in a
+    dense [..., experts] table of zeros elsewhere (ScatterElements)."""
+    weights, chosen = torch.topk(probs, top, dim=-1)
+    weights = weights / weights.sum(-1, keepdim=True)
+    return torch.zeros_like(probs).scatter(-1, chosen, weights)
+
+
 class SparseMoE(nn.Module):
     def __init__(self, experts=4, top=2):
         super().__init__()
@@ -1711,10 +1719,7 @@ class SparseMoE(nn.Module):
         self.top = top
 
     def forward(self, x):
-        probs = torch.softmax(self.gate(x), dim=-1)
-        weights, chosen = torch.topk(probs, self.top, dim=-1)
-        weights = weights / weights.sum(-1, keepdim=True)
-        gates = torch.zeros_like(probs).scatter(-1, chosen, weights)
+        gates = top_k_gates(torch.softmax(self.gate(x), dim=-1), self.top)
         out = 0
         for e, expert in enumerate(self.experts):
             out = out + expert(x) * gates[..., e:e + 1]
@@ -1790,6 +1795,27 @@ class SwitchMoE(nn.Module):
         return out
 
 
+class StackedMoE(nn.Module):
+    """Mixtral's routing with the experts' weights stacked in 3-D parameters
+    [experts, ...] and applied to every token by einsum (as JAX ports and
+    grouped-GEMM code hold them): "bsd,edf->bsef" contracts a dim between
+    the experts and the features, no linear, until mp-raise unstacks it."""
+
+    def __init__(self, experts=4, top=2):
+        super().__init__()
+        self.gate = nn.Linear(HIDDEN, experts, bias=False)
+        self.w1 = nn.Parameter(torch.randn(experts, HIDDEN, HIDDEN) * HIDDEN ** -0.5)
+        self.w3 = nn.Parameter(torch.randn(experts, HIDDEN, HIDDEN) * HIDDEN ** -0.5)
+        self.w2 = nn.Parameter(torch.randn(experts, HIDDEN, HIDDEN) * HIDDEN ** -0.5)
+        self.top = top
+
+    def forward(self, x):
+        gates = top_k_gates(torch.softmax(self.gate(x), dim=-1), self.top)
+        h = F.silu(torch.einsum("bsd,edf->bsef", x, self.w1)) * torch.einsum("bsd,edf->bsef", x, self.w3)
+        y = torch.einsum("bsef,efd->bsed", h, self.w2)
+        return torch.einsum("bsed,bse->bsd", y, gates)
+
+
 class MoELayer(LlamaLikeLayer):
     def __init__(self, moe):
         super().__init__()
@@ -1851,6 +1877,7 @@ MODELS = {
     "deepseek_moe": (lambda: MoEModel(DeepSeekMoE), 2037, False),
     "qwen_moe": (lambda: MoEModel(QwenMoE), 2038, False),
     "switch_moe": (lambda: MoEModel(SwitchMoE), 2039, False),
+    "stacked_moe": (lambda: MoEModel(StackedMoE), 2040, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
@@ -1859,7 +1886,7 @@ INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
                    "bart", "bloom_merged", "gpt_bigcode", "chatglm", "deberta_v2",
                    "gpt_lecture", "torch_encoder", "albert", "perceiver", "qwen3", "phi3",
-                   "mixtral", "deepseek_moe", "qwen_moe", "switch_moe"}
+                   "mixtral", "deepseek_moe", "qwen_moe", "switch_moe", "stacked_moe"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
                 "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
                 "gpt_bigcode": padding_mask, "deberta_v2": padding_mask}

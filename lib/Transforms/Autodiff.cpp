@@ -15,10 +15,12 @@
 // which only sum to the true adjoint over the group. The second part is
 // reduced where the value is defined: all-reduced (Megatron's f), or
 // reduce-scattered when the value is an all-gather's result (sequence
-// parallelism); a replicated parameter's gradient likewise (norm weights
-// under sequence parallelism, as Megatron's finalize_model_grads). The
-// collectives' own rules are the conjugates: all_reduce <-> identity,
-// reduce_scatter <-> all_gather, all_slice <-> all_gather.
+// parallelism); an op that only moves data passes it on unreduced, so
+// that slices of one value are reduced once, together; a replicated parameter's
+// gradient likewise (norm weights under sequence parallelism, as Megatron's
+// finalize_model_grads). The collectives' own rules are the conjugates:
+// all_reduce <-> identity, reduce_scatter <-> all_gather, all_slice <->
+// all_gather.
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Analysis/MemoryPlan.h"
@@ -230,6 +232,30 @@ LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op) {
     return op->emitOpError()
            << "has no derivative rule, but lies between a parameter and the "
               "loss";
+  bool localOp = llvm::any_of(op->getResults(),
+                              [&](Value r) { return local.contains(r); });
+  // A replicated op that only moves data (a slice, a view) passes the
+  // partial part of its results' adjoints on unreduced: the all-reduce
+  // waits for the value the data came from, one where several slices of
+  // it meet (an expert's gate each, of one gates table).
+  bool anyPartial =
+      llvm::any_of(op->getResults(), [&](Value r) { return partial.count(r); });
+  if (!localOp && anyPartial && op->hasTrait<mp::OpTrait::MovesData>()) {
+    for (bool isPartial : {false, true}) {
+      SmallVector<Value> parts, adjoints;
+      for (Value r : op->getResults())
+        parts.push_back(isPartial ? partial.lookup(r) : full.lookup(r));
+      if (llvm::none_of(parts, [](Value v) { return v != nullptr; }))
+        continue;
+      if (failed(rule.buildAdjoints(b, parts, needed, adjoints)))
+        return failure();
+      for (auto [operand, adjoint, need] :
+           llvm::zip(op->getOperands(), adjoints, needed))
+        if (need && adjoint)
+          accumulate(b, operand, adjoint, isPartial);
+    }
+    return success();
+  }
   SmallVector<Value> resultAdjoints;
   for (Value r : op->getResults())
     resultAdjoints.push_back(adjointOf(b, r));
@@ -237,8 +263,6 @@ LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op) {
   if (failed(rule.buildAdjoints(b, resultAdjoints, needed, operandAdjoints)))
     return failure();
   // A rank-local op's adjoint of a replicated operand is this rank's part.
-  bool localOp = llvm::any_of(op->getResults(),
-                              [&](Value r) { return local.contains(r); });
   for (auto [operand, adjoint, need] :
        llvm::zip(op->getOperands(), operandAdjoints, needed))
     if (need && adjoint)

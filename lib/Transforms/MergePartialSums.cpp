@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"
+#include "mp/Support/Einsum.h"
 #include "mp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -81,11 +82,14 @@ SumTree sumTree(AddOp root) {
   return tree;
 }
 
-/// Whether `v` is the same on every rank: computed only from values that
-/// are (function inputs, constants, parameters not sharded, the results of
-/// all-reduces and all-gathers), never from a rank's block, a partial sum
-/// or a rank's own random draw.
-bool sameOnEveryRank(Value v, SymbolTableCollection &symbols) {
+/// Whether `v` is the same on every rank that `sum` sums over: computed
+/// only from values that are (function inputs, constants, parameters not
+/// sharded, the results of all-reduces and all-gathers over those ranks),
+/// never from a rank's block, a partial sum or a rank's own random draw
+/// (more cautious than RankLocal.h, whose programs have one grid and no
+/// sharded inputs).
+bool sameOnEveryRank(Value v, shard::AllReduceOp sum,
+                     SymbolTableCollection &symbols) {
   SmallVector<Value> work{v};
   DenseSet<Value> seen;
   while (!work.empty()) {
@@ -103,14 +107,29 @@ bool sameOnEveryRank(Value v, SymbolTableCollection &symbols) {
         return false;
       continue;
     }
-    if (isa<shard::AllReduceOp, shard::AllGatherOp>(def))
+    if (auto reduce = dyn_cast<shard::AllReduceOp>(def)) {
+      if (reduce.getGridAttr() != sum.getGridAttr() ||
+          reduce.getGridAxes() != sum.getGridAxes())
+        return false;
       continue;
-    if (isa<shard::ShardDialect>(def->getDialect()) || isa<DropoutOp>(def))
+    }
+    if (auto gather = dyn_cast<shard::AllGatherOp>(def)) {
+      if (gather.getGridAttr() != sum.getGridAttr() ||
+          gather.getGridAxes() != sum.getGridAxes())
+        return false;
+      continue;
+    }
+    if (isa<shard::ShardDialect>(def->getDialect()) ||
+        isa<DropoutOp, ReduceScatterAddLayerNormOp, ReduceScatterAddRMSNormOp>(
+            def))
+      return false;
+    if (auto embedding = dyn_cast<EmbeddingOp>(def);
+        embedding && embedding.getGrid()) // (a vocab-parallel lookup)
       return false;
     if (auto get = dyn_cast<GetParamOp>(def)) {
       auto param =
           symbols.lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
-      if (!param || param.getShardAxisAttr())
+      if (!param || param.getGrid())
         return false;
       continue;
     }
@@ -120,57 +139,206 @@ bool sameOnEveryRank(Value v, SymbolTableCollection &symbols) {
   return true;
 }
 
-/// A sum over ranks scaled by values the same on every rank (an expert's
-/// gate, and its routing mask): all_reduce(p) * g1 * g2 ..., each product
-/// read only by the next.
+/// Whether `op` is linear in its operand `i` (the others held): a product
+/// or quotient by it, a contraction with it, a view of it.
+bool linearIn(Operation *op, unsigned i) {
+  if (isa<MulOp, ReshapeOp, TransposeOp, NegOp>(op))
+    return true;
+  if (auto reduce = dyn_cast<ReduceOp>(op))
+    return reduce.getKind() == ReduceKind::sum;
+  if (isa<DivOp>(op))
+    return i == 0;
+  if (auto einsum = dyn_cast<EinsumOp>(op))
+    return einsum.getInputs().size() == 2;
+  return false;
+}
+
+/// A sum over ranks carried through ops linear in it whose other operands
+/// are the same on every rank (an expert's gate and its routing mask, a
+/// contraction with the gates, a view): f(all_reduce(p)), each op read only
+/// by the next. f(all_reduce(p)) = all_reduce(f(p)).
 struct ScaledSum {
   shard::AllReduceOp sum;
-  SmallVector<MulOp> chain; // the outermost product first
+  SmallVector<std::pair<Operation *, unsigned>> chain; // (op, operand it is
+                                                       // linear in), the
+                                                       // outermost first
 };
 
-/// `leaf` as a scaled sum of the tree's type, if it is one.
-std::optional<ScaledSum> scaledSum(Value leaf, AddOp root,
-                                   SymbolTableCollection &symbols) {
-  auto mul = leaf.getDefiningOp<MulOp>();
-  if (!mul || !leaf.hasOneUse() || mul.getType() != root.getType() ||
-      !inSameStage(mul, root))
+/// The ops linear in a sum over ranks from `leaf` down to the sum, each
+/// read only by the one before, if there are.
+std::optional<ScaledSum> linearChain(Value leaf, Operation *root) {
+  Operation *op = leaf.getDefiningOp();
+  if (!op || op->getNumResults() != 1 || !leaf.hasOneUse() ||
+      !inSameStage(op, root))
     return std::nullopt;
-  for (unsigned i = 0; i < 2; ++i) {
-    Value inner = mul->getOperand(i);
-    if (!sameOnEveryRank(mul->getOperand(1 - i), symbols))
+  for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+    if (!linearIn(op, i))
       continue;
+    Value inner = op->getOperand(i);
     auto sum = inner.getDefiningOp<shard::AllReduceOp>();
     if (sum && sum->hasOneUse() &&
         sum.getReduction() == shard::ReductionKind::Sum &&
-        sum.getType() == mul.getType() &&
-        sum.getInput().getType() == sum.getType() && inSameStage(sum, mul))
-      return ScaledSum{sum, {mul}};
-    if (std::optional<ScaledSum> deeper = scaledSum(inner, root, symbols)) {
-      deeper->chain.insert(deeper->chain.begin(), mul);
+        sum.getInput().getType() == sum.getType() && inSameStage(sum, op))
+      return ScaledSum{sum, {{op, i}}};
+    if (std::optional<ScaledSum> deeper = linearChain(inner, root)) {
+      deeper->chain.insert(deeper->chain.begin(), {op, i});
       return deeper;
     }
   }
   return std::nullopt;
 }
 
-/// Moves the scalings before the sum: all_reduce(p * g1 * g2 ...).
+/// `leaf` as a scaled sum: a linear chain whose other operands are the same
+/// on every rank the sum sums over.
+std::optional<ScaledSum> scaledSum(Value leaf, Operation *root,
+                                   SymbolTableCollection &symbols) {
+  std::optional<ScaledSum> scaled = linearChain(leaf, root);
+  if (!scaled)
+    return std::nullopt;
+  for (auto [op, along] : scaled->chain)
+    for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+      if (i != along && !sameOnEveryRank(operand, scaled->sum, symbols))
+        return std::nullopt;
+  return scaled;
+}
+
+/// Moves the sum after the ops: all_reduce(f(p)).
 void sinkScaling(ScaledSum scaled) {
-  MulOp outer = scaled.chain.front();
+  Operation *outer = scaled.chain.front().first;
   OpBuilder b(outer);
-  Value product = scaled.sum.getInput(), inner = scaled.sum.getResult();
-  for (MulOp mul : llvm::reverse(scaled.chain)) {
-    Value scale = mul->getOperand(mul->getOperand(0) == inner ? 1 : 0);
-    auto next = MulOp::create(b, mul.getLoc(), mul.getType(), product, scale);
-    next->setDiscardableAttrs(mul->getDiscardableAttrDictionary());
-    product = next;
-    inner = mul.getResult();
+  Value carried = scaled.sum.getInput();
+  for (auto [op, operand] : llvm::reverse(scaled.chain)) {
+    Operation *moved = b.clone(*op);
+    moved->setOperand(operand, carried);
+    carried = moved->getResult(0);
   }
-  Operation *moved = b.clone(*scaled.sum);
-  moved->setOperand(0, product);
-  outer.getResult().replaceAllUsesWith(moved->getResult(0));
-  for (MulOp mul : scaled.chain)
-    mul->erase();
+  Operation *sum = b.clone(*scaled.sum);
+  sum->setOperand(0, carried);
+  sum->getResult(0).setType(carried.getType());
+  outer->getResult(0).replaceAllUsesWith(sum->getResult(0));
+  for (auto [op, operand] : scaled.chain)
+    op->erase();
   scaled.sum->erase();
+}
+
+/// The sum over ranks of `concat`'s first part where each part is a scaled
+/// sum over the same ranks (views and scalings the same on every rank of
+/// a sum), to merge; null where not.
+shard::AllReduceOp partsAreSums(ConcatOp concat, Operation *reader,
+                                SymbolTableCollection &symbols) {
+  shard::AllReduceOp first;
+  for (Value part : concat.getInputs()) {
+    std::optional<ScaledSum> scaled = scaledSum(part, reader, symbols);
+    if (!scaled)
+      return {};
+    if (!first)
+      first = scaled->sum;
+    else if (scaled->sum.getGridAttr() != first.getGridAttr() ||
+             scaled->sum.getGridAxes() != first.getGridAxes())
+      return {};
+  }
+  return first;
+}
+
+/// The dim of `op`'s operand `i` that `op` sums over and that is the
+/// concatenated dim of `concat` (its operand `i`), with the dim of the
+/// other operand that goes with it (-1: none), if `op` sums over it: an
+/// einsum that contracts it, a sum reduction along it.
+std::optional<int64_t> summedWith(Operation *op, unsigned i, ConcatOp concat) {
+  const int64_t axis = concat.getAxis();
+  if (auto reduce = dyn_cast<ReduceOp>(op)) {
+    int64_t rank = cast<RankedTensorType>(concat.getType()).getRank();
+    bool along = llvm::any_of(reduce.getAxes(), [&](int64_t a) {
+      return (a < 0 ? a + rank : a) == axis;
+    });
+    if (reduce.getKind() != ReduceKind::sum || !along)
+      return std::nullopt;
+    return -1;
+  }
+  auto einsum = dyn_cast<EinsumOp>(op);
+  if (!einsum || einsum.getInputs().size() != 2)
+    return std::nullopt;
+  std::vector<int64_t> ranks;
+  for (Value input : einsum.getInputs())
+    ranks.push_back(cast<RankedTensorType>(input.getType()).getRank());
+  EinsumSpec spec;
+  std::string error;
+  if (!parseEinsum(einsum.getEquation().str(), ranks, spec, error))
+    return std::nullopt;
+  const char label = spec.inputs[i][axis];
+  const size_t other = spec.inputs[1 - i].find(label);
+  if (spec.output.find(label) != std::string::npos ||
+      llvm::count(spec.inputs[i], label) != 1 ||
+      llvm::count(spec.inputs[1 - i], label) > 1)
+    return std::nullopt;
+  return other == std::string::npos ? -1 : static_cast<int64_t>(other);
+}
+
+/// An einsum that contracts (a reduction that sums over) the dim along
+/// which an operand is a concatenation of sums over ranks, each scaled by
+/// values the same on every rank, is the sum of the einsums (reductions)
+/// of the parts, whose sums then merge as the leaves of one tree.
+/// Experts stacked in one parameter, unstacked by mp-raise and combined by
+/// their gates ("bsed,bse->bsd"), or experts' outputs stacked and summed
+/// (torch.stack(...).sum(0)):
+///   einsum(concat(y_0, y_1), g) = einsum(y_0, g_0) + einsum(y_1, g_1).
+void splitSumsOverConcats(ModuleOp module, SymbolTableCollection &symbols) {
+  SmallVector<Operation *> readers;
+  module.walk([&](Operation *op) {
+    if (isa<EinsumOp, ReduceOp>(op))
+      readers.push_back(op);
+  });
+  for (Operation *op : readers) {
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      auto concat = op->getOperand(i).getDefiningOp<ConcatOp>();
+      if (!concat || !concat->hasOneUse() || !inSameStage(concat, op) ||
+          concat.getInputs().size() < 2)
+        continue;
+      std::optional<int64_t> otherAxis = summedWith(op, i, concat);
+      shard::AllReduceOp sum =
+          otherAxis ? partsAreSums(concat, op, symbols) : shard::AllReduceOp();
+      Value other = op->getNumOperands() == 2 ? op->getOperand(1 - i) : Value();
+      if (!sum || (other && !sameOnEveryRank(other, sum, symbols)))
+        continue;
+      OpBuilder b(op);
+      Value total;
+      int64_t offset = 0;
+      for (Value part : concat.getInputs()) {
+        int64_t size =
+            cast<RankedTensorType>(part.getType()).getDimSize(concat.getAxis());
+        Value slice;
+        if (*otherAxis >= 0) {
+          auto type = cast<RankedTensorType>(other.getType());
+          SmallVector<int64_t> starts(type.getRank(), 0),
+              limits(type.getShape()), strides(type.getRank(), 1);
+          starts[*otherAxis] = offset;
+          limits[*otherAxis] = offset + size;
+          auto cut = SliceOp::create(
+              b, op->getLoc(), other, b.getDenseI64ArrayAttr(starts),
+              b.getDenseI64ArrayAttr(limits), b.getDenseI64ArrayAttr(strides));
+          cut->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+          slice = cut;
+        }
+        Operation *piece = b.clone(*op);
+        piece->setOperand(i, part);
+        if (slice)
+          piece->setOperand(1 - i, slice);
+        if (!total) {
+          total = piece->getResult(0);
+        } else {
+          auto add = AddOp::create(b, op->getLoc(), op->getResult(0).getType(),
+                                   total, piece->getResult(0));
+          add->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+          total = add;
+        }
+        offset += size;
+      }
+      op->getResult(0).replaceAllUsesWith(total);
+      op->erase();
+      concat.erase();
+      break;
+    }
+  }
 }
 
 /// `leaf` as a sum over ranks that can take another's partial products: a
@@ -307,6 +475,7 @@ struct MergePartialSumsPass
 
   void runOnOperation() override {
     SymbolTableCollection symbols;
+    splitSumsOverConcats(getOperation(), symbols);
     SmallVector<AddOp> roots;
     getOperation().walk([&](AddOp add) {
       if (isRoot(add))
@@ -321,8 +490,9 @@ struct MergePartialSumsPass
       for (Value leaf : tree.leaves) {
         if (mergeableSum(leaf, root))
           ++sums;
-        else if (std::optional<ScaledSum> s = scaledSum(leaf, root, symbols))
-          scaled.push_back(*s);
+        else if (leaf.getType() == root.getType())
+          if (std::optional<ScaledSum> s = scaledSum(leaf, root, symbols))
+            scaled.push_back(*s);
       }
       if (!scaled.empty() && sums + scaled.size() >= 2) {
         for (ScaledSum &s : scaled)

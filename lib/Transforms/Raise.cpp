@@ -589,6 +589,7 @@ struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
     GreedyRewriteConfig sinkConfig;
     sinkConfig.setMaxNumRewrites(64 * ops + 1024);
     bool unmerged = false;
+    unstackExpertWeights(getOperation());
     if (failed(applyPatternsGreedily(getOperation(), raise)) ||
         failed(applyPatternsGreedily(getOperation(), sink, sinkConfig,
                                      &unmerged)) ||

@@ -19,12 +19,15 @@
 // the reshape of a parameter a view of its bytes (no arena slot, no copy).
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Analysis/MemoryPlan.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/Einsum.h"
 
 #include "RaisePatterns.h"
 
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <map>
 
@@ -110,11 +113,47 @@ static bool readEinsum(EinsumOp op, EinsumSpec &spec,
          distinct(spec.output);
 }
 
-/// Whether `v` is a parameter, or a transpose of one.
+/// How einsum(x, W) with the labels `x`, `w` -> `out` is a linear.
+struct LinearForm {
+  std::string contracted, kept, features; // contracted in W's order
+  bool transposeWeight;                   // W is [features, contracted]
+};
+
+/// The linear einsum(x, W) is when it contracts some of x's labels with W's
+/// leading (or trailing) labels and keeps the rest of both, once each.
+static std::optional<LinearForm>
+linearForm(const std::string &x, const std::string &w, const std::string &out) {
+  LinearForm form;
+  form.contracted =
+      labelsWhere(w, [&](char c) { return has(x, c) && !has(out, c); });
+  form.kept = labelsWhere(x, [&](char c) { return !has(form.contracted, c); });
+  form.features =
+      labelsWhere(w, [&](char c) { return !has(form.contracted, c); });
+  const std::string &kept = form.kept, &features = form.features;
+  // Every label either contracted or kept from one side only: no sum
+  // over a dim of one operand alone, no dim shared by both and kept.
+  if (form.contracted.empty() || kept.empty() || features.empty() ||
+      kept.size() + features.size() != out.size() ||
+      llvm::any_of(kept, [&](char c) { return !has(out, c) || has(w, c); }) ||
+      llvm::any_of(features, [&](char c) { return !has(out, c); }))
+    return std::nullopt;
+  // W's contracted dims all before (W as [K, N]) or all after ([N, K],
+  // transpose_weight) its feature dims.
+  if (w == form.contracted + features)
+    form.transposeWeight = false;
+  else if (w == features + form.contracted)
+    form.transposeWeight = true;
+  else
+    return std::nullopt;
+  return form;
+}
+
+/// Whether `v` is a parameter (or a view of one: an expert's block of a
+/// stacked weight), or a transpose of one.
 static bool readsParam(Value v) {
   if (auto t = v.getDefiningOp<TransposeOp>())
     v = t.getInput();
-  return v.getDefiningOp<GetParamOp>() != nullptr;
+  return MemoryPlan::viewedParameter(v) != nullptr;
 }
 
 namespace {
@@ -160,32 +199,16 @@ struct LinearFromEinsum : EinsumPattern<LinearFromEinsum> {
       weight = t.getInput();
       w = stored;
     }
-    if (!weight.getDefiningOp<GetParamOp>() || w.size() < 2 || x.size() < 2 ||
+    if (!MemoryPlan::viewedParameter(weight) || w.size() < 2 || x.size() < 2 ||
         !isa<FloatType>(tensorType(weight).getElementType()))
       return failure();
     const std::string &out = spec.output;
-    std::string contracted =
-        labelsWhere(w, [&](char c) { return has(x, c) && !has(out, c); });
-    std::string kept =
-        labelsWhere(x, [&](char c) { return !has(contracted, c); });
-    std::string features =
-        labelsWhere(w, [&](char c) { return !has(contracted, c); });
-    // Every label either contracted or kept from one side only: no sum
-    // over a dim of one operand alone, no dim shared by both and kept.
-    if (contracted.empty() || kept.empty() || features.empty() ||
-        kept.size() + features.size() != out.size() ||
-        llvm::any_of(kept, [&](char c) { return !has(out, c) || has(w, c); }) ||
-        llvm::any_of(features, [&](char c) { return !has(out, c); }))
+    std::optional<LinearForm> form = linearForm(x, w, out);
+    if (!form)
       return failure();
-    // W's contracted dims all before (W as [K, N]) or all after ([N, K],
-    // transpose_weight) its feature dims.
-    bool transposeWeight;
-    if (w == contracted + features)
-      transposeWeight = false;
-    else if (w == features + contracted)
-      transposeWeight = true;
-    else
-      return failure();
+    const std::string &contracted = form->contracted, &kept = form->kept,
+                      &features = form->features;
+    bool transposeWeight = form->transposeWeight;
 
     Location loc = op.getLoc();
     int64_t depth = product(contracted, sizes);
@@ -274,4 +297,199 @@ struct MatmulFromEinsum : EinsumPattern<MatmulFromEinsum> {
 
 void mp::populateRaiseEinsumPatterns(RewritePatternSet &patterns) {
   patterns.add<LinearFromEinsum, MatmulFromEinsum>(patterns.getContext());
+}
+
+//===----------------------------------------------------------------------===//
+// Stacked experts
+//===----------------------------------------------------------------------===//
+
+/// Experts beyond this many stay stacked (a linear per expert would make
+/// the program that much longer).
+static constexpr int64_t kMaxUnstackedExperts = 512;
+
+/// `labels` without `c`.
+static std::string without(const std::string &labels, char c) {
+  return labelsWhere(labels, [&](char l) { return l != c; });
+}
+
+namespace {
+/// An einsum against a stacked parameter [experts, ...] that is a linear
+/// per expert: the experts' label is the weight's first, kept in the result
+/// (and a batch label of the input where the input has it: the second
+/// einsum of an MLP, "bsef,efd->bsed"; where it has not, "bsd,edf->bsef",
+/// that second einsum must follow), and the rest a linear's form.
+struct StackedEinsum {
+  EinsumOp op;
+  unsigned weight; // which operand
+  EinsumSpec spec;
+  std::map<char, int64_t> sizes;
+};
+} // namespace
+
+static std::optional<StackedEinsum> stackedEinsum(EinsumOp op);
+
+/// Whether `v` reaches, through ops that keep its shape (an activation, a
+/// gating product), an einsum against a stacked parameter whose input has
+/// the experts' label: the second layer of the experts' MLPs. (What tells
+/// experts stacked [e, d, f] from heads written [h, d, k], whose einsum has
+/// the same form but whose heads go on to attention.)
+static bool feedsExpertsLayer(Value v) {
+  SmallVector<Value> work{v};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty() && seen.size() < 32) {
+    Value value = work.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (!seen.insert(user).second)
+        continue;
+      if (auto einsum = dyn_cast<EinsumOp>(user)) {
+        std::optional<StackedEinsum> next = stackedEinsum(einsum);
+        if (next && einsum.getInputs()[1 - next->weight] == value &&
+            has(next->spec.inputs[1 - next->weight],
+                next->spec.inputs[next->weight][0]))
+          return true;
+        continue;
+      }
+      if (user->getNumResults() == 1 &&
+          user->getResult(0).getType() == value.getType())
+        work.push_back(user->getResult(0));
+    }
+  }
+  return false;
+}
+
+static std::optional<StackedEinsum> stackedEinsum(EinsumOp op) {
+  StackedEinsum stacked{op, 0, {}, {}};
+  if (!readEinsum(op, stacked.spec, stacked.sizes))
+    return std::nullopt;
+  for (unsigned which : {1u, 0u}) {
+    auto get = op.getInputs()[which].getDefiningOp<GetParamOp>();
+    const std::string &w = stacked.spec.inputs[which];
+    const std::string &x = stacked.spec.inputs[1 - which];
+    const std::string &out = stacked.spec.output;
+    if (!get || w.size() < 3 || !has(out, w[0]) ||
+        !isa<FloatType>(tensorType(get).getElementType()) ||
+        stacked.sizes.at(w[0]) > kMaxUnstackedExperts)
+      continue;
+    // (An einsum that is a linear already stays one.)
+    if (linearForm(x, w, out) ||
+        !linearForm(without(x, w[0]), w.substr(1), without(out, w[0])))
+      continue;
+    // Every token to every expert ("bsd,edf->bsef") only where the
+    // experts' second layer follows.
+    if (!has(x, w[0]) && !feedsExpertsLayer(op.getResult()))
+      continue;
+    stacked.weight = which;
+    return stacked;
+  }
+  return std::nullopt;
+}
+
+/// `v` with its dim `axis` dropped (it has size 1) or, `insert`, a size-1
+/// dim put at `axis`.
+static Value withUnitDim(OpBuilder &b, Location loc, Value v, size_t axis,
+                         bool insert) {
+  SmallVector<int64_t> shape(tensorType(v).getShape());
+  if (insert)
+    shape.insert(shape.begin() + axis, 1);
+  else
+    shape.erase(shape.begin() + axis);
+  return ReshapeOp::create(
+      b, loc, RankedTensorType::get(shape, tensorType(v).getElementType()), v);
+}
+
+/// Rewrites `stacked` as an einsum per expert against the expert's block
+/// of the parameter (`parts`, one per expert), the input's block where it
+/// has the experts' label, the results concatenated along the experts.
+static void unstack(const StackedEinsum &stacked, ArrayRef<ParamOp> parts) {
+  EinsumOp op = stacked.op; // (a handle: the einsum itself is rewritten)
+  const std::string &w = stacked.spec.inputs[stacked.weight];
+  const std::string &x = stacked.spec.inputs[1 - stacked.weight];
+  const std::string &out = stacked.spec.output;
+  const char experts = w[0];
+  Value input = op.getInputs()[1 - stacked.weight];
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  auto tag = [&](Value v) {
+    v.getDefiningOp()->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    return v;
+  };
+  std::string equation =
+      without(x, experts) + "," + w.substr(1) + "->" + without(out, experts);
+  const size_t inputAxis = x.find(experts), outAxis = out.find(experts);
+  SmallVector<Value> results;
+  for (auto [i, constPart] : llvm::enumerate(parts)) {
+    ParamOp part = constPart;
+    Value block = tag(
+        GetParamOp::create(b, loc, part.getTensorType(), part.getSymName()));
+    block = tag(withUnitDim(b, loc, block, 0, /*insert=*/false));
+    Value rows = input;
+    if (inputAxis != std::string::npos) {
+      SmallVector<int64_t> starts(x.size(), 0),
+          limits(tensorType(input).getShape()), strides(x.size(), 1);
+      starts[inputAxis] = static_cast<int64_t>(i);
+      limits[inputAxis] = static_cast<int64_t>(i) + 1;
+      rows = tag(SliceOp::create(b, loc, input, b.getDenseI64ArrayAttr(starts),
+                                 b.getDenseI64ArrayAttr(limits),
+                                 b.getDenseI64ArrayAttr(strides)));
+      rows = tag(withUnitDim(b, loc, rows, inputAxis, /*insert=*/false));
+    }
+    Value result = tag(EinsumOp::create(b, loc, ValueRange{rows, block},
+                                        b.getStringAttr(equation)));
+    results.push_back(tag(withUnitDim(b, loc, result, outAxis, true)));
+  }
+  Value all = results.size() == 1
+                  ? results.front()
+                  : tag(ConcatOp::create(
+                        b, loc, results,
+                        b.getI64IntegerAttr(static_cast<int64_t>(outAxis))));
+  op.getResult().replaceAllUsesWith(all);
+  op.erase();
+}
+
+void mp::unstackExpertWeights(ModuleOp module) {
+  // The stacked einsums, by parameter; a parameter is unstacked only where
+  // every read of it is such an einsum (it is replaced by its parts).
+  llvm::MapVector<StringAttr, SmallVector<StackedEinsum>> byParam;
+  llvm::DenseSet<StringAttr> readOtherwise;
+  module.walk([&](GetParamOp get) {
+    StringAttr name = get.getNameAttr().getAttr();
+    for (Operation *user : get->getUsers()) {
+      auto einsum = dyn_cast<EinsumOp>(user);
+      std::optional<StackedEinsum> stacked =
+          einsum ? stackedEinsum(einsum) : std::nullopt;
+      if (!stacked || einsum.getInputs()[stacked->weight] != get.getResult()) {
+        readOtherwise.insert(name);
+        continue;
+      }
+      byParam[name].push_back(std::move(*stacked));
+    }
+  });
+  SymbolTable symbols(module);
+  for (auto &[name, einsums] : byParam) {
+    auto param = symbols.lookup<ParamOp>(name);
+    if (!param || readOtherwise.contains(name) || param.getPartOf() ||
+        param.getGrid())
+      continue;
+    int64_t count = param.getTensorType().getDimSize(0);
+    SmallVector<ParamOp> parts;
+    for (int64_t i = 0; i < count; ++i) {
+      if (symbols.lookup(param.getPartName(0, i, 1)))
+        break;
+      parts.push_back(param.clonePart(0, i, 1));
+    }
+    if (static_cast<int64_t>(parts.size()) != count) {
+      for (ParamOp part : parts)
+        part.erase();
+      continue;
+    }
+    for (ParamOp part : parts)
+      symbols.insert(part);
+    for (StackedEinsum &stacked : einsums) {
+      Value read = stacked.op.getInputs()[stacked.weight];
+      unstack(stacked, parts);
+      if (read.use_empty())
+        read.getDefiningOp()->erase();
+    }
+    symbols.erase(param);
+  }
 }

@@ -10,6 +10,7 @@
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/Shape.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -67,6 +68,13 @@ inline mlir::Value transposed(mlir::PatternRewriter &rewriter,
 /// Einsums that are linears (a parameter weight of any rank, viewed 2-D)
 /// or batched matmuls (RaiseEinsum.cpp).
 void populateRaiseEinsumPatterns(mlir::RewritePatternSet &patterns);
+
+/// Einsums against experts' weights stacked in one parameter [experts, ...]
+/// ("bsd,edf->bsef", "bsef,efd->bsed") rewritten as an einsum per expert
+/// against its block of the parameter (a part of it, mp.param's
+/// part_of/part), which the einsum patterns then make a linear; the
+/// results concatenated along the experts (RaiseEinsum.cpp).
+void unstackExpertWeights(mlir::ModuleOp module);
 
 /// softmax(q·kᵀ·scale [masked]) · v -> mp.attention (RaiseAttention.cpp).
 void populateRaiseAttentionPatterns(mlir::RewritePatternSet &patterns);

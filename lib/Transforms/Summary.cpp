@@ -414,8 +414,15 @@ struct SummaryPass : public mp::impl::MPSummaryBase<SummaryPass> {
       cuts[*whole].push_back(param.getSymName());
     }
     for (auto &[whole, parts] : cuts) {
+      // (Tensor parallelism cuts 2-D weights; mp-raise unstacks stacked
+      // experts' weights, of 3 dims or more, into an expert each.)
+      auto part = module.lookupSymbol<ParamOp>(parts.front());
+      bool experts = part && part.getTensorType().getRank() >= 3;
       os << "  cut         @" << whole << " into " << parts.size()
-         << " parts (a fused linear whose parts split differently):";
+         << (experts ? " experts (stacked experts' weights: a linear per "
+                       "expert):"
+                     : " parts (a fused linear whose parts split "
+                       "differently):");
       for (StringRef part : parts)
         os << " @" << part;
       os << "\n";

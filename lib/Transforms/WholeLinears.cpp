@@ -24,15 +24,19 @@ using namespace mp::tensor_parallel;
 
 /// Whether `linear`'s output features are scores that a top-k or an argmax
 /// selects among (a max or min reduction along them, reached through
-/// elementwise ops and a softmax): a mixture-of-experts router, which
-/// Megatron keeps whole too (its few outputs are compared with each other
-/// on every rank).
+/// elementwise ops, a softmax and views that keep them last): a
+/// mixture-of-experts router, which Megatron keeps whole too (its few
+/// outputs, fewer than its inputs, are compared with each other on every
+/// rank).
 static bool selectsAmongOutputs(LinearOp linear) {
-  const int64_t features = tensorType(linear.getResult()).getRank() - 1;
+  auto lastDim = [](Value v) { return tensorType(v).getShape().back(); };
+  if (lastDim(linear.getResult()) >= lastDim(linear.getInput()))
+    return false;
   SmallVector<Value> work{linear.getResult()};
   llvm::SmallPtrSet<Operation *, 16> seen;
   while (!work.empty() && seen.size() < 64) {
     Value v = work.pop_back_val();
+    const int64_t features = tensorType(v).getRank() - 1;
     for (Operation *user : v.getUsers()) {
       if (!seen.insert(user).second)
         continue;
@@ -44,15 +48,15 @@ static bool selectsAmongOutputs(LinearOp linear) {
           return true;
         continue;
       }
-      // Through ops that keep the features where they are.
+      // Through ops that keep the features last.
       if (user->getNumResults() != 1 ||
-          tensorType(user->getResult(0)).getRank() != features + 1)
+          lastDim(user->getResult(0)) != lastDim(v))
         continue;
       if (auto softmax = dyn_cast<SoftmaxOp>(user);
           softmax && softmax.getNormalizedAxis() != features)
         continue;
-      if (isa<SoftmaxOp, CompareOp, WhereOp, AddOp, SubOp, MulOp, DivOp,
-              SigmoidOp, ExpOp, CastOp>(user))
+      if (isa<SoftmaxOp, CompareOp, WhereOp, AddOp, SubOp, MulOp, DivOp, NegOp,
+              SigmoidOp, TanhOp, ReluOp, ExpOp, LogOp, CastOp, ReshapeOp>(user))
         work.push_back(user->getResult(0));
     }
   }

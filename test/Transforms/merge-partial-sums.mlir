@@ -181,7 +181,7 @@ func.func @not_merged(%p: tensor<2x4x8xf32>, %q: tensor<2x4x8xf32>, %v: tensor<8
 // CHECK-DAG: %[[G0:.*]] = mp.slice %[[GATES]] {limits = array<i64: 2, 4, 1>
 // CHECK-DAG: %[[G1:.*]] = mp.slice %[[GATES]] {limits = array<i64: 2, 4, 2>
 // CHECK-DAG: %[[S0:.*]] = mp.mul %[[P0]], %[[G0]] {mp.layer = 0 : i64}
-// CHECK-DAG: %[[S1:.*]] = mp.mul %[[P1]], %[[G1]] {mp.layer = 0 : i64}
+// CHECK-DAG: %[[S1:.*]] = mp.mul %[[G1]], %[[P1]] {mp.layer = 0 : i64}
 // CHECK: %[[P:.*]] = mp.add %[[S0]], %[[S1]]
 // CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[P]]
 // CHECK-NEXT: %[[Y:.*]] = mp.add %[[X]], %[[R]]
@@ -244,5 +244,115 @@ func.func @alone(%p0: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %g: tensor<2x4x1
   %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
   %e0 = mp.mul %r0, %g : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
   %y = mp.add %x, %e0 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests stacked experts' outputs (mp-raise's linear per expert, each
+// all-reduced) concatenated along the experts and combined by their gates
+// in one einsum: the einsum is the sum of an einsum per expert, each
+// linear in its expert's sum, so the sums move after them and merge into
+// one. With gates that differ between ranks, nothing moves.
+// CHECK-LABEL: func.func @stacked_combine
+// CHECK-SAME: (%[[P0:.*]]: tensor<2x4x8xf32>, %[[P1:.*]]: tensor<2x4x8xf32>, %[[G:.*]]: tensor<2x4x2xf32>)
+// CHECK-NOT: shard.all_reduce
+// CHECK-DAG: %[[G0:.*]] = mp.slice %[[G]] {limits = array<i64: 2, 4, 1>
+// CHECK-DAG: %[[G1:.*]] = mp.slice %[[G]] {limits = array<i64: 2, 4, 2>
+// CHECK-DAG: %[[E0:.*]] = mp.einsum "bsed,bse->bsd" %{{.*}}, %[[G0]]
+// CHECK-DAG: %[[E1:.*]] = mp.einsum "bsed,bse->bsd" %{{.*}}, %[[G1]]
+// CHECK: %[[S:.*]] = mp.add %[[E0]], %[[E1]]
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[S]]
+// CHECK-NEXT: return %[[R]]
+// CHECK-LABEL: func.func @rank_gates
+// CHECK-COUNT-2: shard.all_reduce
+// CHECK: mp.concat
+// CHECK: mp.einsum "bsed,bse->bsd"
+shard.grid @tp(shape = 2)
+func.func @stacked_combine(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %g: tensor<2x4x2xf32>) -> tensor<2x4x8xf32> {
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %v0 = mp.reshape %r0 : tensor<2x4x8xf32> -> tensor<2x4x1x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %v1 = mp.reshape %r1 : tensor<2x4x8xf32> -> tensor<2x4x1x8xf32>
+  %all = mp.concat %v0, %v1 {axis = 2 : i64} : (tensor<2x4x1x8xf32>, tensor<2x4x1x8xf32>) -> tensor<2x4x2x8xf32>
+  %y = mp.einsum "bsed,bse->bsd" %all, %g : (tensor<2x4x2x8xf32>, tensor<2x4x2xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+func.func @rank_gates(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %q: tensor<2x8x2xf32>) -> tensor<2x4x8xf32> {
+  %g = shard.reduce_scatter %q on @tp grid_axes = [0] scatter_axis = 1 : tensor<2x8x2xf32> -> tensor<2x4x2xf32>
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %v0 = mp.reshape %r0 : tensor<2x4x8xf32> -> tensor<2x4x1x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %v1 = mp.reshape %r1 : tensor<2x4x8xf32> -> tensor<2x4x1x8xf32>
+  %all = mp.concat %v0, %v1 {axis = 2 : i64} : (tensor<2x4x1x8xf32>, tensor<2x4x1x8xf32>) -> tensor<2x4x2x8xf32>
+  %y = mp.einsum "bsed,bse->bsd" %all, %g : (tensor<2x4x2x8xf32>, tensor<2x4x2xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests experts' outputs stacked and summed (torch.stack(...).sum(0)): the
+// sum over the stacked dim is the sum of each expert's, whose scaled sums
+// over ranks then merge into one.
+// CHECK-LABEL: func.func @stacked_sum
+// CHECK-NOT: shard.all_reduce
+// CHECK: mp.reduce sum
+// CHECK: mp.reduce sum
+// CHECK: %[[S:.*]] = mp.add
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[S]]
+// CHECK-NEXT: return %[[R]]
+shard.grid @tp(shape = 2)
+func.func @stacked_sum(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %g0: tensor<2x4x1xf32>, %g1: tensor<2x4x1xf32>) -> tensor<2x4x8xf32> {
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e0 = mp.mul %r0, %g0 : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %v0 = mp.reshape %e0 : tensor<2x4x8xf32> -> tensor<1x2x4x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e1 = mp.mul %r1, %g1 : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %v1 = mp.reshape %e1 : tensor<2x4x8xf32> -> tensor<1x2x4x8xf32>
+  %all = mp.concat %v0, %v1 {axis = 0 : i64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %y = mp.reduce sum, %all {axes = array<i64: 0>, keepdims = false} : tensor<2x2x4x8xf32> -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests scalings that are not the same on every rank the sum sums over,
+// which stay after their sums: a sharded parameter deeper in the chain, a
+// dropout, an all-reduce over another grid axis.
+// CHECK-LABEL: func.func @deeper_shard
+// CHECK: %[[R:.*]] = shard.all_reduce
+// CHECK-NEXT: mp.mul %[[R]]
+// CHECK-LABEL: func.func @dropped
+// CHECK: %[[R:.*]] = shard.all_reduce
+// CHECK-NEXT: mp.mul %[[R]]
+// CHECK-LABEL: func.func @other_axis
+// CHECK: %[[R:.*]] = shard.all_reduce %arg0
+// CHECK: mp.mul %[[R]]
+shard.grid @tp(shape = 2)
+shard.grid @grid2(shape = 2x2)
+mp.param @w : tensor<16xf32> {file = "x.onnx", grid = @tp, shard_axis = 0 : i64}
+func.func @deeper_shard(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %g: tensor<2x4x1xf32>) -> tensor<2x4x8xf32> {
+  %w = mp.get_param @w : tensor<8xf32>
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e0 = mp.mul %r0, %w : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %s0 = mp.mul %e0, %g : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %y = mp.add %s0, %r1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+func.func @dropped(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %g: tensor<2x4x1xf32>) -> tensor<2x4x8xf32> {
+  %d = mp.dropout %g {ratio = 1.000000e-01 : f32} : tensor<2x4x1xf32>
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e0 = mp.mul %r0, %d : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %y = mp.add %e0, %r1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+func.func @other_axis(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %q: tensor<2x4x1xf32>) -> tensor<2x4x8xf32> {
+  %g = shard.all_reduce %q on @grid2 grid_axes = [1] : tensor<2x4x1xf32> -> tensor<2x4x1xf32>
+  %r0 = shard.all_reduce %p0 on @grid2 grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e0 = mp.mul %r0, %g : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %r1 = shard.all_reduce %p1 on @grid2 grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %y = mp.add %e0, %r1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %y : tensor<2x4x8xf32>
 }

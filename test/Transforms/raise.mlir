@@ -75,8 +75,9 @@ func.func @linear_einsum(%x: tensor<2x8x32xf32>, %a: tensor<32x64xf32>, %s: tens
 // [d, heads*head_dim], its result unmerged and transposed to the heads'
 // order; "bhsk,hkd->bsd" transposes its input to [b, s, h, k] and merges
 // the heads before a linear against [heads*head_dim, d]; "bsd,hdk->bshk"
-// (the contracted dim between the weight's kept dims) stays an einsum; a
-// weight written first ("fd,bsd->bsf") is a linear too.
+// (the contracted dim between the weight's kept dims: no one linear, and
+// no experts' second layer after it, see @stacked_experts) stays an
+// einsum; a weight written first ("fd,bsd->bsf") is a linear too.
 // CHECK-LABEL: func.func @head_projections
 // CHECK: %[[WQ:.*]] = mp.reshape %{{.*}} : tensor<32x4x8xf32> -> tensor<32x32xf32>
 // CHECK: %[[Q:.*]] = mp.linear %arg0, %[[WQ]] : (tensor<2x8x32xf32>, tensor<32x32xf32>) -> tensor<2x8x32xf32>
@@ -102,6 +103,62 @@ func.func @head_projections(%x: tensor<2x8x32xf32>, %a: tensor<2x4x8x8xf32>) -> 
   %m = mp.einsum "bsd,hdk->bshk" %x, %wm : (tensor<2x8x32xf32>, tensor<4x32x8xf32>) -> tensor<2x8x4x8xf32>
   %f = mp.einsum "fd,bsd->bsf" %wl, %x : (tensor<32x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
   return %q, %o, %m, %f : tensor<2x4x8x8xf32>, tensor<2x8x32xf32>, tensor<2x8x4x8xf32>, tensor<2x8x32xf32>
+}
+
+// -----
+
+// Tests experts' weights stacked in one parameter [experts, ...], applied
+// to every token by einsum: "bsd,edf->bsef" (the contracted dim between
+// the experts and the features: no linear) and "bsef,efd->bsed" (the
+// experts a batch dim of both) become a linear per expert against its part
+// of the parameter (the parameter itself gone: its parts hold its data),
+// each on the input's block of that expert where the input has one, the
+// results concatenated along the experts. A stacked parameter also read
+// another way stays stacked (@shared, whose second layer is unstacked);
+// "bsd,edf->bsef" where d leads ("bsd,def->bsef") is one linear already.
+// CHECK-LABEL: mp.param @"w1[0:1]" : tensor<1x8x16xf32> {part = array<i64: 0, 0, 2>, part_of = "w1"}
+// CHECK-NEXT:  mp.param @"w1[1:2]" : tensor<1x8x16xf32> {part = array<i64: 0, 1, 2>, part_of = "w1"}
+// CHECK-NOT:   mp.param @w1 :
+// CHECK:       mp.param @"w2[1:2]" : tensor<1x16x8xf32> {part = array<i64: 0, 1, 2>, part_of = "w2"}
+// CHECK:       mp.param @stacked : tensor<2x8x16xf32>
+// CHECK-LABEL: func.func @stacked_experts
+// CHECK:       %[[W0:.*]] = mp.get_param @"w1[0:1]"
+// CHECK:       %[[V0:.*]] = mp.reshape %[[W0]] : tensor<1x8x16xf32> -> tensor<8x16xf32>
+// CHECK:       mp.linear %arg0, %[[V0]] : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+// CHECK:       %[[H:.*]] = mp.concat {{.*}} {axis = 2 : i64} : (tensor<2x4x1x16xf32>, tensor<2x4x1x16xf32>) -> tensor<2x4x2x16xf32>
+// CHECK:       %[[H1:.*]] = mp.slice %[[H]] {limits = array<i64: 2, 4, 2, 16>, starts = array<i64: 0, 0, 1, 0>
+// CHECK:       %[[R1:.*]] = mp.reshape %[[H1]] : tensor<2x4x1x16xf32> -> tensor<2x4x16xf32>
+// CHECK:       mp.linear %[[R1]], %{{.*}} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+// CHECK:       mp.concat {{.*}} {axis = 2 : i64} : (tensor<2x4x1x8xf32>, tensor<2x4x1x8xf32>) -> tensor<2x4x2x8xf32>
+// CHECK-LABEL: func.func @shared
+// CHECK:       mp.einsum "bsd,edf->bsef"
+// CHECK-NOT:   mp.einsum
+// CHECK:       mp.get_param @"second[1:2]"
+// CHECK-LABEL: func.func @leading
+// CHECK:       mp.linear %arg0, %{{.*}} : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
+mp.param @w1 : tensor<2x8x16xf32>
+mp.param @w2 : tensor<2x16x8xf32>
+mp.param @stacked : tensor<2x8x16xf32>
+mp.param @second : tensor<2x16x8xf32>
+mp.param @lead : tensor<8x2x16xf32>
+func.func @stacked_experts(%x: tensor<2x4x8xf32>) -> tensor<2x4x2x8xf32> {
+  %w1 = mp.get_param @w1 : tensor<2x8x16xf32>
+  %h = mp.einsum "bsd,edf->bsef" %x, %w1 : (tensor<2x4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x2x16xf32>
+  %w2 = mp.get_param @w2 : tensor<2x16x8xf32>
+  %y = mp.einsum "bsef,efd->bsed" %h, %w2 : (tensor<2x4x2x16xf32>, tensor<2x16x8xf32>) -> tensor<2x4x2x8xf32>
+  return %y : tensor<2x4x2x8xf32>
+}
+func.func @shared(%x: tensor<2x4x8xf32>) -> (tensor<2x4x2x8xf32>, tensor<2x8x16xf32>) {
+  %w = mp.get_param @stacked : tensor<2x8x16xf32>
+  %h = mp.einsum "bsd,edf->bsef" %x, %w : (tensor<2x4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x2x16xf32>
+  %w2 = mp.get_param @second : tensor<2x16x8xf32>
+  %y = mp.einsum "bsef,efd->bsed" %h, %w2 : (tensor<2x4x2x16xf32>, tensor<2x16x8xf32>) -> tensor<2x4x2x8xf32>
+  return %y, %w : tensor<2x4x2x8xf32>, tensor<2x8x16xf32>
+}
+func.func @leading(%x: tensor<2x4x8xf32>) -> tensor<2x4x2x16xf32> {
+  %w = mp.get_param @lead : tensor<8x2x16xf32>
+  %h = mp.einsum "bsd,def->bsef" %x, %w : (tensor<2x4x8xf32>, tensor<8x2x16xf32>) -> tensor<2x4x2x16xf32>
+  return %h : tensor<2x4x2x16xf32>
 }
 
 // -----

@@ -3,13 +3,16 @@
 // TopK, OneHot, ScatterElements, and GatherElements whose indices are
 // computed at run time: a mixture-of-experts router's top-k experts, their
 // gates scattered into a dense [tokens, experts] table or gathered from the
-// router's probabilities. Each is imported as compares of the indices
-// against the positions along the axis, selects and reductions, as ArgMax
-// is (ImportTransformer.cpp): no new op kind, every layout the passes know
-// and a derivative for free (the gradient of a value picked by a select
-// goes to the element it picked, as PyTorch's topk, scatter and gather
-// give it). The cost is the axis length times the picks, which is small
-// where these are used: the experts of a router, the classes of a one-hot.
+// router's probabilities. TopK, OneHot and ScatterElements are imported as
+// compares of the indices against the positions along the axis, selects
+// and reductions, as ArgMax is (ImportTransformer.cpp); GatherElements as a
+// Gather at flat positions computed from the indices. No new op kind: every
+// layout the passes know, and a derivative for free (the gradient reaches
+// the elements picked, as PyTorch's does; with duplicate scatter indices
+// only the update that wins gets one, where PyTorch gives each the winning
+// position's). TopK and ScatterElements cost the axis length times the
+// picks, small where they are used (a router's experts, the classes of a
+// one-hot); GatherElements its output's size.
 //
 //===----------------------------------------------------------------------===//
 #include "Importer.h"
@@ -88,10 +91,11 @@ static Value beyondAll(NodeEmitter &e, Type elem, bool largest) {
 }
 
 /// TopK: k times, the first position of the extreme among the positions
-/// not yet taken (ties go to the lower index, as ONNX orders them; a NaN
-/// is a hit, as in ArgMax), its value picked out of
-/// the input by a one-hot select. The picks are concatenated in order, so
-/// the result is sorted whatever `sorted` asks.
+/// not yet taken (ties go to the lower index, as ONNX orders them, where
+/// PyTorch's CPU topk takes the higher; a NaN counts as the largest, as in
+/// PyTorch: the first picks of the largest, the last of the smallest),
+/// its value picked out of the input by a one-hot select. The picks are
+/// concatenated in order, so the result is sorted whatever `sorted` asks.
 LogicalResult emitTopK(NodeEmitter &e) {
   Value x = e.value(0);
   if (!x)
@@ -118,18 +122,26 @@ LogicalResult emitTopK(NodeEmitter &e) {
   Value none = scalarConstant(e, e.b().getI64Type(), double(n));
   Value zero = scalarConstant(e, elem, 0);
   Value taken; // positions picked so far (null before the first)
+  // The smallest: a NaN is above everything, so it is looked at as +inf
+  // (after a real +inf, unless it comes first).
+  Value scores = x;
+  Value nan;
+  if (isa<FloatType>(elem)) {
+    nan = CompareOp::create(e.b(), e.loc, ComparePredicate::ne, x, x);
+    if (!largest)
+      scores = WhereOp::create(e.b(), e.loc, nan, beyond, x);
+  }
   SmallVector<Value> values, indices;
   for (int64_t j = 0; j < k; ++j) {
-    Value left = taken ? WhereOp::create(e.b(), e.loc, taken, beyond, x) : x;
+    Value left =
+        taken ? WhereOp::create(e.b(), e.loc, taken, beyond, scores) : scores;
     Value extreme = ReduceOp::create(
         e.b(), e.loc, largest ? ReduceKind::max : ReduceKind::min, left,
         ArrayRef<int64_t>{*axis}, true);
     Value hit =
         CompareOp::create(e.b(), e.loc, ComparePredicate::eq, left, extreme);
-    if (largest && isa<FloatType>(elem)) {
-      Value nan = CompareOp::create(e.b(), e.loc, ComparePredicate::ne, x, x);
+    if (largest && nan)
       hit = WhereOp::create(e.b(), e.loc, nan, boolConstant(e, true), hit);
-    }
     if (taken)
       hit = WhereOp::create(e.b(), e.loc, taken, boolConstant(e, false), hit);
     Value candidates = WhereOp::create(e.b(), e.loc, hit, iota, none);
@@ -248,25 +260,32 @@ LogicalResult emitScatterElements(NodeEmitter &e) {
       update = AddOp::create(e.b(), e.loc, out, update);
     else if (reduction == "mul")
       update = MulOp::create(e.b(), e.loc, out, update);
-    else if (reduction == "max" || reduction == "min")
-      update = WhereOp::create(e.b(), e.loc,
+    else if (reduction == "max" || reduction == "min") {
+      // (A NaN on either side wins, as in np.maximum: a NaN `out` is kept
+      // by the comparison failing, a NaN update taken by its own test.)
+      Value wins = CompareOp::create(e.b(), e.loc,
+                                     reduction == "max" ? ComparePredicate::gt
+                                                        : ComparePredicate::lt,
+                                     update, out);
+      if (isa<FloatType>(e.type(0).getElementType()))
+        wins = WhereOp::create(e.b(), e.loc,
                                CompareOp::create(e.b(), e.loc,
-                                                 reduction == "max"
-                                                     ? ComparePredicate::gt
-                                                     : ComparePredicate::lt,
-                                                 update, out),
-                               update, out);
+                                                 ComparePredicate::ne, update,
+                                                 update),
+                               boolConstant(e, true), wins);
+      update = WhereOp::create(e.b(), e.loc, wins, update, out);
+    }
     out = WhereOp::create(e.b(), e.loc, hit, update, out);
   }
   e.setOutput(0, out);
   return success();
 }
 
-/// GatherElements with indices computed at run time: the data (cut to the
-/// indices' extent on the other dims) and the indices get a dim each, the
-/// indices compared with every position along the axis, and the one hit
-/// summed out: out[.., j, ..] = sum_i (indices[.., j, ..] == i) * data[.., i,
-/// ..].
+/// GatherElements with indices computed at run time: a Gather of the data
+/// flattened, at each output element's flat position in it, which is a
+/// constant (its coordinates on the other dims) plus its index times the
+/// axis's stride. Its cost is the output's size, and its gradient the
+/// Gather's, a scatter-add.
 LogicalResult emitGatherElementsAtRunTime(NodeEmitter &e) {
   Value data = e.value(0), indicesIn = e.value(1);
   if (!data || !indicesIn)
@@ -277,31 +296,39 @@ LogicalResult emitGatherElementsAtRunTime(NodeEmitter &e) {
   if (failed(axis) || failed(checkIndices(e, 1)) ||
       failed(matchesData(e, 1, *axis, true)))
     return failure();
-  if (e.type(0).getElementType().isInteger(1))
-    return e.error() << "GatherElements of booleans at run time is not "
-                        "supported";
-  const int64_t n = shape[*axis];
-  Shape cut = indexShape;
-  cut[*axis] = n;
-  if (cut != shape) {
-    SmallVector<int64_t> zeros(rank, 0), ones(rank, 1);
-    data = SliceOp::create(
-        e.b(), e.loc, data, e.b().getDenseI64ArrayAttr(zeros),
-        e.b().getDenseI64ArrayAttr(cut), e.b().getDenseI64ArrayAttr(ones));
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  int64_t count = 1, total = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    count *= indexShape[d];
+    total *= shape[d];
   }
-  // data [.., 1, n, ..] against indices [.., k, 1, ..].
-  Shape wideData = cut, wideIndices = indexShape;
-  wideData.insert(wideData.begin() + *axis, 1);
-  wideIndices.insert(wideIndices.begin() + *axis + 1, 1);
-  Value index =
-      reshapeValue(e, normalizedIndices(e, indicesIn, n), wideIndices);
-  Value hit = CompareOp::create(e.b(), e.loc, ComparePredicate::eq, index,
-                                positions(e, n, rank + 1, *axis + 1));
-  Value picked =
-      WhereOp::create(e.b(), e.loc, hit, reshapeValue(e, data, wideData),
-                      scalarConstant(e, e.type(0).getElementType(), 0));
-  e.setOutput(0, ReduceOp::create(e.b(), e.loc, ReduceKind::sum, picked,
-                                  ArrayRef<int64_t>{*axis + 1}, false));
+  // The flat position of each output element with its index taken as 0.
+  SmallVector<int64_t> base(count);
+  for (int64_t k = 0; k < count; ++k) {
+    int64_t rest = k, offset = 0;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (d != *axis)
+        offset += (rest % indexShape[d]) * strides[d];
+      rest /= indexShape[d];
+    }
+    base[k] = offset;
+  }
+  Type i64 = e.b().getI64Type();
+  Value offsets = ConstantOp::create(
+      e.b(), e.loc,
+      DenseElementsAttr::get(RankedTensorType::get(indexShape, i64),
+                             ArrayRef<int64_t>(base)));
+  Value along =
+      MulOp::create(e.b(), e.loc, normalizedIndices(e, indicesIn, shape[*axis]),
+                    scalarConstant(e, i64, double(strides[*axis])));
+  Value flat =
+      reshapeValue(e, AddOp::create(e.b(), e.loc, offsets, along), {count});
+  Value gathered =
+      GatherOp::create(e.b(), e.loc, reshapeValue(e, data, {total}), flat,
+                       e.b().getI64IntegerAttr(0));
+  e.setOutput(0, reshapeValue(e, gathered, indexShape));
   return success();
 }
 

@@ -74,6 +74,39 @@ def selections(d):
         np.save(os.path.join(d, "expected", name + ".npy"), value)
 
 
+def nans(d):
+    """NaN taken as the largest, as PyTorch's topk does: first among the
+    largest, last among the smallest; a NaN update wins a max scatter (as
+    np.maximum); GatherElements with indices narrower than the data on
+    another dim (int32)."""
+    x = np.array([[1.0, np.nan, 3.0, 2.0], [np.nan, np.nan, 0.0, 5.0]], np.float32)
+    nodes = [
+        const("k", np.array([3], np.int64)),
+        h.make_node("TopK", ["x", "k"], ["high", "highindex"]),
+        h.make_node("TopK", ["x", "k"], ["low", "lowindex"], largest=0),
+        const("at", np.array([[1], [3]], np.int64)),
+        const("update", np.array([[np.nan], [4.0]], np.float32)),
+        h.make_node("ScatterElements", ["x", "at", "update"], ["max"], axis=1,
+                    reduction="max"),
+        const("picks", np.array([[3, 0]], np.int32)),
+        h.make_node("GatherElements", ["x", "picks"], ["narrow"], axis=1),
+    ]
+    outputs = {"high": np.array([[np.nan, 3, 2], [np.nan, np.nan, 5]], np.float32),
+               "highindex": np.array([[1, 2, 3], [0, 1, 3]], np.int64),
+               "low": np.array([[1, 2, 3], [0, 5, np.nan]], np.float32),
+               "lowindex": np.array([[0, 3, 2], [2, 3, 0]], np.int64),
+               "max": np.array([[1, np.nan, 3, 2], [np.nan, np.nan, 0, 5]], np.float32),
+               "narrow": np.array([[2, 1]], np.float32)}
+    graph = h.make_graph(nodes, "nans", [h.make_tensor_value_info("x", F, [2, 4])],
+                         [h.make_tensor_value_info(n, I if v.dtype == np.int64 else F, list(v.shape))
+                          for n, v in outputs.items()])
+    save(graph, os.path.join(d, "nans.onnx"))
+    np.save(os.path.join(d, "xnan.npy"), x)
+    os.makedirs(os.path.join(d, "nans"))
+    for name, value in outputs.items():
+        np.save(os.path.join(d, "nans", name + ".npy"), value)
+
+
 def errors(d):
     """One model per import error."""
     x = h.make_tensor_value_info("x", F, [3, 5])
@@ -96,6 +129,7 @@ def main():
     d = sys.argv[1]
     os.makedirs(d, exist_ok=True)
     selections(d)
+    nans(d)
     errors(d)
 
 
