@@ -4,9 +4,11 @@
 // constants it reads) to the target type. The ops are elementwise in their
 // element type, so retyping values keeps every op valid; fp32 enters and
 // leaves the function through casts so that callers (mp-run's .npy files)
-// keep fp32.
+// keep fp32. A mixture-of-experts router's choice stays fp32, as Megatron
+// computes it: scores a few bf16 ulps apart would pick other experts.
 //
 //===----------------------------------------------------------------------===//
+#include "mp/Analysis/Routing.h"
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Transforms/Passes.h"
 
@@ -32,6 +34,76 @@ RankedTensorType retype(Type t, Type elem) {
   return cast<RankedTensorType>(t).clone(elem);
 }
 
+/// The ops a router's choice is made of: each router linear and the ops
+/// computed from its scores alone (and from constants, parameters,
+/// integers, booleans):
+/// the softmax, the top-k, the gates table, up to where the gates meet the
+/// experts' outputs.
+DenseSet<Operation *> routingOps(Block &body) {
+  DenseSet<Operation *> routing;
+  SmallVector<Operation *> work;
+  body.walk([&](LinearOp linear) {
+    if (isRouter(linear)) {
+      routing.insert(linear);
+      work.push_back(linear);
+    }
+  });
+  auto fromRouting = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return !isF32Tensor(v.getType()) ||
+           (def && (routing.contains(def) ||
+                    isa<ConstantOp, GetParamOp>(def))); // (a selection bias)
+  };
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    for (Operation *user : op->getUsers())
+      if (!isa<func::ReturnOp>(user) && !routing.contains(user) &&
+          llvm::all_of(user->getOperands(), fromRouting)) {
+        routing.insert(user);
+        work.push_back(user);
+      }
+  }
+  return routing;
+}
+
+/// Keeps `routing` fp32 in a converted body: fp32 copies of the operands
+/// that were converted, and converted copies of its results for the ops
+/// outside it.
+void castAround(const DenseSet<Operation *> &routing, Type target) {
+  DenseMap<Value, Value> wide;
+  for (Operation *op : routing) {
+    OpBuilder b(op);
+    for (OpOperand &operand : op->getOpOperands()) {
+      Value v = operand.get();
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      if (!type || type.getElementType() != target)
+        continue;
+      Value &copy = wide[v];
+      if (!copy)
+        copy = CastOp::create(b, op->getLoc(), retype(type, b.getF32Type()), v);
+      operand.set(copy);
+    }
+  }
+  for (Operation *op : routing) {
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    for (Value result : op->getResults()) {
+      if (!isF32Tensor(result.getType()))
+        continue;
+      Value narrow;
+      for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
+        Operation *user = use.getOwner();
+        if (routing.contains(user) || isa<func::ReturnOp>(user))
+          continue;
+        if (!narrow)
+          narrow = CastOp::create(b, op->getLoc(),
+                                  retype(result.getType(), target), result);
+        use.set(narrow);
+      }
+    }
+  }
+}
+
 struct ConvertPrecisionPass
     : public mp::impl::MPConvertPrecisionBase<ConvertPrecisionPass> {
   using MPConvertPrecisionBase::MPConvertPrecisionBase;
@@ -55,6 +127,7 @@ struct ConvertPrecisionPass
       }
 
     Block &body = func.getBody().front();
+    DenseSet<Operation *> routing = routingOps(body);
     // Inputs stay fp32 at the boundary.
     b.setInsertionPointToStart(&body);
     for (BlockArgument arg : body.getArguments()) {
@@ -72,6 +145,13 @@ struct ConvertPrecisionPass
         return; // the loss stays fp32
       if (op->hasAttr(MPDialect::getExactF32AttrName()))
         return; // integer arithmetic done in fp32
+      if (routing.contains(op))
+        return;
+      // (A constant only the routing reads stays fp32 with it.)
+      if (isa<ConstantOp>(op) && !op->use_empty() &&
+          llvm::all_of(op->getUsers(),
+                       [&](Operation *u) { return routing.contains(u); }))
+        return;
       if (auto constant = dyn_cast<ConstantOp>(op)) {
         auto attr = dyn_cast<DenseElementsAttr>(constant.getValue());
         if (attr && attr.getElementType().isF32()) {
@@ -99,6 +179,7 @@ struct ConvertPrecisionPass
         if (isF32Tensor(result.getType()))
           result.setType(retype(result.getType(), target));
     });
+    castAround(routing, target);
     // Outputs go back to fp32.
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     b.setInsertionPoint(ret);

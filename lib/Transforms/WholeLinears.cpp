@@ -10,6 +10,7 @@
 #include "KeyValueHeads.h"
 #include "SplitAnalysis.h"
 #include "mp/Analysis/MemoryPlan.h"
+#include "mp/Analysis/Routing.h"
 #include "mp/Dialect/MP/IR/MPDialect.h"
 #include "mp/Support/Shape.h"
 
@@ -21,47 +22,6 @@
 using namespace mlir;
 using namespace mp;
 using namespace mp::tensor_parallel;
-
-/// Whether `linear`'s output features are scores that a top-k or an argmax
-/// selects among (a max or min reduction along them, reached through
-/// elementwise ops, a softmax and views that keep them last): a
-/// mixture-of-experts router, which Megatron keeps whole too (its few
-/// outputs, fewer than its inputs, are compared with each other on every
-/// rank).
-static bool selectsAmongOutputs(LinearOp linear) {
-  auto lastDim = [](Value v) { return tensorType(v).getShape().back(); };
-  if (lastDim(linear.getResult()) >= lastDim(linear.getInput()))
-    return false;
-  SmallVector<Value> work{linear.getResult()};
-  llvm::SmallPtrSet<Operation *, 16> seen;
-  while (!work.empty() && seen.size() < 64) {
-    Value v = work.pop_back_val();
-    const int64_t features = tensorType(v).getRank() - 1;
-    for (Operation *user : v.getUsers()) {
-      if (!seen.insert(user).second)
-        continue;
-      if (auto reduce = dyn_cast<ReduceOp>(user)) {
-        bool overFeatures = llvm::is_contained(reduce.getAxes(), features) ||
-                            llvm::is_contained(reduce.getAxes(), -1);
-        if (overFeatures && (reduce.getKind() == ReduceKind::max ||
-                             reduce.getKind() == ReduceKind::min))
-          return true;
-        continue;
-      }
-      // Through ops that keep the features last.
-      if (user->getNumResults() != 1 ||
-          lastDim(user->getResult(0)) != lastDim(v))
-        continue;
-      if (auto softmax = dyn_cast<SoftmaxOp>(user);
-          softmax && softmax.getNormalizedAxis() != features)
-        continue;
-      if (isa<SoftmaxOp, CompareOp, WhereOp, AddOp, SubOp, MulOp, DivOp, NegOp,
-              SigmoidOp, TanhOp, ReluOp, ExpOp, LogOp, CastOp, ReshapeOp>(user))
-        work.push_back(user->getResult(0));
-    }
-  }
-  return false;
-}
 
 /// Why a router stays whole, for the summary.
 static constexpr const char *kRouterReason =
@@ -100,7 +60,7 @@ void tensor_parallel::reportWhole(ArrayRef<LinearOp> linears,
     // Whole by nature, said without a warning: a router, and a linear with
     // one output feature (Qwen2-MoE's shared-expert gate).
     bool byNature = true;
-    if (inLayer(linear) && selectsAmongOutputs(linear))
+    if (inLayer(linear) && isRouter(linear))
       why = kRouterReason;
     else if (tensorType(linear->getResult(0)).getShape().back() == 1)
       why = "it has one output feature (a gate or a score): nothing to split";

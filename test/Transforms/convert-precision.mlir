@@ -72,3 +72,33 @@ func.func @saturate(%m: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
   %b = mp.mul %m, %inf : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
   return %a, %b : tensor<2x4xf32>, tensor<2x4xf32>
 }
+
+// -----
+
+// Tests that a mixture-of-experts router's choice stays fp32, as Megatron
+// computes it (bf16 scores a few ulps apart would pick other experts): the
+// router linear (its bf16 input and weight widened), the softmax and the
+// top-1 selection; the gates are narrowed where they meet the experts'
+// bf16 outputs.
+// CHECK-LABEL: func.func @router
+// CHECK: %[[W:.*]] = mp.get_param @wg : tensor<8x4xbf16>
+// CHECK: %[[XW:.*]] = mp.cast %{{.*}} : tensor<2x8xbf16> to tensor<2x8xf32>
+// CHECK: %[[WW:.*]] = mp.cast %[[W]] : tensor<8x4xbf16> to tensor<8x4xf32>
+// CHECK: %[[S:.*]] = mp.linear %[[XW]], %[[WW]] : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[P:.*]] = mp.softmax %[[S]] {axis = 1 : i64} : tensor<2x4xf32>
+// CHECK: mp.reduce max, %[[P]] {axes = array<i64: 1>} : tensor<2x4xf32> -> tensor<2x1xf32>
+// CHECK: %[[G:.*]] = mp.where {{.*}} -> tensor<2x4xf32>
+// CHECK: %[[GN:.*]] = mp.cast %[[G]] : tensor<2x4xf32> to tensor<2x4xbf16>
+// CHECK: mp.mul %{{.*}}, %[[GN]] : (tensor<2x4xbf16>, tensor<2x4xbf16>) -> tensor<2x4xbf16>
+mp.param @wg : tensor<8x4xf32> {file = "x.onnx", offset = 0 : i64, length = 128 : i64}
+func.func @router(%x: tensor<2x8xf32>, %y: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %w = mp.get_param @wg : tensor<8x4xf32>
+  %s = mp.linear %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %p = mp.softmax %s {axis = 1 : i64} : tensor<2x4xf32>
+  %m = mp.reduce max, %p {axes = array<i64: 1>} : tensor<2x4xf32> -> tensor<2x1xf32>
+  %h = mp.compare eq, %p, %m : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xi1>
+  %c = mp.constant dense<0.0> : tensor<f32>
+  %g = mp.where %h, %p, %c : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  %o = mp.mul %y, %g : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %o : tensor<2x4xf32>
+}
