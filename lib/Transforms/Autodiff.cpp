@@ -15,8 +15,9 @@
 // which only sum to the true adjoint over the group. The second part is
 // reduced where the value is defined: all-reduced (Megatron's f), or
 // reduce-scattered when the value is an all-gather's result (sequence
-// parallelism); an op that only moves data passes it on unreduced, so
-// that slices of one value are reduced once, together; a replicated parameter's
+// parallelism); a view, or the slices a value is cut into, pass it on
+// unreduced, so that the slices of one value are reduced once, together;
+// a replicated parameter's
 // gradient likewise (norm weights under sequence parallelism, as Megatron's
 // finalize_model_grads). The collectives' own rules are the conjugates:
 // all_reduce <-> identity, reduce_scatter <-> all_gather, all_slice <->
@@ -59,6 +60,34 @@ bool isFloatTensor(Value v) {
 bool isCollective(Operation *op) {
   return isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp,
              shard::AllSliceOp>(op);
+}
+
+/// The element count of a ranked tensor value.
+int64_t elementsOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+/// Whether a replicated data-movement op passes a partial adjoint on to its
+/// operand unreduced, for one all-reduce where it would be reduced
+/// anyway, no bigger: views (as many elements), broadcasts (fewer), and the
+/// slices of a value cut only into slices covering it (one collective for
+/// all, the same bytes). Not a slice of a bigger value read otherwise (the
+/// last token's: the partial would be padded to the whole), a
+/// concatenation (a collective per part) or a cast (another width).
+bool passesPartialOn(Operation *op) {
+  if (isa<ReshapeOp, TransposeOp, ExpandOp>(op))
+    return true;
+  if (!isa<SliceOp, SplitOp>(op))
+    return false;
+  Value whole = op->getOperand(0);
+  int64_t covered = 0;
+  for (Operation *user : whole.getUsers()) {
+    if (!isa<SliceOp, SplitOp>(user))
+      return false;
+    for (Value part : user->getResults())
+      covered += elementsOf(part);
+  }
+  return covered >= elementsOf(whole);
 }
 
 /// Values that depend on a parameter (not a frozen one: mp-freeze) and that
@@ -234,13 +263,14 @@ LogicalResult AutodiffPass::differentiate(OpBuilder &b, Operation *op) {
               "loss";
   bool localOp = llvm::any_of(op->getResults(),
                               [&](Value r) { return local.contains(r); });
-  // A replicated op that only moves data (a slice, a view) passes the
-  // partial part of its results' adjoints on unreduced: the all-reduce
-  // waits for the value the data came from, one where several slices of
-  // it meet (an expert's gate each, of one gates table).
+  // A replicated op that only moves data passes the partial part of its
+  // results' adjoints on unreduced where that costs no more bytes (see
+  // passesPartialOn): the all-reduce waits for the value the data came
+  // from, one where several slices of it meet (an expert's gate each, of
+  // one gates table).
   bool anyPartial =
       llvm::any_of(op->getResults(), [&](Value r) { return partial.count(r); });
-  if (!localOp && anyPartial && op->hasTrait<mp::OpTrait::MovesData>()) {
+  if (!localOp && anyPartial && passesPartialOn(op)) {
     for (bool isPartial : {false, true}) {
       SmallVector<Value> parts, adjoints;
       for (Value r : op->getResults())

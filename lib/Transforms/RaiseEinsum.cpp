@@ -349,8 +349,11 @@ static bool feedsExpertsLayer(Value v) {
           return true;
         continue;
       }
+      // (Of the same rank: a chunk of a fused gate/up projection too.)
       if (user->getNumResults() == 1 &&
-          user->getResult(0).getType() == value.getType())
+          isa<RankedTensorType>(user->getResult(0).getType()) &&
+          tensorType(user->getResult(0)).getRank() ==
+              tensorType(value).getRank())
         work.push_back(user->getResult(0));
     }
   }
@@ -366,16 +369,17 @@ static std::optional<StackedEinsum> stackedEinsum(EinsumOp op) {
     const std::string &w = stacked.spec.inputs[which];
     const std::string &x = stacked.spec.inputs[1 - which];
     const std::string &out = stacked.spec.output;
-    if (!get || w.size() < 3 || !has(out, w[0]) ||
+    // (Not an einsum of the parameter with itself.)
+    if (!get || op.getInputs()[1 - which] == op.getInputs()[which] ||
+        w.size() < 3 || !has(out, w[0]) ||
         !isa<FloatType>(tensorType(get).getElementType()) ||
-        stacked.sizes.at(w[0]) > kMaxUnstackedExperts)
-      continue;
-    // (An einsum that is a linear already stays one.)
-    if (linearForm(x, w, out) ||
+        stacked.sizes.at(w[0]) > kMaxUnstackedExperts ||
         !linearForm(without(x, w[0]), w.substr(1), without(out, w[0])))
       continue;
     // Every token to every expert ("bsd,edf->bsef") only where the
-    // experts' second layer follows.
+    // experts' second layer follows: otherwise (heads written [h, d, k])
+    // it stays as it is, a linear already where it is one ("bsd,efd->bsef"
+    // is one against [e*f, d]).
     if (!has(x, w[0]) && !feedsExpertsLayer(op.getResult()))
       continue;
     stacked.weight = which;
@@ -413,8 +417,20 @@ static void unstack(const StackedEinsum &stacked, ArrayRef<ParamOp> parts) {
     v.getDefiningOp()->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     return v;
   };
-  std::string equation =
-      without(x, experts) + "," + w.substr(1) + "->" + without(out, experts);
+  // (An ellipsis's dims are labelled '0'..'9' by the parser: letters here.)
+  std::string unused;
+  for (char c = 'A'; c <= 'Z'; ++c)
+    if (!has(x, c) && !has(w, c))
+      unused.push_back(c);
+  auto lettered = [&](std::string labels) {
+    for (char &c : labels)
+      if (c >= '0' && c <= '9')
+        c = unused[c - '0'];
+    return labels;
+  };
+  std::string equation = lettered(without(x, experts)) + "," +
+                         lettered(w.substr(1)) + "->" +
+                         lettered(without(out, experts));
   const size_t inputAxis = x.find(experts), outAxis = out.find(experts);
   SmallVector<Value> results;
   for (auto [i, constPart] : llvm::enumerate(parts)) {
@@ -453,7 +469,9 @@ void mp::unstackExpertWeights(ModuleOp module) {
   llvm::DenseSet<StringAttr> readOtherwise;
   module.walk([&](GetParamOp get) {
     StringAttr name = get.getNameAttr().getAttr();
-    for (Operation *user : get->getUsers()) {
+    llvm::SmallPtrSet<Operation *, 4> users(get->getUsers().begin(),
+                                            get->getUsers().end());
+    for (Operation *user : users) {
       auto einsum = dyn_cast<EinsumOp>(user);
       std::optional<StackedEinsum> stacked =
           einsum ? stackedEinsum(einsum) : std::nullopt;

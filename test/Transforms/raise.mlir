@@ -115,7 +115,9 @@ func.func @head_projections(%x: tensor<2x8x32xf32>, %a: tensor<2x4x8x8xf32>) -> 
 // each on the input's block of that expert where the input has one, the
 // results concatenated along the experts. A stacked parameter also read
 // another way stays stacked (@shared, whose second layer is unstacked);
-// "bsd,edf->bsef" where d leads ("bsd,def->bsef") is one linear already.
+// "bsd,edf->bsef" where d leads ("bsd,def->bsef") is one linear already;
+// an ellipsis is unstacked too (its dims relabelled); an einsum of the
+// parameter with itself is no expert's.
 // CHECK-LABEL: mp.param @"w1[0:1]" : tensor<1x8x16xf32> {part = array<i64: 0, 0, 2>, part_of = "w1"}
 // CHECK-NEXT:  mp.param @"w1[1:2]" : tensor<1x8x16xf32> {part = array<i64: 0, 1, 2>, part_of = "w1"}
 // CHECK-NOT:   mp.param @w1 :
@@ -134,6 +136,12 @@ func.func @head_projections(%x: tensor<2x8x32xf32>, %a: tensor<2x4x8x8xf32>) -> 
 // CHECK:       mp.einsum "bsd,edf->bsef"
 // CHECK-NOT:   mp.einsum
 // CHECK:       mp.get_param @"second[1:2]"
+// CHECK-LABEL: func.func @ellipsis
+// CHECK-COUNT-2: mp.linear %arg0, %{{.*}} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+// CHECK-COUNT-2: mp.linear %{{.*}} : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-LABEL: func.func @itself
+// CHECK:       mp.get_param @gram : tensor<2x8x16xf32>
+// CHECK:       mp.matmul
 // CHECK-LABEL: func.func @leading
 // CHECK:       mp.linear %arg0, %{{.*}} : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
 mp.param @w1 : tensor<2x8x16xf32>
@@ -141,6 +149,9 @@ mp.param @w2 : tensor<2x16x8xf32>
 mp.param @stacked : tensor<2x8x16xf32>
 mp.param @second : tensor<2x16x8xf32>
 mp.param @lead : tensor<8x2x16xf32>
+mp.param @e1 : tensor<2x8x16xf32>
+mp.param @e2 : tensor<2x16x8xf32>
+mp.param @gram : tensor<2x8x16xf32>
 func.func @stacked_experts(%x: tensor<2x4x8xf32>) -> tensor<2x4x2x8xf32> {
   %w1 = mp.get_param @w1 : tensor<2x8x16xf32>
   %h = mp.einsum "bsd,edf->bsef" %x, %w1 : (tensor<2x4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x2x16xf32>
@@ -154,6 +165,18 @@ func.func @shared(%x: tensor<2x4x8xf32>) -> (tensor<2x4x2x8xf32>, tensor<2x8x16x
   %w2 = mp.get_param @second : tensor<2x16x8xf32>
   %y = mp.einsum "bsef,efd->bsed" %h, %w2 : (tensor<2x4x2x16xf32>, tensor<2x16x8xf32>) -> tensor<2x4x2x8xf32>
   return %y, %w : tensor<2x4x2x8xf32>, tensor<2x8x16xf32>
+}
+func.func @ellipsis(%x: tensor<2x4x8xf32>) -> tensor<2x4x2x8xf32> {
+  %w1 = mp.get_param @e1 : tensor<2x8x16xf32>
+  %h = mp.einsum "...d,edf->...ef" %x, %w1 : (tensor<2x4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x2x16xf32>
+  %w2 = mp.get_param @e2 : tensor<2x16x8xf32>
+  %y = mp.einsum "...ef,efd->...ed" %h, %w2 : (tensor<2x4x2x16xf32>, tensor<2x16x8xf32>) -> tensor<2x4x2x8xf32>
+  return %y : tensor<2x4x2x8xf32>
+}
+func.func @itself() -> tensor<2x16x16xf32> {
+  %w = mp.get_param @gram : tensor<2x8x16xf32>
+  %g = mp.einsum "edf,edg->efg" %w, %w : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x16x16xf32>
+  return %g : tensor<2x16x16xf32>
 }
 func.func @leading(%x: tensor<2x4x8xf32>) -> tensor<2x4x2x16xf32> {
   %w = mp.get_param @lead : tensor<8x2x16xf32>
