@@ -20,6 +20,10 @@ def MPRaise : Pass<"mp-raise", "mlir::ModuleOp"> {
     - `embedding`: `gather(W, ids)` on axis 0 of a `[V, H]` parameter.
     - `attention`: `softmax(q·kᵀ·scale [+ mask | where(causal, ·, -inf)])·v`,
       with the head repeat of grouped-query attention folded in.
+    - experts' weights stacked in one parameter `[experts, ...]` and applied
+      by einsum (`bsd,edf->bsef`, `bsef,efd->bsed`): a linear per expert
+      against its part of the parameter (`part_of`/`part`), the results
+      concatenated along the experts.
 
     Before:
     ```mlir
@@ -92,7 +96,8 @@ def MPTensorParallel : Pass<"mp-tensor-parallel", "mlir::ModuleOp"> {
 
 def MPMergePartialSums : Pass<"mp-merge-partial-sums", "mlir::ModuleOp"> {
   let summary = "sum row-parallel partial products before one all-reduce "
-                "where two sums meet (parallel attention)";
+                "where two sums meet (parallel attention, mixtures of "
+                "experts)";
   let description = [{
     A parallel-attention block (GPT-J, GPT-NeoX, Falcon, Phi-2:
     `x + attn(ln(x)) + mlp(ln(x))`) ends in two row-parallel linears whose
@@ -120,7 +125,17 @@ def MPMergePartialSums : Pass<"mp-merge-partial-sums", "mlir::ModuleOp"> {
     The all-reduces merged are sums over the same grid axes, of the tree's
     type, read only by the tree, in its block and pipeline stage; biases of
     one type are added to each other first. Only the order of the additions
-    changes. `--mp-parallelize` runs it after tensor parallelism.
+    changes.
+
+    A mixture of experts computed densely sums its experts' outputs each
+    scaled by its gate: `all_reduce(p_e) * g_e`. A sum reached through ops
+    linear in it (products, views, contractions, sum reductions) whose other
+    operands are the same on every rank it sums over (the gates: the router
+    is whole) is moved after them, `all_reduce(p_e * g_e)`, where another
+    sum is there to merge with; an einsum or sum reduction over a
+    concatenation of such sums (stacked experts combined by their gates) is
+    first split into one per part. `--mp-parallelize` runs it after tensor
+    parallelism.
   }];
   let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
 }
