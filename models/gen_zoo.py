@@ -337,14 +337,19 @@ class LlamaLikeLayer(nn.Module):
         return (split_heads(self.q_proj(h), HEADS), split_heads(self.k_proj(h), self.kv),
                 split_heads(self.v_proj(h), self.kv))
 
-    def forward(self, x):
+    def attention(self, x):
+        """The attention sublayer with its residual (subclasses that change
+        the feed-forward part keep this one)."""
         h = self.input_layernorm(x)
         s = x.shape[1]
         q, k, v = self.qkv(h)
         cos, sin = self.cos[:, :, :s], self.sin[:, :, :s]
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        x = x + self.o_proj(merge_heads(attend(q, k, v, self.mask[:s, :s], "masked_fill")))
+        return x + self.o_proj(merge_heads(attend(q, k, v, self.mask[:s, :s], "masked_fill")))
+
+    def forward(self, x):
+        x = self.attention(x)
         h = self.post_attention_layernorm(x)
         return x + self.down_proj(self.activation(self.gate_proj(h)) * self.up_proj(h))
 
@@ -1639,18 +1644,6 @@ class Qwen3(LlamaLike):
         self.layers = nn.ModuleList(Qwen3Layer() for _ in range(LAYERS))
 
 
-def attention_sublayer(layer, x):
-    """A Llama-like layer's attention with its residual (LlamaLikeLayer's
-    first half), for layers that change the rest."""
-    h = layer.input_layernorm(x)
-    s = x.shape[1]
-    q, k, v = layer.qkv(h)
-    cos, sin = layer.cos[:, :, :s], layer.sin[:, :, :s]
-    q = q * cos + rotate_half(q) * sin
-    k = k * cos + rotate_half(k) * sin
-    return x + layer.o_proj(merge_heads(attend(q, k, v, layer.mask[:s, :s], "masked_fill")))
-
-
 # ----------------------------------------------------------------------------
 # Phi-3: one fused qkv_proj sliced into q, k and v (grouped key/value
 # heads), one fused gate_up_proj halved by chunk.
@@ -1673,7 +1666,7 @@ class Phi3Layer(LlamaLikeLayer):
         return self.down_proj(F.silu(gate) * up)
 
     def forward(self, x):
-        x = attention_sublayer(self, x)
+        x = self.attention(x)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -1823,7 +1816,7 @@ class MoELayer(LlamaLikeLayer):
         self.moe = moe()
 
     def forward(self, x):
-        x = attention_sublayer(self, x)
+        x = self.attention(x)
         return x + self.moe(self.post_attention_layernorm(x))
 
 

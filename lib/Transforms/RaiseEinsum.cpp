@@ -328,8 +328,8 @@ struct StackedEinsum {
 
 static std::optional<StackedEinsum> stackedEinsum(EinsumOp op);
 
-/// Whether `v` reaches, through ops that keep its shape (an activation, a
-/// gating product), an einsum against a stacked parameter whose input has
+/// Whether `v` reaches, through ops of its rank (an activation, a gating
+/// product, a chunk), an einsum against a stacked parameter whose input has
 /// the experts' label: the second layer of the experts' MLPs. (What tells
 /// experts stacked [e, d, f] from heads written [h, d, k], whose einsum has
 /// the same form but whose heads go on to attention.)
@@ -349,7 +349,7 @@ static bool feedsExpertsLayer(Value v) {
           return true;
         continue;
       }
-      // (Of the same rank: a chunk of a fused gate/up projection too.)
+      // (A chunk of a fused gate/up projection too.)
       if (user->getNumResults() == 1 &&
           isa<RankedTensorType>(user->getResult(0).getType()) &&
           tensorType(user->getResult(0)).getRank() ==

@@ -37,18 +37,6 @@ static Value positions(NodeEmitter &e, int64_t n, int64_t rank, int64_t axis) {
                              ArrayRef<int64_t>(values)));
 }
 
-/// Element `j` of `x` along `axis`, the axis kept (size 1).
-static Value sliceAt(NodeEmitter &e, Value x, int64_t axis, int64_t j) {
-  ArrayRef<int64_t> shape = cast<RankedTensorType>(x.getType()).getShape();
-  SmallVector<int64_t> starts(shape.size(), 0), limits(shape),
-      strides(shape.size(), 1);
-  starts[axis] = j;
-  limits[axis] = j + 1;
-  return SliceOp::create(e.b(), e.loc, x, e.b().getDenseI64ArrayAttr(starts),
-                         e.b().getDenseI64ArrayAttr(limits),
-                         e.b().getDenseI64ArrayAttr(strides));
-}
-
 /// Indices as i64, the negative ones counted back from `n` (ONNX allows
 /// [-n, n)). Indices out of that range select nothing: they cannot be
 /// checked before run time.
@@ -63,15 +51,6 @@ static Value normalizedIndices(NodeEmitter &e, Value indices, int64_t n) {
   Value wrapped =
       AddOp::create(e.b(), e.loc, indices, scalarConstant(e, i64, n));
   return WhereOp::create(e.b(), e.loc, negative, wrapped, indices);
-}
-
-/// The indices input `i`, which must be integers (ONNX's Tind).
-static LogicalResult checkIndices(NodeEmitter &e, int i) {
-  Type elem = e.type(i).getElementType();
-  if (elem.isInteger(32) || elem.isInteger(64))
-    return success();
-  return e.error() << "indices (input " << i << ", '" << e.node.input(i)
-                   << "') must be int32 or int64";
 }
 
 /// A scalar of `elem` that no element passes in the direction TopK looks
@@ -201,8 +180,9 @@ LogicalResult emitOneHot(NodeEmitter &e) {
   Value index = reshapeValue(e, normalizedIndices(e, indices, depth), inserted);
   Value hit = CompareOp::create(e.b(), e.loc, ComparePredicate::eq, index,
                                 positions(e, depth, rank, *axis));
-  e.setOutput(0, WhereOp::create(e.b(), e.loc, hit, sliceAt(e, onOff, 0, 1),
-                                 sliceAt(e, onOff, 0, 0)));
+  e.setOutput(0,
+              WhereOp::create(e.b(), e.loc, hit, sliceAxis(e, onOff, 0, 1, 2),
+                              sliceAxis(e, onOff, 0, 0, 1)));
   return success();
 }
 
@@ -235,7 +215,7 @@ LogicalResult emitScatterElements(NodeEmitter &e) {
     return failure();
   Shape shape = e.shape(0);
   FailureOr<int64_t> axis = e.axis(intAttr(e.node, "axis", 0), shape.size());
-  if (failed(axis) || failed(checkIndices(e, 1)) ||
+  if (failed(axis) || failed(integerIndices(e, 1)) ||
       failed(matchesData(e, 1, *axis, false)))
     return failure();
   if (e.shape(2) != e.shape(1))
@@ -254,8 +234,8 @@ LogicalResult emitScatterElements(NodeEmitter &e) {
   Value out = data;
   for (int64_t j = 0, count = e.shape(1)[*axis]; j < count; ++j) {
     Value hit = CompareOp::create(e.b(), e.loc, ComparePredicate::eq, iota,
-                                  sliceAt(e, indices, *axis, j));
-    Value update = sliceAt(e, updates, *axis, j);
+                                  sliceAxis(e, indices, *axis, j, j + 1));
+    Value update = sliceAxis(e, updates, *axis, j, j + 1);
     if (reduction == "add")
       update = AddOp::create(e.b(), e.loc, out, update);
     else if (reduction == "mul")
@@ -293,7 +273,7 @@ LogicalResult emitGatherElementsAtRunTime(NodeEmitter &e) {
   Shape shape = e.shape(0), indexShape = e.shape(1);
   const int64_t rank = shape.size();
   FailureOr<int64_t> axis = e.axis(intAttr(e.node, "axis", 0), rank);
-  if (failed(axis) || failed(checkIndices(e, 1)) ||
+  if (failed(axis) || failed(integerIndices(e, 1)) ||
       failed(matchesData(e, 1, *axis, true)))
     return failure();
   SmallVector<int64_t> strides(rank, 1);

@@ -281,8 +281,7 @@ static FailureOr<int64_t> dataAxis(NodeEmitter &e) {
   return e.axis(intAttr(e.node, "axis", 0), e.shape(0).size());
 }
 
-/// Input `i` holds int32 or int64 values, as indices must (ONNX's Tind).
-static LogicalResult integerIndices(NodeEmitter &e, int i) {
+LogicalResult integerIndices(NodeEmitter &e, int i) {
   Type elem = e.type(i).getElementType();
   if (elem.isInteger(32) || elem.isInteger(64))
     return success();

@@ -429,6 +429,21 @@ Value reshapeValue(NodeEmitter &e, Value x, ArrayRef<int64_t> shape) {
   return ReshapeOp::create(e.b(), e.loc, RankedTensorType::get(shape, elem), x);
 }
 
+/// Elements [start, limit) of `x` along `axis` by `step` (negative: walking
+/// back, `limit` may be -1).
+Value sliceAxis(NodeEmitter &e, Value x, int64_t axis, int64_t start,
+                int64_t limit, int64_t step) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(x.getType()).getShape();
+  const int64_t rank = shape.size();
+  SmallVector<int64_t> starts(rank, 0), limits(shape), steps(rank, 1);
+  starts[axis] = start;
+  limits[axis] = limit;
+  steps[axis] = step;
+  return SliceOp::create(e.b(), e.loc, x, e.b().getDenseI64ArrayAttr(starts),
+                         e.b().getDenseI64ArrayAttr(limits),
+                         e.b().getDenseI64ArrayAttr(steps));
+}
+
 Value padAxis(NodeEmitter &e, Value x, int64_t axis, int64_t before,
               int64_t after, double fill, Value fillValue) {
   if (before <= 0 && after <= 0)

@@ -256,6 +256,12 @@ mlir::Value boolConstant(NodeEmitter &e, bool v);
 /// `x` viewed as `shape` (as many elements).
 mlir::Value reshapeValue(NodeEmitter &e, mlir::Value x,
                          llvm::ArrayRef<int64_t> shape);
+/// Elements [start, limit) of `x` along `axis` by `step` (negative: walking
+/// back, `limit` may be -1).
+mlir::Value sliceAxis(NodeEmitter &e, mlir::Value x, int64_t axis,
+                      int64_t start, int64_t limit, int64_t step = 1);
+/// Input `i` holds int32 or int64 values, as indices must (ONNX's Tind).
+mlir::LogicalResult integerIndices(NodeEmitter &e, int i);
 /// `x` with `before` and `after` elements (where positive) concatenated
 /// along `axis`, each `fill`, or the run-time scalar `fillValue` where given.
 mlir::Value padAxis(NodeEmitter &e, mlir::Value x, int64_t axis, int64_t before,
