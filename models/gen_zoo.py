@@ -337,15 +337,19 @@ class LlamaLikeLayer(nn.Module):
         return (split_heads(self.q_proj(h), HEADS), split_heads(self.k_proj(h), self.kv),
                 split_heads(self.v_proj(h), self.kv))
 
-    def attention(self, x):
-        """The attention sublayer with its residual (subclasses that change
-        the feed-forward part keep this one)."""
+    def rotated_qkv(self, x):
+        """The query, key and value heads of the normed input, rotary
+        applied to the query and the key; and the sequence length."""
         h = self.input_layernorm(x)
         s = x.shape[1]
         q, k, v = self.qkv(h)
         cos, sin = self.cos[:, :, :s], self.sin[:, :, :s]
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v, s
+
+    def attention(self, x):
+        """The attention sublayer with its residual (subclasses that change
+        the feed-forward part keep this one)."""
+        q, k, v, s = self.rotated_qkv(x)
         return x + self.o_proj(merge_heads(attend(q, k, v, self.mask[:s, :s], "masked_fill")))
 
     def forward(self, x):
@@ -1809,6 +1813,97 @@ class StackedMoE(nn.Module):
         return torch.einsum("bsed,bse->bsd", y, gates)
 
 
+class GptOssExperts(nn.Module):
+    """GPT-OSS's experts as HF runs them in inference: the tokens flattened
+    and repeated once per expert, a batched matmul (bmm) against stacked
+    [experts, d, 2f] gate/up weights with a bias, gate and up interleaved
+    (strided slices ::2 and 1::2), clamped, a sigmoid GLU, (up + 1) * glu,
+    the stacked down projection with its bias, scaled by the dense
+    [tokens, experts] gate table and summed over the experts."""
+
+    def __init__(self, experts=4):
+        super().__init__()
+        f = HIDDEN
+        self.gate_up_proj = nn.Parameter(torch.randn(experts, HIDDEN, 2 * f) * HIDDEN ** -0.5)
+        self.gate_up_proj_bias = nn.Parameter(torch.randn(experts, 2 * f) * 0.1)
+        self.down_proj = nn.Parameter(torch.randn(experts, f, HIDDEN) * f ** -0.5)
+        self.down_proj_bias = nn.Parameter(torch.randn(experts, HIDDEN) * 0.1)
+        self.alpha, self.limit = 1.702, 7.0
+
+    def forward(self, x, gates):
+        b = x.shape[0]
+        e = gates.shape[1]
+        x = x.reshape(-1, HIDDEN).repeat(e, 1).view(e, -1, HIDDEN)
+        gate_up = torch.bmm(x, self.gate_up_proj) + self.gate_up_proj_bias[..., None, :]
+        gate, up = gate_up[..., ::2], gate_up[..., 1::2]
+        gate = gate.clamp(min=None, max=self.limit)
+        up = up.clamp(min=-self.limit, max=self.limit)
+        glu = gate * torch.sigmoid(gate * self.alpha)
+        y = torch.bmm((up + 1) * glu, self.down_proj) + self.down_proj_bias[..., None, :]
+        y = y.view(e, b, -1, HIDDEN) * gates.transpose(0, 1).view(e, b, -1)[..., None]
+        return y.sum(dim=0)
+
+
+class GptOssMoE(nn.Module):
+    """GPT-OSS's router (a linear with a bias over the flattened tokens, the
+    top 2 logits softmaxed and scattered into a [tokens, experts] table)."""
+
+    def __init__(self, experts=4, top=2):
+        super().__init__()
+        self.router = nn.Linear(HIDDEN, experts)
+        self.experts = GptOssExperts(experts)
+        self.top = top
+
+    def forward(self, x):
+        logits = self.router(x.reshape(-1, HIDDEN))
+        value, chosen = torch.topk(logits, self.top, dim=-1)
+        gates = torch.zeros_like(logits).scatter(1, chosen, torch.softmax(value, dim=1))
+        return self.experts(x, gates)
+
+
+class Llama4Experts(nn.Module):
+    """Llama 4's experts: stacked gate/up [experts, d, 2f] applied by bmm to
+    the tokens viewed as [experts, tokens, d], halved by chunk, and a
+    stacked down projection; the outputs flattened back to [experts *
+    tokens, d]."""
+
+    def __init__(self, experts=4):
+        super().__init__()
+        self.gate_up_proj = nn.Parameter(torch.randn(experts, HIDDEN, 2 * HIDDEN) * HIDDEN ** -0.5)
+        self.down_proj = nn.Parameter(torch.randn(experts, HIDDEN, HIDDEN) * HIDDEN ** -0.5)
+
+    def forward(self, x):
+        x = x.view(self.gate_up_proj.shape[0], -1, HIDDEN)
+        gate, up = torch.bmm(x, self.gate_up_proj).chunk(2, dim=-1)
+        return torch.bmm(up * F.silu(gate), self.down_proj).view(-1, HIDDEN)
+
+
+class Llama4MoE(nn.Module):
+    """Llama 4's routing: the top 1 router logit kept, the others -inf,
+    a sigmoid of that (a dense [tokens, experts] table); the gates scale
+    each expert's copy of the tokens before the experts (not their
+    outputs), the experts' outputs summed over the experts, plus a shared
+    expert."""
+
+    def __init__(self, experts=4, top=1):
+        super().__init__()
+        self.router = nn.Linear(HIDDEN, experts, bias=False)
+        self.experts = Llama4Experts(experts)
+        self.shared_expert = Expert()
+        self.top = top
+
+    def forward(self, x):
+        shape = x.shape
+        x = x.reshape(-1, HIDDEN)
+        logits = self.router(x)
+        value, chosen = torch.topk(logits, self.top, dim=1)
+        scores = torch.full_like(logits, float("-inf")).scatter(1, chosen, value)
+        scores = torch.sigmoid(scores).transpose(0, 1)  # [experts, tokens]
+        routed = x.repeat(scores.shape[0], 1) * scores.reshape(-1, 1)
+        out = self.experts(routed).view(scores.shape[0], -1, HIDDEN).sum(dim=0)
+        return (self.shared_expert(x) + out).view(shape)
+
+
 class MoELayer(LlamaLikeLayer):
     def __init__(self, moe):
         super().__init__()
@@ -1824,6 +1919,67 @@ class MoEModel(LlamaLike):
     def __init__(self, moe):
         super().__init__()
         self.layers = nn.ModuleList(MoELayer(moe) for _ in range(LAYERS))
+
+
+class Llama4Layer(LlamaLikeLayer):
+    """Llama 4: rotary, then a weightless RMS norm (L2 norm) of each query
+    and key head; the MoE above in place of the MLP."""
+
+    def __init__(self):
+        super().__init__(theta=500000.0)
+        del self.gate_proj, self.up_proj, self.down_proj
+        self.feed_forward = Llama4MoE()
+
+    def attention(self, x):
+        q, k, v, s = self.rotated_qkv(x)
+        q = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-6)
+        k = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return x + self.o_proj(merge_heads(attend(q, k, v, self.mask[:s, :s], "masked_fill")))
+
+    def forward(self, x):
+        x = self.attention(x)
+        return x + self.feed_forward(self.post_attention_layernorm(x))
+
+
+class Llama4(LlamaLike):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(Llama4Layer() for _ in range(LAYERS))
+
+
+class GptOssLayer(LlamaLikeLayer):
+    """GPT-OSS: q/k/v/o with biases, grouped-query attention written out
+    (HF's eager path) with a learned sink logit per head concatenated to the
+    scores, softmaxed with them and dropped; a sliding window on every other
+    layer; the MoE above."""
+
+    def __init__(self, window):
+        super().__init__(qkv_bias=True, window=window, theta=150000.0)
+        del self.gate_proj, self.up_proj, self.down_proj
+        self.o_proj = nn.Linear(HIDDEN, HIDDEN, bias=True)
+        self.sinks = nn.Parameter(torch.randn(HEADS) * 0.5)
+        self.mlp = GptOssMoE()
+
+    def forward(self, x):
+        q, k, v, s = self.rotated_qkv(x)
+        b, kv, _, d = k.shape
+        k = k[:, :, None].expand(b, kv, HEADS // kv, s, d).reshape(b, HEADS, s, d)
+        v = v[:, :, None].expand(b, kv, HEADS // kv, s, d).reshape(b, HEADS, s, d)
+        scores = torch.matmul(q, k.transpose(2, 3)) * d ** -0.5
+        scores = scores.masked_fill(self.mask[:s, :s], float("-inf"))
+        sinks = self.sinks.reshape(1, -1, 1, 1).expand(b, -1, s, -1)
+        combined = torch.cat([scores, sinks], dim=-1)
+        combined = combined - combined.max(dim=-1, keepdim=True).values
+        probs = torch.softmax(combined, dim=-1)[..., :-1]
+        x = x + self.o_proj(merge_heads(torch.matmul(probs, v)))
+        return x + self.mlp(self.post_attention_layernorm(x)).view(x.shape)
+
+
+class GptOss(LlamaLike):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(GptOssLayer(window=3 if i % 2 == 0 else None)
+                                    for i in range(LAYERS))
 
 
 # ----------------------------------------------------------------------------
@@ -1871,6 +2027,8 @@ MODELS = {
     "qwen_moe": (lambda: MoEModel(QwenMoE), 2038, False),
     "switch_moe": (lambda: MoEModel(SwitchMoE), 2039, False),
     "stacked_moe": (lambda: MoEModel(StackedMoE), 2040, False),
+    "gpt_oss": (GptOss, 2041, False),
+    "llama4": (Llama4, 2042, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
@@ -1879,7 +2037,8 @@ INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
 TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "deberta",
                    "bart", "bloom_merged", "gpt_bigcode", "chatglm", "deberta_v2",
                    "gpt_lecture", "torch_encoder", "albert", "perceiver", "qwen3", "phi3",
-                   "mixtral", "deepseek_moe", "qwen_moe", "switch_moe", "stacked_moe"}
+                   "mixtral", "deepseek_moe", "qwen_moe", "switch_moe", "stacked_moe", "gpt_oss",
+                   "llama4"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
                 "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
                 "gpt_bigcode": padding_mask, "deberta_v2": padding_mask}
@@ -1920,6 +2079,7 @@ def generate(name, out_root):
         np.save(os.path.join(d, "outputs", n + ".npy"), value.numpy().astype(np.float32))
     if name in TRAIN_REFERENCE:
         write_train_reference(model, inputs, os.path.join(d, "train"), seed)
+        write_folded_grads(model, os.path.join(d, "model.onnx"), os.path.join(d, "train"))
     print("wrote", d)
 
 
@@ -1947,6 +2107,28 @@ def write_train_reference(model, inputs, d, seed):
     for n, b in model.named_buffers():
         if n in state and b.is_floating_point():
             np.save(os.path.join(d, "grads", n + ".npy"), np.zeros_like(b.numpy()))
+
+
+def write_folded_grads(model, onnx_path, d):
+    """train/grads/onnx__NAME.npy for an initializer the exporter folded
+    from a view of one parameter (GPT-OSS's expert biases unsqueezed,
+    `onnx::Add_N`, its sinks reshaped, `onnx::Expand_N`): that parameter's
+    gradient in the initializer's shape, under the name mp gives it. Matched
+    by value; an initializer that matches no parameter, or several, gets
+    none."""
+    import onnx
+    from onnx import numpy_helper
+    params = [(n, p.detach().numpy()) for n, p in model.named_parameters()]
+    grads = dict(model.named_parameters())
+    for init in onnx.load(onnx_path).graph.initializer:
+        if not init.name.startswith("onnx::"):
+            continue
+        value = numpy_helper.to_array(init)
+        matches = [n for n, p in params
+                   if p.size == value.size and np.array_equal(p.reshape(value.shape), value)]
+        if len(matches) == 1:
+            grad = grads[matches[0]].grad.numpy().reshape(value.shape)
+            np.save(os.path.join(d, "grads", init.name.replace("::", "__") + ".npy"), grad)
 
 
 def main():

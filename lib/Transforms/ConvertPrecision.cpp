@@ -72,15 +72,19 @@ DenseSet<Operation *> routingOps(Block &body) {
 void castAround(const DenseSet<Operation *> &routing, Type target) {
   DenseMap<Value, Value> wide;
   for (Operation *op : routing) {
-    OpBuilder b(op);
     for (OpOperand &operand : op->getOpOperands()) {
       Value v = operand.get();
       auto type = dyn_cast<RankedTensorType>(v.getType());
       if (!type || type.getElementType() != target)
         continue;
       Value &copy = wide[v];
-      if (!copy)
+      if (!copy) {
+        // (Right after `v`: one copy serves every routing op that reads
+        // it, a constant shared by the layers' routers too.)
+        OpBuilder b(op->getContext());
+        b.setInsertionPointAfterValue(v);
         copy = CastOp::create(b, op->getLoc(), retype(type, b.getF32Type()), v);
+      }
       operand.set(copy);
     }
   }

@@ -416,6 +416,10 @@ bool mp::takesPartOfFusedLinear(LinearOp linear, Operation *op) {
                       [&](const PartRead &r) { return r.taker == op; });
 }
 
+bool mp::isCuttableFusedLinear(LinearOp linear) {
+  return fusedCalls(linear).has_value();
+}
+
 LogicalResult mp::cutFusedLinear(LinearOp linear,
                                  SmallVectorImpl<Operation *> &cut) {
   std::optional<FusedCalls> calls = fusedCalls(linear);

@@ -24,6 +24,10 @@ namespace mp {
 /// linears), each of them taking its output in the same parts.
 bool takesPartOfFusedLinear(LinearOp linear, mlir::Operation *op);
 
+/// True when `linear` could be cut into a linear per part (as above) for
+/// some reader of its output.
+bool isCuttableFusedLinear(LinearOp linear);
+
 /// Cuts `linear`, and the other calls of its module, into one linear per
 /// part, each reading a parameter that is that block of the weight (and
 /// bias): `mp.param`'s `part_of`/`part`. The linears replaced (and erased)

@@ -18,6 +18,14 @@
 // before its all-reduce, all_reduce(p_e * g_e), and the experts' sums then
 // merge as above: one collective per layer instead of one per expert.
 //
+// Experts stacked in one parameter and unstacked by mp-raise concatenate
+// their outputs, each all-reduced: that concatenation is one all-reduce of
+// the concatenated partial products. Carried through the views, the gates'
+// scaling and a bias per expert (added apart: f(all_reduce(p) + c) =
+// all_reduce(f(p)) + f(c)) to the sum over the experts, it moves after that
+// sum (GPT-OSS, Llama 4, tokens flattened before the experts): one
+// all-reduce of the layer's output instead of one per expert.
+//
 //===----------------------------------------------------------------------===//
 #include "mp/Dialect/MP/IR/MPOps.h"
 #include "mp/Support/Einsum.h"
@@ -153,10 +161,19 @@ bool linearIn(Operation *op, unsigned i) {
   return false;
 }
 
-/// A sum over ranks carried through ops linear in it whose other operands
-/// are the same on every rank (an expert's gate and its routing mask, a
-/// contraction with the gates, a view): f(all_reduce(p)), each op read only
-/// by the next. f(all_reduce(p)) = all_reduce(f(p)).
+/// Whether `op` adds another value to its operand `i` without broadcasting
+/// it (an expert's bias after its all-reduce, GPT-OSS's): f(x) = x + c.
+bool affineIn(Operation *op, unsigned i) {
+  return isa<AddOp>(op) &&
+         op->getResult(0).getType() == op->getOperand(i).getType();
+}
+
+/// A sum over ranks carried through ops linear (or affine) in it whose
+/// other operands are the same on every rank (an expert's gate and its
+/// routing mask, a contraction with the gates, a view, a bias added):
+/// f(all_reduce(p)), each op read only by the next.
+/// f(all_reduce(p)) = all_reduce(f(p)), or, where the chain adds values c
+/// on its way, all_reduce(f_linear(p)) + f(c)s.
 struct ScaledSum {
   shard::AllReduceOp sum;
   SmallVector<std::pair<Operation *, unsigned>> chain; // (op, operand it is
@@ -172,7 +189,7 @@ std::optional<ScaledSum> linearChain(Value leaf, Operation *root) {
       !inSameStage(op, root))
     return std::nullopt;
   for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-    if (!linearIn(op, i))
+    if (!linearIn(op, i) && !affineIn(op, i))
       continue;
     Value inner = op->getOperand(i);
     auto sum = inner.getDefiningOp<shard::AllReduceOp>();
@@ -202,23 +219,188 @@ std::optional<ScaledSum> scaledSum(Value leaf, Operation *root,
   return scaled;
 }
 
-/// Moves the sum after the ops: all_reduce(f(p)).
+/// Moves the sum after the ops: all_reduce(f(p)); the values the chain
+/// adds are carried apart through the ops after them and added to the sum
+/// (every rank computes them alike).
 void sinkScaling(ScaledSum scaled) {
   Operation *outer = scaled.chain.front().first;
   OpBuilder b(outer);
-  Value carried = scaled.sum.getInput();
+  Value carried = scaled.sum.getInput(), added;
   for (auto [op, operand] : llvm::reverse(scaled.chain)) {
+    if (isa<AddOp>(op)) {
+      Value other = op->getOperand(1 - operand);
+      if (added) {
+        Operation *sum = b.clone(*op);
+        sum->setOperand(operand, added);
+        added = sum->getResult(0);
+      } else {
+        added = other.getType() == op->getResult(0).getType()
+                    ? other
+                    : ExpandOp::create(b, op->getLoc(),
+                                       op->getResult(0).getType(), other)
+                          .getResult();
+      }
+      continue;
+    }
     Operation *moved = b.clone(*op);
     moved->setOperand(operand, carried);
     carried = moved->getResult(0);
+    if (added) {
+      Operation *again = b.clone(*op);
+      again->setOperand(operand, added);
+      added = again->getResult(0);
+    }
   }
   Operation *sum = b.clone(*scaled.sum);
   sum->setOperand(0, carried);
   sum->getResult(0).setType(carried.getType());
-  outer->getResult(0).replaceAllUsesWith(sum->getResult(0));
+  Value result = sum->getResult(0);
+  if (added) {
+    auto total =
+        AddOp::create(b, outer->getLoc(), result.getType(), result, added);
+    total->setDiscardableAttrs(outer->getDiscardableAttrDictionary());
+    result = total;
+  }
+  outer->getResult(0).replaceAllUsesWith(result);
   for (auto [op, operand] : scaled.chain)
     op->erase();
   scaled.sum->erase();
+}
+
+/// `part` as a sum over ranks, possibly scaled: an all-reduce read only
+/// there (an empty chain) or a scaled sum.
+std::optional<ScaledSum> sumOrScaledSum(Value part, Operation *root,
+                                        SymbolTableCollection &symbols) {
+  auto sum = part.getDefiningOp<shard::AllReduceOp>();
+  if (sum && part.hasOneUse() &&
+      sum.getReduction() == shard::ReductionKind::Sum &&
+      sum.getInput().getType() == sum.getType() && inSameStage(sum, root) &&
+      !sum->hasAttr(MPDialect::getNormStatisticsAttrName()))
+    return ScaledSum{sum, {}};
+  return scaledSum(part, root, symbols);
+}
+
+/// A concatenation of sums over the same ranks is the sum of the
+/// concatenation: one collective of the same bytes instead of one per
+/// part (experts stacked in one parameter, unstacked by mp-raise, their
+/// outputs concatenated back: GPT-OSS's, or any whose tokens are flattened
+/// before the gates combine them).
+///   concat(all_reduce(p_0), all_reduce(p_1)) = all_reduce(concat(p_0, p_1))
+void mergeConcatenatedSums(ModuleOp module, SymbolTableCollection &symbols) {
+  SmallVector<ConcatOp> concats;
+  module.walk([&](ConcatOp concat) { concats.push_back(concat); });
+  for (ConcatOp concat : concats) {
+    if (concat.getInputs().size() < 2)
+      continue;
+    SmallVector<ScaledSum> parts;
+    for (Value part : concat.getInputs()) {
+      std::optional<ScaledSum> sum = sumOrScaledSum(part, concat, symbols);
+      if (!sum || (!parts.empty() &&
+                   (sum->sum.getGridAttr() != parts[0].sum.getGridAttr() ||
+                    sum->sum.getGridAxes() != parts[0].sum.getGridAxes())))
+        break;
+      parts.push_back(*sum);
+    }
+    auto adds = [](const ScaledSum &part) {
+      return llvm::any_of(part.chain,
+                          [](auto link) { return isa<AddOp>(link.first); });
+    };
+    // (Each part adding a value on its way, or none.)
+    if (parts.size() != concat.getInputs().size() ||
+        llvm::any_of(parts, adds) != llvm::all_of(parts, adds))
+      continue;
+    for (ScaledSum &part : parts)
+      if (!part.chain.empty())
+        sinkScaling(part);
+    // Each part is now all_reduce(q_i) (+ what its chain added).
+    SmallVector<Value> partials, added;
+    Operation *first = nullptr;
+    for (Value part : concat.getInputs()) {
+      Value sum = part;
+      Value extra;
+      if (auto add = part.getDefiningOp<AddOp>()) {
+        sum = add.getLhs();
+        extra = add.getRhs();
+      }
+      first = first ? first : sum.getDefiningOp();
+      partials.push_back(sum.getDefiningOp()->getOperand(0));
+      added.push_back(extra);
+    }
+    OpBuilder b(concat);
+    auto inner = cast<ConcatOp>(b.clone(*concat));
+    inner->setOperands(partials);
+    Operation *sum = b.clone(*first);
+    sum->setOperand(0, inner);
+    sum->getResult(0).setType(inner.getType());
+    Value result = sum->getResult(0);
+    if (added.front()) {
+      // (The values the parts' chains added, concatenated alike.)
+      auto addends = cast<ConcatOp>(b.clone(*concat));
+      addends->setOperands(added);
+      auto total =
+          AddOp::create(b, concat.getLoc(), result.getType(), result, addends);
+      total->setDiscardableAttrs(concat->getDiscardableAttrDictionary());
+      result = total;
+    }
+    SmallVector<Operation *> old;
+    for (Value part : concat.getInputs())
+      old.push_back(part.getDefiningOp());
+    concat.getResult().replaceAllUsesWith(result);
+    concat->erase();
+    for (Operation *op : old) {
+      Operation *sumOp =
+          isa<AddOp>(op) ? op->getOperand(0).getDefiningOp() : op;
+      if (op != sumOp)
+        op->erase();
+      sumOp->erase();
+    }
+  }
+}
+
+/// An all-reduce carried through ops linear (or affine) in it, the same
+/// on every rank otherwise, to a reduction that shrinks it (a sum over the
+/// experts of their gated outputs): the all-reduce moves after the
+/// reduction, so it sums fewer bytes.
+void sinkSumsPastReductions(ModuleOp module, SymbolTableCollection &symbols) {
+  SmallVector<shard::AllReduceOp> sums;
+  module.walk([&](shard::AllReduceOp sum) { sums.push_back(sum); });
+  for (shard::AllReduceOp sum : sums) {
+    if (sum.getReduction() != shard::ReductionKind::Sum ||
+        sum.getInput().getType() != sum.getType() ||
+        sum->hasAttr(MPDialect::getNormStatisticsAttrName()))
+      continue;
+    auto elements = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getNumElements();
+    };
+    // The ops reading the sum in turn, innermost first; the chain up to
+    // the one of fewest elements, the first where it is smallest.
+    SmallVector<std::pair<Operation *, unsigned>> chain;
+    size_t best = 0;
+    int64_t fewest = elements(sum.getResult());
+    Value value = sum.getResult();
+    while (value.hasOneUse()) {
+      OpOperand &use = *value.getUses().begin();
+      Operation *op = use.getOwner();
+      unsigned i = use.getOperandNumber();
+      if (op->getNumResults() != 1 || !inSameStage(op, sum) ||
+          !(linearIn(op, i) || affineIn(op, i)) ||
+          !llvm::all_of(llvm::enumerate(op->getOperands()), [&](auto o) {
+            return o.index() == i || sameOnEveryRank(o.value(), sum, symbols);
+          }))
+        break;
+      chain.push_back({op, i});
+      value = op->getResult(0);
+      if (elements(value) < fewest) {
+        fewest = elements(value);
+        best = chain.size();
+      }
+    }
+    if (best == 0)
+      continue;
+    chain.resize(best);
+    std::reverse(chain.begin(), chain.end());
+    sinkScaling(ScaledSum{sum, chain});
+  }
 }
 
 /// The sum over ranks of `concat`'s first part where each part is a scaled
@@ -308,14 +490,8 @@ void splitSumsOverConcats(ModuleOp module, SymbolTableCollection &symbols) {
             cast<RankedTensorType>(part.getType()).getDimSize(concat.getAxis());
         Value slice;
         if (*otherAxis >= 0) {
-          auto type = cast<RankedTensorType>(other.getType());
-          SmallVector<int64_t> starts(type.getRank(), 0),
-              limits(type.getShape()), strides(type.getRank(), 1);
-          starts[*otherAxis] = offset;
-          limits[*otherAxis] = offset + size;
-          auto cut = SliceOp::create(
-              b, op->getLoc(), other, b.getDenseI64ArrayAttr(starts),
-              b.getDenseI64ArrayAttr(limits), b.getDenseI64ArrayAttr(strides));
+          auto cut = SliceOp::create(b, op->getLoc(), other, *otherAxis, offset,
+                                     offset + size);
           cut->setDiscardableAttrs(op->getDiscardableAttrDictionary());
           slice = cut;
         }
@@ -476,6 +652,8 @@ struct MergePartialSumsPass
   void runOnOperation() override {
     SymbolTableCollection symbols;
     splitSumsOverConcats(getOperation(), symbols);
+    mergeConcatenatedSums(getOperation(), symbols);
+    sinkSumsPastReductions(getOperation(), symbols);
     SmallVector<AddOp> roots;
     getOperation().walk([&](AddOp add) {
       if (isRoot(add))

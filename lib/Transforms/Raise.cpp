@@ -229,14 +229,8 @@ struct SliceFromGather : OpRewritePattern<GatherOp> {
       first = first.value_or(i);
       next = i + 1;
     }
-    SmallVector<int64_t> starts(input.getRank(), 0),
-        strides(input.getRank(), 1);
-    SmallVector<int64_t> limits(input.getShape()), shape(input.getShape());
-    starts[axis] = *first;
-    limits[axis] = next;
-    shape[axis] = next - *first;
-    Value slice = SliceOp::create(rewriter, op.getLoc(), input.clone(shape),
-                                  op.getInput(), starts, limits, strides);
+    Value slice = SliceOp::create(rewriter, op.getLoc(), op.getInput(), axis,
+                                  *first, next);
     slice.getDefiningOp()->setDiscardableAttrs(
         op->getDiscardableAttrDictionary());
     if (slice.getType() != op.getType()) {

@@ -401,6 +401,64 @@ static Value withUnitDim(OpBuilder &b, Location loc, Value v, size_t axis,
       b, loc, RankedTensorType::get(shape, tensorType(v).getElementType()), v);
 }
 
+/// `type` with its dim `axis` of `size`.
+static RankedTensorType withDim(RankedTensorType type, int64_t axis,
+                                int64_t size) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape[axis] = size;
+  return type.clone(shape);
+}
+
+/// Slices and splits of the experts' concatenated outputs along another
+/// axis (a fused gate/up projection halved by `chunk` or `split`, GPT-OSS
+/// style) taken of each expert's output instead, so that each expert's
+/// linear is read in parts, as a fused linear that tensor parallelism cuts:
+/// slice(concat(y_0, y_1)) -> concat(slice(y_0), slice(y_1)). Only where
+/// every reader of the concatenation is one, taking it whole along the
+/// experts.
+static void cutEachExpert(ConcatOp concat, DictionaryAttr tags) {
+  const int64_t axis = concat.getNormalizedAxis();
+  const int64_t experts = tensorType(concat).getDimSize(axis);
+  auto wholeAlongExperts = [&](Operation *user) {
+    if (auto slice = dyn_cast<SliceOp>(user))
+      return slice.getStarts()[axis] == 0 && slice.getStrides()[axis] == 1 &&
+             slice.getLimits()[axis] == experts;
+    auto split = dyn_cast<SplitOp>(user);
+    return split && split.getNormalizedAxis() != axis;
+  };
+  if (concat->use_empty() ||
+      !llvm::all_of(concat->getUsers(), wholeAlongExperts))
+    return;
+  SmallVector<Operation *> readers(concat->getUsers());
+  for (Operation *reader : readers) {
+    OpBuilder b(reader);
+    Location loc = reader->getLoc();
+    // Each reader's results, per expert.
+    SmallVector<SmallVector<Value>> pieces(reader->getNumResults());
+    for (Value part : concat.getInputs()) {
+      int64_t size = tensorType(part).getDimSize(axis);
+      Operation *cut = b.clone(*reader);
+      cut->setOperand(0, part);
+      for (OpResult result : cut->getResults())
+        result.setType(withDim(tensorType(result), axis, size));
+      if (auto slice = dyn_cast<SliceOp>(cut)) {
+        SmallVector<int64_t> limits(slice.getLimits());
+        limits[axis] = size;
+        slice.setLimits(limits);
+      }
+      for (OpResult result : cut->getResults())
+        pieces[result.getResultNumber()].push_back(result);
+    }
+    for (auto [result, parts] : llvm::zip(reader->getResults(), pieces)) {
+      auto joined = ConcatOp::create(b, loc, parts, b.getI64IntegerAttr(axis));
+      joined->setDiscardableAttrs(tags);
+      result.replaceAllUsesWith(joined.getResult());
+    }
+    reader->erase();
+  }
+  concat.erase();
+}
+
 /// Rewrites `stacked` as an einsum per expert against the expert's block
 /// of the parameter (`parts`, one per expert), the input's block where it
 /// has the experts' label, the results concatenated along the experts.
@@ -440,13 +498,9 @@ static void unstack(const StackedEinsum &stacked, ArrayRef<ParamOp> parts) {
     block = tag(withUnitDim(b, loc, block, 0, /*insert=*/false));
     Value rows = input;
     if (inputAxis != std::string::npos) {
-      SmallVector<int64_t> starts(x.size(), 0),
-          limits(tensorType(input).getShape()), strides(x.size(), 1);
-      starts[inputAxis] = static_cast<int64_t>(i);
-      limits[inputAxis] = static_cast<int64_t>(i) + 1;
-      rows = tag(SliceOp::create(b, loc, input, b.getDenseI64ArrayAttr(starts),
-                                 b.getDenseI64ArrayAttr(limits),
-                                 b.getDenseI64ArrayAttr(strides)));
+      const auto expert = static_cast<int64_t>(i);
+      rows = tag(SliceOp::create(b, loc, input, static_cast<int64_t>(inputAxis),
+                                 expert, expert + 1));
       rows = tag(withUnitDim(b, loc, rows, inputAxis, /*insert=*/false));
     }
     Value result = tag(EinsumOp::create(b, loc, ValueRange{rows, block},
@@ -459,10 +513,39 @@ static void unstack(const StackedEinsum &stacked, ArrayRef<ParamOp> parts) {
                         b, loc, results,
                         b.getI64IntegerAttr(static_cast<int64_t>(outAxis))));
   op.getResult().replaceAllUsesWith(all);
+  DictionaryAttr tags = op->getDiscardableAttrDictionary();
   op.erase();
+  if (auto concat = all.getDefiningOp<ConcatOp>())
+    cutEachExpert(concat, tags);
+}
+
+/// Batched matmuls against a stacked parameter [experts, K, N] (HF's
+/// GPT-OSS experts: `torch.bmm(x, gate_up_proj)` on the tokens repeated
+/// once per expert) as the einsums they are, "emk,ekn->emn", to unstack as
+/// those do. One left stacked is a matmul again (the einsum patterns).
+static void stackedMatmulsAsEinsums(ModuleOp module) {
+  SmallVector<MatmulOp> matmuls;
+  module.walk([&](MatmulOp op) {
+    RankedTensorType lhs = tensorType(op.getLhs()),
+                     rhs = tensorType(op.getRhs());
+    if (lhs.getRank() == 3 && rhs.getRank() == 3 &&
+        op.getRhs().getDefiningOp<GetParamOp>() && op.getLhs() != op.getRhs() &&
+        lhs.getDimSize(0) == rhs.getDimSize(0) && lhs.getDimSize(0) > 1)
+      matmuls.push_back(op);
+  });
+  for (MatmulOp op : matmuls) {
+    OpBuilder b(op);
+    auto einsum =
+        EinsumOp::create(b, op.getLoc(), ValueRange{op.getLhs(), op.getRhs()},
+                         b.getStringAttr("emk,ekn->emn"));
+    einsum->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    op.getResult().replaceAllUsesWith(einsum.getResult());
+    op.erase();
+  }
 }
 
 void mp::unstackExpertWeights(ModuleOp module) {
+  stackedMatmulsAsEinsums(module);
   // The stacked einsums, by parameter; a parameter is unstacked only where
   // every read of it is such an einsum (it is replaced by its parts).
   llvm::MapVector<StringAttr, SmallVector<StackedEinsum>> byParam;

@@ -6,8 +6,10 @@
 #include "SplitAnalysis.h"
 
 #include "DistributedNorm.h"
+#include "FusedLinear.h"
 #include "mp/Analysis/MemoryPlan.h"
 
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/Support/Debug.h"
 
 #include <optional>
@@ -128,6 +130,61 @@ ReshapeOp tensor_parallel::headRepeat(Value v, int64_t &dim) {
 }
 
 namespace {
+
+/// A linear's output taken in equal contiguous blocks along its features.
+struct EqualParts {
+  LinearOp linear;
+  int64_t count;                       // blocks
+  SmallVector<Operation *, 4> readers; // the slices, and the view they read
+};
+
+/// The linear `slice` takes one of its equal parts of, along dim `d` (split)
+/// of its input: the linear's output, or a view of it that keeps its
+/// features last (an expert's output with its unit experts dim), every
+/// reader of which is a slice of one contiguous block along `d`, whole
+/// elsewhere, the blocks equal and tiling `d`. Only for a linear that cannot
+/// be cut into a linear per part (FusedLinear.h: its weight is a part of
+/// stacked experts' weights already); one that can is cut instead.
+std::optional<EqualParts> equalParts(SliceOp slice, int64_t d) {
+  Value in = slice.getInput();
+  auto type = cast<RankedTensorType>(in.getType());
+  EqualParts parts;
+  parts.linear = in.getDefiningOp<LinearOp>();
+  auto view = in.getDefiningOp<ReshapeOp>();
+  if (view && view.getInput().hasOneUse()) {
+    parts.linear = view.getInput().getDefiningOp<LinearOp>();
+    parts.readers.push_back(view);
+  }
+  if (!parts.linear || d != type.getRank() - 1 ||
+      type.getDimSize(d) != parts.linear.getType().getShape().back() ||
+      isCuttableFusedLinear(parts.linear))
+    return std::nullopt;
+  const int64_t size = slice.getType().getDimSize(d),
+                whole = type.getDimSize(d);
+  if (whole % size != 0 || whole / size < 2)
+    return std::nullopt;
+  parts.count = whole / size;
+  llvm::SmallBitVector taken(parts.count);
+  for (Operation *user : in.getUsers()) {
+    auto part = dyn_cast<SliceOp>(user);
+    if (!part)
+      return std::nullopt;
+    for (int64_t i = 0; i < type.getRank(); ++i) {
+      int64_t start = part.getStarts()[i], limit = part.getLimits()[i];
+      bool ok = part.getStrides()[i] == 1 &&
+                (i == d ? start % size == 0 && limit == start + size &&
+                              start >= 0 && limit <= whole
+                        : start == 0 && limit == type.getDimSize(i));
+      if (!ok)
+        return std::nullopt;
+    }
+    taken.set(part.getStarts()[d] / size);
+    parts.readers.push_back(part);
+  }
+  if (!taken.all())
+    return std::nullopt;
+  return parts;
+}
 
 const char *kReturnedOnly =
     "through data movement alone (a split that the program also computes "
@@ -400,6 +457,22 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
         markResult(r, dims[0], from);
       continue;
     }
+    if (auto slice = dyn_cast<SliceOp>(&op); slice && dims[0] >= 0) {
+      if (std::optional<EqualParts> parts = equalParts(slice, dims[0])) {
+        // As the split above: a fused gate/up halved by slices, whose
+        // linear cannot be cut into parts (an expert's, whose weight is a
+        // part of stacked weights already).
+        int64_t groups = split.groups.lookup(parts->linear);
+        if (groups && groups != parts->count) {
+          stopAt(&op, dims, from);
+          continue;
+        }
+        split.groups[parts->linear] = parts->count;
+        split.partReaders.insert(parts->readers.begin(), parts->readers.end());
+        markResult(slice.getResult(), dims[0], from);
+        continue;
+      }
+    }
     if (isNormOverSplit(&op, dims) && cutsNormParams(op, cuttable, split)) {
       markResult(op.getResult(0), dims[0], from);
       continue;
@@ -435,7 +508,7 @@ tensor_parallel::analyze(func::FuncOp func, ArrayRef<LinearOp> linears,
   for (auto &entry : split.groups) {
     Value out = entry.first->getResult(0);
     for (Operation *user : out.getUsers()) {
-      if (isa<SplitOp>(user))
+      if (isa<SplitOp>(user) || split.partReaders.contains(user))
         continue;
       stopAt(user, split.operandDims(user), split.origin[out],
              "which reads whole the output of a linear sharded per part of "

@@ -49,6 +49,9 @@ struct Split {
   llvm::DenseMap<mlir::Value, llvm::BitVector> origin; // seeding linears
   llvm::SmallVector<LinearOp> columns, rows;
   llvm::DenseMap<mlir::Operation *, int64_t> groups; // column linear -> parts
+  // The ops that take a grouped linear's output in its equal parts (slices,
+  // and a view of the output they read).
+  llvm::SmallPtrSet<mlir::Operation *, 8> partReaders;
   llvm::SmallVector<Cut> cuts;
   llvm::SmallVector<mlir::Operation *>
       norms; // norms over a split dim (distributed)

@@ -700,8 +700,17 @@ LogicalResult TensorParallelPass::parallelize(ModuleOp module,
     shape[d] /= tp;
     v.setType(RankedTensorType::get(shape, t.getElementType()));
     if (auto slice = v.getDefiningOp<SliceOp>()) {
-      SmallVector<int64_t> limits(slice.getLimits());
-      limits[d] = shape[d];
+      // Taken whole, one of a grouped linear's equal parts (each rank holds
+      // its block of every part), or every stride-th element of the
+      // rank's block.
+      SmallVector<int64_t> starts(slice.getStarts()), limits(slice.getLimits());
+      if (slice.getStrides()[d] == 1) {
+        starts[d] /= tp;
+        limits[d] = starts[d] + shape[d];
+      } else {
+        limits[d] = shape[d] * slice.getStrides()[d];
+      }
+      slice.setStarts(starts);
       slice.setLimits(limits);
     }
   }

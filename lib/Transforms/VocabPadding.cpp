@@ -43,13 +43,9 @@ FailureOr<ParamOp> mp::padParameter(ParamOp param, int64_t axis, int64_t size,
 }
 
 Value mp::unpadLogits(OpBuilder &b, Value gathered, int64_t size) {
-  auto type = cast<RankedTensorType>(gathered.getType());
-  SmallVector<int64_t> starts(type.getRank(), 0), strides(type.getRank(), 1);
-  SmallVector<int64_t> limits(type.getShape());
-  limits.back() = size;
+  int64_t last = cast<RankedTensorType>(gathered.getType()).getRank() - 1;
   b.setInsertionPointAfterValue(gathered);
-  return SliceOp::create(b, gathered.getLoc(), type.clone(limits), gathered,
-                         starts, limits, strides);
+  return SliceOp::create(b, gathered.getLoc(), gathered, last, 0, size);
 }
 
 bool mp::isVocabularyPrefix(SliceOp slice) {

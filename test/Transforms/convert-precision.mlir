@@ -81,8 +81,8 @@ func.func @saturate(%m: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
 // top-1 selection; the gates are narrowed where they meet the experts'
 // bf16 outputs.
 // CHECK-LABEL: func.func @router
-// CHECK: %[[W:.*]] = mp.get_param @wg : tensor<8x4xbf16>
 // CHECK: %[[XW:.*]] = mp.cast %{{.*}} : tensor<2x8xbf16> to tensor<2x8xf32>
+// CHECK: %[[W:.*]] = mp.get_param @wg : tensor<8x4xbf16>
 // CHECK: %[[WW:.*]] = mp.cast %[[W]] : tensor<8x4xbf16> to tensor<8x4xf32>
 // CHECK: %[[S:.*]] = mp.linear %[[XW]], %[[WW]] : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
 // CHECK: %[[P:.*]] = mp.softmax %[[S]] {axis = 1 : i64} : tensor<2x4xf32>
@@ -101,4 +101,35 @@ func.func @router(%x: tensor<2x8xf32>, %y: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %g = mp.where %h, %p, %c : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
   %o = mp.mul %y, %g : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return %o : tensor<2x4xf32>
+}
+
+// -----
+
+// Tests that a converted value that routers of two layers read (a constant
+// the importer shares) is widened once, right after its definition, where
+// every router's ops can read the copy (it was put before whichever router
+// op came first, which need not precede the other layer's).
+// CHECK-LABEL: func.func @shared_constant
+// CHECK: %[[C:.*]] = mp.constant {{.*}} : tensor<bf16>
+// CHECK-NEXT: %[[CW:.*]] = mp.cast %[[C]] : tensor<bf16> to tensor<f32>
+// CHECK: mp.where %{{.*}}, %{{.*}}, %[[CW]] : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+// CHECK: mp.where %{{.*}}, %{{.*}}, %[[CW]] : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+mp.param @w1 : tensor<8x4xf32> {file = "x.onnx", offset = 0 : i64, length = 128 : i64}
+mp.param @w2 : tensor<8x4xf32> {file = "x.onnx", offset = 128 : i64, length = 128 : i64}
+func.func @shared_constant(%x: tensor<2x8xf32>, %y: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %c = mp.constant dense<0.0> : tensor<f32>
+  %y0 = mp.add %y, %c : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  %w1 = mp.get_param @w1 : tensor<8x4xf32>
+  %s1 = mp.linear %x, %w1 : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %m1 = mp.reduce max, %s1 {axes = array<i64: 1>} : tensor<2x4xf32> -> tensor<2x1xf32>
+  %h1 = mp.compare eq, %s1, %m1 : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xi1>
+  %g1 = mp.where %h1, %s1, %c : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  %o1 = mp.mul %y0, %g1 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %w2 = mp.get_param @w2 : tensor<8x4xf32>
+  %s2 = mp.linear %x, %w2 : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %m2 = mp.reduce max, %s2 {axes = array<i64: 1>} : tensor<2x4xf32> -> tensor<2x1xf32>
+  %h2 = mp.compare eq, %s2, %m2 : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xi1>
+  %g2 = mp.where %h2, %s2, %c : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  %o2 = mp.mul %o1, %g2 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %o2 : tensor<2x4xf32>
 }

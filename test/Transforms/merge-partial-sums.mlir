@@ -253,7 +253,8 @@ func.func @alone(%p0: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %g: tensor<2x4x1
 // all-reduced) concatenated along the experts and combined by their gates
 // in one einsum: the einsum is the sum of an einsum per expert, each
 // linear in its expert's sum, so the sums move after them and merge into
-// one. With gates that differ between ranks, nothing moves.
+// one. With gates that differ between ranks, the sums stay before the
+// einsum, concatenated: one collective of the same bytes.
 // CHECK-LABEL: func.func @stacked_combine
 // CHECK-SAME: (%[[P0:.*]]: tensor<2x4x8xf32>, %[[P1:.*]]: tensor<2x4x8xf32>, %[[G:.*]]: tensor<2x4x2xf32>)
 // CHECK-NOT: shard.all_reduce
@@ -265,9 +266,9 @@ func.func @alone(%p0: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %g: tensor<2x4x1
 // CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[S]]
 // CHECK-NEXT: return %[[R]]
 // CHECK-LABEL: func.func @rank_gates
-// CHECK-COUNT-2: shard.all_reduce
-// CHECK: mp.concat
-// CHECK: mp.einsum "bsed,bse->bsd"
+// CHECK: %[[C:.*]] = mp.concat
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[C]] on @tp grid_axes = [0] : tensor<2x4x2x8xf32> -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: mp.einsum "bsed,bse->bsd" %[[R]]
 shard.grid @tp(shape = 2)
 func.func @stacked_combine(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %g: tensor<2x4x2xf32>) -> tensor<2x4x8xf32> {
   %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
@@ -355,4 +356,89 @@ func.func @other_axis(%p0: tensor<2x4x8xf32>, %p1: tensor<2x4x8xf32>, %q: tensor
   %r1 = shard.all_reduce %p1 on @grid2 grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
   %y = mp.add %e0, %r1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests GPT-OSS's experts (stacked weights unstacked by mp-raise: a
+// row-parallel linear per expert, each all-reduced, concatenated along the
+// experts), a bias per expert added after the concatenation, the tokens
+// viewed back as [experts, B, S, d], scaled by the gates and summed over the
+// experts: the concatenation of sums is the sum of the concatenation, the
+// bias is carried apart through the view, the scaling and the sum, and the
+// one all-reduce moves after the sum over the experts (E times fewer
+// bytes): all_reduce(sum_e(p_e * g_e)) + sum_e(b_e * g_e).
+// CHECK-LABEL: func.func @gpt_oss
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xf32>, %[[P0:.*]]: tensor<8x8xf32>, %[[P1:.*]]: tensor<8x8xf32>, %[[G:.*]]: tensor<2x2x4x1xf32>)
+// CHECK-NOT: shard.all_reduce
+// CHECK: %[[C:.*]] = mp.concat %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<1x8x8xf32>, tensor<1x8x8xf32>) -> tensor<2x8x8xf32>
+// CHECK: %[[BE:.*]] = mp.expand %{{.*}} : tensor<2x1x8xf32> -> tensor<2x8x8xf32>
+// CHECK: %[[V:.*]] = mp.reshape %[[C]] : tensor<2x8x8xf32> -> tensor<2x2x4x8xf32>
+// CHECK: %[[BV:.*]] = mp.reshape %[[BE]] : tensor<2x8x8xf32> -> tensor<2x2x4x8xf32>
+// CHECK: %[[S:.*]] = mp.mul %[[V]], %[[G]]
+// CHECK: %[[BS:.*]] = mp.mul %[[BV]], %[[G]]
+// CHECK: %[[PS:.*]] = mp.reduce sum, %[[S]] {axes = array<i64: 0>, keepdims = false} : tensor<2x2x4x8xf32> -> tensor<2x4x8xf32>
+// CHECK: %[[BR:.*]] = mp.reduce sum, %[[BS]] {axes = array<i64: 0>, keepdims = false}
+// CHECK: %[[R:.*]] = shard.all_reduce %[[PS]] on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[T:.*]] = mp.add %[[R]], %[[BR]]
+// CHECK-NEXT: mp.add %[[X]], %[[T]]
+// CHECK-NOT: shard.all_reduce
+// CHECK: return
+//
+// Tests stacked experts applied to tokens flattened first ("td,edf->tef"):
+// the concatenated sums are viewed as [B, S, experts, d] before the gates'
+// einsum; the one all-reduce moves after the einsum.
+// CHECK-LABEL: func.func @flattened
+// CHECK: %[[E:.*]] = mp.einsum "bsed,bse->bsd"
+// CHECK-NEXT: shard.all_reduce %[[E]] on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NOT: shard.all_reduce
+//
+// Tests a concatenation of sums with a part that is not one, and of sums
+// of which only one adds a bias: nothing moves.
+// CHECK-LABEL: func.func @mixed
+// CHECK-COUNT-2: shard.all_reduce
+// CHECK: mp.concat
+// CHECK-LABEL: func.func @one_bias
+// CHECK-COUNT-2: shard.all_reduce
+// CHECK: mp.concat
+shard.grid @tp(shape = 2)
+mp.param @b : tensor<2x1x8xf32> {file = "x.onnx"}
+func.func @gpt_oss(%x: tensor<2x4x8xf32>, %p0: tensor<8x8xf32>, %p1: tensor<8x8xf32>, %g: tensor<2x2x4x1xf32>) -> tensor<2x4x8xf32> {
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<8x8xf32> -> tensor<8x8xf32>
+  %v0 = mp.reshape %r0 : tensor<8x8xf32> -> tensor<1x8x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<8x8xf32> -> tensor<8x8xf32>
+  %v1 = mp.reshape %r1 : tensor<8x8xf32> -> tensor<1x8x8xf32>
+  %all = mp.concat %v0, %v1 {axis = 0 : i64} : (tensor<1x8x8xf32>, tensor<1x8x8xf32>) -> tensor<2x8x8xf32>
+  %b = mp.get_param @b : tensor<2x1x8xf32>
+  %biased = mp.add %all, %b : (tensor<2x8x8xf32>, tensor<2x1x8xf32>) -> tensor<2x8x8xf32>
+  %tokens = mp.reshape %biased : tensor<2x8x8xf32> -> tensor<2x2x4x8xf32>
+  %scaled = mp.mul %tokens, %g : (tensor<2x2x4x8xf32>, tensor<2x2x4x1xf32>) -> tensor<2x2x4x8xf32>
+  %y = mp.reduce sum, %scaled {axes = array<i64: 0>, keepdims = false} : tensor<2x2x4x8xf32> -> tensor<2x4x8xf32>
+  %out = mp.add %x, %y : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %out : tensor<2x4x8xf32>
+}
+func.func @flattened(%p0: tensor<8x8xf32>, %p1: tensor<8x8xf32>, %g: tensor<2x4x2xf32>) -> tensor<2x4x8xf32> {
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<8x8xf32> -> tensor<8x8xf32>
+  %v0 = mp.reshape %r0 : tensor<8x8xf32> -> tensor<8x1x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<8x8xf32> -> tensor<8x8xf32>
+  %v1 = mp.reshape %r1 : tensor<8x8xf32> -> tensor<8x1x8xf32>
+  %all = mp.concat %v0, %v1 {axis = 1 : i64} : (tensor<8x1x8xf32>, tensor<8x1x8xf32>) -> tensor<8x2x8xf32>
+  %tokens = mp.reshape %all : tensor<8x2x8xf32> -> tensor<2x4x2x8xf32>
+  %y = mp.einsum "bsed,bse->bsd" %tokens, %g : (tensor<2x4x2x8xf32>, tensor<2x4x2xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+func.func @mixed(%p0: tensor<8x8xf32>, %p1: tensor<8x8xf32>, %q: tensor<8x8xf32>) -> tensor<24x8xf32> {
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<8x8xf32> -> tensor<8x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<8x8xf32> -> tensor<8x8xf32>
+  %w = mp.exp %q : tensor<8x8xf32>
+  %all = mp.concat %r0, %w, %r1 {axis = 0 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<24x8xf32>
+  return %all : tensor<24x8xf32>
+}
+func.func @one_bias(%p0: tensor<8x8xf32>, %p1: tensor<8x8xf32>, %c: tensor<8x8xf32>) -> tensor<16x8xf32> {
+  %r0 = shard.all_reduce %p0 on @tp grid_axes = [0] : tensor<8x8xf32> -> tensor<8x8xf32>
+  %b0 = mp.add %r0, %c : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %r1 = shard.all_reduce %p1 on @tp grid_axes = [0] : tensor<8x8xf32> -> tensor<8x8xf32>
+  %v1 = mp.neg %r1 : tensor<8x8xf32>
+  %all = mp.concat %b0, %v1 {axis = 0 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
+  return %all : tensor<16x8xf32>
 }

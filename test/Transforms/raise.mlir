@@ -773,3 +773,38 @@ func.func @slice_from_gather(%x: tensor<2x6x8xf32>) -> (tensor<2x1x8xf32>, tenso
   %d = mp.gather %x, %l {axis = 1 : i64} : (tensor<2x6x8xf32>, tensor<2xi64>) -> tensor<2x2x8xf32>
   return %a, %b, %c, %d : tensor<2x1x8xf32>, tensor<2x2x8xf32>, tensor<2x8xf32>, tensor<2x2x8xf32>
 }
+
+// -----
+
+// Tests experts applied by batched matmuls against stacked weights (HF's
+// GPT-OSS: the tokens repeated once per expert, torch.bmm with
+// [experts, d, f] and [experts, f, d]): a linear per expert on its block of
+// the input, as for the einsums above; a batched matmul against a stacked
+// parameter that is also read another way stays a matmul.
+// CHECK-LABEL: mp.param @"gate_up[0:1]" : tensor<1x8x16xf32> {part = array<i64: 0, 0, 2>, part_of = "gate_up"}
+// CHECK-NOT:   mp.param @gate_up :
+// CHECK:       mp.param @"down[1:2]" : tensor<1x16x8xf32> {part = array<i64: 0, 1, 2>, part_of = "down"}
+// CHECK:       mp.param @kept : tensor<2x8x16xf32>
+// CHECK-LABEL: func.func @bmm_experts
+// CHECK:       %[[X1:.*]] = mp.slice %arg0 {limits = array<i64: 2, 4, 8>, starts = array<i64: 1, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x4x8xf32> -> tensor<1x4x8xf32>
+// CHECK-NEXT:  mp.linear %[[X1]], %{{.*}} : (tensor<1x4x8xf32>, tensor<8x16xf32>) -> tensor<1x4x16xf32>
+// CHECK:       %[[H:.*]] = mp.concat {{.*}} {axis = 0 : i64} : (tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<2x4x16xf32>
+// CHECK-COUNT-2: mp.linear {{.*}} : (tensor<1x4x16xf32>, tensor<16x8xf32>) -> tensor<1x4x8xf32>
+// CHECK:       mp.concat {{.*}} {axis = 0 : i64} : (tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-LABEL: func.func @bmm_kept
+// CHECK:       mp.matmul %arg0, %{{.*}} : (tensor<2x4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
+mp.param @gate_up : tensor<2x8x16xf32>
+mp.param @down : tensor<2x16x8xf32>
+mp.param @kept : tensor<2x8x16xf32>
+func.func @bmm_experts(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %w1 = mp.get_param @gate_up : tensor<2x8x16xf32>
+  %h = mp.matmul %x, %w1 : (tensor<2x4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
+  %w2 = mp.get_param @down : tensor<2x16x8xf32>
+  %y = mp.matmul %h, %w2 : (tensor<2x4x16xf32>, tensor<2x16x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+func.func @bmm_kept(%x: tensor<2x4x8xf32>) -> (tensor<2x4x16xf32>, tensor<2x8x16xf32>) {
+  %w = mp.get_param @kept : tensor<2x8x16xf32>
+  %h = mp.matmul %x, %w : (tensor<2x4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
+  return %h, %w : tensor<2x4x16xf32>, tensor<2x8x16xf32>
+}

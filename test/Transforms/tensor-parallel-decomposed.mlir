@@ -173,6 +173,72 @@ func.func @main(%ids: tensor<2x4xi64>, %pids: tensor<2x4xi64>) -> tensor<2x4x16x
 
 // -----
 
+// Tests GPT-OSS's attention sinks and interleaved gate/up: a learned logit
+// per head concatenated to the scores, whose row maximum (mp.reduce along
+// the keys, keepdims) is subtracted before the softmax and which is sliced
+// off after it; the reduction splits by heads like the scores, the sinks
+// are cut by heads with shard.all_slice. The MLP's gate and up are the
+// even and odd columns of one projection (strided slices of the split
+// dim): each rank's block of its columns holds its block of both, so the
+// projection is column-parallel and the slices run on the block. A sum
+// over the batch (keepdims false) passes the split to the dim it lands on.
+// CHECK-LABEL: func.func @attention_sinks
+// CHECK: %[[SINKS:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 1 {mp.layer = 0 : i64} : tensor<2x4x4x1xf32> -> tensor<2x2x4x1xf32>
+// CHECK: %[[C:.*]] = mp.concat %{{.*}}, %[[SINKS]] {axis = 3 : i64, mp.layer = 0 : i64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x1xf32>) -> tensor<2x2x4x5xf32>
+// CHECK: mp.reduce max, %[[C]] {axes = array<i64: 3>, mp.layer = 0 : i64} : tensor<2x2x4x5xf32> -> tensor<2x2x4x1xf32>
+// CHECK: %[[GU:.*]] = mp.linear %{{.*}}, %{{.*}} {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<32x32xf32>) -> tensor<2x4x32xf32>
+// CHECK: mp.slice %[[GU]] {limits = array<i64: 2, 4, 32>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 2>} : tensor<2x4x32xf32> -> tensor<2x4x16xf32>
+// CHECK: mp.slice %[[GU]] {limits = array<i64: 2, 4, 32>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 1>, strides = array<i64: 1, 1, 2>} : tensor<2x4x32xf32> -> tensor<2x4x16xf32>
+// CHECK: %[[B:.*]] = mp.reduce sum, %{{.*}} {axes = array<i64: 0>, keepdims = false, mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<4x16xf32>
+// CHECK: %[[D:.*]] = mp.linear %[[B]], %{{.*}} {mp.layer = 0 : i64} : (tensor<4x16xf32>, tensor<16x32xf32>) -> tensor<4x32xf32>
+// CHECK-NEXT: shard.all_reduce %[[D]]
+mp.param @wq : tensor<32x32xf32> {file = "x.onnx"}
+mp.param @wk : tensor<32x32xf32> {file = "x.onnx"}
+mp.param @wv : tensor<32x32xf32> {file = "x.onnx"}
+mp.param @wo : tensor<32x32xf32> {file = "x.onnx"}
+mp.param @sinks : tensor<4xf32> {file = "x.onnx"}
+mp.param @gate_up : tensor<32x64xf32> {file = "x.onnx"}
+mp.param @down : tensor<32x32xf32> {file = "x.onnx"}
+func.func @attention_sinks(%x: tensor<2x4x32xf32>) -> (tensor<2x4x32xf32>, tensor<4x32xf32>) {
+  %wq = mp.get_param @wq {mp.layer = 0 : i64} : tensor<32x32xf32>
+  %wk = mp.get_param @wk {mp.layer = 0 : i64} : tensor<32x32xf32>
+  %wv = mp.get_param @wv {mp.layer = 0 : i64} : tensor<32x32xf32>
+  %wo = mp.get_param @wo {mp.layer = 0 : i64} : tensor<32x32xf32>
+  %sink0 = mp.get_param @sinks {mp.layer = 0 : i64} : tensor<4xf32>
+  %sink1 = mp.reshape %sink0 {mp.layer = 0 : i64} : tensor<4xf32> -> tensor<1x4x1x1xf32>
+  %sink = mp.expand %sink1 {mp.layer = 0 : i64} : tensor<1x4x1x1xf32> -> tensor<2x4x4x1xf32>
+  %q0 = mp.linear %x, %wq {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<32x32xf32>) -> tensor<2x4x32xf32>
+  %k0 = mp.linear %x, %wk {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<32x32xf32>) -> tensor<2x4x32xf32>
+  %v0 = mp.linear %x, %wv {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<32x32xf32>) -> tensor<2x4x32xf32>
+  %q1 = mp.reshape %q0 {mp.layer = 0 : i64} : tensor<2x4x32xf32> -> tensor<2x4x4x8xf32>
+  %k1 = mp.reshape %k0 {mp.layer = 0 : i64} : tensor<2x4x32xf32> -> tensor<2x4x4x8xf32>
+  %v1 = mp.reshape %v0 {mp.layer = 0 : i64} : tensor<2x4x32xf32> -> tensor<2x4x4x8xf32>
+  %q = mp.transpose %q1 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x8xf32> -> tensor<2x4x4x8xf32>
+  %kt = mp.transpose %k1 [0, 2, 3, 1] {mp.layer = 0 : i64} : tensor<2x4x4x8xf32> -> tensor<2x4x8x4xf32>
+  %v = mp.transpose %v1 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x8xf32> -> tensor<2x4x4x8xf32>
+  %s0 = mp.matmul %q, %kt {mp.layer = 0 : i64} : (tensor<2x4x4x8xf32>, tensor<2x4x8x4xf32>) -> tensor<2x4x4x4xf32>
+  %s1 = mp.concat %s0, %sink {axis = 3 : i64, mp.layer = 0 : i64} : (tensor<2x4x4x4xf32>, tensor<2x4x4x1xf32>) -> tensor<2x4x4x5xf32>
+  %m = mp.reduce max, %s1 {axes = array<i64: 3>, mp.layer = 0 : i64} : tensor<2x4x4x5xf32> -> tensor<2x4x4x1xf32>
+  %s2 = mp.sub %s1, %m {mp.layer = 0 : i64} : (tensor<2x4x4x5xf32>, tensor<2x4x4x1xf32>) -> tensor<2x4x4x5xf32>
+  %p0 = mp.softmax %s2 {axis = -1 : i64, mp.layer = 0 : i64} : tensor<2x4x4x5xf32>
+  %p = mp.slice %p0 {starts = array<i64: 0, 0, 0, 0>, limits = array<i64: 2, 4, 4, 4>, strides = array<i64: 1, 1, 1, 1>, mp.layer = 0 : i64} : tensor<2x4x4x5xf32> -> tensor<2x4x4x4xf32>
+  %a0 = mp.matmul %p, %v {mp.layer = 0 : i64} : (tensor<2x4x4x4xf32>, tensor<2x4x4x8xf32>) -> tensor<2x4x4x8xf32>
+  %a1 = mp.transpose %a0 [0, 2, 1, 3] {mp.layer = 0 : i64} : tensor<2x4x4x8xf32> -> tensor<2x4x4x8xf32>
+  %a = mp.reshape %a1 {mp.layer = 0 : i64} : tensor<2x4x4x8xf32> -> tensor<2x4x32xf32>
+  %o = mp.linear %a, %wo {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<32x32xf32>) -> tensor<2x4x32xf32>
+  %wgu = mp.get_param @gate_up {mp.layer = 0 : i64} : tensor<32x64xf32>
+  %wd = mp.get_param @down {mp.layer = 0 : i64} : tensor<32x32xf32>
+  %gu = mp.linear %o, %wgu {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<32x64xf32>) -> tensor<2x4x64xf32>
+  %gate = mp.slice %gu {starts = array<i64: 0, 0, 0>, limits = array<i64: 2, 4, 64>, strides = array<i64: 1, 1, 2>, mp.layer = 0 : i64} : tensor<2x4x64xf32> -> tensor<2x4x32xf32>
+  %up = mp.slice %gu {starts = array<i64: 0, 0, 1>, limits = array<i64: 2, 4, 64>, strides = array<i64: 1, 1, 2>, mp.layer = 0 : i64} : tensor<2x4x64xf32> -> tensor<2x4x32xf32>
+  %h = mp.mul %gate, %up {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  %hb = mp.reduce sum, %h {axes = array<i64: 0>, keepdims = false, mp.layer = 0 : i64} : tensor<2x4x32xf32> -> tensor<4x32xf32>
+  %d = mp.linear %hb, %wd {mp.layer = 0 : i64} : (tensor<4x32xf32>, tensor<32x32xf32>) -> tensor<4x32xf32>
+  return %o, %d : tensor<2x4x32xf32>, tensor<4x32xf32>
+}
+
+// -----
+
 // Tests a gather along the keys of per-head scores (DeBERTa's
 // content-to-position term, GatherElements imported as a reshape and a
 // Gather with known indices): the heads split passes it, the indices stay

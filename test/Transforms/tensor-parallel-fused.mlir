@@ -270,3 +270,40 @@ func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
   %r = mp.add %o, %x {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
   return %r : tensor<2x4x16xf32>
 }
+
+// -----
+
+// Tests an expert's fused gate/up (Llama 4's stacked [experts, d, 2f]
+// weights unstacked by mp-raise, halved by chunk): its weight is a part of
+// the stacked parameter already, so it is not cut again; its output, taken
+// in equal halves (through the view that gives it its unit experts dim),
+// is sharded per part as a split into equal parts is (shard_groups = 2:
+// each rank's block of the gate and of the up), each half's slice then
+// taking the rank's block.
+// CHECK-LABEL: module
+// CHECK: mp.param @"w13[1:2]" : tensor<1x16x32xf32> {file = "x.onnx", grid = @tp, initializer = "w13", part = array<i64: 0, 1, 2>, part_of = "w13", shard_axis = 2 : i64, shard_groups = 2 : i64}
+// CHECK: %[[H:.*]] = mp.linear %arg0, %{{.*}} {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+// CHECK-NEXT: %[[V:.*]] = mp.reshape %[[H]] {mp.layer = 0 : i64} : tensor<2x4x16xf32> -> tensor<2x4x1x16xf32>
+// CHECK-NEXT: mp.slice %[[V]] {limits = array<i64: 2, 4, 1, 8>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x1x16xf32> -> tensor<2x4x1x8xf32>
+// CHECK-NEXT: mp.slice %[[V]] {limits = array<i64: 2, 4, 1, 16>, mp.layer = 0 : i64, starts = array<i64: 0, 0, 0, 8>, strides = array<i64: 1, 1, 1, 1>} : tensor<2x4x1x16xf32> -> tensor<2x4x1x8xf32>
+// CHECK: mp.linear %{{.*}}, %{{.*}} {mp.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+// CHECK-NEXT: shard.all_reduce
+// SUMMARY: cut @w13 into 1 experts (stacked experts' weights: a linear per expert): @w13[1:2]
+// SUMMARY-NOT: parts split differently
+mp.param @"w13[1:2]" : tensor<1x16x32xf32> {file = "x.onnx", initializer = "w13", part = array<i64: 0, 1, 2>, part_of = "w13"}
+mp.param @"w2[1:2]" : tensor<1x16x16xf32> {file = "x.onnx", initializer = "w2", part = array<i64: 0, 1, 2>, part_of = "w2"}
+func.func @main(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %p = mp.get_param @"w13[1:2]" {mp.layer = 0 : i64} : tensor<1x16x32xf32>
+  %w = mp.reshape %p {mp.layer = 0 : i64} : tensor<1x16x32xf32> -> tensor<16x32xf32>
+  %h = mp.linear %x, %w {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x32xf32>) -> tensor<2x4x32xf32>
+  %v = mp.reshape %h {mp.layer = 0 : i64} : tensor<2x4x32xf32> -> tensor<2x4x1x32xf32>
+  %g = mp.slice %v {starts = array<i64: 0, 0, 0, 0>, limits = array<i64: 2, 4, 1, 16>, strides = array<i64: 1, 1, 1, 1>, mp.layer = 0 : i64} : tensor<2x4x1x32xf32> -> tensor<2x4x1x16xf32>
+  %u = mp.slice %v {starts = array<i64: 0, 0, 0, 16>, limits = array<i64: 2, 4, 1, 32>, strides = array<i64: 1, 1, 1, 1>, mp.layer = 0 : i64} : tensor<2x4x1x32xf32> -> tensor<2x4x1x16xf32>
+  %a = mp.silu %g {mp.layer = 0 : i64} : tensor<2x4x1x16xf32>
+  %m = mp.mul %a, %u {mp.layer = 0 : i64} : (tensor<2x4x1x16xf32>, tensor<2x4x1x16xf32>) -> tensor<2x4x1x16xf32>
+  %r = mp.reshape %m {mp.layer = 0 : i64} : tensor<2x4x1x16xf32> -> tensor<2x4x16xf32>
+  %p2 = mp.get_param @"w2[1:2]" {mp.layer = 0 : i64} : tensor<1x16x16xf32>
+  %w2 = mp.reshape %p2 {mp.layer = 0 : i64} : tensor<1x16x16xf32> -> tensor<16x16xf32>
+  %y = mp.linear %r, %w2 {mp.layer = 0 : i64} : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  return %y : tensor<2x4x16xf32>
+}

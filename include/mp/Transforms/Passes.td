@@ -21,9 +21,12 @@ def MPRaise : Pass<"mp-raise", "mlir::ModuleOp"> {
     - `attention`: `softmax(q·kᵀ·scale [+ mask | where(causal, ·, -inf)])·v`,
       with the head repeat of grouped-query attention folded in.
     - experts' weights stacked in one parameter `[experts, ...]` and applied
-      by einsum (`bsd,edf->bsef`, `bsef,efd->bsed`): a linear per expert
-      against its part of the parameter (`part_of`/`part`), the results
-      concatenated along the experts.
+      by einsum (`bsd,edf->bsef`, `bsef,efd->bsed`) or by batched matmul
+      (`torch.bmm` of the tokens viewed `[experts, tokens, d]`: GPT-OSS,
+      Llama 4): a linear per expert against its part of the parameter
+      (`part_of`/`part`), the results concatenated along the experts;
+      slices or splits of that concatenation along the features (a fused
+      gate/up halved by `chunk`) are taken of each expert's output.
 
     Before:
     ```mlir
@@ -67,7 +70,12 @@ def MPTensorParallel : Pass<"mp-tensor-parallel", "mlir::ModuleOp"> {
     - a linear whose output feeds, through shape and elementwise ops, the
       heads of an attention or another linear's contracting dimension is
       column-parallel (output features split; a fused QKV linear whose output
-      is split into q, k and v is sharded per part, not as one slice);
+      is split into q, k and v is sharded per part, not as one slice, as is
+      an expert's fused gate/up, a part of stacked weights, taken in equal
+      halves; one whose parts split differently is cut into a linear per
+      part); each op passes the split as its rule says (`propagateSplit`:
+      a reduction along another dim, every stride-th element of the split
+      dim as in GPT-OSS's interleaved gate and up, ...);
     - attention runs on the local heads (query and key/value heads split;
       grouped-query kv heads must divide too);
     - the linear that consumes a sharded activation is row-parallel: its
@@ -134,8 +142,15 @@ def MPMergePartialSums : Pass<"mp-merge-partial-sums", "mlir::ModuleOp"> {
     is whole) is moved after them, `all_reduce(p_e * g_e)`, where another
     sum is there to merge with; an einsum or sum reduction over a
     concatenation of such sums (stacked experts combined by their gates) is
-    first split into one per part. `--mp-parallelize` runs it after tensor
-    parallelism.
+    first split into one per part. Values the same on every rank added on
+    the way (a bias per expert after its all-reduce, GPT-OSS's) are carried
+    apart through the ops after them and added to the moved sum:
+    `f(all_reduce(p) + c) = all_reduce(f(p)) + f(c)`. A concatenation of
+    sums over the same ranks is the sum of the concatenation (one
+    collective, the same bytes), and a sum carried that way to a reduction
+    that shrinks it (the sum over the experts of their gated outputs) moves
+    after the reduction, so it sums fewer bytes. `--mp-parallelize` runs it
+    after tensor parallelism.
   }];
   let dependentDialects = ["mp::MPDialect", "mlir::shard::ShardDialect"];
 }

@@ -432,6 +432,17 @@ MP_INFER(SliceOp) {
                   getElementTypeOrSelf(adaptor.getInput()), types);
 }
 
+void SliceOp::build(OpBuilder &builder, OperationState &state, Value input,
+                    int64_t axis, int64_t start, int64_t limit) {
+  auto type = cast<RankedTensorType>(input.getType());
+  SmallVector<int64_t> starts(type.getRank(), 0), strides(type.getRank(), 1);
+  SmallVector<int64_t> limits(type.getShape()), shape(type.getShape());
+  starts[axis] = start;
+  limits[axis] = limit;
+  shape[axis] = limit - start;
+  build(builder, state, type.clone(shape), input, starts, limits, strides);
+}
+
 MP_INFER(ConcatOp) {
   Shape shape;
   std::string error;

@@ -137,12 +137,39 @@ FailureOr<SplitMapping> GatherOp::propagateSplit(ArrayRef<int64_t> dims) {
   });
 }
 
-/// Only a dimension taken whole passes.
+/// A dimension taken whole passes; so does one taken every `stride`-th
+/// element from a start below the stride to its end (gate and up
+/// interleaved in one projection, `x[..., ::2]` and `x[..., 1::2]`): each
+/// rank's contiguous block, a multiple of the stride long, holds the
+/// elements of its block of the result in the same pattern.
 FailureOr<SplitMapping> SliceOp::propagateSplit(ArrayRef<int64_t> dims) {
   return firstOperandSplit(*this, dims, [&](int64_t d) -> int64_t {
-    bool whole = getStarts()[d] == 0 && getStrides()[d] == 1 &&
-                 getLimits()[d] == tensorType(getInput()).getDimSize(d);
-    return whole ? d : -1;
+    int64_t size = tensorType(getInput()).getDimSize(d);
+    int64_t start = getStarts()[d], stride = getStrides()[d];
+    bool whole = start == 0 && stride == 1 && getLimits()[d] == size;
+    bool everyStride = stride > 1 && start < stride && size % stride == 0 &&
+                       getLimits()[d] >= size - stride + start + 1;
+    return whole || everyStride ? d : -1;
+  });
+}
+
+/// A dimension kept passes (to where it lands when the reduced ones are
+/// dropped); a reduced one would leave each rank a partial result.
+FailureOr<SplitMapping> ReduceOp::propagateSplit(ArrayRef<int64_t> dims) {
+  int64_t rank = tensorType(getInput()).getRank();
+  auto reduced = [&](int64_t d) {
+    return llvm::any_of(getAxes(),
+                        [&](int64_t a) { return (a < 0 ? a + rank : a) == d; });
+  };
+  return firstOperandSplit(*this, dims, [&](int64_t d) -> int64_t {
+    if (reduced(d))
+      return -1;
+    if (getKeepdims())
+      return d;
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < d; ++i)
+      dropped += reduced(i);
+    return d - dropped;
   });
 }
 

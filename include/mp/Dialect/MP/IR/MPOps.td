@@ -616,7 +616,7 @@ def MP_SoftmaxOp : MP_Op<"softmax", [MP_Differentiable, MP_CoreAttentionTrait,
 
 def MP_ReduceOp : MP_Op<"reduce", [MP_Differentiable,
     Pure, SameOperandsAndResultElementType,
-                                   InferTypeOpAdaptor]> {
+                                   InferTypeOpAdaptor, MP_SplitByRule]> {
   let summary = "reduction (sum, mean, max, min) over the given axes";
   let arguments = (ins MP_ReduceKind:$kind, MP_Tensor:$input,
                        DenseI64ArrayAttr:$axes,
@@ -816,6 +816,12 @@ def MP_SliceOp : MP_Op<"slice", [MP_MovesDataTrait, MP_Differentiable,
   let results = (outs MP_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let builders = [
+    // The elements [start, limit) of `input` along `axis`, every other dim
+    // whole.
+    OpBuilder<(ins "::mlir::Value":$input, "int64_t":$axis, "int64_t":$start,
+                   "int64_t":$limit)>
+  ];
 }
 
 def MP_ConcatOp : MP_Op<"concat", [MP_MovesDataTrait, MP_Differentiable,
