@@ -1681,6 +1681,51 @@ class Phi3(LlamaLike):
 
 
 # ----------------------------------------------------------------------------
+# StableLM 2 (the 12B layout): LayerNorms, q/k/v biases, a LayerNorm per
+# query and key head (an nn.LayerNorm each in a ModuleList, applied to
+# torch.split(x, 1, dim=1) and concatenated), rotary on the first quarter
+# of each head.
+# ----------------------------------------------------------------------------
+class HeadLayerNorms(nn.Module):
+    def __init__(self, heads):
+        super().__init__()
+        self.norms = nn.ModuleList(nn.LayerNorm(HEAD_DIM) for _ in range(heads))
+
+    def forward(self, x):
+        heads = torch.split(x, 1, dim=1)
+        return torch.cat([norm(h) for norm, h in zip(self.norms, heads)], dim=1)
+
+
+class StableLm2Layer(LlamaLikeLayer):
+    def __init__(self):
+        super().__init__(qkv_bias=True, theta=10000.0)
+        self.input_layernorm = nn.LayerNorm(HIDDEN)
+        self.post_attention_layernorm = nn.LayerNorm(HIDDEN)
+        self.q_layernorm = HeadLayerNorms(HEADS)
+        self.k_layernorm = HeadLayerNorms(self.kv)
+        cos, sin = rotary_tables(HEAD_DIM // 4, SEQ)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def attention(self, x):
+        h = self.input_layernorm(x)
+        s = x.shape[1]
+        q, k, v = self.qkv(h)
+        q, k = self.q_layernorm(q), self.k_layernorm(k)
+        cos, sin = self.cos[:, :, :s], self.sin[:, :, :s]
+        q = partial_rotary(q, cos, sin, HEAD_DIM // 4)
+        k = partial_rotary(k, cos, sin, HEAD_DIM // 4)
+        return x + self.o_proj(merge_heads(attend(q, k, v, self.mask[:s, :s], "masked_fill")))
+
+
+class StableLm2(LlamaLike):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(StableLm2Layer() for _ in range(LAYERS))
+        self.norm = nn.LayerNorm(HIDDEN)
+
+
+# ----------------------------------------------------------------------------
 # Mixtures of experts in place of the MLP (Mixtral's, DeepSeek-V3's,
 # Qwen2-MoE's, the Switch Transformer's routing). Mixtral's router's
 # softmax picks the top 2 of 4 SwiGLU experts (TopK), their gates are
@@ -2029,6 +2074,7 @@ MODELS = {
     "stacked_moe": (lambda: MoEModel(StackedMoE), 2040, False),
     "gpt_oss": (GptOss, 2041, False),
     "llama4": (Llama4, 2042, False),
+    "stablelm2": (StableLm2, 2043, False),
 }
 # Models whose input_ids are made to carry what they exercise (padding).
 INPUT_IDS = {"roberta": roberta_ids, "clip_text": clip_ids}
@@ -2038,7 +2084,7 @@ TRAIN_REFERENCE = {"bloom", "gemma2", "t5_relative", "olmo2", "deepseek_mla", "d
                    "bart", "bloom_merged", "gpt_bigcode", "chatglm", "deberta_v2",
                    "gpt_lecture", "torch_encoder", "albert", "perceiver", "qwen3", "phi3",
                    "mixtral", "deepseek_moe", "qwen_moe", "switch_moe", "stacked_moe", "gpt_oss",
-                   "llama4"}
+                   "llama4", "stablelm2"}
 EXTRA_INPUTS = {"bert_pooler": bert_inputs, "t5": t5_inputs, "deberta": padding_mask,
                 "bart": bart_inputs, "opt_merged": padding_mask, "bloom_merged": padding_mask,
                 "gpt_bigcode": padding_mask, "deberta_v2": padding_mask}

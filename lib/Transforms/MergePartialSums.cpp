@@ -254,6 +254,8 @@ void sinkScaling(ScaledSum scaled) {
   Operation *sum = b.clone(*scaled.sum);
   sum->setOperand(0, carried);
   sum->getResult(0).setType(carried.getType());
+  // (Where the sum now is: past a pooling, outside the layers.)
+  sum->setDiscardableAttrs(outer->getDiscardableAttrDictionary());
   Value result = sum->getResult(0);
   if (added) {
     auto total =

@@ -379,6 +379,96 @@ struct LayerNormBias : OpRewritePattern<AddOp> {
   }
 };
 
+/// `w` ([D]: one part's norm scale or bias) viewed as the part's block of
+/// the stacked scales: size 1 but along `axis` (the part's size there) and
+/// the last dim.
+static Value asPartBlock(PatternRewriter &rewriter, Location loc, Value w,
+                         RankedTensorType part, int64_t axis) {
+  SmallVector<int64_t> unit(part.getRank(), 1);
+  unit.back() = part.getShape().back();
+  Value block = ReshapeOp::create(rewriter, loc, tensorType(w).clone(unit), w);
+  if (part.getDimSize(axis) == 1)
+    return block;
+  unit[axis] = part.getDimSize(axis);
+  return ExpandOp::create(rewriter, loc, tensorType(w).clone(unit), block);
+}
+
+/// A norm per part of a split along some axis, each with its own scale
+/// (and bias), the parts concatenated back along that axis (StableLM 2's
+/// per-head query and key LayerNorms: `torch.split(x, 1, dim=1)`, an
+/// nn.LayerNorm per head in a ModuleList, `torch.cat`) -> one norm of x
+/// over its last dim, scaled by the scales stacked along the axis:
+///   norm(x, 1) * concat(w_i) [+ concat(b_i)]
+/// A value computed from parameters alone, so that tensor parallelism can
+/// split the norm by heads (each rank cutting its heads' scales) where a
+/// split into the per-head ops cannot be (each op reads another weight).
+struct NormPerPart : OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConcatOp op,
+                                PatternRewriter &rewriter) const override {
+    const int64_t axis = op.getNormalizedAxis(), rank = op.getType().getRank();
+    if (axis == rank - 1 || op.getInputs().size() < 2)
+      return failure();
+    SplitOp split;
+    SmallVector<Operation *> norms;
+    for (auto [i, part] : llvm::enumerate(op.getInputs())) {
+      Operation *norm = part.getDefiningOp();
+      auto ln = dyn_cast_or_null<LayerNormOp>(norm);
+      auto rms = dyn_cast_or_null<RMSNormOp>(norm);
+      if ((!ln && !rms) || !part.hasOneUse() ||
+          (ln && ln.getNormalizedAxis() != rank - 1) ||
+          (!norms.empty() &&
+           (norm->getName() != norms[0]->getName() ||
+            norm->getNumOperands() != norms[0]->getNumOperands() ||
+            norm->getAttrDictionary() != norms[0]->getAttrDictionary())))
+        return failure();
+      auto result = dyn_cast<OpResult>(norm->getOperand(0));
+      auto from = norm->getOperand(0).getDefiningOp<SplitOp>();
+      if (!from || (split && from != split) || result.getResultNumber() != i ||
+          !result.hasOneUse())
+        return failure();
+      split = from;
+      norms.push_back(norm);
+    }
+    if (split.getNumResults() != norms.size() ||
+        split.getNormalizedAxis() != axis ||
+        split.getInput().getType() != op.getType())
+      return failure();
+    Location loc = op.getLoc();
+    RankedTensorType type = op.getType();
+    auto scalarType = RankedTensorType::get(type.getShape().take_back(),
+                                            type.getElementType());
+    Value ones = ConstantOp::create(
+        rewriter, loc,
+        DenseElementsAttr::get(
+            scalarType, rewriter.getFloatAttr(type.getElementType(), 1.0)));
+    Value normed;
+    if (auto ln = dyn_cast<LayerNormOp>(norms[0]))
+      normed =
+          LayerNormOp::create(rewriter, loc, split.getInput(), ones, Value(),
+                              ln.getAxisAttr(), ln.getEpsilonAttr());
+    else
+      normed = RMSNormOp::create(rewriter, loc, split.getInput(), ones,
+                                 cast<RMSNormOp>(norms[0]).getEpsilonAttr());
+    // The scales (operand 1), then the biases (operand 2), stacked.
+    Value result = normed;
+    for (unsigned operand = 1; operand < norms[0]->getNumOperands();
+         ++operand) {
+      SmallVector<Value> blocks;
+      for (auto [norm, part] : llvm::zip(norms, split.getResults()))
+        blocks.push_back(asPartBlock(rewriter, loc, norm->getOperand(operand),
+                                     tensorType(part), axis));
+      Value stacked = ConcatOp::create(rewriter, loc, blocks,
+                                       rewriter.getI64IntegerAttr(axis));
+      result = operand == 1
+                   ? Value(MulOp::create(rewriter, loc, type, result, stacked))
+                   : Value(AddOp::create(rewriter, loc, type, result, stacked));
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Activations
 //===----------------------------------------------------------------------===//
@@ -563,8 +653,8 @@ struct RaisePass : public mp::impl::MPRaiseBase<RaisePass> {
     patterns
         .add<LinearFromMatmul, LinearBias, EmbeddingFromGather, SliceFromGather,
              LayerNormFromDecomposed, RMSNormFromDecomposed, RMSNormFromDiv,
-             NormScale, LayerNormBias, GeluFromDecomposed, SiluFromDecomposed>(
-            ctx);
+             NormScale, LayerNormBias, NormPerPart, GeluFromDecomposed,
+             SiluFromDecomposed>(ctx);
     populateRaiseEinsumPatterns(patterns);
     populateRaiseAttentionPatterns(patterns);
     FrozenRewritePatternSet raise(std::move(patterns));

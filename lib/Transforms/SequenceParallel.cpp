@@ -230,6 +230,18 @@ Value SequenceParallelPass::sliced(Value whole, int64_t dim, Operation *user) {
 /// comes out split along a dim that divides by the ranks; nullopt when the
 /// op needs the whole sequence.
 std::optional<SplitMapping> SequenceParallelPass::carry(Operation *op) {
+  // A slice's rule compares its bounds with its input's size, which is
+  // local here: a slice passes the sequence split where it takes the whole
+  // (global) sequence, its other dims as it likes.
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    int64_t d = seqDim.lookup(slice.getInput());
+    bool whole = slice.getStarts()[d] == 0 && slice.getStrides()[d] == 1 &&
+                 slice.getLimits()[d] ==
+                     tensorType(slice.getInput()).getDimSize(d) * ranks;
+    if (!whole)
+      return std::nullopt;
+    return SplitMapping{{d}, {d}};
+  }
   auto rule = dyn_cast<SplitOpInterface>(op);
   if (!rule)
     return std::nullopt;
@@ -272,6 +284,12 @@ LogicalResult SequenceParallelPass::visit(Operation *op) {
         operand.set(sliced(operand.get(), needed, op));
     for (auto [result, d] : llvm::zip(op->getResults(), mapping->results))
       markLocal(result, d);
+    if (auto slice = dyn_cast<SliceOp>(op)) {
+      int64_t d = mapping->results[0];
+      SmallVector<int64_t> limits(slice.getLimits());
+      limits[d] = tensorType(slice.getResult()).getDimSize(d);
+      slice.setLimits(limits);
+    }
     return success();
   }
   // Anything else needs the whole sequence.

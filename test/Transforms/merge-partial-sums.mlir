@@ -442,3 +442,22 @@ func.func @one_bias(%p0: tensor<8x8xf32>, %p1: tensor<8x8xf32>, %c: tensor<8x8xf
   %all = mp.concat %b0, %v1 {axis = 0 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
   return %all : tensor<16x8xf32>
 }
+
+// -----
+
+// Tests a layer's sum over ranks carried through the residual add to a
+// pooling after the layers (a classifier's sum over the sequence): the sum
+// moves after the pooling and, being outside the layers there, loses the
+// layer's tag (sequence parallelism leaves such a sum an all-reduce).
+// CHECK-LABEL: func.func @pooled
+// CHECK: %[[S:.*]] = mp.reduce sum, %arg0 {axes = array<i64: 1>, keepdims = false} : tensor<3x8x32xf32> -> tensor<3x32xf32>
+// CHECK: %[[X:.*]] = mp.reduce sum, %arg1
+// CHECK-NEXT: %[[R:.*]] = shard.all_reduce %[[S]] on @tp grid_axes = [0] : tensor<3x32xf32> -> tensor<3x32xf32>
+// CHECK-NEXT: mp.add %[[R]], %[[X]] : (tensor<3x32xf32>, tensor<3x32xf32>) -> tensor<3x32xf32>
+shard.grid @tp(shape = 2)
+func.func @pooled(%p: tensor<3x8x32xf32>, %x: tensor<3x8x32xf32>) -> tensor<3x32xf32> {
+  %r = shard.all_reduce %p on @tp grid_axes = [0] {mp.layer = 1 : i64} : tensor<3x8x32xf32> -> tensor<3x8x32xf32>
+  %h = mp.add %x, %r {mp.layer = 1 : i64} : (tensor<3x8x32xf32>, tensor<3x8x32xf32>) -> tensor<3x8x32xf32>
+  %s = mp.reduce sum, %h {axes = array<i64: 1>, keepdims = false} : tensor<3x8x32xf32> -> tensor<3x32xf32>
+  return %s : tensor<3x32xf32>
+}

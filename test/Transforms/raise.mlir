@@ -808,3 +808,63 @@ func.func @bmm_kept(%x: tensor<2x4x8xf32>) -> (tensor<2x4x16xf32>, tensor<2x8x16
   %h = mp.matmul %x, %w : (tensor<2x4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
   return %h, %w : tensor<2x4x16xf32>, tensor<2x8x16xf32>
 }
+
+// -----
+
+// Tests a norm per part of a split, each with its own scale (and bias), the
+// parts concatenated back along the split axis (StableLM 2's per-head
+// query and key LayerNorms: torch.split(x, 1, dim=1), an nn.LayerNorm per
+// head, torch.cat): one norm of the whole with unit scale, times the
+// scales stacked along that axis, plus the biases stacked; parts of
+// several rows have their scale expanded over them. Parts concatenated in
+// another order stay as they are.
+// CHECK-LABEL: func.func @per_head_norms
+// CHECK: %[[ONE:.*]] = mp.constant dense<1.000000e+00> : tensor<8xf32>
+// CHECK: %[[N:.*]] = mp.layer_norm %arg0, %[[ONE]] : (tensor<2x2x4x8xf32>, tensor<8xf32>) -> tensor<2x2x4x8xf32>
+// CHECK: %[[W:.*]] = mp.concat %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<1x1x1x8xf32>, tensor<1x1x1x8xf32>) -> tensor<1x2x1x8xf32>
+// CHECK: %[[S:.*]] = mp.mul %[[N]], %[[W]]
+// CHECK: %[[B:.*]] = mp.concat %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<1x1x1x8xf32>, tensor<1x1x1x8xf32>) -> tensor<1x2x1x8xf32>
+// CHECK: %[[Y:.*]] = mp.add %[[S]], %[[B]]
+// CHECK: return %[[Y]]
+// CHECK-LABEL: func.func @per_pair_rms
+// CHECK: %[[N:.*]] = mp.rms_norm %arg0, %{{.*}} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK: mp.expand %{{.*}} : tensor<1x1x8xf32> -> tensor<1x2x8xf32>
+// CHECK: %[[W:.*]] = mp.concat {{.*}} -> tensor<1x4x8xf32>
+// CHECK: mp.mul %[[N]], %[[W]]
+// CHECK-LABEL: func.func @other_order
+// CHECK: mp.split
+// CHECK-COUNT-2: mp.rms_norm
+// CHECK: mp.concat
+mp.param @w0 : tensor<8xf32>
+mp.param @w1 : tensor<8xf32>
+mp.param @b0 : tensor<8xf32>
+mp.param @b1 : tensor<8xf32>
+func.func @per_head_norms(%x: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %p:2 = mp.split %x {axis = 1 : i64} : tensor<2x2x4x8xf32> -> tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>
+  %w0 = mp.get_param @w0 : tensor<8xf32>
+  %w1 = mp.get_param @w1 : tensor<8xf32>
+  %b0 = mp.get_param @b0 : tensor<8xf32>
+  %b1 = mp.get_param @b1 : tensor<8xf32>
+  %n0 = mp.layer_norm %p#0, %w0, %b0 : (tensor<2x1x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x1x4x8xf32>
+  %n1 = mp.layer_norm %p#1, %w1, %b1 : (tensor<2x1x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x1x4x8xf32>
+  %y = mp.concat %n0, %n1 {axis = 1 : i64} : (tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %y : tensor<2x2x4x8xf32>
+}
+func.func @per_pair_rms(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %p:2 = mp.split %x {axis = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>, tensor<2x2x8xf32>
+  %w0 = mp.get_param @w0 : tensor<8xf32>
+  %w1 = mp.get_param @w1 : tensor<8xf32>
+  %n0 = mp.rms_norm %p#0, %w0 : (tensor<2x2x8xf32>, tensor<8xf32>) -> tensor<2x2x8xf32>
+  %n1 = mp.rms_norm %p#1, %w1 : (tensor<2x2x8xf32>, tensor<8xf32>) -> tensor<2x2x8xf32>
+  %y = mp.concat %n0, %n1 {axis = 1 : i64} : (tensor<2x2x8xf32>, tensor<2x2x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+func.func @other_order(%x: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %p:2 = mp.split %x {axis = 1 : i64} : tensor<2x2x4x8xf32> -> tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>
+  %w0 = mp.get_param @w0 : tensor<8xf32>
+  %w1 = mp.get_param @w1 : tensor<8xf32>
+  %n0 = mp.rms_norm %p#0, %w0 : (tensor<2x1x4x8xf32>, tensor<8xf32>) -> tensor<2x1x4x8xf32>
+  %n1 = mp.rms_norm %p#1, %w1 : (tensor<2x1x4x8xf32>, tensor<8xf32>) -> tensor<2x1x4x8xf32>
+  %y = mp.concat %n1, %n0 {axis = 1 : i64} : (tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %y : tensor<2x2x4x8xf32>
+}

@@ -190,3 +190,27 @@ func.func @batch_of_one(%x: tensor<4x1x8xf32>) -> tensor<4x1x8xf32> {
   %n = mp.layer_norm %p, %g {mp.layer = 0 : i64} : (tensor<4x1x8xf32>, tensor<8xf32>) -> tensor<4x1x8xf32>
   return %n : tensor<4x1x8xf32>
 }
+
+// -----
+
+// Tests slices of the sequence-split residual stream: a slice taking the
+// whole sequence (and part of the hidden size) runs on the local block, its
+// bounds made local; one taking every other position needs the whole
+// sequence and reads it all-gathered.
+// CHECK-LABEL: func.func @slices
+// CHECK: %[[H:.*]] = mp.add %{{.*}}, %{{.*}} {mp.layer = 0 : i64} : (tensor<2x4x32xf32>, tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+// CHECK: %[[G:.*]] = shard.all_gather %[[H]] on @tp grid_axes = [0] gather_axis = 1 : tensor<2x4x32xf32> -> tensor<2x8x32xf32>
+// CHECK: mp.slice %[[G]] {limits = array<i64: 2, 8, 32>, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 2, 1>} : tensor<2x8x32xf32> -> tensor<2x4x32xf32>
+// CHECK: mp.slice %[[H]] {limits = array<i64: 2, 4, 16>, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<2x4x32xf32> -> tensor<2x4x16xf32>
+mp.param @w1 : tensor<32x64xf32> {file = "x.onnx"}
+mp.param @w2 : tensor<64x32xf32> {file = "x.onnx"}
+func.func @slices(%x: tensor<2x8x32xf32>) -> (tensor<2x4x32xf32>, tensor<2x8x16xf32>) {
+  %w1 = mp.get_param @w1 {mp.layer = 0 : i64} : tensor<32x64xf32>
+  %w2 = mp.get_param @w2 {mp.layer = 0 : i64} : tensor<64x32xf32>
+  %h = mp.linear %x, %w1 {mp.layer = 0 : i64} : (tensor<2x8x32xf32>, tensor<32x64xf32>) -> tensor<2x8x64xf32>
+  %r = mp.linear %h, %w2 {mp.layer = 0 : i64} : (tensor<2x8x64xf32>, tensor<64x32xf32>) -> tensor<2x8x32xf32>
+  %y = mp.add %x, %r {mp.layer = 0 : i64} : (tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+  %s = mp.slice %y {starts = array<i64: 0, 0, 0>, limits = array<i64: 2, 8, 32>, strides = array<i64: 1, 2, 1>} : tensor<2x8x32xf32> -> tensor<2x4x32xf32>
+  %t = mp.slice %y {starts = array<i64: 0, 0, 0>, limits = array<i64: 2, 8, 16>, strides = array<i64: 1, 1, 1>} : tensor<2x8x32xf32> -> tensor<2x8x16xf32>
+  return %s, %t : tensor<2x4x32xf32>, tensor<2x8x16xf32>
+}

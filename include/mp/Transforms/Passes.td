@@ -15,6 +15,9 @@ def MPRaise : Pass<"mp-raise", "mlir::ModuleOp"> {
       from Gemm's transB) and a parameter bias.
     - `layer_norm`: mean/sub/pow/mean/add/sqrt/div[/mul/add] chains.
     - `rms_norm`: `x * rsqrt(mean(x^2) + eps) * w` (also `/ sqrt`).
+    - a norm per part of a split, each with its own weights, concatenated
+      back (StableLM 2's per-head LayerNorms): one norm of the whole,
+      times the weights stacked along the split axis (plus the biases).
     - `gelu`: erf form `x * 0.5 * (1 + erf(x / sqrt 2))`, tanh form.
     - `silu`: `x * sigmoid(x)`.
     - `embedding`: `gather(W, ids)` on axis 0 of a `[V, H]` parameter.
