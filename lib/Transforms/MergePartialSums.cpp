@@ -192,10 +192,12 @@ std::optional<ScaledSum> linearChain(Value leaf, Operation *root) {
     if (!linearIn(op, i) && !affineIn(op, i))
       continue;
     Value inner = op->getOperand(i);
+    // (A norm's statistics are not activations: they stay where they are.)
     auto sum = inner.getDefiningOp<shard::AllReduceOp>();
     if (sum && sum->hasOneUse() &&
         sum.getReduction() == shard::ReductionKind::Sum &&
-        sum.getInput().getType() == sum.getType() && inSameStage(sum, op))
+        sum.getInput().getType() == sum.getType() && inSameStage(sum, op) &&
+        !sum->hasAttr(MPDialect::getNormStatisticsAttrName()))
       return ScaledSum{sum, {{op, i}}};
     if (std::optional<ScaledSum> deeper = linearChain(inner, root)) {
       deeper->chain.insert(deeper->chain.begin(), {op, i});

@@ -461,3 +461,20 @@ func.func @pooled(%p: tensor<3x8x32xf32>, %x: tensor<3x8x32xf32>) -> tensor<3x32
   %s = mp.reduce sum, %h {axes = array<i64: 1>, keepdims = false} : tensor<3x8x32xf32> -> tensor<3x32xf32>
   return %s : tensor<3x32xf32>
 }
+
+// -----
+
+// Tests a norm's statistics (an all-reduce of local sums, mp.norm_statistics)
+// scaled where another sum meets it: statistics are not activations, so the
+// sum stays before its scaling, with its mark.
+// CHECK-LABEL: func.func @statistics
+// CHECK: %[[S:.*]] = shard.all_reduce %arg0 on @tp grid_axes = [0] {mp.norm_statistics}
+// CHECK-NEXT: mp.mul %[[S]], %arg2
+shard.grid @tp(shape = 2)
+func.func @statistics(%s: tensor<2x4x8xf32>, %p: tensor<2x4x8xf32>, %g: tensor<2x4x1xf32>) -> tensor<2x4x8xf32> {
+  %r0 = shard.all_reduce %s on @tp grid_axes = [0] {mp.norm_statistics} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %e0 = mp.mul %r0, %g : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %r1 = shard.all_reduce %p on @tp grid_axes = [0] : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %y = mp.add %e0, %r1 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
