@@ -14,6 +14,9 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <map>
+#include <tuple>
+
 using namespace mlir;
 using namespace mp;
 
@@ -128,6 +131,38 @@ static bool isCausalAdditiveMask(Value mask, int64_t sq, int64_t sk,
   });
 }
 
+/// The causal checks above, once per mask constant and question: every
+/// layer reads the same (uniqued) constant, and on the GPT-3 shapes reading
+/// a 2048 x 2048 mask once per layer was most of mp-raise's time.
+class CausalMaskMemo {
+public:
+  bool boolMask(Value mask, int64_t sq, int64_t sk, bool masked) {
+    return lookup(mask, sq, sk, masked ? 1.0 : 0.0, /*additive=*/false,
+                  [&] { return isCausalBoolMask(mask, sq, sk, masked); });
+  }
+  bool additiveMask(Value mask, int64_t sq, int64_t sk, double scale) {
+    return lookup(mask, sq, sk, scale, /*additive=*/true,
+                  [&] { return isCausalAdditiveMask(mask, sq, sk, scale); });
+  }
+
+private:
+  template <class Check>
+  bool lookup(Value mask, int64_t sq, int64_t sk, double arg, bool additive,
+              Check check) {
+    DenseElementsAttr attr;
+    if (!matchPattern(mask, m_Constant(&attr)))
+      return false; // (what either check says of a value not constant)
+    auto key =
+        std::make_tuple(attr.getAsOpaquePointer(), sq, sk, arg, additive);
+    auto [it, inserted] = known.try_emplace(key, false);
+    if (inserted)
+      it->second = check();
+    return it->second;
+  }
+  std::map<std::tuple<const void *, int64_t, int64_t, double, bool>, bool>
+      known;
+};
+
 /// Whether `v` is computed from a parameter (a learned table looked up, as
 /// T5's relative position bias), as opposed to a stored tensor read as it
 /// is, through shape ops only (a mask or ALiBi bias the exporter kept as an
@@ -157,6 +192,9 @@ namespace {
 
 struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
+  // (One pattern object per mp-raise run: the memo lives as long as the
+  // constants it points at.)
+  mutable CausalMaskMemo causalMasks;
   LogicalResult matchAndRewrite(MatmulOp op,
                                 PatternRewriter &rewriter) const override {
     auto softmax = op.getLhs().getDefiningOp<SoftmaxOp>();
@@ -346,9 +384,9 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
   /// `mask`. Fails on a second causal pattern or boolean mask.
   /// `scale` multiplies the scores after the mask (the scales peeled so
   /// far): a fill is very negative, so masks, only once scaled.
-  static bool peelMask(Value &scores, int64_t sq, int64_t sk, bool &causal,
-                       Value &mask, BoolMask &boolMask, bool causalAsMask,
-                       double scale) {
+  bool peelMask(Value &scores, int64_t sq, int64_t sk, bool &causal,
+                Value &mask, BoolMask &boolMask, bool causalAsMask,
+                double scale) const {
     if (auto where = scores.getDefiningOp<WhereOp>()) {
       for (bool masked : {false, true}) {
         Value kept = masked ? where.getOnFalse() : where.getOnTrue();
@@ -362,7 +400,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
             c && (c.getLhs() == kept || c.getRhs() == kept))
           return false;
         if (!causalAsMask &&
-            isCausalBoolMask(where.getCondition(), sq, sk, masked)) {
+            causalMasks.boolMask(where.getCondition(), sq, sk, masked)) {
           if (causal)
             return false;
           causal = true;
@@ -383,7 +421,7 @@ struct AttentionFromDecomposed : OpRewritePattern<MatmulOp> {
                         std::pair(add.getRhs(), add.getLhs())}) {
       if (!isScores(s))
         continue;
-      if (!causalAsMask && isCausalAdditiveMask(m, sq, sk, scale)) {
+      if (!causalAsMask && causalMasks.additiveMask(m, sq, sk, scale)) {
         if (causal)
           return false;
         causal = true;
