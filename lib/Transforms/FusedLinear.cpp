@@ -26,6 +26,24 @@
 using namespace mlir;
 using namespace mp;
 
+std::optional<std::pair<int64_t, int64_t>> mp::blockRead(Operation *op,
+                                                         int64_t axis) {
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    ArrayRef<int64_t> shape =
+        cast<RankedTensorType>(slice.getInput().getType()).getShape();
+    for (auto [d, dim] : llvm::enumerate(shape)) {
+      int64_t start = slice.getStarts()[d], limit = slice.getLimits()[d];
+      if (slice.getStrides()[d] != 1 || start < 0 || limit > dim ||
+          start >= limit)
+        return std::nullopt;
+      if (static_cast<int64_t>(d) != axis && (start != 0 || limit != dim))
+        return std::nullopt;
+    }
+    return std::make_pair(slice.getStarts()[axis], slice.getLimits()[axis]);
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 /// One reader of a part: `result` holds features [start, start + size) of
@@ -51,26 +69,6 @@ struct Parts {
   SmallVector<std::pair<int64_t, int64_t>> ranges; // (start, size): distinct,
                                                    // in order
 };
-
-/// The [begin, end) of `op`'s result along `axis` of its input, when it is
-/// a slice of a contiguous block of that axis and the whole of every other.
-std::optional<std::pair<int64_t, int64_t>> blockRead(Operation *op,
-                                                     int64_t axis) {
-  if (auto slice = dyn_cast<SliceOp>(op)) {
-    ArrayRef<int64_t> shape =
-        cast<RankedTensorType>(slice.getInput().getType()).getShape();
-    for (auto [d, dim] : llvm::enumerate(shape)) {
-      int64_t start = slice.getStarts()[d], limit = slice.getLimits()[d];
-      if (slice.getStrides()[d] != 1 || start < 0 || limit > dim ||
-          start >= limit)
-        return std::nullopt;
-      if (static_cast<int64_t>(d) != axis && (start != 0 || limit != dim))
-        return std::nullopt;
-    }
-    return std::make_pair(slice.getStarts()[axis], slice.getLimits()[axis]);
-  }
-  return std::nullopt;
-}
 
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t n = 1;

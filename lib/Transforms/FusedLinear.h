@@ -15,7 +15,15 @@
 
 #include "mp/Dialect/MP/IR/MPOps.h"
 
+#include <optional>
+#include <utility>
+
 namespace mp {
+
+/// The [begin, end) of `op`'s result along `axis` of its input, when it is
+/// a slice of a contiguous block of that axis and the whole of every other.
+std::optional<std::pair<int64_t, int64_t>> blockRead(mlir::Operation *op,
+                                                     int64_t axis);
 
 /// True when `op` takes a part of `linear`'s output and `linear` could be
 /// cut into a linear per part: its output is taken only in parts that tile

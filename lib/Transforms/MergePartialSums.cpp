@@ -181,6 +181,15 @@ struct ScaledSum {
                                                        // outermost first
 };
 
+/// Whether `sum` is a sum over ranks that may move past the ops reading it:
+/// of its input's type, in `at`'s pipeline stage, not a norm's statistics
+/// (which are not activations: they stay where they are).
+bool movableSum(shard::AllReduceOp sum, Operation *at) {
+  return sum.getReduction() == shard::ReductionKind::Sum &&
+         sum.getInput().getType() == sum.getType() && inSameStage(sum, at) &&
+         !sum->hasAttr(MPDialect::getNormStatisticsAttrName());
+}
+
 /// The ops linear in a sum over ranks from `leaf` down to the sum, each
 /// read only by the one before, if there are.
 std::optional<ScaledSum> linearChain(Value leaf, Operation *root) {
@@ -192,12 +201,8 @@ std::optional<ScaledSum> linearChain(Value leaf, Operation *root) {
     if (!linearIn(op, i) && !affineIn(op, i))
       continue;
     Value inner = op->getOperand(i);
-    // (A norm's statistics are not activations: they stay where they are.)
     auto sum = inner.getDefiningOp<shard::AllReduceOp>();
-    if (sum && sum->hasOneUse() &&
-        sum.getReduction() == shard::ReductionKind::Sum &&
-        sum.getInput().getType() == sum.getType() && inSameStage(sum, op) &&
-        !sum->hasAttr(MPDialect::getNormStatisticsAttrName()))
+    if (sum && sum->hasOneUse() && movableSum(sum, op))
       return ScaledSum{sum, {{op, i}}};
     if (std::optional<ScaledSum> deeper = linearChain(inner, root)) {
       deeper->chain.insert(deeper->chain.begin(), {op, i});
@@ -221,12 +226,10 @@ std::optional<ScaledSum> scaledSum(Value leaf, Operation *root,
   return scaled;
 }
 
-/// Moves the sum after the ops: all_reduce(f(p)); the values the chain
-/// adds are carried apart through the ops after them and added to the sum
-/// (every rank computes them alike).
-void sinkScaling(ScaledSum scaled) {
-  Operation *outer = scaled.chain.front().first;
-  OpBuilder b(outer);
+/// The chain of `scaled` applied to the sum's partial input, and apart to
+/// the values it adds (null where none), built at `b`: f_linear(p) and
+/// f(c), of which all_reduce(f_linear(p)) + f(c) is the chain's result.
+std::pair<Value, Value> carryThrough(ScaledSum &scaled, OpBuilder &b) {
   Value carried = scaled.sum.getInput(), added;
   for (auto [op, operand] : llvm::reverse(scaled.chain)) {
     if (isa<AddOp>(op)) {
@@ -253,6 +256,23 @@ void sinkScaling(ScaledSum scaled) {
       added = again->getResult(0);
     }
   }
+  return {carried, added};
+}
+
+/// Erases the chain of `scaled` and its sum, no longer read.
+void eraseChain(ScaledSum &scaled) {
+  for (auto [op, operand] : scaled.chain)
+    op->erase();
+  scaled.sum->erase();
+}
+
+/// Moves the sum after the ops: all_reduce(f(p)); the values the chain
+/// adds are carried apart through the ops after them and added to the sum
+/// (every rank computes them alike).
+void sinkScaling(ScaledSum scaled) {
+  Operation *outer = scaled.chain.front().first;
+  OpBuilder b(outer);
+  auto [carried, added] = carryThrough(scaled, b);
   Operation *sum = b.clone(*scaled.sum);
   sum->setOperand(0, carried);
   sum->getResult(0).setType(carried.getType());
@@ -266,9 +286,7 @@ void sinkScaling(ScaledSum scaled) {
     result = total;
   }
   outer->getResult(0).replaceAllUsesWith(result);
-  for (auto [op, operand] : scaled.chain)
-    op->erase();
-  scaled.sum->erase();
+  eraseChain(scaled);
 }
 
 /// `part` as a sum over ranks, possibly scaled: an all-reduce read only
@@ -276,10 +294,7 @@ void sinkScaling(ScaledSum scaled) {
 std::optional<ScaledSum> sumOrScaledSum(Value part, Operation *root,
                                         SymbolTableCollection &symbols) {
   auto sum = part.getDefiningOp<shard::AllReduceOp>();
-  if (sum && part.hasOneUse() &&
-      sum.getReduction() == shard::ReductionKind::Sum &&
-      sum.getInput().getType() == sum.getType() && inSameStage(sum, root) &&
-      !sum->hasAttr(MPDialect::getNormStatisticsAttrName()))
+  if (sum && part.hasOneUse() && movableSum(sum, root))
     return ScaledSum{sum, {}};
   return scaledSum(part, root, symbols);
 }
@@ -313,32 +328,22 @@ void mergeConcatenatedSums(ModuleOp module, SymbolTableCollection &symbols) {
     if (parts.size() != concat.getInputs().size() ||
         llvm::any_of(parts, adds) != llvm::all_of(parts, adds))
       continue;
-    for (ScaledSum &part : parts)
-      if (!part.chain.empty())
-        sinkScaling(part);
-    // Each part is now all_reduce(q_i) (+ what its chain added).
+    // Each part's chain applied to its partial products (and apart to
+    // what it adds), concatenated alike, then summed once.
+    OpBuilder b(concat);
     SmallVector<Value> partials, added;
-    Operation *first = nullptr;
-    for (Value part : concat.getInputs()) {
-      Value sum = part;
-      Value extra;
-      if (auto add = part.getDefiningOp<AddOp>()) {
-        sum = add.getLhs();
-        extra = add.getRhs();
-      }
-      first = first ? first : sum.getDefiningOp();
-      partials.push_back(sum.getDefiningOp()->getOperand(0));
+    for (ScaledSum &part : parts) {
+      auto [partial, extra] = carryThrough(part, b);
+      partials.push_back(partial);
       added.push_back(extra);
     }
-    OpBuilder b(concat);
     auto inner = cast<ConcatOp>(b.clone(*concat));
     inner->setOperands(partials);
-    Operation *sum = b.clone(*first);
+    Operation *sum = b.clone(*parts.front().sum);
     sum->setOperand(0, inner);
     sum->getResult(0).setType(inner.getType());
     Value result = sum->getResult(0);
     if (added.front()) {
-      // (The values the parts' chains added, concatenated alike.)
       auto addends = cast<ConcatOp>(b.clone(*concat));
       addends->setOperands(added);
       auto total =
@@ -346,18 +351,10 @@ void mergeConcatenatedSums(ModuleOp module, SymbolTableCollection &symbols) {
       total->setDiscardableAttrs(concat->getDiscardableAttrDictionary());
       result = total;
     }
-    SmallVector<Operation *> old;
-    for (Value part : concat.getInputs())
-      old.push_back(part.getDefiningOp());
     concat.getResult().replaceAllUsesWith(result);
     concat->erase();
-    for (Operation *op : old) {
-      Operation *sumOp =
-          isa<AddOp>(op) ? op->getOperand(0).getDefiningOp() : op;
-      if (op != sumOp)
-        op->erase();
-      sumOp->erase();
-    }
+    for (ScaledSum &part : parts)
+      eraseChain(part);
   }
 }
 
@@ -369,9 +366,7 @@ void sinkSumsPastReductions(ModuleOp module, SymbolTableCollection &symbols) {
   SmallVector<shard::AllReduceOp> sums;
   module.walk([&](shard::AllReduceOp sum) { sums.push_back(sum); });
   for (shard::AllReduceOp sum : sums) {
-    if (sum.getReduction() != shard::ReductionKind::Sum ||
-        sum.getInput().getType() != sum.getType() ||
-        sum->hasAttr(MPDialect::getNormStatisticsAttrName()))
+    if (!movableSum(sum, sum))
       continue;
     auto elements = [](Value v) {
       return cast<RankedTensorType>(v.getType()).getNumElements();

@@ -166,20 +166,12 @@ std::optional<EqualParts> equalParts(SliceOp slice, int64_t d) {
   parts.count = whole / size;
   llvm::SmallBitVector taken(parts.count);
   for (Operation *user : in.getUsers()) {
-    auto part = dyn_cast<SliceOp>(user);
-    if (!part)
+    std::optional<std::pair<int64_t, int64_t>> block = blockRead(user, d);
+    if (!block || block->first % size != 0 ||
+        block->second != block->first + size)
       return std::nullopt;
-    for (int64_t i = 0; i < type.getRank(); ++i) {
-      int64_t start = part.getStarts()[i], limit = part.getLimits()[i];
-      bool ok = part.getStrides()[i] == 1 &&
-                (i == d ? start % size == 0 && limit == start + size &&
-                              start >= 0 && limit <= whole
-                        : start == 0 && limit == type.getDimSize(i));
-      if (!ok)
-        return std::nullopt;
-    }
-    taken.set(part.getStarts()[d] / size);
-    parts.readers.push_back(part);
+    taken.set(block->first / size);
+    parts.readers.push_back(user);
   }
   if (!taken.all())
     return std::nullopt;
